@@ -1,0 +1,5 @@
+"""`python -m archipelago` runs the `archi` CLI."""
+
+from archipelago.cli import app
+
+app()

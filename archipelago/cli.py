@@ -1,0 +1,117 @@
+"""`archi`: the command line. Every user mistake is one line on stderr and exit status 2."""
+
+import functools
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from archipelago.errors import ArchipelagoError, ConfigError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Plan, estimate and verify models split across FPGA clusters.")
+console = Console()
+
+ModelArg = Annotated[str, typer.Argument(help="zoo name (see `archi catalog`) or config.json path")]
+ClusterOpt = Annotated[str, typer.Option(help="NxDEVICE shorthand (e.g. 4xu280) or cluster YAML")]
+StrategyOpt = Annotated[str, typer.Option(help="partitioning strategy (see `archi catalog`)")]
+TokensOpt = Annotated[str, typer.Option(help="IN:OUT prompt and generated token counts")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON object")]
+
+
+def user_errors(command: Callable[..., None]) -> Callable[..., None]:
+    """Turn ArchipelagoError into `error: ...` on stderr and exit status 2, no traceback."""
+
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> None:
+        try:
+            command(*args, **kwargs)
+        except ArchipelagoError as err:
+            print(f"error: {err}", file=sys.stderr)
+            raise typer.Exit(2) from None
+
+    return run
+
+
+def load_engine_config(path: Path | None) -> dict[str, Any]:
+    """An engine-config YAML/JSON file: a mapping of engine design parameters."""
+    if path is None:
+        return {}
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(str(path), "file", "not found") from None
+    except yaml.YAMLError as err:
+        raise ConfigError(str(path), "yaml", str(err).splitlines()[0]) from None
+    if not isinstance(data, dict):
+        raise ConfigError(str(path), "engine", "must be a mapping of parameter: value")
+    return data.get("engine", data)
+
+
+@app.command()
+@user_errors
+def plan(
+    model: ModelArg,
+    cluster: ClusterOpt = "4xu280",
+    strategy: StrategyOpt = "dfx",
+    tokens: TokensOpt = "64:64",
+    engine_config: Annotated[Path | None, typer.Option(help="engine parameters (YAML)")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Split MODEL over CLUSTER and estimate latency, throughput and resource use."""
+    from archipelago.api import plan_and_estimate
+    from archipelago.report.generation import estimate_to_dict, print_estimate
+
+    the_plan, workload, est = plan_and_estimate(
+        model, cluster, strategy, tokens, load_engine_config(engine_config))
+    if as_json:
+        print(json.dumps(estimate_to_dict(the_plan, workload, est), indent=2))
+    else:
+        print_estimate(the_plan, workload, est, console)
+
+
+@app.command()
+@user_errors
+def catalog(as_json: JsonOpt = False) -> None:
+    """List built-in models, devices and strategies."""
+    from archipelago.hardware.catalog import catalog as devices
+    from archipelago.models.weights import parameter_count
+    from archipelago.models.zoo import model_names, resolve_model
+    from archipelago.strategies.registry import strategies
+
+    models = {name: resolve_model(name) for name in model_names()}
+    if as_json:
+        print(json.dumps({
+            "models": {n: {"arch": s.arch, "layers": s.layers, "hidden": s.hidden,
+                           "heads": s.heads, "parameters": parameter_count(s)}
+                       for n, s in models.items()},
+            "devices": {k: {"name": d.name, "kind": d.kind} for k, d in devices().items()},
+            "strategies": {n: s.summary for n, s in strategies().items()},
+        }, indent=2))
+        return
+    table = Table(title="models")
+    for col in ("name", "arch", "layers", "hidden", "heads", "ffn", "parameters"):
+        table.add_column(col)
+    for name, s in models.items():
+        table.add_row(name, s.arch, str(s.layers), str(s.hidden), str(s.heads), str(s.ffn),
+                      f"{parameter_count(s) / 1e6:,.0f} M")
+    console.print(table)
+    table = Table(title="devices")
+    for col in ("key", "name", "kind", "DSP", "memories"):
+        table.add_column(col)
+    for key, d in devices().items():
+        mems = ", ".join(f"{k} {m.capacity_bytes / 2**30:.0f} GiB" for k, m in d.memories.items())
+        table.add_row(key, d.name, d.kind, str(d.resources.dsp or "-"), mems or "-")
+    console.print(table)
+    table = Table(title="strategies")
+    table.add_column("name")
+    table.add_column("what it does")
+    for name, info in strategies().items():
+        table.add_row(name, info.summary)
+    console.print(table)

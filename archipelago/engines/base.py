@@ -1,0 +1,39 @@
+"""What every compute-core model provides, and the shared arithmetic of on-chip memories."""
+
+from dataclasses import dataclass
+from math import ceil
+
+import numpy as np
+
+from archipelago.hardware.device import Resources
+
+
+@dataclass(frozen=True)
+class PhaseArrays:
+    """A phase vectorized over many context lengths: `new_tokens` rows each attending to
+    `context` keys (an array, so a whole decode run is costed in one numpy pass)."""
+
+    new_tokens: int
+    context: np.ndarray
+
+
+def ceil_div(a: np.ndarray | int, b: int) -> np.ndarray | int:
+    return -(-a // b)
+
+
+def add_resources(*parts: Resources) -> Resources:
+    fields = Resources.model_fields
+    return Resources(**{f: sum(getattr(p, f) for p in parts) for f in fields})
+
+
+# On-chip memory primitives of UltraScale+ devices (UG573): a RAMB36E2 is 36 Kb and, at its
+# widest, 512 x 72 bits; a URAM288 is 4096 x 72 bits.
+BRAM36_WIDTH, BRAM36_DEPTH = 72, 512
+URAM_WIDTH, URAM_DEPTH = 72, 4096
+
+
+def memory_blocks(width_bits: int, depth: int) -> Resources:
+    """Blocks for a width x depth buffer: shallow buffers in BRAM, deep ones in URAM."""
+    if depth >= URAM_DEPTH:
+        return Resources(uram=ceil(width_bits / URAM_WIDTH) * ceil(depth / URAM_DEPTH))
+    return Resources(bram=ceil(width_bits / BRAM36_WIDTH) * ceil(depth / BRAM36_DEPTH))

@@ -1,0 +1,144 @@
+"""Estimate a tensor-parallel text-generation Plan: prefill, per-token decode, breakdown,
+per-device memory and resources, and feasibility with reasons."""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from archipelago.comm.collectives import all_gather_s, all_reduce_s
+from archipelago.engines.base import PhaseArrays, add_resources
+from archipelago.estimate.workload import Generation
+from archipelago.hardware.device import Resources
+from archipelago.plan import CommStep, ComputeStep, Plan, Step
+
+# Where each op's time is reported (the DFX paper's Fig. 15 breakdown categories).
+_CATEGORY = {
+    "embedding": "embedding", "lm_head": "lm_head", "norm": "layernorm_residual",
+    "residual": "layernorm_residual", "attn_score": "attention", "softmax": "attention",
+    "attn_context": "attention", "activation": "ffn", "gated_activation": "ffn",
+}
+_ATTENTION_LINEARS = frozenset({"q", "k", "v", "attn_out"})
+CATEGORIES = ("embedding", "attention", "ffn", "layernorm_residual", "sync", "lm_head")
+
+
+def step_category(step: Step) -> str:
+    if isinstance(step, CommStep):
+        return "sync"
+    op = step.op
+    if op.kind == "linear":
+        return "attention" if op.name in _ATTENTION_LINEARS else "ffn"
+    return _CATEGORY[op.kind]
+
+
+@dataclass
+class DeviceUse:
+    rank: int
+    device: str
+    units: dict[str, Resources]
+    hbm_bytes: float
+    ddr_bytes: float
+
+    @property
+    def total(self) -> Resources:
+        return add_resources(*self.units.values())
+
+
+@dataclass
+class Estimate:
+    latency_s: float
+    tokens_per_s: float
+    prefill_s: float
+    decode_s_per_token: float
+    decode_s_first: float
+    decode_s_last: float
+    breakdown_s: dict[str, float]
+    devices: list[DeviceUse]
+    feasible: bool
+    reasons: list[str] = field(default_factory=list)
+
+
+def _step_seconds(plan: Plan, step: Step, phase: PhaseArrays) -> np.ndarray:
+    if isinstance(step, ComputeStep):
+        return plan.engine.seconds(step, phase)
+    nbytes = phase.new_tokens * step.width * plan.bytes_per_param
+    cost = all_reduce_s if step.kind == "all_reduce" else all_gather_s
+    return np.full(phase.context.shape, cost(nbytes, plan.cluster))
+
+
+def _phase_seconds(plan: Plan, rows: int, context: np.ndarray) -> dict[str, np.ndarray]:
+    """Seconds by category for `rows` new tokens at each context length: embedding for all
+    rows, every block `layers` times, then the output ops on the last row only."""
+    out = {c: np.zeros(context.shape) for c in CATEGORIES}
+    phase, last = PhaseArrays(rows, context), PhaseArrays(1, context)
+    for steps, ph, repeat in ((plan.embed_steps, phase, 1),
+                              (plan.block_steps, phase, plan.spec.layers),
+                              (plan.output_steps, last, 1)):
+        for step in steps:
+            out[step_category(step)] += repeat * _step_seconds(plan, step, ph)
+    return out
+
+
+def device_use(plan: Plan, workload: Generation) -> list[DeviceUse]:
+    units = plan.engine.resources(plan.spec)
+    kv_per_device = plan.graph.kv_cache_bytes(workload.total_tokens, plan.bytes_per_param)
+    kv_per_device /= plan.ranks
+    return [
+        DeviceUse(
+            rank=d.rank, device=d.device.key, units=units,
+            hbm_bytes=d.weight_bytes(plan.spec, plan.bytes_per_param, "hbm") + kv_per_device,
+            ddr_bytes=d.weight_bytes(plan.spec, plan.bytes_per_param, "ddr"),
+        )
+        for d in plan.devices
+    ]
+
+
+def feasibility(plan: Plan, workload: Generation, devices: list[DeviceUse]) -> list[str]:
+    reasons = []
+    if workload.total_tokens > plan.spec.max_positions:
+        reasons.append(f"{workload.total_tokens} tokens exceed the model's "
+                       f"{plan.spec.max_positions} positions")
+    for use, dp in zip(devices, plan.devices, strict=True):
+        dev = dp.device
+        for kind, need in (("hbm", use.hbm_bytes), ("ddr", use.ddr_bytes)):
+            mem = dev.memory(kind)
+            if need and (mem is None or need > mem.capacity_bytes):
+                have = mem.capacity_bytes if mem else 0
+                reasons.append(f"device {use.rank} ({dev.key}): {kind.upper()} needs "
+                               f"{need:.4g} bytes, has {have:.4g}")
+        total = use.total
+        for res in ("dsp", "bram", "uram"):
+            need, have = getattr(total, res), getattr(dev.resources, res)
+            if need > have:
+                reasons.append(f"device {use.rank} ({dev.key}): {res.upper()} needs {need}, "
+                               f"has {have}")
+    return reasons
+
+
+def estimate_generation(plan: Plan, workload: Generation) -> Estimate:
+    n_in, n_out = workload.input_tokens, workload.output_tokens
+    pre = _phase_seconds(plan, n_in, np.array([n_in]))
+    contexts = n_in + np.arange(1, n_out)  # decode step i feeds token n_in + i - 1
+    dec = _phase_seconds(plan, 1, contexts)
+    breakdown = {c: float(pre[c][0] + dec[c].sum()) for c in CATEGORIES}
+    prefill_s = float(sum(v[0] for v in pre.values()))
+    per_token = sum(dec.values()) if n_out > 1 else np.zeros(0)
+    latency = prefill_s + float(np.sum(per_token))
+    devices = device_use(plan, workload)
+    reasons = feasibility(plan, workload, devices)
+    return Estimate(
+        latency_s=latency,
+        tokens_per_s=n_out / latency,
+        prefill_s=prefill_s,
+        decode_s_per_token=float(per_token.mean()) if per_token.size else 0.0,
+        decode_s_first=float(per_token[0]) if per_token.size else 0.0,
+        decode_s_last=float(per_token[-1]) if per_token.size else 0.0,
+        breakdown_s=breakdown,
+        devices=devices,
+        feasible=not reasons,
+        reasons=reasons,
+    )
+
+
+def decode_seconds(plan: Plan, contexts: np.ndarray) -> np.ndarray:
+    """Time of one generation step at each context length (the KV cache grows with it)."""
+    return sum(_phase_seconds(plan, 1, np.asarray(contexts)).values())

@@ -1,0 +1,65 @@
+"""The packaged device catalog. Numbers are written as {value, source} so every figure keeps
+its citation; loading strips the sources but `catalog_sources()` keeps them inspectable."""
+
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from archipelago.errors import ConfigError, UnknownNameError
+from archipelago.hardware.device import Device
+
+
+def unwrap_sourced(node: Any) -> Any:
+    """Replace every {value, source} leaf with its value."""
+    if isinstance(node, dict):
+        if set(node) == {"value", "source"}:
+            return node["value"]
+        return {k: unwrap_sourced(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [unwrap_sourced(v) for v in node]
+    return node
+
+
+def unsourced_numbers(node: Any, path: str = "") -> list[str]:
+    """Paths of numbers written without a source (the catalog must have none)."""
+    if isinstance(node, dict):
+        if set(node) == {"value", "source"}:
+            return [] if str(node["source"]).strip() else [path]
+        return [p for k, v in node.items() for p in unsourced_numbers(v, f"{path}.{k}")]
+    if isinstance(node, bool):
+        return []
+    return [path] if isinstance(node, int | float) else []
+
+
+@cache
+def raw_catalog() -> dict[str, Any]:
+    text = resources.files("archipelago.hardware").joinpath("catalog.yaml").read_text()
+    return yaml.safe_load(text)["devices"]
+
+
+def device_from_dict(key: str, entry: dict[str, Any], source: str) -> Device:
+    try:
+        return Device(key=key, **unwrap_sourced(entry))
+    except ValidationError as err:
+        first = err.errors()[0]
+        field = ".".join(str(p) for p in first["loc"])
+        raise ConfigError(source, f"{key}.{field}", first["msg"]) from None
+
+
+@cache
+def catalog() -> dict[str, Device]:
+    return {k: device_from_dict(k, v, "catalog.yaml") for k, v in raw_catalog().items()}
+
+
+def device_names() -> list[str]:
+    return sorted(catalog())
+
+
+def get_device(key: str) -> Device:
+    devices = catalog()
+    if key.lower() not in devices:
+        raise UnknownNameError("device", key, devices)
+    return devices[key.lower()]

@@ -1,0 +1,158 @@
+"""Clusters: devices plus the network between them, from shorthand (`4xu280`) or YAML."""
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from archipelago.errors import ArchipelagoError, ConfigError
+from archipelago.hardware.catalog import catalog, device_from_dict, get_device
+from archipelago.hardware.device import Device, Link
+
+Topology = Literal["ring", "switch", "host_star"]
+
+# Aurora 64b/66b carries 64 payload bits in every 66 line bits (seeds/001 §V-E: "only 3%
+# transmission overhead").
+AURORA_64B66B_EFFICIENCY = 64 / 66
+# Aurora 64b/66b link latency, simulated on U280 by LORA (seeds/002 §V: "approximately 300 ns").
+AURORA_LINK_LATENCY_S = 300e-9
+
+
+class Cluster(BaseModel):
+    """Devices and one link model shared by every hop of the topology."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    devices: tuple[Device, ...] = Field(min_length=1)
+    topology: Topology = "ring"
+    link: Link | None = None
+    switch_latency_s: float = Field(default=0.0, ge=0)
+
+    @model_validator(mode="after")
+    def _needs_link(self) -> "Cluster":
+        if len(self.devices) > 1 and self.link is None:
+            raise ValueError("a cluster of more than one device needs a link")
+        return self
+
+    @property
+    def size(self) -> int:
+        return len(self.devices)
+
+    @property
+    def homogeneous(self) -> bool:
+        return len({d.key for d in self.devices}) == 1
+
+
+def aurora_ring_link(device: Device) -> Link:
+    """The DFX/LORA inter-FPGA link: one QSFP port running Aurora 64b/66b."""
+    if device.network is None:
+        raise ArchipelagoError(f"device '{device.key}' has no network ports for a ring")
+    payload_gbps = device.network.gbps * AURORA_64B66B_EFFICIENCY
+    return Link(latency_s=AURORA_LINK_LATENCY_S, bandwidth_Bps=payload_gbps * 1e9 / 8)
+
+
+def host_link(device: Device) -> Link:
+    """Devices without direct ports talk through the host over PCIe."""
+    if device.host_link_Bps is None:
+        raise ArchipelagoError(f"device '{device.key}' has neither network ports nor a host link")
+    return Link(latency_s=2e-6, bandwidth_Bps=device.host_link_Bps)
+
+
+_SHORTHAND = re.compile(r"^(\d+)x([a-z0-9_.-]+)$", re.IGNORECASE)
+
+
+def parse_shorthand(text: str) -> Cluster | None:
+    """`NxDEVICE`: N identical devices; FPGAs with ports form an Aurora ring as in DFX."""
+    match = _SHORTHAND.match(text.strip())
+    if not match:
+        return None
+    count, key = int(match.group(1)), match.group(2).lower()
+    if count < 1:
+        raise ArchipelagoError(f"cluster '{text}': device count must be at least 1")
+    device = get_device(key)
+    has_ports = device.network is not None and device.network.ports >= 1
+    link = aurora_ring_link(device) if has_ports else host_link(device)
+    topology: Topology = "ring" if has_ports else "host_star"
+    return Cluster(name=text, devices=(device,) * count, topology=topology, link=link)
+
+
+class _LinkSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    latency_ns: float = Field(ge=0)
+    bandwidth_gbps: float = Field(gt=0)
+    encoding: Literal["none", "64b66b"] = "none"
+
+    def to_link(self) -> Link:
+        efficiency = AURORA_64B66B_EFFICIENCY if self.encoding == "64b66b" else 1.0
+        return Link(latency_s=self.latency_ns * 1e-9,
+                    bandwidth_Bps=self.bandwidth_gbps * efficiency * 1e9 / 8)
+
+
+class _DeviceGroup(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    device: str
+    count: int = Field(default=1, ge=1)
+
+
+class _ClusterFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str | None = None
+    devices: list[_DeviceGroup] = Field(min_length=1)
+    topology: Topology = "ring"
+    link: _LinkSpec | None = None
+    switch_latency_ns: float = Field(default=0.0, ge=0)
+    custom_devices: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+
+def load_cluster_file(path: Path) -> Cluster:
+    """A YAML cluster: device groups (catalog keys or `custom_devices`), topology, link."""
+    source = str(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(source, "file", "not found") from None
+    except yaml.YAMLError as err:
+        raise ConfigError(source, "yaml", str(err).splitlines()[0]) from None
+    if not isinstance(raw, dict):
+        raise ConfigError(source, "cluster", "top level must be a mapping")
+    try:
+        spec = _ClusterFile(**raw)
+    except ValidationError as err:
+        first = err.errors()[0]
+        raise ConfigError(source, ".".join(str(p) for p in first["loc"]), first["msg"]) from None
+    known = dict(catalog())
+    for key, entry in spec.custom_devices.items():
+        known[key] = device_from_dict(key, entry, source)
+    devices: list[Device] = []
+    for i, group in enumerate(spec.devices):
+        if group.device.lower() not in known:
+            raise ConfigError(source, f"devices.{i}.device",
+                              f"unknown device '{group.device}'; valid: {', '.join(sorted(known))}")
+        devices.extend([known[group.device.lower()]] * group.count)
+    link = spec.link.to_link() if spec.link else None
+    if link is None and len(devices) > 1:
+        first = devices[0]
+        link = aurora_ring_link(first) if first.network else host_link(first)
+    try:
+        return Cluster(name=spec.name or path.stem, devices=tuple(devices),
+                       topology=spec.topology, link=link,
+                       switch_latency_s=spec.switch_latency_ns * 1e-9)
+    except ValidationError as err:
+        raise ConfigError(source, "cluster", err.errors()[0]["msg"]) from None
+
+
+def resolve_cluster(text: str) -> Cluster:
+    """Shorthand (`4xu280`) or a path to a cluster YAML file."""
+    cluster = parse_shorthand(text)
+    if cluster is not None:
+        return cluster
+    path = Path(text)
+    if path.suffix in {".yaml", ".yml"} or path.exists():
+        return load_cluster_file(path)
+    raise ArchipelagoError(
+        f"cluster '{text}' is neither NxDEVICE shorthand (e.g. 4xu280) nor a YAML file; "
+        f"devices: {', '.join(sorted(catalog()))}"
+    )

@@ -1,0 +1,139 @@
+"""Read Hugging Face `config.json` dictionaries into ModelSpecs without importing transformers.
+
+Each architecture has its own field names; one small reader per `model_type` maps them onto
+ModelSpec. A missing or ill-typed field is reported with the file and field name.
+"""
+
+import json
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from archipelago.errors import ConfigError, UnknownNameError
+from archipelago.models.spec import ModelSpec
+
+
+class _Fields:
+    """Typed access to a config dictionary that names the source on every failure."""
+
+    def __init__(self, config: Mapping[str, Any], source: str) -> None:
+        self.config, self.source = config, source
+
+    def int(self, key: str, default: int | None = None) -> int:
+        value = self.config.get(key, default)
+        if value is None:
+            raise ConfigError(self.source, key, "missing (an integer is required)")
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ConfigError(self.source, key, f"must be a positive integer, got {value!r}")
+        return value
+
+    def str(self, key: str, default: str | None = None) -> str:
+        value = self.config.get(key, default)
+        if not isinstance(value, str):
+            raise ConfigError(self.source, key, f"must be a string, got {value!r}")
+        return value
+
+    def bool(self, key: str, default: bool) -> bool:
+        value = self.config.get(key, default)
+        if not isinstance(value, bool):
+            raise ConfigError(self.source, key, f"must be true or false, got {value!r}")
+        return value
+
+
+def _gpt2(f: _Fields) -> dict[str, Any]:
+    hidden = f.int("n_embd")
+    return dict(
+        arch="gpt2", layers=f.int("n_layer"), hidden=hidden, heads=f.int("n_head"),
+        kv_heads=f.int("n_head"),
+        ffn=4 * hidden if f.config.get("n_inner") is None else f.int("n_inner"),
+        vocab=f.int("vocab_size"), max_positions=f.int("n_positions"),
+        activation=f.str("activation_function", "gelu_new"),
+    )
+
+
+def _opt(f: _Fields) -> dict[str, Any]:
+    hidden = f.int("hidden_size")
+    proj = f.int("word_embed_proj_dim", hidden)
+    pre_norm = f.bool("do_layer_norm_before", True)
+    return dict(
+        arch="opt", layers=f.int("num_hidden_layers"), hidden=hidden,
+        heads=f.int("num_attention_heads"), kv_heads=f.int("num_attention_heads"),
+        ffn=f.int("ffn_dim"), vocab=f.int("vocab_size"),
+        max_positions=f.int("max_position_embeddings"), activation=f.str("activation_function"),
+        pre_norm=pre_norm, final_norm=pre_norm and not f.bool("_remove_final_layer_norm", False),
+        attn_bias=f.bool("enable_bias", True), mlp_bias=f.bool("enable_bias", True),
+        position_offset=2, embed_proj_dim=None if proj == hidden else proj,
+        tied_embeddings=f.bool("tie_word_embeddings", True),
+    )
+
+
+def _llama(f: _Fields) -> dict[str, Any]:
+    heads = f.int("num_attention_heads")
+    return dict(
+        arch="llama", layers=f.int("num_hidden_layers"), hidden=f.int("hidden_size"),
+        heads=heads, kv_heads=f.int("num_key_value_heads", heads),
+        ffn=f.int("intermediate_size"), vocab=f.int("vocab_size"),
+        max_positions=f.int("max_position_embeddings"), activation=f.str("hidden_act", "silu"),
+        norm="rmsnorm", gated_ffn=True, attn_bias=f.bool("attention_bias", False),
+        mlp_bias=f.bool("mlp_bias", False), tied_embeddings=f.bool("tie_word_embeddings", False),
+        learned_positions=False,
+    )
+
+
+def _bert_like(arch: str) -> Callable[[_Fields], dict[str, Any]]:
+    def read(f: _Fields) -> dict[str, Any]:
+        heads = f.int("num_attention_heads")
+        return dict(
+            arch=arch, layers=f.int("num_hidden_layers"), hidden=f.int("hidden_size"),
+            heads=heads, kv_heads=heads, ffn=f.int("intermediate_size"),
+            vocab=f.int("vocab_size"), max_positions=f.int("max_position_embeddings"),
+            activation=f.str("hidden_act", "gelu"), pre_norm=False, final_norm=False,
+            embedding_norm=True, type_vocab=f.int("type_vocab_size", 2),
+            position_offset=0 if arch == "bert" else 2,
+        )
+
+    return read
+
+
+_READERS: dict[str, Callable[[_Fields], dict[str, Any]]] = {
+    "gpt2": _gpt2,
+    "opt": _opt,
+    "llama": _llama,
+    "bert": _bert_like("bert"),
+    "roberta": _bert_like("roberta"),
+    "ibert": _bert_like("ibert"),
+}
+
+
+def spec_from_hf_config(config: Mapping[str, Any] | Any, name: str, source: str) -> ModelSpec:
+    """Build a ModelSpec from a config dict or any object with `to_dict()` (a transformers
+    PretrainedConfig), so callers never need transformers imported here."""
+    if not isinstance(config, Mapping):
+        config = config.to_dict()
+    fields = _Fields(config, source)
+    model_type = config.get("model_type")
+    if model_type not in _READERS:
+        raise UnknownNameError(f"model_type in {source}", str(model_type), _READERS)
+    values = _READERS[model_type](fields)
+    try:
+        return ModelSpec(name=name, hf_config=dict(config), **values)
+    except ValidationError as err:
+        first = err.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or "config"
+        raise ConfigError(source, field, first["msg"]) from None
+
+
+def spec_from_config_file(path: Path) -> ModelSpec:
+    """Read a local config.json (a file, or a checkpoint directory that holds one)."""
+    file = path / "config.json" if path.is_dir() else path
+    try:
+        config = json.loads(file.read_text())
+    except FileNotFoundError:
+        raise ConfigError(str(file), "config.json", "file not found") from None
+    except json.JSONDecodeError as err:
+        raise ConfigError(str(file), f"line {err.lineno}", f"invalid JSON: {err.msg}") from None
+    if not isinstance(config, dict):
+        raise ConfigError(str(file), "config", "top level must be a JSON object")
+    return spec_from_hf_config(config, name=file.parent.name or file.stem, source=str(file))

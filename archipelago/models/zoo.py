@@ -1,0 +1,34 @@
+"""Named built-in models, and the one resolver that also accepts a local config.json path."""
+
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from archipelago.errors import UnknownNameError
+from archipelago.models.hf_config import spec_from_config_file, spec_from_hf_config
+from archipelago.models.spec import ModelSpec
+
+
+@cache
+def zoo_configs() -> dict[str, dict[str, Any]]:
+    """The built-in configs, keyed by name (HF config.json field names)."""
+    text = resources.files("archipelago.models").joinpath("zoo.yaml").read_text()
+    return yaml.safe_load(text)
+
+
+def model_names() -> list[str]:
+    return sorted(zoo_configs())
+
+
+def resolve_model(name_or_path: str) -> ModelSpec:
+    """A zoo name, or a path to a local config.json / checkpoint directory (never a download)."""
+    configs = zoo_configs()
+    if name_or_path in configs:
+        return spec_from_hf_config(configs[name_or_path], name=name_or_path, source="zoo.yaml")
+    path = Path(name_or_path)
+    if path.exists() or path.suffix == ".json":
+        return spec_from_config_file(path)
+    raise UnknownNameError("model", name_or_path, [*configs, "<path to config.json>"])

@@ -1,0 +1,111 @@
+"""Plan: the one description of a split that the estimator, emulator and writers all read.
+
+A tensor-parallel plan is an SPMD program: every device runs the same `block_steps` on its
+own weight shards, and the communication steps say exactly where data is exchanged.
+"""
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from archipelago.hardware.cluster import Cluster
+from archipelago.hardware.device import Device
+from archipelago.models.graph import Graph, Op
+from archipelago.models.spec import ModelSpec
+from archipelago.models.weights import (
+    WeightTensor,
+    embedding_weights,
+    layer_weights,
+    output_weights,
+)
+
+MemoryKind = Literal["hbm", "ddr", "onchip"]
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Rows/columns [start, stop) of a tensor along `axis`; axis None means a full copy."""
+
+    axis: int | None
+    start: int = 0
+    stop: int = 0
+    memory: MemoryKind = "hbm"
+
+    def numel(self, tensor: WeightTensor) -> int:
+        if self.axis is None:
+            return tensor.numel
+        other = tensor.numel // tensor.shape[self.axis]
+        return (self.stop - self.start) * other
+
+
+@dataclass(frozen=True)
+class ComputeStep:
+    """Run `op` on this device's slice: `local_out` output features, `local_heads` heads."""
+
+    op: Op
+    local_out: int
+    local_heads: int = 0
+    fused_activation: bool = False
+
+
+@dataclass(frozen=True)
+class CommStep:
+    """A collective on the output of op `tensor`; `width` is the full per-token result size
+    in elements (the all-gathered or all-reduced vector)."""
+
+    kind: Literal["all_gather", "all_reduce", "argmax_gather"]
+    tensor: str
+    width: int
+
+
+Step = ComputeStep | CommStep
+
+
+@dataclass
+class DevicePlan:
+    """What one device holds: shards of per-layer tensors (by role) and of the others."""
+
+    rank: int
+    device: Device
+    layer_shards: dict[str, Shard]
+    other_shards: dict[str, Shard]
+
+    def shard_for(self, tensor: WeightTensor) -> Shard:
+        table = self.other_shards if tensor.layer is None else self.layer_shards
+        return table[tensor.role]
+
+    def weight_bytes(self, spec: ModelSpec, bytes_per_param: float, memory: MemoryKind) -> float:
+        """Bytes this device keeps in `memory`; every layer shares one shard template."""
+
+        def held(tensors: Iterable[WeightTensor]) -> int:
+            shards = ((t, self.shard_for(t)) for t in tensors)
+            return sum(s.numel(t) for t, s in shards if s.memory == memory)
+
+        per_layer = held(layer_weights(spec, 0))
+        other = held((*embedding_weights(spec), *output_weights(spec)))
+        return (per_layer * spec.layers + other) * bytes_per_param
+
+
+@dataclass
+class Plan:
+    """Strategy output. `engine` holds the compute-core configuration every device runs."""
+
+    strategy: str
+    scheme: str
+    spec: ModelSpec
+    graph: Graph
+    cluster: Cluster
+    engine: Any
+    bytes_per_param: float
+    embed_steps: list[Step]
+    block_steps: list[Step]
+    output_steps: list[Step]
+    devices: list[DevicePlan]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ranks(self) -> int:
+        return len(self.devices)
+
+    def comm_steps(self) -> list[CommStep]:
+        return [s for s in self.block_steps if isinstance(s, CommStep)]

@@ -1,0 +1,80 @@
+"""Render a generation Estimate: a rich table for people, one JSON object for programs."""
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from archipelago.estimate.generation import Estimate
+from archipelago.estimate.workload import Generation
+from archipelago.plan import Plan
+
+
+def estimate_to_dict(plan: Plan, workload: Generation, est: Estimate) -> dict[str, Any]:
+    return {
+        "model": plan.spec.name,
+        "cluster": plan.cluster.name,
+        "strategy": plan.strategy,
+        "tokens": {"input": workload.input_tokens, "output": workload.output_tokens},
+        "latency_s": est.latency_s,
+        "tokens_per_s": est.tokens_per_s,
+        "prefill_s": est.prefill_s,
+        "decode_s_per_token": est.decode_s_per_token,
+        "decode_s_first": est.decode_s_first,
+        "decode_s_last": est.decode_s_last,
+        "breakdown_s": est.breakdown_s,
+        "devices": [
+            {
+                "rank": d.rank, "device": d.device,
+                "dsp": d.total.dsp, "bram": d.total.bram, "uram": d.total.uram,
+                "hbm_bytes": d.hbm_bytes, "ddr_bytes": d.ddr_bytes,
+                "units": {name: r.model_dump(exclude_defaults=True) for name, r in d.units.items()},
+            }
+            for d in est.devices
+        ],
+        "feasible": est.feasible,
+        "reasons": est.reasons,
+    }
+
+
+def _pct(used: float, have: float, fmt: str = ",.0f") -> str:
+    return f"{used:{fmt}} ({100 * used / have:.0f}%)" if have else f"{used:{fmt}}"
+
+
+def print_estimate(plan: Plan, workload: Generation, est: Estimate, console: Console) -> None:
+    head = Table(title=f"{plan.spec.name} on {plan.cluster.name} · strategy {plan.strategy} · "
+                       f"{workload.input_tokens}:{workload.output_tokens} tokens")
+    head.add_column("metric")
+    head.add_column("value", justify="right")
+    head.add_row("end-to-end latency", f"{est.latency_s * 1e3:,.2f} ms")
+    head.add_row("tokens/s (output / latency)", f"{est.tokens_per_s:,.2f}")
+    head.add_row("prefill (summarization)", f"{est.prefill_s * 1e3:,.2f} ms")
+    head.add_row("decode per token (mean)", f"{est.decode_s_per_token * 1e3:,.3f} ms")
+    head.add_row("decode first → last token",
+                 f"{est.decode_s_first * 1e3:,.3f} → {est.decode_s_last * 1e3:,.3f} ms")
+    head.add_row("feasible", "yes" if est.feasible else "[red]no[/red]")
+    console.print(head)
+
+    where = Table(title="where the time goes")
+    where.add_column("part")
+    where.add_column("ms", justify="right")
+    where.add_column("share", justify="right")
+    for name, seconds in est.breakdown_s.items():
+        where.add_row(name, f"{seconds * 1e3:,.2f}", f"{100 * seconds / est.latency_s:.1f}%")
+    console.print(where)
+
+    use = Table(title="per device")
+    for col in ("rank", "device", "DSP", "BRAM", "URAM", "HBM GB", "DDR GB"):
+        use.add_column(col, justify="right")
+    for d, dp in zip(est.devices, plan.devices, strict=True):
+        res = dp.device.resources
+        hbm = dp.device.memory("hbm")
+        use.add_row(
+            str(d.rank), d.device, _pct(d.total.dsp, res.dsp), _pct(d.total.bram, res.bram),
+            _pct(d.total.uram, res.uram),
+            _pct(d.hbm_bytes / 1e9, hbm.capacity_bytes / 1e9 if hbm else 0, ",.2f"),
+            f"{d.ddr_bytes / 1e9:,.2f}",
+        )
+    console.print(use)
+    for reason in est.reasons:
+        console.print(f"[red]infeasible:[/red] {reason}")

@@ -1,0 +1,102 @@
+"""Model specs against transformers models built from the same config (on the meta device,
+so even 7B-parameter models cost no memory)."""
+
+import json
+
+import pytest
+import torch
+import transformers
+
+from archipelago.errors import ConfigError, UnknownNameError
+from archipelago.models.hf_config import spec_from_hf_config
+from archipelago.models.weights import parameter_count
+from archipelago.models.zoo import model_names, resolve_model, zoo_configs
+
+TINY = {
+    "gpt2": {"model_type": "gpt2", "n_embd": 48, "n_head": 6, "n_layer": 3, "vocab_size": 101,
+             "n_positions": 40, "n_inner": 100},
+    "opt": {"model_type": "opt", "hidden_size": 32, "num_attention_heads": 4,
+            "num_hidden_layers": 2, "ffn_dim": 80, "vocab_size": 90,
+            "max_position_embeddings": 30, "word_embed_proj_dim": 16,
+            "activation_function": "relu"},
+    "llama": {"model_type": "llama", "hidden_size": 32, "intermediate_size": 88,
+              "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 2,
+              "vocab_size": 77, "max_position_embeddings": 64},
+    "bert": {"model_type": "bert", "hidden_size": 32, "num_attention_heads": 4,
+             "num_hidden_layers": 2, "intermediate_size": 64, "vocab_size": 50,
+             "max_position_embeddings": 20, "type_vocab_size": 3},
+}
+
+
+def transformers_parameter_count(config: dict, decoder: bool) -> int:
+    cfg = dict(config)
+    conf = transformers.AutoConfig.for_model(cfg.pop("model_type"), **cfg)
+    with torch.device("meta"):
+        if decoder:
+            model = transformers.AutoModelForCausalLM.from_config(conf)
+        else:
+            model = transformers.AutoModel.from_config(conf, add_pooling_layer=False)
+    return sum(p.numel() for p in model.parameters())
+
+
+@pytest.mark.parametrize("name", model_names())
+def test_zoo_parameter_counts_match_transformers(name: str) -> None:
+    spec = resolve_model(name)
+    assert parameter_count(spec) == transformers_parameter_count(zoo_configs()[name],
+                                                                 spec.is_decoder)
+
+
+@pytest.mark.parametrize("arch", sorted(TINY))
+def test_tiny_configs_with_unusual_fields_match(arch: str) -> None:
+    """GQA, OPT's projection dim, an explicit n_inner and 3 token types all count right."""
+    spec = spec_from_hf_config(TINY[arch], name=arch, source="test")
+    assert parameter_count(spec) == transformers_parameter_count(TINY[arch], spec.is_decoder)
+
+
+def test_transformers_config_object_is_accepted() -> None:
+    conf = transformers.GPT2Config(**{k: v for k, v in TINY["gpt2"].items() if k != "model_type"})
+    spec = spec_from_hf_config(conf, name="obj", source="object")
+    assert (spec.hidden, spec.heads, spec.ffn, spec.layers) == (48, 6, 100, 3)
+
+
+def test_dfx_table_one_shapes() -> None:
+    """seeds/001 Table I."""
+    for name, dims in {"gpt2-345m": (1024, 16, 24), "gpt2-774m": (1280, 20, 36),
+                       "gpt2-1.5b": (1536, 24, 48)}.items():
+        spec = resolve_model(name)
+        assert (spec.hidden, spec.heads, spec.layers, spec.head_dim) == (*dims, 64)
+
+
+def test_local_config_json_path(tmp_path) -> None:
+    path = tmp_path / "my-model" / "config.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(TINY["llama"]))
+    assert resolve_model(str(path)).kv_heads == 2
+    assert resolve_model(str(path.parent)).name == "my-model"
+
+
+def test_malformed_config_names_file_and_field(tmp_path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**TINY["gpt2"], "n_head": "six"}))
+    with pytest.raises(ConfigError, match=r"config\.json: field 'n_head'"):
+        resolve_model(str(path))
+    path.write_text(json.dumps({k: v for k, v in TINY["gpt2"].items() if k != "n_layer"}))
+    with pytest.raises(ConfigError, match="'n_layer': missing"):
+        resolve_model(str(path))
+    path.write_text("{not json")
+    with pytest.raises(ConfigError, match="invalid JSON"):
+        resolve_model(str(path))
+
+
+def test_indivisible_heads_in_config_is_reported(tmp_path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**TINY["gpt2"], "n_head": 5}))
+    with pytest.raises(ConfigError, match="not divisible by heads 5"):
+        resolve_model(str(path))
+
+
+def test_unknown_model_lists_choices() -> None:
+    with pytest.raises(UnknownNameError, match="gpt2-345m"):
+        resolve_model("gpt5")
+    with pytest.raises(UnknownNameError, match="model_type"):
+        spec_from_hf_config({"model_type": "mamba"}, name="x", source="cfg.json")

@@ -1,0 +1,61 @@
+"""The DFX tensor-parallel plan: shards cover the model exactly, sync points, bad splits."""
+
+import itertools
+
+import pytest
+
+from archipelago.api import make_plan
+from archipelago.errors import PartitionError
+from archipelago.models.weights import all_weights, parameter_count
+from archipelago.plan import CommStep, ComputeStep
+
+
+@pytest.mark.parametrize("ranks", [1, 2, 4])
+@pytest.mark.parametrize("model", ["gpt2-345m", "gpt2-1.5b", "llama2-7b"])
+def test_shards_sum_to_the_whole_model(model: str, ranks: int) -> None:
+    plan = make_plan(model, f"{ranks}xu280", "dfx")
+    total = 0
+    for tensor in all_weights(plan.spec):
+        shards = [d.shard_for(tensor) for d in plan.devices]
+        if all(s.axis is None for s in shards):
+            total += tensor.numel  # replicated: one copy of the model's parameter
+            continue
+        covered = sorted((s.start, s.stop) for s in shards)
+        assert covered[0][0] == 0 and covered[-1][1] == tensor.shape[shards[0].axis]
+        assert all(a[1] == b[0] for a, b in itertools.pairwise(covered))
+        total += sum(s.numel(tensor) for s in shards)
+    assert total == parameter_count(plan.spec)
+
+
+def test_each_rank_holds_a_quarter_of_the_block_matrices() -> None:
+    plan = make_plan("gpt2-345m", "4xu280", "dfx")
+    hbm = [d.weight_bytes(plan.spec, 2, "hbm") for d in plan.devices]
+    matrices = sum(t.numel for t in all_weights(plan.spec)
+                   if t.layer is not None and t.role.endswith("weight") and len(t.shape) == 2)
+    assert hbm == [pytest.approx(2 * matrices / 4)] * 4
+
+
+def test_dfx_scheme_has_four_all_gathers_per_block() -> None:
+    plan = make_plan("gpt2-345m", "4xu280", "dfx")
+    comm = plan.comm_steps()
+    assert [(c.kind, c.tensor) for c in comm] == [
+        ("all_gather", "attn_context"), ("all_gather", "attn_out"),
+        ("all_gather", "ffn_act"), ("all_gather", "ffn_down")]
+    assert [c.width for c in comm] == [1024, 1024, 4096, 1024]
+    q = next(s for s in plan.block_steps if isinstance(s, ComputeStep) and s.op.name == "q")
+    score = next(s for s in plan.block_steps
+                 if isinstance(s, ComputeStep) and s.op.name == "attn_score")
+    assert (q.local_out, score.local_heads) == (256, 4)
+    assert isinstance(plan.output_steps[-1], CommStep)
+
+
+def test_indivisible_heads_are_rejected_with_the_numbers() -> None:
+    with pytest.raises(PartitionError, match=r"attention heads \(16\) is not divisible.*\(3\)"):
+        make_plan("gpt2-345m", "3xu280", "dfx")
+
+
+def test_dfx_refuses_encoders_and_non_hbm_devices() -> None:
+    with pytest.raises(PartitionError, match="encoder"):
+        make_plan("bert-base", "2xu280", "dfx")
+    with pytest.raises(PartitionError, match="without HBM"):
+        make_plan("gpt2-345m", "2xu250", "dfx")
