@@ -24,12 +24,15 @@ MemoryKind = Literal["hbm", "ddr", "onchip"]
 
 @dataclass(frozen=True)
 class Shard:
-    """Rows/columns [start, stop) of a tensor along `axis`; axis None means a full copy."""
+    """Rows/columns [start, stop) of a tensor along `axis`; axis None means a full copy.
+    `mirror` is a second copy in another memory (LORA keeps prefill weights in DDR and
+    decode weights in HBM, seeds/002 §V-C)."""
 
     axis: int | None
     start: int = 0
     stop: int = 0
     memory: MemoryKind = "hbm"
+    mirror: MemoryKind | None = None
 
     def numel(self, tensor: WeightTensor) -> int:
         if self.axis is None:
@@ -40,22 +43,34 @@ class Shard:
 
 @dataclass(frozen=True)
 class ComputeStep:
-    """Run `op` on this device's slice: `local_out` output features, `local_heads` heads."""
+    """Run `op` on this device's slice: `local_out` output features, `local_heads` heads.
+
+    A LayerNorm over column-split activations runs in two stages around an all-reduce of
+    its partial sums (seeds/002 §III-B): `stats` then `apply`; everything else is `whole`.
+    """
 
     op: Op
     local_out: int
     local_heads: int = 0
-    fused_activation: bool = False
+    stage: Literal["whole", "stats", "apply"] = "whole"
 
 
 @dataclass(frozen=True)
 class CommStep:
     """A collective on the output of op `tensor`; `width` is the full per-token result size
-    in elements (the all-gathered or all-reduced vector)."""
+    in elements (the all-gathered or all-reduced vector) of `value_bytes` each.
+
+    `overlap` says what hides it: `none` stalls compute (DFX); `matmul_blocks` is hidden
+    behind the consuming matmuls traversed column-major, local block first (seeds/002
+    Eq. 4, 9); `row_groups` pipelines LayerNorm partial sums in packed row groups (Eq. 3).
+    """
 
     kind: Literal["all_gather", "all_reduce", "argmax_gather"]
     tensor: str
     width: int
+    value_bytes: float = 2.0
+    overlap: Literal["none", "matmul_blocks", "row_groups"] = "none"
+    group_rows: int = 1
 
 
 Step = ComputeStep | CommStep
@@ -79,7 +94,7 @@ class DevicePlan:
 
         def held(tensors: Iterable[WeightTensor]) -> int:
             shards = ((t, self.shard_for(t)) for t in tensors)
-            return sum(s.numel(t) for t, s in shards if s.memory == memory)
+            return sum(s.numel(t) for t, s in shards if memory in (s.memory, s.mirror))
 
         per_layer = held(layer_weights(spec, 0))
         other = held((*embedding_weights(spec), *output_weights(spec)))

@@ -28,8 +28,8 @@ def main() -> None:
         full = per_call_ms(lambda m=model, c=cluster, t=tokens: plan_and_estimate(m, c, "dfx", t),
                            200)
         plan = make_plan(model, cluster, "dfx")
-        inp, out = map(int, tokens.split(":"))
-        only = per_call_ms(lambda p=plan, w=Generation(inp, out): estimate_generation(p, w), 200)
+        workload = Generation(*map(int, tokens.split(":")))
+        only = per_call_ms(lambda p=plan, w=workload: estimate_generation(p, w), 200)
         print(f"{model + ' ' + cluster + ' ' + tokens:34} {full:11.3f} ms {only:11.3f} ms")
 
 

@@ -12,8 +12,9 @@ from archipelago.plan import CommStep, ComputeStep
 
 @pytest.mark.parametrize("ranks", [1, 2, 4])
 @pytest.mark.parametrize("model", ["gpt2-345m", "gpt2-1.5b", "llama2-7b"])
-def test_shards_sum_to_the_whole_model(model: str, ranks: int) -> None:
-    plan = make_plan(model, f"{ranks}xu280", "dfx")
+@pytest.mark.parametrize("strategy", ["dfx", "lora-f"])
+def test_shards_sum_to_the_whole_model(model: str, ranks: int, strategy: str) -> None:
+    plan = make_plan(model, f"{ranks}xu280", strategy)
     total = 0
     for tensor in all_weights(plan.spec):
         shards = [d.shard_for(tensor) for d in plan.devices]

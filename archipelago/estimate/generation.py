@@ -5,8 +5,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from archipelago.comm.collectives import all_gather_s, all_reduce_s
 from archipelago.engines.base import PhaseArrays, add_resources
+from archipelago.estimate.overlap import exposed_seconds
 from archipelago.estimate.workload import Generation
 from archipelago.hardware.device import Resources
 from archipelago.plan import CommStep, ComputeStep, Plan, Step
@@ -57,12 +57,14 @@ class Estimate:
     reasons: list[str] = field(default_factory=list)
 
 
-def _step_seconds(plan: Plan, step: Step, phase: PhaseArrays) -> np.ndarray:
-    if isinstance(step, ComputeStep):
-        return plan.engine.seconds(step, phase)
-    nbytes = phase.new_tokens * step.width * plan.bytes_per_param
-    cost = all_reduce_s if step.kind == "all_reduce" else all_gather_s
-    return np.full(phase.context.shape, cost(nbytes, plan.cluster))
+def _steps_seconds(plan: Plan, steps: list[Step], phase: PhaseArrays) -> list[np.ndarray]:
+    """Seconds of each step on the critical path: compute from the engine, collectives
+    from what their overlap mode leaves exposed."""
+    zeros = np.zeros(phase.context.shape)
+    compute = [plan.engine.seconds(s, phase) if isinstance(s, ComputeStep) else zeros
+               for s in steps]
+    return [exposed_seconds(plan, steps, i, phase.new_tokens, compute)
+            if isinstance(s, CommStep) else compute[i] for i, s in enumerate(steps)]
 
 
 def _phase_seconds(plan: Plan, rows: int, context: np.ndarray) -> dict[str, np.ndarray]:
@@ -73,8 +75,8 @@ def _phase_seconds(plan: Plan, rows: int, context: np.ndarray) -> dict[str, np.n
     for steps, ph, repeat in ((plan.embed_steps, phase, 1),
                               (plan.block_steps, phase, plan.spec.layers),
                               (plan.output_steps, last, 1)):
-        for step in steps:
-            out[step_category(step)] += repeat * _step_seconds(plan, step, ph)
+        for step, seconds in zip(steps, _steps_seconds(plan, steps, ph), strict=True):
+            out[step_category(step)] += repeat * seconds
     return out
 
 

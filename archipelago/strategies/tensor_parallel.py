@@ -1,28 +1,39 @@
-"""Intra-layer tensor parallelism over a ring of identical FPGAs.
+"""Intra-layer tensor parallelism over a ring of identical HBM FPGAs, with two sync schemes.
 
-Scheme `dfx` (seeds/001 §IV-B, Algorithm 1): Q/K/V split head-wise, every other matrix split
-column-wise, each partial output all-gathered (four syncs per block: after attention, the
-attention projection, FFN1+GELU and FFN2); LayerNorm and residual run replicated. WTE/WPE,
+`dfx` (seeds/001 §IV-B, Algorithm 1): Q/K/V split head-wise, every other matrix split
+column-wise, each partial output all-gathered (after attention, the attention projection,
+FFN1+GELU and FFN2) while compute stalls; LayerNorm and residual run replicated. WTE/WPE,
 biases and LayerNorm parameters live in DDR, weight matrices in HBM (§IV-B).
+
+`lora` (seeds/002 §III): the residual stream stays column-split, so residuals and
+LayerNorm run on local columns (LayerNorm parameters split too) with an all-reduce of the
+partial sums; activations are all-gathered only where a matmul needs global data (before
+QKV, the attention projection, FC0 and FC1): four all-gathers and two all-reduces per block,
+hidden behind compute by row packing, early broadcast and column-major traversal.
 """
 
 from dataclasses import dataclass, field
 from typing import Any
 
 from archipelago.engines.dfx import DFXConfig, DFXEngine
+from archipelago.engines.systolic import SystolicConfig, SystolicEngine
 from archipelago.errors import ArchipelagoError, PartitionError
 from archipelago.hardware.cluster import Cluster
 from archipelago.models.graph import Graph, Op, build_graph
 from archipelago.models.spec import ModelSpec
 from archipelago.models.weights import embedding_weights, layer_weights, output_weights
-from archipelago.plan import CommStep, ComputeStep, DevicePlan, Plan, Shard, Step
+from archipelago.plan import CommStep, ComputeStep, DevicePlan, MemoryKind, Plan, Shard, Step
 from archipelago.strategies.registry import register
 
 FP16_BYTES = 2
+# LayerNorm partial sums travel as FP32 pairs (sum, sum of squares) per row.
+STATS_VALUES, STATS_BYTES = 2, 4
 # Per-layer tensors whose output columns are split across ranks (everything but norms).
 _COLUMN_SPLIT = frozenset({"q", "k", "v", "attn_out", "ffn_gate", "ffn_up", "ffn_down"})
 # DFX synchronizes after these ops (seeds/001 Algorithm 1, lines 13, 15, 22, 24).
 _DFX_SYNC_AFTER = ("attn_context", "attn_out", "ffn_act", "ffn_down")
+# LORA gathers these outputs before the matmuls that consume them (seeds/002 §III-A).
+_LORA_GATHER = ("attn_norm", "attn_context", "ffn_norm", "ffn_act")
 
 
 @dataclass(frozen=True)
@@ -50,7 +61,7 @@ def check_divisible(spec: ModelSpec, ranks: int) -> None:
             )
 
 
-def _check_cluster(cluster: Cluster, strategy: str) -> None:
+def _check_inputs(spec: ModelSpec, cluster: Cluster, strategy: str) -> None:
     if not cluster.homogeneous:
         kinds = sorted({d.key for d in cluster.devices})
         raise PartitionError(f"strategy '{strategy}' needs identical devices; "
@@ -62,76 +73,157 @@ def _check_cluster(cluster: Cluster, strategy: str) -> None:
     if cluster.size > 1 and cluster.topology != "ring":
         raise PartitionError(f"strategy '{strategy}' synchronizes over a ring; cluster "
                              f"'{cluster.name}' has topology '{cluster.topology}'")
+    check_divisible(spec, cluster.size)
+    if not spec.is_decoder:
+        raise PartitionError(f"strategy '{strategy}' generates text with decoders; {spec.name}"
+                             " is an encoder (try strategy 'galapagos')")
 
 
-def _device_plan(spec: ModelSpec, cluster: Cluster, rank: int) -> DevicePlan:
+def _device_plan(spec: ModelSpec, cluster: Cluster, rank: int, split_norms: bool,
+                 matrix_mirror: MemoryKind | None) -> DevicePlan:
+    """Matrices column-split in HBM (optionally mirrored), their biases split in DDR; norm
+    parameters split with the columns (LORA) or replicated (DFX); embeddings in DDR."""
     ranks = cluster.size
     layer: dict[str, Shard] = {}
     for tensor in layer_weights(spec, 0):
         name, part = tensor.role.split(".")
-        if name not in _COLUMN_SPLIT:
-            layer[tensor.role] = Shard(None, memory="ddr")
-            continue
         axis = len(tensor.shape) - 1
         start, stop = split_bounds(tensor.shape[axis], ranks, rank)
-        layer[tensor.role] = Shard(axis, start, stop, "hbm" if part == "weight" else "ddr")
+        if name in _COLUMN_SPLIT and part == "weight":
+            layer[tensor.role] = Shard(axis, start, stop, "hbm", matrix_mirror)
+        elif name in _COLUMN_SPLIT or split_norms:
+            layer[tensor.role] = Shard(axis, start, stop, "ddr")
+        else:
+            layer[tensor.role] = Shard(None, memory="ddr")
     other: dict[str, Shard] = {}
+    head_role = "embed_tokens.weight" if spec.tied_embeddings else "lm_head.weight"
     for tensor in (*embedding_weights(spec), *output_weights(spec)):
+        # With mirrored matrices (LORA) the LM head is a decode weight, so HBM has a copy.
+        copy = "hbm" if matrix_mirror and tensor.role == head_role else None
         if tensor.role == "lm_head.weight":  # untied head: vocab-split like the WTE read
             start, stop = split_bounds(spec.vocab, ranks, rank)
-            other[tensor.role] = Shard(1, start, stop, "ddr")
+            other[tensor.role] = Shard(1, start, stop, "ddr", copy)
+        elif tensor.role.startswith("final_norm") and split_norms:
+            start, stop = split_bounds(spec.hidden, ranks, rank)
+            other[tensor.role] = Shard(0, start, stop, "ddr")
         else:
-            other[tensor.role] = Shard(None, memory="ddr")
+            other[tensor.role] = Shard(None, memory="ddr", mirror=copy)
     return DevicePlan(rank, cluster.devices[rank], layer, other)
 
 
-def _local_out(op: Op, ranks: int) -> int:
+def _local_out(op: Op, ranks: int, columns_split: bool) -> int:
     if op.kind in {"linear", "activation", "gated_activation"}:
         return op.fan_out // ranks
     if op.kind == "lm_head":
         return -(-op.fan_out // ranks)
+    if columns_split and op.kind in {"norm", "residual", "embedding"}:
+        return op.fan_out // ranks
     return op.fan_out
+
+
+def _compute(op: Op, ranks: int, columns_split: bool = False) -> ComputeStep:
+    return ComputeStep(op, _local_out(op, ranks, columns_split),
+                       op.heads // ranks if op.heads else 0)
+
+
+def _lm_head_steps(op: Op, ranks: int) -> list[Step]:
+    """Each rank scores its vocabulary slice; (max, argmax) pairs pick the token."""
+    return [_compute(op, ranks), CommStep("argmax_gather", op.name, 2 * ranks)]
 
 
 def dfx_block_steps(graph: Graph, ranks: int) -> list[Step]:
     steps: list[Step] = []
     for op in graph.block:
-        heads = op.heads // ranks if op.heads else 0
-        steps.append(ComputeStep(op, _local_out(op, ranks), heads))
+        steps.append(_compute(op, ranks))
         if op.name in _DFX_SYNC_AFTER:
             width = graph.spec.hidden if op.name != "ffn_act" else graph.spec.ffn
             steps.append(CommStep("all_gather", op.name, width))
     return steps
 
 
-def _output_steps(graph: Graph, ranks: int) -> list[Step]:
+def _distributed_norm(op: Op, ranks: int, group_rows: int) -> list[Step]:
+    """LayerNorm over local columns: partial sums, their all-reduce, then normalization."""
+    local = op.fan_out // ranks
+    return [ComputeStep(op, local, stage="stats"),
+            CommStep("all_reduce", op.name, STATS_VALUES, STATS_BYTES, "row_groups", group_rows),
+            ComputeStep(op, local, stage="apply")]
+
+
+def lora_steps(ops: tuple[Op, ...], spec: ModelSpec, ranks: int,
+               activation_bytes: float, group_rows: int) -> list[Step]:
     steps: list[Step] = []
-    for op in graph.output:
-        steps.append(ComputeStep(op, _local_out(op, ranks)))
-        if op.kind == "lm_head":  # each rank's (max, argmax) pair, gathered to pick the token
-            steps.append(CommStep("argmax_gather", op.name, 2 * ranks))
+    for op in ops:
+        if op.kind == "norm":
+            steps.extend(_distributed_norm(op, ranks, group_rows))
+        elif op.kind == "lm_head":
+            steps.extend(_lm_head_steps(op, ranks))
+        else:
+            steps.append(_compute(op, ranks, columns_split=True))
+        if op.name in _LORA_GATHER or (op.name == "final_norm" and spec.is_decoder):
+            width = spec.ffn if op.name == "ffn_act" else spec.hidden
+            steps.append(CommStep("all_gather", op.name, width, activation_bytes,
+                                  "matmul_blocks"))
     return steps
+
+
+def _plan(strategy: str, scheme: str, spec: ModelSpec, cluster: Cluster, engine: Any,
+          bytes_per_param: float, steps: tuple[list[Step], list[Step], list[Step]],
+          devices: list[DevicePlan]) -> Plan:
+    return Plan(strategy=strategy, scheme=scheme, spec=spec, graph=build_graph(spec),
+                cluster=cluster, engine=engine, bytes_per_param=bytes_per_param,
+                embed_steps=steps[0], block_steps=steps[1], output_steps=steps[2],
+                devices=devices)
+
+
+def _engine_config(cls: type, defaults: dict[str, Any], overrides: dict[str, Any],
+                   strategy: str) -> Any:
+    try:
+        return cls(**{**defaults, **overrides})
+    except (TypeError, AssertionError) as err:
+        names = ", ".join(cls.__dataclass_fields__)
+        raise ArchipelagoError(f"invalid {strategy} engine parameters {overrides}: {err} "
+                               f"(parameters: {names})") from None
 
 
 @register("dfx", "tensor parallel, DFX sync scheme: 4 ring all-gathers per block (seeds/001)")
 def plan_dfx(spec: ModelSpec, cluster: Cluster, options: PlanOptions | None = None) -> Plan:
     options = options or PlanOptions()
-    _check_cluster(cluster, "dfx")
-    check_divisible(spec, cluster.size)
-    if not spec.is_decoder:
-        raise PartitionError(f"strategy 'dfx' generates text with decoders; {spec.name} is an "
-                             "encoder (try strategy 'galapagos')")
-    try:
-        engine = DFXEngine(DFXConfig(**options.engine))
-    except (TypeError, AssertionError) as err:
-        raise ArchipelagoError(f"invalid DFX engine parameters {options.engine}: {err}") from None
-    graph = build_graph(spec)
-    ranks = cluster.size
-    return Plan(
-        strategy="dfx", scheme="dfx", spec=spec, graph=graph, cluster=cluster, engine=engine,
-        bytes_per_param=FP16_BYTES,
-        embed_steps=[ComputeStep(op, op.fan_out) for op in graph.embed],
-        block_steps=dfx_block_steps(graph, ranks),
-        output_steps=_output_steps(graph, ranks),
-        devices=[_device_plan(spec, cluster, r) for r in range(ranks)],
-    )
+    _check_inputs(spec, cluster, "dfx")
+    engine = DFXEngine(_engine_config(DFXConfig, {}, options.engine, "dfx"))
+    graph, ranks = build_graph(spec), cluster.size
+    steps = ([_compute(op, ranks) for op in graph.embed], dfx_block_steps(graph, ranks),
+             [s for op in graph.output for s in
+              (_lm_head_steps(op, ranks) if op.kind == "lm_head" else [_compute(op, ranks)])])
+    devices = [_device_plan(spec, cluster, r, False, None) for r in range(ranks)]
+    return _plan("dfx", "dfx", spec, cluster, engine, FP16_BYTES, steps, devices)
+
+
+def _plan_lora(strategy: str, defaults: dict[str, Any], spec: ModelSpec, cluster: Cluster,
+               options: PlanOptions | None) -> Plan:
+    options = options or PlanOptions()
+    _check_inputs(spec, cluster, strategy)
+    config = _engine_config(SystolicConfig, defaults, options.engine, strategy)
+    if cluster.devices[0].memory("ddr") is None:
+        raise PartitionError(f"strategy '{strategy}' keeps prefill weights in DDR "
+                             f"(seeds/002 §V-C); '{cluster.devices[0].key}' has none")
+    engine = SystolicEngine(config, cluster.devices[0], spec, cluster.size)
+    graph, ranks = build_graph(spec), cluster.size
+    act = config.weight_bytes
+    steps = tuple(lora_steps(ops, spec, ranks, act, config.pack_rows)
+                  for ops in (graph.embed, graph.block, graph.output))
+    devices = [_device_plan(spec, cluster, r, True, "ddr") for r in range(ranks)]
+    return _plan(strategy, "lora", spec, cluster, engine, config.weight_bytes, steps, devices)
+
+
+@register("lora-f", "tensor parallel, LORA sync (4 all-gathers + 2 all-reduces, overlapped), "
+                    "FP16 systolic engine at 200 MHz (seeds/002)")
+def plan_lora_f(spec: ModelSpec, cluster: Cluster, options: PlanOptions | None = None) -> Plan:
+    return _plan_lora("lora-f", {"precision": "fp16", "clock_hz": 200e6}, spec, cluster,
+                      options)
+
+
+@register("lora-q", "tensor parallel, LORA sync, W8A8 systolic engine with two int8 "
+                    "products per DSP at 250 MHz (seeds/002)")
+def plan_lora_q(spec: ModelSpec, cluster: Cluster, options: PlanOptions | None = None) -> Plan:
+    return _plan_lora("lora-q", {"precision": "w8a8", "clock_hz": 250e6}, spec, cluster,
+                      options)

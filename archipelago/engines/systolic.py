@@ -1,0 +1,195 @@
+"""LORA compute core (seeds/002 §IV-V): a D_sa x D_sa systolic MPU reused for matrix-matrix
+(T_m x T_m tiles, Fig. 3b) and vector-matrix work (a T_m vector against T_v adjacent tiles,
+Fig. 8), and a VFU of N_acc accumulators for LayerNorm, Softmax, GELU and scaling.
+
+Latency follows Eq. 8 (double-buffered tiles: L_buf + max(L_buf, L_cal) x CNT + L_cal);
+the hybrid memory of §V-C streams prefill weights from DDR and decode weights from HBM; the
+KV cache sits in URAM and spills to HBM. Resources follow Eq. 5-7. No constant here is
+fitted: issue #4 names no calibration point, so every figure is a prediction.
+"""
+
+from dataclasses import dataclass
+from math import ceil, log2
+from typing import Literal
+
+import numpy as np
+
+from archipelago.engines.base import PhaseArrays, ceil_div
+from archipelago.hardware.device import Device, Resources
+from archipelago.models.spec import ModelSpec
+from archipelago.plan import ComputeStep
+
+Precision = Literal["fp16", "w8a8"]
+
+# DSP cost of one operator (Table II's Psi), from the FP16 operator mapping of the same
+# board's DFX core (seeds/001 §V-C: multiplier 1 DSP, adder 2 DSPs, exponential 2 DSPs).
+PSI_FP16 = {"mul": 1.0, "add": 2.0, "exp": 2.0, "square": 1.0}
+# W8A8: two int8 products share one DSP48E2 (seeds/002 §V-A); int32 accumulation in LUTs.
+PSI_INT8_MAC = 0.5
+# UltraScale+ memory primitives (UG573): BRAM18 = 1024 x 18 (Eq. 5), BRAM36 = 512 x 72 in
+# the reshape mode Eq. 6 uses with 36-bit words; URAM288 = 288 Kb.
+URAM_BYTES = 288 * 1024 // 8
+# Read latency of an on-chip buffer access (L_buf for on-chip operands): two cycles for a
+# registered BRAM read (UG573).
+ONCHIP_READ_CYCLES = 2
+# Aurora stream port width that packs d rows per transfer (seeds/002 §VI-C: "Given the
+# 256-bit data width of the communication IP, up to 16 input rows can be packed").
+LINK_PORT_BITS = 256
+
+
+@dataclass(frozen=True)
+class SystolicConfig:
+    """Design parameters of one LORA core (the variables the §V-D search explores)."""
+
+    precision: Precision = "fp16"
+    clock_hz: float = 200e6  # LORA-F 200 MHz, LORA-Q 250 MHz (seeds/002 Table IV)
+    d_sa: int = 32  # systolic array side (seeds/002 §V-C example: 32 x 32)
+    t_m: int = 32  # matrix tile side (Fig. 3b)
+    t_v: int = 32  # tiles per vector-matrix iteration (Fig. 8)
+    n_acc: int = 64  # VFU accumulators (Eq. 2, 7)
+    hbm_axi_bits: int = 512  # per-channel AXI width at the kernel clock
+    hbm_channels: int = 32  # U280 HBM pseudo-channels (seeds/001 §V-B)
+    kv_uram: int = 864  # URAMs for the KV cache (seeds/002 §VI-A-d: "All 864 URAMs")
+    token_window: int = 64  # rows of activations buffered on chip for prefill
+
+    def __post_init__(self) -> None:
+        assert self.d_sa >= 1 and self.t_m >= self.d_sa and self.t_m % self.d_sa == 0, \
+            "t_m must be a positive multiple of d_sa"
+        assert self.t_v >= 1 and self.t_v * self.t_m <= self.d_sa ** 2, \
+            "t_v x t_m must not exceed the d_sa^2 processing elements"
+        assert self.n_acc >= 1 and self.clock_hz > 0
+
+    @property
+    def weight_bytes(self) -> float:
+        return 1.0 if self.precision == "w8a8" else 2.0
+
+    @property
+    def pack_rows(self) -> int:
+        """Rows packed per transfer: the link port width over the activation width (§III-B)."""
+        return LINK_PORT_BITS // (8 * int(self.weight_bytes))
+
+
+class SystolicEngine:
+    """Cycles per plan step and resources of one LORA core."""
+
+    name = "systolic"
+
+    def __init__(self, config: SystolicConfig, device: Device, spec: ModelSpec,
+                 ranks: int) -> None:
+        self.config, self.device, self.spec, self.ranks = config, device, spec, ranks
+        hbm, ddr = device.memory("hbm"), device.memory("ddr")
+        assert hbm is not None and ddr is not None, "LORA uses HBM and DDR (seeds/002 §V-C)"
+        channel_peak = hbm.bandwidth_Bps / hbm.channels
+        per_channel = min(config.hbm_axi_bits / 8 * config.clock_hz, channel_peak)
+        self.hbm_bytes_per_cycle = config.hbm_channels * per_channel / config.clock_hz
+        self.ddr_bytes_per_cycle = ddr.bandwidth_Bps / config.clock_hz
+        kv_bytes_per_token = 2 * spec.layers * spec.kv_dim / ranks * 2  # FP16 K and V
+        self.kv_tokens_onchip = config.kv_uram * URAM_BYTES // kv_bytes_per_token
+
+    def seconds(self, step: ComputeStep, phase: PhaseArrays) -> np.ndarray:
+        return self.cycles(step, phase) / self.config.clock_hz
+
+    # --- MPU ---------------------------------------------------------------------------
+    def _fill(self) -> int:
+        """Systolic fill and drain: a wavefront crosses the array twice."""
+        return 2 * self.config.d_sa
+
+    def _vector_matrix(self, k: int | np.ndarray, n: int | np.ndarray,
+                       stream_bytes_per_cycle: float | np.ndarray) -> np.ndarray:
+        """Fig. 8: per iteration one T_m vector meets T_v tiles in T_m cycles (L_cal), while
+        the next T_v tiles stream in (L_axi; zero for on-chip operands); Eq. 8."""
+        c = self.config
+        count = ceil_div(k, c.t_m) * ceil_div(n, c.t_m * c.t_v)
+        stream = np.asarray(stream_bytes_per_cycle, dtype=float)
+        tile_bytes = c.t_v * c.t_m ** 2 * c.weight_bytes
+        l_axi = np.divide(tile_bytes, stream, out=np.zeros_like(stream), where=stream > 0)
+        l_cal = c.t_m
+        return l_axi + np.maximum(l_axi, l_cal) * count + l_cal + self._fill()
+
+    def _matrix_matrix(self, m: int, k: int | np.ndarray, n: int | np.ndarray,
+                       stream_bytes_per_cycle: float) -> np.ndarray | float:
+        """Fig. 3b: T_m x T_m tile pairs, T_m^3 / D_sa^2 cycles each; Eq. 8."""
+        c = self.config
+        count = ceil_div(m, c.t_m) * ceil_div(k, c.t_m) * ceil_div(n, c.t_m)
+        l_cal = c.t_m ** 3 / c.d_sa ** 2
+        l_buf = (c.t_m ** 2 * c.weight_bytes / stream_bytes_per_cycle
+                 if stream_bytes_per_cycle else ONCHIP_READ_CYCLES)
+        return l_buf + np.maximum(l_buf, l_cal) * count + l_cal + self._fill()
+
+    def _kv_stream(self, context: np.ndarray) -> np.ndarray:
+        """Bytes/cycle feeding attention: on-chip URAM (unbounded here) until the cache
+        spills, then HBM for the whole read (the spilled rows set the pace)."""
+        return np.where(context <= self.kv_tokens_onchip, 0.0, self.hbm_bytes_per_cycle)
+
+    # --- VFU ---------------------------------------------------------------------------
+    def _vfu_passes(self, rows: int, width: int | np.ndarray, passes: int) -> np.ndarray:
+        """`passes` sweeps of N_acc lanes over each row, plus the accumulation tree."""
+        c = self.config
+        return rows * passes * ceil_div(width, c.n_acc) + ceil(log2(max(c.n_acc, 2)))
+
+    def cycles(self, step: ComputeStep, phase: PhaseArrays) -> np.ndarray:
+        c, op, m, t = self.config, step.op, phase.new_tokens, phase.context
+        zeros = np.zeros_like(t, dtype=float)
+        if op.kind in {"linear", "lm_head"}:
+            if m == 1:
+                return zeros + self._vector_matrix(op.fan_in, step.local_out,
+                                                   self.hbm_bytes_per_cycle)
+            return zeros + self._matrix_matrix(m, op.fan_in, step.local_out,
+                                               self.ddr_bytes_per_cycle)
+        if op.kind in {"attn_score", "attn_context"}:
+            k, n = (op.fan_in, t) if op.kind == "attn_score" else (t, op.fan_in)
+            if m == 1:
+                per_head = self._vector_matrix(k, n, self._kv_stream(t))
+            else:
+                per_head = self._matrix_matrix(m, k, n, 0.0)
+            return step.local_heads * (zeros + per_head)
+        if op.kind == "softmax":  # max, exp-and-sum, scale: three sweeps per row
+            return step.local_heads * self._vfu_passes(m, t, 3) + zeros
+        if op.kind == "norm":
+            passes = {"stats": 2, "apply": 1, "whole": 3}[step.stage]
+            return zeros + self._vfu_passes(m, step.local_out, passes)
+        if op.kind in {"residual", "activation"}:
+            return zeros + self._vfu_passes(m, step.local_out, 1)
+        if op.kind == "gated_activation":
+            return zeros + self._vfu_passes(m, step.local_out, 2)
+        if op.kind == "embedding":  # table rows from DDR, then one add sweep
+            row = 2 * step.local_out * c.weight_bytes / self.ddr_bytes_per_cycle
+            return zeros + m * row + self._vfu_passes(m, step.local_out, 1)
+        raise AssertionError(f"LORA has no unit for op kind {op.kind}")
+
+    # --- resources (Eq. 5-7) -----------------------------------------------------------
+    def resources(self, spec: ModelSpec) -> dict[str, Resources]:
+        c = self.config
+        if c.precision == "w8a8":
+            mpu_dsp = ceil(c.d_sa ** 2 * PSI_INT8_MAC)
+        else:
+            mpu_dsp = c.d_sa ** 2 * int(PSI_FP16["mul"] + PSI_FP16["add"])
+        # Eq. 7 for the ACC units, plus the Scaling module's mul and add on N_acc lanes and
+        # the GELU piece-wise linear unit (one mul, one add per lane).
+        acc = ((PSI_FP16["exp"] + PSI_FP16["square"]) * c.n_acc
+               + PSI_FP16["add"] * (3 * c.n_acc - 1))
+        scaling = 2 * (PSI_FP16["mul"] + PSI_FP16["add"]) * c.n_acc
+        vfu = Resources(dsp=int(acc + scaling))
+        return {"mpu": Resources(dsp=mpu_dsp), "vfu": vfu, "buffers": self._buffers(spec)}
+
+    def _buffers(self, spec: ModelSpec) -> Resources:
+        c = self.config
+        bits = 8 * int(c.weight_bytes)
+        local = spec.hidden // self.ranks
+        # Eq. 5: double-buffered weight tile, partitioned P_w = D_sa ways (one weight per
+        # systolic column per cycle), BRAM18 units of 1024 x 18 -> counted as BRAM36 halves.
+        p_w = c.d_sa
+        weight18 = ceil(bits / 18) * ceil(c.t_m ** 2 / (1024 * p_w)) * p_w * 2
+        # Eq. 6: AXI read buffers of every HBM channel and the router's TX/RX buffers.
+        axi = c.hbm_channels * ceil(c.hbm_axi_bits / 36)  # N_tran = 512: one block deep
+        router = 2 * ceil(LINK_PORT_BITS / 36) * ceil(c.token_window * spec.ffn
+                                                      // (LINK_PORT_BITS // bits) / 512)
+        # Intermediate activations of the local columns (LayerNorm, residual, FFN) for the
+        # token window: the buffer §II-C says dominates BRAM use.
+        inter_values = c.token_window * (6 * local + 2 * spec.ffn // self.ranks)
+        inter = ceil(inter_values * bits / (36 * 1024))
+        bram = ceil(weight18 / 2) + axi + router + inter
+        kv_need = ceil(2 * spec.layers * spec.max_positions * spec.kv_dim / self.ranks * 2
+                       / URAM_BYTES)
+        return Resources(bram=bram, uram=min(c.kv_uram, kv_need))
+

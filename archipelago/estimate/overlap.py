@@ -1,0 +1,58 @@
+"""How much of a collective's time shows on the critical path.
+
+Three cases, named by CommStep.overlap:
+- `none`: compute stalls for the whole collective (DFX, seeds/001 §IV-C).
+- `matmul_blocks`: the consuming matmuls traverse the gathered input column-major, local
+  block first (seeds/002 Eq. 4, 9): with N blocks of compute T_b and ring steps T_s, the
+  matmuls end at max(N T_b, (N-1) T_s + T_b), so (N-1) max(0, T_s - T_b) is exposed.
+- `row_groups`: LayerNorm partial sums leave in groups of d packed rows (Eq. 3): with G
+  groups of compute T_g and a per-group all-reduce K, the last sum lands at
+  T_g + (G-1) max(T_g, K) + K, so K + (G-1) max(0, K - T_g) is exposed.
+"""
+
+import numpy as np
+
+from archipelago.comm.collectives import all_gather_s, all_reduce_s
+from archipelago.plan import CommStep, ComputeStep, Plan, Step
+
+
+def collective_seconds(plan: Plan, step: CommStep, rows: int) -> float:
+    nbytes = rows * step.width * step.value_bytes
+    cost = all_reduce_s if step.kind == "all_reduce" else all_gather_s
+    return cost(nbytes, plan.cluster)
+
+
+def _consumers_seconds(steps: list[Step], index: int, compute: list[np.ndarray]) -> np.ndarray:
+    """Compute time of the steps after `index` (up to the next collective) that read the
+    gathered tensor."""
+    tensor = steps[index].tensor
+    total = np.zeros_like(compute[index])
+    for later in range(index + 1, len(steps)):
+        step = steps[later]
+        if isinstance(step, CommStep):
+            break
+        if tensor in step.op.inputs:
+            total = total + compute[later]
+    return total
+
+
+def exposed_seconds(plan: Plan, steps: list[Step], index: int, rows: int,
+                    compute: list[np.ndarray]) -> np.ndarray:
+    """Critical-path seconds of collective `steps[index]`; `compute` holds every compute
+    step's seconds (zeros at collectives)."""
+    step = steps[index]
+    assert isinstance(step, CommStep)
+    ranks = plan.ranks
+    if ranks == 1:
+        return np.zeros_like(compute[index])
+    if step.overlap == "matmul_blocks":
+        step_s = collective_seconds(plan, step, rows) / (ranks - 1)
+        block_s = _consumers_seconds(steps, index, compute) / ranks
+        return (ranks - 1) * np.maximum(0.0, step_s - block_s)
+    if step.overlap == "row_groups":
+        assert index > 0 and isinstance(steps[index - 1], ComputeStep)
+        groups = -(-rows // step.group_rows)
+        group_s = compute[index - 1] / groups
+        k = collective_seconds(plan, step, min(rows, step.group_rows))
+        return k + (groups - 1) * np.maximum(0.0, k - group_s)
+    return np.zeros_like(compute[index]) + collective_seconds(plan, step, rows)

@@ -1,0 +1,128 @@
+"""LORA: sync scheme, systolic engine cycles and resources by hand, overlap formulas."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from archipelago.api import make_plan, plan_and_estimate
+from archipelago.engines.base import PhaseArrays
+from archipelago.engines.systolic import SystolicConfig, SystolicEngine
+from archipelago.estimate.overlap import collective_seconds, exposed_seconds
+from archipelago.hardware.catalog import get_device
+from archipelago.models.graph import Op
+from archipelago.models.zoo import resolve_model
+from archipelago.plan import CommStep, ComputeStep
+
+SPEC = resolve_model("gpt2-345m")
+
+
+def test_four_all_gathers_and_two_all_reduces_per_block() -> None:
+    plan = make_plan("gpt2-345m", "4xu280", "lora-f")
+    comm = [(c.kind, c.tensor, c.overlap) for c in plan.comm_steps()]
+    assert comm == [
+        ("all_reduce", "attn_norm", "row_groups"), ("all_gather", "attn_norm", "matmul_blocks"),
+        ("all_gather", "attn_context", "matmul_blocks"),
+        ("all_reduce", "ffn_norm", "row_groups"), ("all_gather", "ffn_norm", "matmul_blocks"),
+        ("all_gather", "ffn_act", "matmul_blocks")]
+    residual = next(s for s in plan.block_steps
+                    if isinstance(s, ComputeStep) and s.op.name == "attn_residual")
+    assert residual.local_out == 1024 // 4  # the residual stream stays column-split
+    assert plan.devices[1].layer_shards["attn_norm.weight"].axis == 0  # LayerNorm split too
+
+
+def test_lora_q_moves_int8_activations_and_weights() -> None:
+    plan = make_plan("gpt2-345m", "2xu280", "lora-q")
+    gathers = [c for c in plan.comm_steps() if c.kind == "all_gather"]
+    assert {c.value_bytes for c in gathers} == {1.0} and plan.bytes_per_param == 1.0
+    assert plan.engine.config.clock_hz == 250e6
+
+
+def engine(**overrides) -> SystolicEngine:
+    return SystolicEngine(SystolicConfig(**overrides), get_device("u280"), SPEC, 1)
+
+
+def test_mpu_and_vfu_dsp_by_hand() -> None:
+    small = dict(d_sa=4, t_m=4, t_v=4, n_acc=8)
+    fp16 = engine(**small).resources(SPEC)
+    # FP16 PE: multiplier (1 DSP) + adder (2 DSPs); Eq. 7: (exp 2 + square 1) x 8 +
+    # add 2 x (3 x 8 - 1); scaling module: 2 x (mul 1 + add 2) x 8.
+    assert fp16["mpu"].dsp == 16 * 3
+    assert fp16["vfu"].dsp == 3 * 8 + 2 * 23 + 2 * 3 * 8
+    assert engine(**small, precision="w8a8").resources(SPEC)["mpu"].dsp == 16 // 2
+
+
+def test_eq5_weight_buffer_by_hand() -> None:
+    """T_m = 32, P_w = D_sa = 32, FP16: 1 x ceil(1024 / 32768) x 32 x 2 = 64 BRAM18."""
+    base = engine().resources(SPEC)["buffers"].bram
+    wider = engine(d_sa=64, t_m=64, t_v=64).resources(SPEC)["buffers"].bram
+    # D_sa = T_m = 64: 1 x ceil(4096 / 65536) x 64 x 2 = 128 BRAM18, i.e. 32 more BRAM36.
+    assert wider - base == 32
+
+
+def test_vector_matrix_cycles_by_hand() -> None:
+    """K = N = 1024 on 32 x 32: 32 iterations of max(L_axi = 32, L_cal = 32) cycles, plus
+    the first load, the last compute and fill/drain 2 x 32 (Eq. 8)."""
+    eng = engine()
+    assert eng.hbm_bytes_per_cycle == 2048  # 32 channels x 512 bits at 200 MHz
+    op = Op("q", "linear", 1024, 1024, ("x",), weight="q")
+    cycles = eng.cycles(ComputeStep(op, 1024), PhaseArrays(1, np.array([10])))
+    assert cycles[0] == 32 + 32 * 32 + 32 + 64
+
+
+def test_kv_cache_spill_to_hbm_slows_attention() -> None:
+    eng = engine(kv_uram=8)
+    op = Op("attn_score", "attn_score", 64, 64, ("q", "k"), heads=16)
+    edge = eng.kv_tokens_onchip
+    before, after = eng.cycles(ComputeStep(op, 64, 16),
+                               PhaseArrays(1, np.array([edge, edge + 1])))
+    assert after > before
+
+
+def test_matmul_blocks_overlap_both_regimes() -> None:
+    plan = make_plan("gpt2-345m", "4xu280", "lora-f")
+    gather = CommStep("all_gather", "x", 1024, 2.0, "matmul_blocks")
+    consumer = ComputeStep(Op("q", "linear", 1024, 256, ("x",), weight="q"), 256)
+    step_s = collective_seconds(plan, gather, 1) / 3
+    steps = [gather, consumer]
+    slow = exposed_seconds(plan, steps, 0, 1, [np.zeros(1), np.array([4 * step_s / 2])])
+    assert slow[0] == pytest.approx(3 * (step_s - step_s / 2))
+    fast = exposed_seconds(plan, steps, 0, 1, [np.zeros(1), np.array([4 * step_s * 2])])
+    assert fast[0] == 0
+
+
+def test_row_groups_overlap_by_hand() -> None:
+    plan = make_plan("gpt2-345m", "4xu280", "lora-f")
+    reduce = CommStep("all_reduce", "n", 2, 4.0, "row_groups", group_rows=16)
+    stats = ComputeStep(Op("n", "norm", 1024, 1024, ("x",), weight="n"), 256, stage="stats")
+    k = collective_seconds(plan, reduce, 16)
+    # 64 rows = 4 groups; group compute k/2 leaves k/2 exposed per later group, plus k.
+    out = exposed_seconds(plan, [stats, reduce], 1, 64, [np.array([4 * k / 2]), np.zeros(1)])
+    assert out[0] == pytest.approx(k + 3 * k / 2)
+
+
+def test_lora_beats_dfx_on_one_u280_and_q_beats_f() -> None:
+    """LORA's premise (seeds/002 §II-C): the systolic core outruns DFX's adder trees."""
+    latency = {s: plan_and_estimate("gpt2-345m", "1xu280", s, "32:256")[2].latency_s
+               for s in ("dfx", "lora-f", "lora-q")}
+    assert latency["lora-q"] < latency["lora-f"] < latency["dfx"]
+
+
+def test_plan_json_reports_mpu_and_vfu_dsp() -> None:
+    out = subprocess.run([sys.executable, "-m", "archipelago", "plan", "gpt2-345m", "--cluster",
+                          "1xu280", "--strategy", "lora-q", "--tokens", "32:256", "--json"],
+                         capture_output=True, text=True, timeout=60)
+    device = json.loads(out.stdout)["devices"][0]
+    assert device["units"]["mpu"]["dsp"] == 512 and "vfu" in device["units"]
+    assert device["dsp"] == device["units"]["mpu"]["dsp"] + device["units"]["vfu"]["dsp"]
+
+
+def test_bad_engine_parameters_name_the_choices() -> None:
+    from archipelago.errors import ArchipelagoError
+
+    with pytest.raises(ArchipelagoError, match="t_m must be a positive multiple of d_sa"):
+        make_plan("gpt2-345m", "1xu280", "lora-f", {"d_sa": 32, "t_m": 48})
+    with pytest.raises(ArchipelagoError, match="parameters: precision, clock_hz"):
+        make_plan("gpt2-345m", "1xu280", "lora-f", {"dsa": 32})
