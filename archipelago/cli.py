@@ -115,3 +115,59 @@ def catalog(as_json: JsonOpt = False) -> None:
     for name, info in strategies().items():
         table.add_row(name, info.summary)
     console.print(table)
+
+
+@app.command()
+@user_errors
+def explore(
+    model: ModelArg,
+    cluster: ClusterOpt = "1xu280",
+    strategy: StrategyOpt = "lora-q",
+    tokens: TokensOpt = "32:256",
+    trials: Annotated[int, typer.Option(min=1, help="finished trials the study should hold")] = 200,
+    storage: Annotated[str, typer.Option(help="optuna storage URL")] = "sqlite:///archi-explore.db",
+    study: Annotated[str | None, typer.Option(help="study name (default from the inputs)")] = None,
+    out: Annotated[Path | None, typer.Option(help="best engine config YAML")] = None,
+    seed: Annotated[int, typer.Option(help="sampler seed")] = 0,
+    as_json: JsonOpt = False,
+) -> None:
+    """Search engine design parameters (NSGA-II) under the devices' limits; resumable."""
+    from rich.progress import Progress
+
+    from archipelago.estimate.workload import parse_tokens
+    from archipelago.explore.search import SearchRequest, run_search
+
+    name = study or f"{Path(model).stem}-{cluster}-{strategy}-{tokens.replace(':', 'x')}"
+    request = SearchRequest(model, cluster, strategy, parse_tokens(tokens), trials, storage,
+                            name, seed)
+    from archipelago.api import make_plan
+
+    make_plan(model, cluster, strategy)  # reject bad names and splits before any trial
+    with Progress(console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(f"exploring {name}", total=trials)
+        best = run_search(request, on_trial=lambda n: bar.advance(task, n))
+    target = out or Path(f"best-{name}.yaml")
+    target.write_text(yaml.safe_dump({
+        "strategy": strategy, "model": model, "cluster": cluster, "tokens": tokens,
+        "latency_s": best.latency_s, "tokens_per_s": best.tokens_per_s,
+        "engine": best.engine}, sort_keys=False))
+    summary = {"study": name, "storage": storage, "trials": best.trials_done,
+               "feasible_trials": best.feasible_trials, "latency_s": best.latency_s,
+               "tokens_per_s": best.tokens_per_s, "utilization": best.utilization,
+               "engine": best.engine, "engine_config_file": str(target)}
+    if as_json:
+        print(json.dumps(summary, indent=2))
+        return
+    table = Table(title=f"best of {best.trials_done} trials ({best.feasible_trials} feasible)")
+    table.add_column("parameter")
+    table.add_column("value", justify="right")
+    for key, value in best.engine.items():
+        table.add_row(key, f"{value:g}" if isinstance(value, float) else str(value))
+    table.add_row("latency", f"{best.latency_s * 1e3:,.2f} ms")
+    table.add_row("tokens/s", f"{best.tokens_per_s:,.2f}")
+    for key, value in best.utilization.items():
+        table.add_row(f"{key} used", f"{100 * value:.0f}%")
+    console.print(table)
+    console.print(f"engine config written to {target}; use it with "
+                  f"`archi plan {model} --cluster {cluster} --strategy {strategy} "
+                  f"--engine-config {target}`")

@@ -90,6 +90,12 @@ class DFXEngine:
     def __init__(self, config: DFXConfig | None = None) -> None:
         self.config = config or DFXConfig()
 
+    @property
+    def hbm_bytes_per_cycle(self) -> float:
+        """Bytes the tile stream pulls from HBM each cycle (at most the 32 x 512 bits)."""
+        c = self.config
+        return min(c.d * c.l, c.hbm_values_per_cycle) * c.data_bits / 8
+
     def seconds(self, step: ComputeStep, phase: PhaseArrays) -> np.ndarray:
         return self.cycles(step, phase) / self.config.clock_hz
 

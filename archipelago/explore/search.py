@@ -1,0 +1,153 @@
+"""Design-space search (seeds/002 §V-D, Eq. 13): minimize latency and resource use under the
+device's DSP/BRAM/URAM/memory limits, with optuna's NSGA-II genetic sampler.
+
+Every finished trial is committed to the study's storage (SQLite by default), so a killed
+search loses at most the trial in flight; rerunning the same command resumes it and runs
+only the trials still missing.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from archipelago.api import make_plan
+from archipelago.errors import ArchipelagoError
+from archipelago.estimate.generation import Estimate, estimate_generation
+from archipelago.estimate.workload import Generation
+from archipelago.explore.spaces import space_for
+from archipelago.plan import Plan
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    model: str
+    cluster: str
+    strategy: str
+    workload: Generation
+    trials: int
+    storage: str
+    study_name: str
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Best:
+    engine: dict[str, Any]
+    latency_s: float
+    tokens_per_s: float
+    utilization: dict[str, float]
+    trials_done: int
+    feasible_trials: int
+
+
+def utilization(plan: Plan, est: Estimate) -> dict[str, float]:
+    """Worst-device fraction used of each limited resource (memory capacity and the HBM
+    bandwidth the engine streams at included)."""
+    out = {"dsp": 0.0, "bram": 0.0, "uram": 0.0, "hbm": 0.0, "hbm_bandwidth": 0.0}
+    for use, dp in zip(est.devices, plan.devices, strict=True):
+        have, total = dp.device.resources, use.total
+        for res in ("dsp", "bram", "uram"):
+            out[res] = max(out[res], getattr(total, res) / max(getattr(have, res), 1))
+        hbm = dp.device.memory("hbm")
+        if hbm is not None:
+            out["hbm"] = max(out["hbm"], use.hbm_bytes / hbm.capacity_bytes)
+            streamed = getattr(plan.engine, "hbm_bytes_per_cycle", 0.0)
+            clock = plan.engine.config.clock_hz
+            out["hbm_bandwidth"] = max(out["hbm_bandwidth"], streamed * clock / hbm.bandwidth_Bps)
+    return out
+
+
+def evaluate(request: SearchRequest, engine: dict[str, Any]) -> tuple[Plan, Estimate]:
+    plan = make_plan(request.model, request.cluster, request.strategy, engine)
+    return plan, estimate_generation(plan, request.workload)
+
+
+def _objective(request: SearchRequest) -> Callable[[Any], tuple[float, float]]:
+    sample = space_for(request.strategy)
+
+    def objective(trial: Any) -> tuple[float, float]:
+        engine = sample(trial)
+        plan, est = evaluate(request, engine)
+        used = utilization(plan, est)
+        # One write per trial: each attribute is a storage round trip.
+        trial.set_user_attr("result", {"engine": engine, "utilization": used,
+                                       "tokens_per_s": est.tokens_per_s})
+        # Feasible when <= 0: the worst overuse of any limit, or 1 for infeasible memory.
+        trial.set_constraint("limits", max(max(used.values()) - 1.0,
+                                           0.0 if est.feasible else 1.0))
+        return est.latency_s, max(used["dsp"], used["bram"], used["uram"])
+
+    return objective
+
+
+def _storage(url: str) -> Any:
+    """SQLite in WAL mode: a third faster per trial, and a killed search still keeps every
+    committed trial (WAL only relaxes durability against power loss)."""
+    import optuna
+    from sqlalchemy import event
+
+    if not url.startswith("sqlite"):
+        return url
+    storage = optuna.storages.RDBStorage(url)
+
+    @event.listens_for(storage.engine, "connect")
+    def _wal(connection: Any, _record: Any) -> None:
+        cursor = connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.close()
+
+    storage.engine.dispose()  # reconnect so the pragmas apply
+    return storage
+
+
+def _open_study(request: SearchRequest) -> Any:
+    import optuna
+    from sqlalchemy.exc import SQLAlchemyError
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    sampler = optuna.samplers.NSGAIISampler(seed=request.seed, population_size=24)
+    try:
+        return optuna.create_study(study_name=request.study_name,
+                                   storage=_storage(request.storage),
+                                   directions=["minimize", "minimize"], sampler=sampler,
+                                   load_if_exists=True)
+    except (ValueError, ImportError, SQLAlchemyError, optuna.exceptions.OptunaError) as err:
+        reason = str(err).strip().splitlines()[0]
+        raise ArchipelagoError(f"storage '{request.storage}': {reason}") from None
+
+
+def run_search(request: SearchRequest, on_trial: Callable[[int], None] | None = None) -> Best:
+    """Run until the study holds `trials` finished trials, then return the best feasible."""
+    import optuna
+
+    study = _open_study(request)
+    state = optuna.trial.TrialState
+    done = len(study.get_trials(deepcopy=False, states=(state.COMPLETE,)))
+    if on_trial:
+        on_trial(done)
+    remaining = max(0, request.trials - done)
+    if remaining:
+        callbacks = [lambda s, t: on_trial(1)] if on_trial else []
+        study.optimize(_objective(request), n_trials=remaining, callbacks=callbacks)
+    return best_of(study)
+
+
+def _satisfied(constraints: Any) -> bool:
+    values = constraints.values() if isinstance(constraints, dict) else constraints or [1.0]
+    return all(v <= 0 for v in values)
+
+
+def best_of(study: Any) -> Best:
+    import optuna
+
+    complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    feasible = [t for t in complete if _satisfied(t.constraints)]
+    if not feasible:
+        raise ArchipelagoError(f"none of {len(complete)} trials fits the devices; "
+                               "try more trials or a larger cluster")
+    best = min(feasible, key=lambda t: (t.values[0], t.values[1]))
+    result = best.user_attrs["result"]
+    return Best(engine=result["engine"], latency_s=best.values[0],
+                tokens_per_s=result["tokens_per_s"], utilization=result["utilization"],
+                trials_done=len(complete), feasible_trials=len(feasible))
