@@ -90,3 +90,25 @@ def test_bad_inputs_exit_2(tmp_path) -> None:
     assert out.returncode == 2 and "storage 'nosuchdb://x'" in out.stderr
     out = archi("explore", "gpt2-345m", "--strategy", "nope", "--trials", "1")
     assert out.returncode == 2 and "unknown strategy 'nope'" in out.stderr
+
+
+def test_baseline_is_the_default_engine_and_is_tried_first(tmp_path) -> None:
+    """The published design point is trial 0, so the search never reports worse."""
+    from archipelago.explore.spaces import SPACES
+
+    class Replay:
+        def __init__(self, values: dict) -> None:
+            self.values = values
+
+        def suggest_categorical(self, name: str, choices: list) -> object:
+            assert self.values[name] in choices
+            return self.values[name]
+
+    for strategy, space in SPACES.items():
+        default = make_plan("gpt2-345m", "1xu280", strategy).engine.config
+        assert make_plan("gpt2-345m", "1xu280", strategy,
+                         space.sample(Replay(space.baseline))).engine.config == default
+    request = SearchRequest("gpt2-345m", "1xu280", "lora-f", Generation(8, 8), 3, "", "x")
+    default_latency = estimate_generation(make_plan("gpt2-345m", "1xu280", "lora-f"),
+                                          Generation(8, 8)).latency_s
+    assert run_search(request).latency_s <= default_latency

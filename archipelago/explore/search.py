@@ -63,7 +63,7 @@ def evaluate(request: SearchRequest, engine: dict[str, Any]) -> tuple[Plan, Esti
 
 
 def _objective(request: SearchRequest) -> Callable[[Any], tuple[float, float]]:
-    sample = space_for(request.strategy)
+    sample = space_for(request.strategy).sample
 
     def objective(trial: Any) -> tuple[float, float]:
         engine = sample(trial)
@@ -86,6 +86,8 @@ def _storage(url: str) -> Any:
     import optuna
     from sqlalchemy import event
 
+    if not url:
+        return None  # in memory: nothing persists (benchmarks, quick looks)
     if not url.startswith("sqlite"):
         return url
     storage = optuna.storages.RDBStorage(url)
@@ -122,6 +124,8 @@ def run_search(request: SearchRequest, on_trial: Callable[[int], None] | None = 
     import optuna
 
     study = _open_study(request)
+    if not study.get_trials(deepcopy=False):
+        study.enqueue_trial(space_for(request.strategy).baseline)
     state = optuna.trial.TrialState
     done = len(study.get_trials(deepcopy=False, states=(state.COMPLETE,)))
     if on_trial:
