@@ -23,6 +23,11 @@ ClusterOpt = Annotated[str, typer.Option(help="NxDEVICE shorthand (e.g. 4xu280) 
 StrategyOpt = Annotated[str, typer.Option(help="partitioning strategy (see `archi catalog`)")]
 TokensOpt = Annotated[str, typer.Option(help="IN:OUT prompt and generated token counts")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON object")]
+EngineOpt = Annotated[Path | None, typer.Option(help="engine parameters (YAML)")]
+SeqLenOpt = Annotated[int | None, typer.Option(
+    help="tokens per sequence, for encoder strategies (default: plan 128, emulate 16)")]
+DEFAULT_SEQ_LEN = 128  # the GLUE-typical length the Galapagos encoder is built for (seeds/000 §2.3)
+EMULATE_SEQ_LEN = 16  # a short sequence keeps the transformers reference quick
 
 
 def user_errors(command: Callable[..., None]) -> Callable[..., None]:
@@ -61,19 +66,117 @@ def plan(
     cluster: ClusterOpt = "4xu280",
     strategy: StrategyOpt = "dfx",
     tokens: TokensOpt = "64:64",
-    engine_config: Annotated[Path | None, typer.Option(help="engine parameters (YAML)")] = None,
+    engine_config: EngineOpt = None,
+    seq_len: SeqLenOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Split MODEL over CLUSTER and estimate latency, throughput and resource use."""
     from archipelago.api import plan_and_estimate
     from archipelago.report.generation import estimate_to_dict, print_estimate
+    from archipelago.strategies.registry import get_strategy
 
+    if get_strategy(strategy).workload == "encoder":
+        _plan_encoder(model, cluster, strategy, seq_len or DEFAULT_SEQ_LEN,
+                      load_engine_config(engine_config), as_json)
+        return
+    if seq_len is not None:
+        raise ArchipelagoError(f"--seq-len applies to encoder strategies (galapagos); "
+                               f"strategy '{strategy}' generates text: use --tokens IN:OUT")
     the_plan, workload, est = plan_and_estimate(
         model, cluster, strategy, tokens, load_engine_config(engine_config))
     if as_json:
         print(json.dumps(estimate_to_dict(the_plan, workload, est), indent=2))
     else:
         print_estimate(the_plan, workload, est, console)
+
+
+def _emulate_encoder(model: str, cluster: str, strategy: str, seq_len: int, seed: int,
+                     timeout: float, as_json: bool) -> None:
+    from archipelago.api import emulate_encoder
+    from archipelago.report.streaming import print_stream_emulation
+
+    report = emulate_encoder(model, cluster, strategy, seq_len, seed, timeout)
+    if as_json:
+        print(json.dumps(report, indent=2))
+    else:
+        print_stream_emulation(report, console)
+
+
+def _plan_encoder(model: str, cluster: str, strategy: str, seq_len: int,
+                  engine: dict[str, Any], as_json: bool) -> None:
+    from archipelago.api import plan_and_estimate_encoder
+    from archipelago.report.streaming import print_stream_estimate, stream_estimate_to_dict
+
+    the_plan, est = plan_and_estimate_encoder(model, cluster, strategy, seq_len, engine)
+    if as_json:
+        print(json.dumps(stream_estimate_to_dict(the_plan, est), indent=2))
+    else:
+        print_stream_estimate(the_plan, est, console)
+
+
+@app.command()
+@user_errors
+def emulate(
+    model: ModelArg,
+    cluster: ClusterOpt = "4xu280",
+    strategy: StrategyOpt = "dfx",
+    tokens: TokensOpt = "16:16",
+    seed: Annotated[int, typer.Option(help="seed of the random weights and the prompt")] = 0,
+    precision: Annotated[str, typer.Option(help="arithmetic on the ranks: fp32 or fp16")] = "fp32",
+    checkpoint: Annotated[Path | None, typer.Option(
+        help="local Hugging Face checkpoint directory (safetensors) instead of seeded weights")
+    ] = None,
+    timeout: Annotated[float, typer.Option(
+        help="seconds a rank may keep the others waiting before all are stopped")] = 30.0,
+    seq_len: SeqLenOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run the plan with one process per device and check it against the unsplit model."""
+    from archipelago.api import emulate as run_emulation
+    from archipelago.emulate.report import print_emulation
+    from archipelago.strategies.registry import get_strategy
+
+    if get_strategy(strategy).workload == "encoder":
+        if checkpoint is not None or precision != "fp32":
+            raise ArchipelagoError(f"strategy '{strategy}' emulates I-BERT's integer kernels "
+                                   "with seeded weights; drop --checkpoint and --precision")
+        _emulate_encoder(model, cluster, strategy, seq_len or EMULATE_SEQ_LEN, seed, timeout,
+                         as_json)
+        return
+
+    report = run_emulation(model, cluster, strategy, tokens, seed, precision,
+                           None if checkpoint is None else str(checkpoint), timeout)
+    if report is None:  # a torchrun rank other than 0
+        return
+    if as_json:
+        print(json.dumps(report, indent=2))
+    else:
+        print_emulation(report, console)
+
+
+@app.command()
+@user_errors
+def build(
+    model: ModelArg,
+    out: Annotated[Path, typer.Option(help="directory for the build files")],
+    cluster: ClusterOpt = "72xsidewinder",
+    strategy: StrategyOpt = "galapagos",
+    engine_config: EngineOpt = None,
+    force: Annotated[bool, typer.Option(help="write into a non-empty --out")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Write the Galapagos build of MODEL: Cluster Builder JSON, logical/map XML per
+    cluster, routing tables and a summary, all inside --out."""
+    from archipelago.api import build as write
+
+    summary = write(model, cluster, strategy, str(out), force,
+                    load_engine_config(engine_config))
+    if as_json:
+        print(json.dumps(summary, indent=2))
+        return
+    console.print(f"{summary['model']} on {summary['hardware']}: {summary['kernels']:,} kernels "
+                  f"in {summary['clusters']} clusters on {summary['fpgas_needed']} FPGAs; "
+                  f"{len(summary['files'])} files in {summary['out']}")
 
 
 @app.command()

@@ -52,13 +52,15 @@ def test_killed_search_resumes_without_losing_trials(tmp_path) -> None:
             str(tmp_path / "best.yaml")]
     proc = subprocess.Popen([sys.executable, "-m", "archipelago", *args, "--trials", "5000"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if db.exists() and complete_trials(db) >= 10:
-            break
-        time.sleep(0.2)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            if db.exists() and complete_trials(db) >= 10:
+                break
+            time.sleep(0.2)
+    finally:  # never leave the search running, whatever happened above
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
     before = complete_trials(db)
     assert 10 <= before < 5000
     with sqlite3.connect(db) as con:

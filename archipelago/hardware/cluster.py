@@ -18,6 +18,11 @@ Topology = Literal["ring", "switch", "host_star"]
 AURORA_64B66B_EFFICIENCY = 64 / 66
 # Aurora 64b/66b link latency, simulated on U280 by LORA (seeds/002 §V: "approximately 300 ns").
 AURORA_LINK_LATENCY_S = 300e-9
+# Galapagos' 100G UDP network (seeds/000): "FPGA-to-FPGA round-trip latency of 0.17us through
+# a 100 Gbps switch" (§9.4), so 85 ns one way; "the latency between the 100G switches, d, to
+# be about 1.1us" (§8.2.2), paid where traffic crosses from one switch to the next (Fig. 17).
+SWITCHED_LINK_LATENCY_S = 0.17e-6 / 2
+SWITCH_TO_SWITCH_LATENCY_S = 1.1e-6
 
 
 class Cluster(BaseModel):
@@ -65,7 +70,9 @@ _SHORTHAND = re.compile(r"^(\d+)x([a-z0-9_.-]+)$", re.IGNORECASE)
 
 
 def parse_shorthand(text: str) -> Cluster | None:
-    """`NxDEVICE`: N identical devices; FPGAs with ports form an Aurora ring as in DFX."""
+    """`NxDEVICE`: N identical devices. FPGAs with two ports form an Aurora ring as in DFX;
+    with one port they hang off 100G switches, chained switch to switch, as Galapagos
+    deploys them (seeds/000 §8.1, Fig. 17)."""
     match = _SHORTHAND.match(text.strip())
     if not match:
         return None
@@ -73,10 +80,19 @@ def parse_shorthand(text: str) -> Cluster | None:
     if count < 1:
         raise ArchipelagoError(f"cluster '{text}': device count must be at least 1")
     device = get_device(key)
-    has_ports = device.network is not None and device.network.ports >= 1
-    link = aurora_ring_link(device) if has_ports else host_link(device)
-    topology: Topology = "ring" if has_ports else "host_star"
+    ports = device.network.ports if device.network is not None else 0
+    if ports == 1:
+        return Cluster(name=text, devices=(device,) * count, topology="switch",
+                       link=switched_link(device), switch_latency_s=SWITCH_TO_SWITCH_LATENCY_S)
+    link = aurora_ring_link(device) if ports else host_link(device)
+    topology: Topology = "ring" if ports else "host_star"
     return Cluster(name=text, devices=(device,) * count, topology=topology, link=link)
+
+
+def switched_link(device: Device) -> Link:
+    """One port into a 100G switch, as on the Galapagos testbed (seeds/000 §8.1)."""
+    assert device.network is not None
+    return Link(latency_s=SWITCHED_LINK_LATENCY_S, bandwidth_Bps=device.network.gbps * 1e9 / 8)
 
 
 class _LinkSpec(BaseModel):

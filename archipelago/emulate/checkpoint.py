@@ -1,0 +1,89 @@
+"""Read one rank's weight slices straight from a safetensors checkpoint: a rank never holds
+more of a tensor than its DevicePlan names."""
+
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import torch
+from safetensors import safe_open
+
+from archipelago.emulate.errors import EmulationError
+from archipelago.emulate.hf_names import HFSource, hf_source
+from archipelago.models.spec import ModelSpec
+from archipelago.models.weights import WeightTensor, all_weights
+from archipelago.plan import DevicePlan, Shard
+
+
+class CheckpointReader:
+    """All *.safetensors files of a Hugging Face checkpoint directory, opened lazily."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self._files = sorted(directory.glob("*.safetensors"))
+        if not self._files:
+            raise EmulationError(f"{directory}: no *.safetensors files (save the checkpoint "
+                                 "with safe serialization, the transformers default)")
+        self._stack = ExitStack()
+        self._where: dict[str, Any] = {}
+
+    def __enter__(self) -> "CheckpointReader":
+        for file in self._files:
+            handle = self._stack.enter_context(safe_open(str(file), framework="pt"))
+            self._where.update(dict.fromkeys(handle.keys(), handle))
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, err: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self._stack.close()
+
+    def _key(self, key: str) -> str:
+        """`key`, or `key` without its first component: checkpoints of the bare base model
+        (e.g. GPT-2's hub files) omit 'transformer.' / 'model.'."""
+        for candidate in (key, key.partition(".")[2]):
+            if candidate in self._where:
+                return candidate
+        raise EmulationError(f"{self.directory}: tensor '{key}' not found in the checkpoint")
+
+    def read(self, source: HFSource, tensor: WeightTensor, shard: Shard) -> torch.Tensor:
+        """`shard` of `tensor` in canonical (in, out) layout, reading nothing else."""
+        index = [slice(0, n) for n in tensor.shape]
+        if shard.axis is not None:
+            index[shard.axis] = slice(shard.start, shard.stop)
+        width = tensor.shape[-1]
+        last = index[-1]
+        index[-1] = slice(last.start + source.part * width, last.stop + source.part * width)
+        stored = [*tensor.shape[:-1], width * source.parts]
+        if source.transposed:
+            index.reverse()
+            stored.reverse()
+        key = self._key(source.key)
+        view = self._where[key].get_slice(key)
+        if list(view.get_shape()) != stored:
+            raise EmulationError(f"{self.directory}: tensor '{key}' has shape "
+                                 f"{view.get_shape()}, the model config implies {stored}")
+        data = view[tuple(index)]
+        return data.T.contiguous() if source.transposed else data
+
+
+@dataclass
+class LoadedShard:
+    """A rank's weights by canonical name, and the bytes it holds in each memory kind."""
+
+    weights: dict[str, torch.Tensor] = field(default_factory=dict)
+    bytes_by_memory: dict[str, int] = field(default_factory=dict)
+
+
+def load_shard(spec: ModelSpec, device: DevicePlan, reader: CheckpointReader,
+               dtype: torch.dtype) -> LoadedShard:
+    """Every tensor of the model, cut to the Shard this device's plan names for it."""
+    loaded = LoadedShard()
+    for tensor in all_weights(spec):
+        shard = device.shard_for(tensor)
+        data = reader.read(hf_source(spec, tensor), tensor, shard).to(dtype)
+        loaded.weights[tensor.name] = data
+        size = data.numel() * data.element_size()
+        loaded.bytes_by_memory[shard.memory] = loaded.bytes_by_memory.get(shard.memory, 0) + size
+    return loaded

@@ -1,0 +1,146 @@
+"""Compute handlers, one per Op kind: each runs one ComputeStep on this rank's slice.
+
+A handler gets the step, the outputs of the ops its Op names as inputs, and the rank's state,
+and returns the op's local output, (tokens, features). Head counts come from the step
+(`local_heads`), head width from the Op; a new scheme adds handlers here, not branches.
+"""
+
+from collections.abc import Callable
+from functools import partial
+
+import torch
+import torch.nn.functional as F
+
+from archipelago.emulate.state import RankState
+from archipelago.plan import ComputeStep
+
+Handler = Callable[[ComputeStep, list[torch.Tensor], RankState], torch.Tensor]
+
+# transformers' activation names (ACT2FN) for the functions the emulated models use.
+ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "gelu_new": partial(F.gelu, approximate="tanh"),
+    "gelu_pytorch_tanh": partial(F.gelu, approximate="tanh"),
+    "gelu": F.gelu,
+    "relu": F.relu,
+    "silu": F.silu,
+    "swish": F.silu,
+}
+
+
+def _split_heads(x: torch.Tensor, head_dim: int) -> torch.Tensor:
+    """(tokens, heads * head_dim) -> (heads, tokens, head_dim)."""
+    return x.view(x.shape[0], -1, head_dim).transpose(0, 1)
+
+
+def _share(kv: torch.Tensor, heads: int) -> torch.Tensor:
+    """Grouped-query attention: each key/value head serves heads // kv_heads query heads."""
+    groups = heads // kv.shape[0]
+    return kv if groups == 1 else kv.repeat_interleave(groups, dim=0)
+
+
+def _rotary(x: torch.Tensor, rs: RankState) -> torch.Tensor:
+    """Rotary position embedding (LLaMA; rotate-half pairing as in transformers)."""
+    head_dim = x.shape[-1]
+    inv_freq = 1.0 / rs.numerics.rope_theta ** (
+        torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
+    angles = rs.positions[:, None].float() * inv_freq[None, :]
+    angles = torch.cat((angles, angles), dim=-1)
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    half = head_dim // 2
+    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    return x * cos + rotated * sin
+
+
+def embedding(step: ComputeStep, inputs: list[torch.Tensor], rs: RankState) -> torch.Tensor:
+    """Token rows, plus learned position rows when the model has them (OPT's start at 2)."""
+    (tokens,) = inputs
+    x = rs.param(step.op, "weight")[tokens]
+    positions = rs.weights.get("embed_positions.weight")
+    if positions is not None:
+        x = x + positions[rs.positions + rs.spec.position_offset]
+    return x
+
+
+def norm(step: ComputeStep, inputs: list[torch.Tensor], rs: RankState) -> torch.Tensor:
+    (x,) = inputs
+    weight, eps = rs.param(step.op, "weight"), rs.numerics.norm_eps
+    if rs.spec.norm == "layernorm":
+        return F.layer_norm(x, x.shape[-1:], weight, rs.param(step.op, "bias"), eps)
+    wide = x.float()  # RMSNorm statistics in fp32, as transformers computes them
+    return weight * (wide * torch.rsqrt(wide.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+
+
+def linear(step: ComputeStep, inputs: list[torch.Tensor], rs: RankState) -> torch.Tensor:
+    """x @ W for this rank's (in, local_out) slice of W, plus its slice of the bias."""
+    (x,) = inputs
+    y = x @ rs.param(step.op, "weight")
+    bias = rs.param(step.op, "bias")
+    return y if bias is None else y + bias
+
+
+def attn_score(step: ComputeStep, inputs: list[torch.Tensor], rs: RankState) -> torch.Tensor:
+    """Scaled causal scores of this rank's query heads against all cached keys of its key
+    heads (grouped-query heads share a key head); keys join the cache here."""
+    q, k = (_split_heads(t, step.op.fan_in) for t in inputs)
+    assert q.shape[0] == step.local_heads, (step, tuple(q.shape))
+    if rs.numerics.rope_theta is not None:
+        q, k = _rotary(q, rs), _rotary(k, rs)
+    keys = _share(rs.extend_cache(step.op.inputs[1], k), q.shape[0])
+    scores = q @ keys.transpose(1, 2) * step.op.fan_in ** -0.5
+    future = torch.arange(keys.shape[1])[None, :] > rs.positions[:, None]
+    return scores.masked_fill(future, float("-inf"))
+
+
+def softmax(step: ComputeStep, inputs: list[torch.Tensor], rs: RankState) -> torch.Tensor:
+    (scores,) = inputs
+    return torch.softmax(scores, dim=-1)
+
+
+def attn_context(step: ComputeStep, inputs: list[torch.Tensor], rs: RankState) -> torch.Tensor:
+    """Probabilities times cached values; heads concatenated back to (tokens, features)."""
+    probs, v = inputs
+    assert probs.shape[0] == step.local_heads, (step, tuple(probs.shape))
+    values = _share(rs.extend_cache(step.op.inputs[1], _split_heads(v, step.op.fan_in)),
+                    probs.shape[0])
+    out = probs @ values
+    return out.transpose(0, 1).reshape(out.shape[1], -1)
+
+
+def activation(step: ComputeStep, inputs: list[torch.Tensor], rs: RankState) -> torch.Tensor:
+    (x,) = inputs
+    return ACTIVATIONS[rs.spec.activation](x)
+
+
+def gated_activation(step: ComputeStep, inputs: list[torch.Tensor],
+                     rs: RankState) -> torch.Tensor:
+    gate, up = inputs
+    return ACTIVATIONS[rs.spec.activation](gate) * up
+
+
+def residual(step: ComputeStep, inputs: list[torch.Tensor], rs: RankState) -> torch.Tensor:
+    a, b = inputs
+    return a + b
+
+
+def lm_head(step: ComputeStep, inputs: list[torch.Tensor], rs: RankState) -> torch.Tensor:
+    """Logits of this rank's vocab slice; a tied head reads those rows of the token table."""
+    (x,) = inputs
+    weight = rs.param(step.op, "weight")
+    if rs.spec.tied_embeddings:
+        start, stop = rs.vocab_slice
+        return x @ weight[start:stop].T
+    return x @ weight
+
+
+COMPUTE: dict[str, Handler] = {
+    "embedding": embedding,
+    "norm": norm,
+    "linear": linear,
+    "attn_score": attn_score,
+    "softmax": softmax,
+    "attn_context": attn_context,
+    "activation": activation,
+    "gated_activation": gated_activation,
+    "residual": residual,
+    "lm_head": lm_head,
+}

@@ -1,0 +1,141 @@
+"""The decoder emulator (tensor-parallel plans): load this rank's shard, generate greedily by
+interpreting the plan, and on rank 0 check the tokens and logits against transformers."""
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from archipelago.emulate.checkpoint import CheckpointReader, load_shard
+from archipelago.emulate.collectives import COMM, Exchange
+from archipelago.emulate.compute import ACTIVATIONS, COMPUTE
+from archipelago.emulate.errors import EmulationError
+from archipelago.emulate.hf_names import ARCH_NAMES
+from archipelago.emulate.interpreter import generate, head_name
+from archipelago.emulate.job import EmulationJob
+from archipelago.emulate.launch import run_spmd
+from archipelago.emulate.numerics import numerics
+from archipelago.emulate.state import RankState
+from archipelago.emulate.worker import RankProgram
+from archipelago.models.spec import ModelSpec
+from archipelago.models.weights import embedding_weights, output_weights
+from archipelago.models.zoo import resolve_model
+from archipelago.plan import CommStep, ComputeStep, DevicePlan, Plan
+
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
+
+
+def prompt_ids(spec: ModelSpec, length: int, seed: int) -> torch.Tensor:
+    """Prompt token ids drawn from `seed` alone, so every rank and the reference agree."""
+    return torch.randint(spec.vocab, (length,), generator=torch.Generator().manual_seed(seed))
+
+
+def vocab_slice(plan: Plan, device: DevicePlan) -> tuple[int, int]:
+    """The vocabulary rows this rank's LM head scores: its shard of the head matrix when the
+    plan splits it. A tied head reads the replicated token table, for which the plan states
+    only each rank's slice width (ComputeStep.local_out): rank r scores the r-th block."""
+    step = next(s for s in plan.output_steps
+                if isinstance(s, ComputeStep) and s.op.name == head_name(plan))
+    role = f"{step.op.weight}.weight"
+    tensor = next(t for t in (*embedding_weights(plan.spec), *output_weights(plan.spec))
+                  if t.role == role)
+    shard = device.shard_for(tensor)
+    if shard.axis is not None:
+        assert tensor.shape[shard.axis] == plan.spec.vocab, (tensor, shard)
+        return shard.start, shard.stop
+    start = device.rank * step.local_out
+    return start, min(start + step.local_out, plan.spec.vocab)
+
+
+def _check_checkpoint(spec: ModelSpec, directory: Path) -> None:
+    if not directory.is_dir():
+        raise EmulationError(f"--checkpoint {directory}: not a directory")
+    saved = resolve_model(str(directory))
+    fields = {"name", "hf_config"}
+    if saved.model_dump(exclude=fields) != spec.model_dump(exclude=fields) or (
+            numerics(saved) != numerics(spec)):
+        raise EmulationError(f"--checkpoint {directory}: its config.json describes a different "
+                             f"model than {spec.name}; pass the checkpoint directory as MODEL")
+    CheckpointReader(directory)  # fails early when there are no safetensors files
+
+
+def check(plan: Plan, job: EmulationJob) -> None:
+    """Everything that would stop a rank, found before any process starts."""
+    spec = plan.spec
+    if not spec.is_decoder or spec.arch not in ARCH_NAMES:
+        raise EmulationError(f"{spec.name}: generation is emulated for {', '.join(ARCH_NAMES)} "
+                             f"decoders, not '{spec.arch}'")
+    if spec.embed_proj_dim:
+        raise EmulationError(f"{spec.name}: word_embed_proj_dim {spec.embed_proj_dim} != hidden "
+                             "size needs project_in/project_out ops the plan does not have")
+    if spec.activation not in ACTIVATIONS:
+        raise EmulationError(f"{spec.name}: activation '{spec.activation}' is not emulated; "
+                             f"known: {', '.join(ACTIVATIONS)}")
+    numerics(spec)
+    steps = [*plan.embed_steps, *plan.block_steps, *plan.output_steps]
+    missing = sorted({s.op.kind for s in steps if isinstance(s, ComputeStep)} - set(COMPUTE)
+                     | {s.kind for s in steps if isinstance(s, CommStep)} - set(COMM))
+    if missing:
+        raise EmulationError(f"plan '{plan.scheme}' uses step kinds with no emulator handler: "
+                             f"{', '.join(missing)}")
+    if not any(isinstance(s, CommStep) and s.kind == "argmax_gather" for s in plan.output_steps):
+        raise EmulationError(f"plan '{plan.scheme}' has no argmax_gather to pick tokens with")
+    work = job.workload()
+    if work.total_tokens > spec.max_positions:
+        raise EmulationError(f"--tokens {job.tokens}: {work.total_tokens} tokens exceed "
+                             f"{spec.name}'s {spec.max_positions} positions")
+    if job.checkpoint is not None:
+        _check_checkpoint(spec, Path(job.checkpoint))
+
+
+def run_rank(plan: Plan, job: EmulationJob, rank: int, exchange: Exchange) -> dict[str, Any]:
+    """Load only this device's shard, then generate; returns what rank 0 needs to report."""
+    spec, device = plan.spec, plan.devices[rank]
+    with CheckpointReader(Path(job.weights_dir)) as reader:
+        shard = load_shard(spec, device, reader, DTYPES[job.precision])
+    rs = RankState(spec, shard.weights, numerics(spec), exchange, vocab_slice(plan, device))
+    work = job.workload()
+    out = generate(plan, rs, prompt_ids(spec, work.input_tokens, job.seed), work.output_tokens)
+    return {"tokens": out.tokens, "logits": out.logits, "vocab_slice": list(rs.vocab_slice),
+            "seconds": out.seconds, "bytes_by_memory": shard.bytes_by_memory,
+            "collectives": dict(exchange.counts)}
+
+
+def summarize(plan: Plan, job: EmulationJob, ranks: list[dict[str, Any]]) -> dict[str, Any]:
+    """Rank results against the unsplit transformers model with the same weights: greedy
+    tokens from generate(), and fp32 reference logits along the emulated token path."""
+    from archipelago.emulate import reference  # transformers loads only where results meet
+
+    first = ranks[0]
+    if any(r["tokens"] != first["tokens"] or r["collectives"] != first["collectives"]
+           for r in ranks):
+        raise EmulationError("ranks disagree on the generated tokens or the collectives run")
+    ordered = sorted(ranks, key=lambda r: r["vocab_slice"][0])
+    logits = torch.cat([r["logits"] for r in ordered], dim=-1)
+    assert logits.shape[-1] == plan.spec.vocab, tuple(logits.shape)
+    work = job.workload()
+    prompt = prompt_ids(plan.spec, work.input_tokens, job.seed)
+    model = reference.load_model(Path(job.weights_dir))
+    expected = reference.greedy_generate(model, prompt, work.output_tokens)
+    along = reference.logits_along(model, prompt, first["tokens"])
+    seconds = max(r["seconds"] for r in ranks)
+    return {
+        "model": plan.spec.name, "cluster": plan.cluster.name, "strategy": plan.strategy,
+        "ranks": plan.ranks, "precision": job.precision,
+        "weights": job.checkpoint or f"random, seed {job.seed}",
+        "prompt": prompt.tolist(), "generated": first["tokens"], "reference": expected,
+        "tokens_match": first["tokens"] == expected,
+        "max_abs_logit_diff": float((logits - along).abs().max()),
+        "bytes_per_rank": [sum(r["bytes_by_memory"].values()) for r in ranks],
+        "bytes_per_rank_by_memory": [r["bytes_by_memory"] for r in ranks],
+        "collectives": first["collectives"],
+        "seconds": seconds, "tokens_per_s": work.output_tokens / seconds,
+    }
+
+
+PROGRAM = RankProgram(run_rank, summarize)
+
+
+def emulate(plan: Plan, job: EmulationJob) -> dict[str, Any] | None:
+    """The whole run: one process per device, each generating from its own shard."""
+    return run_spmd(plan, job, PROGRAM)

@@ -1,0 +1,90 @@
+"""Walk a Plan on one rank: the embed steps, the block steps once per layer, the output steps.
+
+Activations live in a dict keyed by op name ('tokens', 'block_in' and 'block_out' are the
+boundaries Op.inputs use); each ComputeStep is dispatched by op kind, each CommStep by
+collective kind. The same walk serves the prefill (many tokens) and each decode step (one).
+"""
+
+import time
+from dataclasses import dataclass
+
+import torch
+
+from archipelago.emulate.collectives import COMM, NEXT_TOKEN
+from archipelago.emulate.compute import COMPUTE
+from archipelago.emulate.state import RankState
+from archipelago.plan import ComputeStep, Plan, Step
+
+# Op kinds whose local output width the plan states exactly (ComputeStep.local_out).
+_EXACT_WIDTH = frozenset({"embedding", "norm", "linear", "activation", "gated_activation",
+                          "residual"})
+
+
+def _check_width(step: ComputeStep, out: torch.Tensor) -> None:
+    """A shard that disagrees with the plan shows up here, at the step that reads it."""
+    if step.op.kind in _EXACT_WIDTH:
+        assert out.shape[-1] == step.local_out, (step.op.name, tuple(out.shape), step.local_out)
+    elif step.op.kind == "attn_context":
+        assert out.shape[-1] == step.local_heads * step.local_out, (step.op.name, out.shape)
+    elif step.op.kind == "lm_head":
+        assert out.shape[-1] <= step.local_out, (step.op.name, out.shape)
+
+
+def run_steps(steps: list[Step], env: dict[str, torch.Tensor], rs: RankState) -> None:
+    for step in steps:
+        if isinstance(step, ComputeStep):
+            inputs = [env[name] for name in step.op.inputs]
+            out = COMPUTE[step.op.kind](step, inputs, rs)
+            _check_width(step, out)
+            env[step.op.name] = out
+        else:
+            COMM[step.kind](step, env, rs)
+
+
+def result_name(steps: list[Step]) -> str:
+    """A step list's result is the output of its last op (after any collective on it)."""
+    return next(s.op.name for s in reversed(steps) if isinstance(s, ComputeStep))
+
+
+def head_name(plan: Plan) -> str:
+    return next(s.op.name for s in plan.output_steps
+                if isinstance(s, ComputeStep) and s.op.kind == "lm_head")
+
+
+def forward(plan: Plan, rs: RankState, tokens: torch.Tensor) -> tuple[int, torch.Tensor]:
+    """Feed `tokens` after the cached ones; the next token and this rank's logits slice."""
+    rs.positions = torch.arange(rs.seen, rs.seen + len(tokens))
+    rs.layer = None
+    env = {"tokens": tokens}
+    run_steps(plan.embed_steps, env, rs)
+    hidden = env[result_name(plan.embed_steps)]
+    for layer in range(plan.spec.layers):
+        rs.layer = layer
+        env = {"block_in": hidden}
+        run_steps(plan.block_steps, env, rs)
+        hidden = env[result_name(plan.block_steps)]
+    rs.layer = None
+    env = {"block_out": hidden[-1:]}  # decoders score only the last token
+    run_steps(plan.output_steps, env, rs)
+    rs.seen += len(tokens)
+    return int(env[NEXT_TOKEN]), env[head_name(plan)][-1]
+
+
+@dataclass
+class Generated:
+    tokens: list[int]
+    logits: torch.Tensor  # (new tokens, this rank's vocab slice), fp32
+    seconds: float
+
+
+@torch.inference_mode()
+def generate(plan: Plan, rs: RankState, prompt: torch.Tensor, new_tokens: int) -> Generated:
+    """Greedy: the prefill of `prompt` yields the first token, then one decode step each."""
+    start = time.perf_counter()
+    tokens, logits, feed = [], [], prompt
+    for _ in range(new_tokens):
+        token, local = forward(plan, rs, feed)
+        tokens.append(token)
+        logits.append(local.float())
+        feed = torch.tensor([token])
+    return Generated(tokens, torch.stack(logits), time.perf_counter() - start)

@@ -1,0 +1,70 @@
+"""Start an SPMD emulation: provide the weights, start one process per device, watch them
+and summarize. Under torchrun (RANK and WORLD_SIZE set) this process is one rank."""
+
+import os
+import socket
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.multiprocessing as mp
+
+from archipelago.emulate import worker
+from archipelago.emulate.job import EmulationJob
+from archipelago.emulate.watchdog import FAULT_ENV, ProgressBoard, stop, watch
+from archipelago.emulate.worker import RankProgram
+from archipelago.plan import Plan
+
+
+def run_spmd(plan: Plan, job: EmulationJob, program: RankProgram) -> dict[str, Any] | None:
+    """Run `program` on every device of `plan`: one process per device started here, or,
+    under torchrun (RANK and WORLD_SIZE set), this process as one of them. The report, or
+    None on torchrun ranks other than 0."""
+    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+        return worker.run_torchrun_rank(plan, job, program)
+    return emulate_locally(plan, job, program)
+
+
+def emulate_locally(plan: Plan, job: EmulationJob, program: RankProgram) -> dict[str, Any]:
+    """Run `plan` itself, the object in hand, with one process per device on this machine."""
+    with tempfile.TemporaryDirectory(prefix="archipelago-emulate-") as tmp:
+        run_dir = Path(tmp)
+        if job.checkpoint is None:
+            from archipelago.emulate.reference import save_seeded_checkpoint
+
+            weights = save_seeded_checkpoint(plan.spec, job.seed, run_dir / "weights")
+        else:
+            weights = Path(job.checkpoint)
+        job = replace(job, weights_dir=str(weights))
+        return program.summarize(plan, job, run_ranks(plan, job, program, run_dir))
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def run_ranks(plan: Plan, job: EmulationJob, program: RankProgram,
+              run_dir: Path) -> list[dict[str, Any]]:
+    """One OS process per device (gloo over loopback), forked from a server that imported
+    torch once; all are killed as soon as one fails or the run stalls (watchdog.watch
+    raises RankFailure). Rank 0's gathered results come back through RUN_DIR."""
+    ranks = plan.ranks
+    board = ProgressBoard(run_dir / "progress", ranks, create=True)
+    context = mp.get_context("forkserver")
+    context.set_forkserver_preload(["archipelago.emulate.worker"])
+    port, fault = _free_port(), os.environ.get(FAULT_ENV)
+    procs = [context.Process(target=worker.main,
+                             args=(run_dir, plan, job, program, rank, port, fault),
+                             name=f"archipelago-rank{rank}", daemon=True)
+             for rank in range(ranks)]
+    try:
+        for proc in procs:
+            proc.start()
+        watch(procs, board, run_dir, job.timeout_s)
+    finally:
+        stop(procs)
+    return torch.load(run_dir / "result.pt")

@@ -1,0 +1,91 @@
+"""The unsplit transformers model: seeded random weights saved as a checkpoint, and the
+greedy reference the emulated ranks are checked against. The only module here that imports
+transformers; ranks never load it."""
+
+import fcntl
+import hashlib
+import json
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+import transformers
+from transformers import AutoConfig, AutoModelForCausalLM, GenerationConfig, PreTrainedModel
+
+from archipelago.models.spec import ModelSpec
+
+
+@contextmanager
+def _quiet() -> Iterator[None]:
+    """No progress bars or config warnings (a tiny test vocab lacks GPT-2's eos id)."""
+    logging = transformers.utils.logging
+    level, bars = logging.get_verbosity(), logging.is_progress_bar_enabled()
+    logging.set_verbosity_error()
+    logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        logging.set_verbosity(level)
+        if bars:
+            logging.enable_progress_bar()
+
+
+def seeded_model(spec: ModelSpec, seed: int) -> PreTrainedModel:
+    """transformers' own random initialization of the spec's config, after manual_seed(seed)
+    (the caller's random state is left as it was)."""
+    config = dict(spec.hf_config)
+    with _quiet(), torch.random.fork_rng(devices=[]):
+        hf_config = AutoConfig.for_model(config.pop("model_type"), **config)
+        torch.manual_seed(seed)
+        return AutoModelForCausalLM.from_config(hf_config).eval()
+
+
+def save_seeded_checkpoint(spec: ModelSpec, seed: int, directory: Path) -> Path:
+    with _quiet():
+        seeded_model(spec, seed).save_pretrained(directory)
+    return directory
+
+
+def cached_seeded_checkpoint(spec: ModelSpec, seed: int) -> Path:
+    """A seeded checkpoint in the temp directory, made once per node and reused: ranks
+    started by torchrun (maybe on several machines) each need one beside them."""
+    key = json.dumps([spec.hf_config, seed, torch.__version__, transformers.__version__],
+                     sort_keys=True)
+    directory = Path(tempfile.gettempdir()) / (
+        f"archipelago-seeded-{hashlib.sha256(key.encode()).hexdigest()[:16]}")
+    with open(f"{directory}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one rank per node writes; the others wait
+        if not directory.exists():  # written aside, then renamed: never seen half-written
+            partial = Path(tempfile.mkdtemp(dir=directory.parent))
+            save_seeded_checkpoint(spec, seed, partial).rename(directory)
+    return directory
+
+
+def load_model(directory: Path) -> PreTrainedModel:
+    """The fp32 reference model from a local checkpoint directory (nothing is downloaded)."""
+    with _quiet():
+        return AutoModelForCausalLM.from_pretrained(
+            directory, dtype=torch.float32, local_files_only=True).eval()
+
+
+def greedy_generate(model: PreTrainedModel, prompt: torch.Tensor, new_tokens: int) -> list[int]:
+    """transformers' greedy generate(), exactly `new_tokens` long (no stop token)."""
+    config = GenerationConfig(do_sample=False, max_new_tokens=new_tokens,
+                              min_new_tokens=new_tokens, eos_token_id=None, pad_token_id=0,
+                              bos_token_id=None)
+    ids = prompt[None, :]
+    with _quiet(), torch.inference_mode():
+        out = model.generate(ids, attention_mask=torch.ones_like(ids), generation_config=config)
+    return out[0, len(prompt):].tolist()
+
+
+def logits_along(model: PreTrainedModel, prompt: torch.Tensor,
+                 generated: list[int]) -> torch.Tensor:
+    """Reference logits at each generation step when fed the emulator's own tokens, so the
+    comparison stays meaningful even after the two token paths part."""
+    ids = torch.cat((prompt, torch.tensor(generated[:-1], dtype=prompt.dtype)))[None, :]
+    with torch.inference_mode():
+        logits = model(ids).logits[0]
+    return logits[len(prompt) - 1:].float()

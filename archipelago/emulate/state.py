@@ -1,0 +1,39 @@
+"""What one rank carries while it interprets a plan."""
+
+from dataclasses import dataclass, field
+
+import torch
+
+from archipelago.emulate.collectives import Exchange
+from archipelago.emulate.numerics import Numerics
+from archipelago.models.graph import Op
+from archipelago.models.spec import ModelSpec
+
+
+@dataclass
+class RankState:
+    """This rank's weight slices (canonical names), its channel to the other ranks, the vocab
+    rows its LM head scores, and the layer, token positions and KV cache of the pass at hand."""
+
+    spec: ModelSpec
+    weights: dict[str, torch.Tensor]
+    numerics: Numerics
+    exchange: Exchange
+    vocab_slice: tuple[int, int]
+    layer: int | None = None
+    seen: int = 0  # tokens already in the KV cache
+    positions: torch.Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.long))
+    cache: dict[tuple[int | None, str], torch.Tensor] = field(default_factory=dict)
+
+    def param(self, op: Op, part: str) -> torch.Tensor | None:
+        """`op`'s weight or bias in the current layer; None when the model has no such tensor."""
+        role = f"{op.weight}.{part}"
+        return self.weights.get(role if self.layer is None else f"layers.{self.layer}.{role}")
+
+    def extend_cache(self, name: str, new: torch.Tensor) -> torch.Tensor:
+        """Append (heads, tokens, head_dim) `new` to this layer's cache of op `name`'s output."""
+        key = (self.layer, name)
+        old = self.cache.get(key)
+        full = new if old is None else torch.cat((old, new), dim=1)
+        self.cache[key] = full
+        return full

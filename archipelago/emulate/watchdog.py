@@ -1,0 +1,166 @@
+"""Liveness of the ranks: each rank counts its collectives onto a shared board; the launcher
+watches the board and the processes, and on the first failure or stall stops every rank and
+names the one to blame. A rank can be told to fail on purpose (tests) through FAULT_ENV."""
+
+import ctypes
+import json
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from multiprocessing.process import BaseProcess
+from pathlib import Path
+
+import numpy as np
+
+from archipelago.emulate.errors import RankFailure
+
+# "RANK:ACTION:N": rank RANK raises (`raise`), SIGKILLs itself (`kill`) or hangs (`hang`)
+# just before its Nth collective.
+FAULT_ENV = "ARCHIPELAGO_EMULATE_FAULT"
+DONE = -1  # board value of a rank that has finished all its collectives
+GRACE_S = 2.0  # after a first failure, how long the other ranks get to exit on their own
+POLL_S = 0.05
+
+
+class ProgressBoard:
+    """Collectives started per rank, in a small memory-mapped file all ranks share."""
+
+    def __init__(self, path: Path, ranks: int, create: bool = False) -> None:
+        self._counts = np.memmap(path, np.int64, "w+" if create else "r+", shape=(ranks,))
+
+    def read(self) -> np.ndarray:
+        return np.array(self._counts)
+
+    def set(self, rank: int, value: int) -> None:
+        self._counts[rank] = value
+
+
+@dataclass(frozen=True)
+class Fault:
+    action: str
+    at: int
+
+    @classmethod
+    def parse(cls, text: str | None, rank: int) -> "Fault | None":
+        """The fault FAULT_ENV's value `text` sets for `rank`, if any."""
+        if not text:
+            return None
+        who, action, at = text.split(":")
+        assert action in {"raise", "kill", "hang"}, text
+        return cls(action, int(at)) if int(who) == rank else None
+
+    def strike(self) -> None:
+        if self.action == "raise":
+            raise RuntimeError(f"injected fault before collective {self.at}")
+        if self.action == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        while True:
+            time.sleep(3600)
+
+
+class Heartbeat:
+    """One rank's pulse: beats before every collective (and fires an injected fault there)."""
+
+    def __init__(self, rank: int, board: ProgressBoard | None = None,
+                 fault: Fault | None = None) -> None:
+        self.rank, self.board, self.fault, self.count = rank, board, fault, 0
+
+    def collective(self) -> None:
+        self.count += 1
+        if self.fault is not None and self.count == self.fault.at:
+            self.fault.strike()
+        if self.board is not None:
+            self.board.set(self.rank, self.count)
+
+    def finish(self) -> None:
+        if self.board is not None:
+            self.board.set(self.rank, DONE)
+
+
+def die_with_parent() -> None:
+    """Have the kernel SIGKILL this rank when its parent (the fork server, which exits with
+    the launcher) dies, so no rank outlives a killed launcher (Linux)."""
+    if sys.platform.startswith("linux"):
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None).prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+
+def record_failure(run_dir: Path, rank: int, cause: str, message: str) -> None:
+    """`cause` is 'own' (this rank failed) or 'peer' (a collective failed under it)."""
+    (run_dir / f"rank{rank}.error").write_text(json.dumps({"cause": cause, "message": message}))
+
+
+def _recorded(run_dir: Path, rank: int) -> dict | None:
+    path = run_dir / f"rank{rank}.error"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _exit_reason(run_dir: Path, rank: int, code: int) -> str:
+    if code < 0:
+        return f"killed by signal {signal.Signals(-code).name}"
+    log = run_dir / f"rank{rank}.log"
+    lines = log.read_text(errors="replace").strip().splitlines() if log.exists() else []
+    return f"exited with status {code}" + (f": {lines[-1]}" if lines else "")
+
+
+def _diagnose(procs: list[BaseProcess], board: ProgressBoard, run_dir: Path) -> str:
+    peer_errors = []
+    for rank, proc in enumerate(procs):
+        if proc.exitcode in (None, 0):
+            continue
+        record = _recorded(run_dir, rank)
+        if record is None:
+            return f"rank {rank} {_exit_reason(run_dir, rank, proc.exitcode)}"
+        if record["cause"] == "own":
+            return f"rank {rank} failed: {record['message']}"
+        peer_errors.append(f"rank {rank}: {record['message']}")
+    counts = board.read()
+    stuck = [r for r, p in enumerate(procs) if p.exitcode is None and counts[r] != DONE]
+    if stuck:
+        rank = min(stuck, key=lambda r: counts[r])
+        reached = max(int(c) for c in counts)
+        where = (f"stopped after {counts[rank]} collectives while others reached {reached}"
+                 if reached > counts[rank] else f"no progress at collective {reached}")
+        detail = f"; {peer_errors[0]}" if peer_errors else ""
+        return f"rank {rank} hung: {where}{detail}"
+    return peer_errors[0] if peer_errors else "ranks stopped without a reason"
+
+
+def _settle(procs: list[BaseProcess], seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and any(p.exitcode is None for p in procs):
+        time.sleep(POLL_S)
+
+
+def watch(procs: list[BaseProcess], board: ProgressBoard, run_dir: Path,
+          timeout_s: float) -> None:
+    """Return when every rank exited cleanly. Raise RankFailure when one exits with an error
+    or, once all have begun collectives, none progresses for `timeout_s` (+ grace)."""
+    last, changed = board.read(), time.monotonic()
+    while True:
+        codes = [p.exitcode for p in procs]
+        if all(c == 0 for c in codes):
+            return
+        if any(c not in (None, 0) for c in codes):
+            _settle(procs, GRACE_S)
+            raise RankFailure(_diagnose(procs, board, run_dir))
+        seen = board.read()
+        busy = (seen != DONE).any()  # a finished rank may still be writing results
+        if (seen != last).any():
+            last, changed = seen, time.monotonic()
+        elif busy and (seen != 0).all() and time.monotonic() - changed > timeout_s + GRACE_S:
+            raise RankFailure(_diagnose(procs, board, run_dir))
+        time.sleep(POLL_S)
+
+
+def stop(procs: list[BaseProcess]) -> None:
+    """SIGKILL every rank still running and reap it."""
+    started = [p for p in procs if p.pid is not None]
+    for proc in started:
+        if proc.exitcode is None:
+            proc.kill()
+    for proc in started:
+        proc.join()
+

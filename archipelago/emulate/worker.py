@@ -1,0 +1,108 @@
+"""One rank process: join the gloo process group, run an emulator's rank program on this
+device's shard, send the result to rank 0. Started by the launcher (`main`), or as
+`archi emulate` under torchrun (`run_torchrun_rank`)."""
+
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from archipelago.emulate.collectives import Exchange, PeerFailure
+from archipelago.emulate.errors import EmulationError, RankFailure
+from archipelago.emulate.job import EmulationJob
+from archipelago.emulate.watchdog import (
+    FAULT_ENV,
+    Fault,
+    Heartbeat,
+    ProgressBoard,
+    die_with_parent,
+    record_failure,
+)
+from archipelago.errors import ArchipelagoError
+from archipelago.plan import Plan
+
+
+@dataclass(frozen=True)
+class RankProgram:
+    """An SPMD emulator: `run_rank` runs on every rank with its Exchange; `summarize` turns
+    all ranks' results (gathered on rank 0) into the report."""
+
+    run_rank: Callable[[Plan, EmulationJob, int, Exchange], dict[str, Any]]
+    summarize: Callable[[Plan, EmulationJob, list[dict[str, Any]]], dict[str, Any]]
+
+
+def run_rank(plan: Plan, job: EmulationJob, program: RankProgram, rank: int, world: int,
+             heartbeat: Heartbeat) -> list[dict[str, Any]] | None:
+    """This rank's part of `plan`; rank 0 gets every rank's result, the others None.
+    Collectives time out after `job.timeout_s`, so a dead or hung peer cannot block forever."""
+    if plan.ranks != world:
+        raise EmulationError(f"the plan has {plan.ranks} devices but WORLD_SIZE is {world}")
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // local_world))
+    try:
+        dist.init_process_group("gloo", rank=rank, world_size=world,
+                                timeout=timedelta(seconds=job.timeout_s))
+    except (RuntimeError, dist.DistError) as err:  # e.g. a peer never joined
+        raise PeerFailure.during("joining the process group", err) from None
+    exchange = Exchange(heartbeat)
+    gathered = exchange.gather_to_root(program.run_rank(plan, job, rank, exchange))
+    heartbeat.finish()
+    dist.destroy_process_group()
+    return gathered
+
+
+def run_torchrun_rank(plan: Plan, job: EmulationJob,
+                      program: RankProgram) -> dict[str, Any] | None:
+    """This process is one rank of a torchrun launch (RANK, WORLD_SIZE, MASTER_ADDR,
+    MASTER_PORT set; each rank built the same `plan`): rank 0 returns the report."""
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    if job.checkpoint is None:
+        from archipelago.emulate.reference import cached_seeded_checkpoint
+
+        job = replace(job, weights_dir=str(cached_seeded_checkpoint(plan.spec, job.seed)))
+    else:
+        job = replace(job, weights_dir=job.checkpoint)
+    try:
+        fault = Fault.parse(os.environ.get(FAULT_ENV), rank)
+        gathered = run_rank(plan, job, program, rank, world, Heartbeat(rank, fault=fault))
+    except PeerFailure as err:
+        raise RankFailure(f"rank {rank}: {err}") from None
+    except ArchipelagoError:
+        raise
+    except Exception as err:
+        raise RankFailure(f"rank {rank} failed: {type(err).__name__}: {err}") from err
+    return None if gathered is None else program.summarize(plan, job, gathered)
+
+
+def main(run_dir: Path, plan: Plan, job: EmulationJob, program: RankProgram, rank: int,
+         port: int, fault: str | None) -> None:
+    """A rank started by the launcher (forked from its fork server) with the launcher's own
+    Plan object: output goes to RUN_DIR/rank{k}.log, failures to RUN_DIR/rank{k}.error."""
+    die_with_parent()
+    with open(run_dir / f"rank{rank}.log", "w") as log:
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+    world = plan.ranks
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
+                      WORLD_SIZE=str(world), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world))
+    heartbeat = Heartbeat(rank, ProgressBoard(run_dir / "progress", world),
+                          Fault.parse(fault, rank))
+    try:
+        gathered = run_rank(plan, job, program, rank, world, heartbeat)
+        if gathered is not None:
+            torch.save(gathered, run_dir / "result.pt")
+    except PeerFailure as err:
+        record_failure(run_dir, rank, "peer", str(err))
+        os._exit(1)  # skip process-group teardown, which could wait on the dead peer
+    except BaseException as err:
+        traceback.print_exc()
+        record_failure(run_dir, rank, "own", f"{type(err).__name__}: {err}")
+        sys.stderr.flush()
+        os._exit(1)

@@ -1,0 +1,313 @@
+"""Galapagos HLS streaming kernels on UltraScale+ FPGAs (seeds/000 §7-8): how parallel each
+kernel is built, the DSP/BRAM/URAM it takes, and its cycles per row of a sequence.
+
+Every kernel streams one matrix row (one token) at a time. Linear kernels are Tiles x PEs
+(§7.1.1, Fig. 11): each PE multiplies part of the input row with part of a weight column,
+each tile yields one output element per ceil(K/P) cycles. The attention dot-product takes
+one K row per PE (§7.1.2) and the softmax matrix multiply walks the M rows of V (§7.1.3),
+so both wait for the whole K / V matrix. Quant, GELU, Softmax and LayerNorm are I-BERT's
+integer modules (§2.4) fused into the kernel as dataflow stages. Every kernel has a FIFO
+in front of each input and one behind its output, each able to hold a whole matrix
+(§8.2.1), and keeps its weights on chip.
+
+A kernel's row interval is its compute cycles plus the pipeline depth HLS pays each time
+the row loop restarts; its row latency adds the calibrated per-kernel constant below.
+"""
+
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from math import ceil, log2
+from typing import Literal
+
+from archipelago.engines.base import add_resources, memory_blocks
+from archipelago.hardware.device import Device, Resources
+from archipelago.models.spec import ModelSpec
+
+OpKind = Literal["linear", "score", "context", "layernorm", "gmi"]  # gmi: GMI and gateways
+Stage = Literal["quant8", "residual_quant", "gelu", "softmax"]
+
+# Kernel clock: seeds/000 does not print it, but Table 2's latencies are Table 1's
+# T + 11 X cycles at exactly 200 MHz (e.g. 128 tokens: 1,438,577 cycles = 7.193 ms).
+KERNEL_CLOCK_HZ = 200e6
+# The 100G Galapagos stream carries 512-bit flits: a 768-byte row is "12 flits" sent in
+# "12 cycles" (seeds/000 §8.2.2).
+FLIT_BYTES = 64
+# Hardware built for sequences of up to 128 tokens (seeds/000 §2.3, §8.2.1 "128 x 768").
+MAX_SEQ_LEN = 128
+# DSP48E2 multiplier is 27 x 18 bits; wider products cascade slices (UG579).
+DSP_A_BITS, DSP_B_BITS = 27, 18
+# Two int8 products per DSP48E2 when they share one operand (Xilinx WP486; the packing LORA
+# uses, seeds/002 §V-A, engines/dsp_packing.py). In a Linear every tile multiplies the same
+# input element by its own weight column, so tiles pair up on DSPs. seeds/000 needs this:
+# it builds each FFN Linear as one kernel (§7.2) on a 1,968-DSP XCZU19EG, yet its packets
+# leave every ~H = 768 cycles (Table 1, I), i.e. 3,072 int8 MACs per cycle.
+INT8_MACS_PER_DSP = 2
+# A fully pipelined DSP48E2 multiply-accumulate: A/B, M and P registers (UG579).
+MAC_LATENCY = 4
+# Integer square root (LayerNorm, 32-bit radicand: one bit per cycle) and the integer
+# divisions of Softmax and LayerNorm (2^32 / sum, 2^31 / std: one quotient bit per cycle),
+# as sequential LUT circuits beside the row pipeline.
+ISQRT_CYCLES, DIVIDE_CYCLES = 16, 32
+# I-BERT LayerNorm passes over a row: mean, variance, normalize (transformers'
+# IntLayerNorm; seeds/000 §7.1 implements it "the same way as the software").
+LAYERNORM_PASSES = 3
+# Softmax passes over a score row: max, exponent and sum, normalize (IntSoftmax).
+SOFTMAX_PASSES = 3
+
+# Calibration (issue #5): the one constant of this engine. Cycles a row spends in every
+# Galapagos kernel beyond its own arithmetic: the input and output AXI-Stream FIFOs, the
+# router and bridge crossing, the HLS dataflow hand-shakes. It overlaps with the next row,
+# so it lengthens latency, not the row interval. Fitted by least squares to the 16 X and T
+# cycle counts of seeds/000 Table 1 (one I-BERT encoder on six Sidewinders, 1..128 tokens);
+# the fit is within 3.4% of X and T from 32 tokens up and within 11% from 2 tokens, but
+# 43% above the 1-token row, which the hardware passes faster than this constant allows.
+# Refit with `python -m benchmarks.bench_galapagos --calibrate`.
+KERNEL_LATENCY_CYCLES = 529
+
+
+def multiplier_dsp(a_bits: int, b_bits: int) -> int:
+    """DSP48E2 slices of one a x b multiplier (UG579: 27 x 18 per slice, cascaded)."""
+    return ceil(a_bits / DSP_A_BITS) * ceil(b_bits / DSP_B_BITS)
+
+
+# DSPs per lane of each fused I-BERT stage, from its multipliers (transformers' quant modules):
+# a requantization is a 32-bit value times a 32-bit fixed-point multiplier (FixedPointMul),
+# the residual form does two of them; GELU squares a 16-bit value and scales by a 32-bit
+# factor; Softmax's exponent polynomial is 16 x 16, its normalization 32 x 32, then a 16-bit
+# requantization; LayerNorm squares, then scales by a 32-bit factor.
+_REQUANT = multiplier_dsp(32, 32)
+STAGE_DSP: dict[str, int] = {
+    "quant8": _REQUANT,
+    "residual_quant": 2 * _REQUANT,
+    "gelu": multiplier_dsp(16, 16) + multiplier_dsp(32, 32),
+    "softmax": multiplier_dsp(16, 16) + multiplier_dsp(32, 32) + _REQUANT,
+}
+LAYERNORM_DSP = multiplier_dsp(16, 16) + multiplier_dsp(32, 32)
+# Pipeline depth of each fused stage: its multiplier cascade plus rounding and clamping.
+STAGE_DEPTH: dict[str, int] = {s: MAC_LATENCY + 2 for s in STAGE_DSP}
+
+
+@dataclass(frozen=True)
+class StreamConfig:
+    """Design parameters every kernel of one build shares (`--engine-config` keys)."""
+
+    clock_hz: float = KERNEL_CLOCK_HZ
+    flit_bytes: int = FLIT_BYTES
+    max_seq_len: int = MAX_SEQ_LEN
+    row_interval: int | None = None  # target cycles per row; None: the engine's default
+    #                                  (the hidden size; on Versal the AIE time per row)
+    utilization: float = 0.9  # share of each FPGA's DSP/BRAM/URAM/AIE compute kernels fill
+    layers_per_cluster: int = 1  # encoders per Galapagos cluster (seeds/000 §7.2: one)
+
+    def __post_init__(self) -> None:
+        assert self.clock_hz > 0 and self.flit_bytes > 0 and self.max_seq_len >= 1
+        assert self.row_interval is None or self.row_interval >= 1
+        assert 0 < self.utilization <= 1 and self.layers_per_cluster >= 1
+
+
+@dataclass(frozen=True)
+class KernelJob:
+    """What one kernel computes, per row. `fan_in`/`fan_out`: elements per input/output row
+    (a Linear's K and N; a head's dimension for score/context; the hidden size for
+    LayerNorm). `inputs`: bytes per row of each input stream (at the longest sequence);
+    for a GMI kernel `out_row_bytes` is its widest output stream."""
+
+    op: OpKind
+    fan_in: int
+    fan_out: int
+    inputs: tuple[int, ...]
+    out_row_bytes: int
+    stages: tuple[Stage, ...] = ()
+    heads: int = 1
+    flits_per_row: int = 0  # GMI and gateway kernels: flits they forward per row
+
+
+@dataclass(frozen=True)
+class KernelDesign:
+    """A job with its parallelism: `tiles` x `pes` for Linear, `pes` dot-product units for
+    score, `lanes` per pass otherwise."""
+
+    job: KernelJob
+    tiles: int = 1
+    pes: int = 1
+    lanes: int = 1
+    resources: Resources = field(default_factory=Resources)
+
+
+def flits(nbytes: int, flit_bytes: int = FLIT_BYTES) -> int:
+    return max(1, ceil(nbytes / flit_bytes))
+
+
+def _smallest_divisor_at_least(n: int, low: float) -> int:
+    return next(d for d in range(max(1, ceil(low)), n + 1) if n % d == 0)
+
+
+class HLSStreamEngine:
+    """Sizes kernels for a row interval and gives their cycles; stateless beyond config."""
+
+    name = "hls_stream"
+
+    def __init__(self, config: StreamConfig | None = None) -> None:
+        self.config = config or StreamConfig()
+
+    def heads_per_kernel(self, spec: ModelSpec) -> int:
+        """One attention dot-product and one softmax-matmul kernel per head (§7.2)."""
+        return 1
+
+    def default_row_interval(self, spec: ModelSpec) -> int:
+        """Linear kernels emitting one output element per cycle: H cycles per row, as
+        Table 1's packet interval (I -> 767 at H = 768) shows."""
+        return spec.hidden
+
+    # -- parallelism ---------------------------------------------------------------------
+    def design(self, job: KernelJob, row_interval: int) -> KernelDesign:
+        """The least parallel kernel whose row interval stays within `row_interval` cycles at
+        the longest sequence the build supports."""
+        m, ii = self.config.max_seq_len, row_interval
+        if job.op == "linear":
+            tiles, pes = self._tiles_and_pes(job.fan_in, job.fan_out, ii)
+            design = KernelDesign(job, tiles=tiles, pes=pes, lanes=tiles)
+        elif job.op == "score":  # heads x ceil(M / PE) dot products of head_dim MACs
+            pes = ceil(m / max(1, ii // (job.heads * job.fan_in)))
+            lanes = ceil(job.heads * SOFTMAX_PASSES * m / ii)
+            design = KernelDesign(job, pes=pes, lanes=lanes)
+        elif job.op == "context":  # a PE of `lanes` MACs walks the M rows of V per output row
+            rows = max(1, ii // (job.heads * m))
+            lanes = _smallest_divisor_at_least(job.fan_in, job.fan_in / rows)
+            design = KernelDesign(job, lanes=lanes)
+        elif job.op == "layernorm":  # one flit of int32 values per cycle, more if needed
+            lanes = max(self.config.flit_bytes // 4, ceil(job.fan_in / ii))
+            design = KernelDesign(job, lanes=lanes)
+        else:
+            design = KernelDesign(job)
+        return replace(design, resources=self.resources(design))
+
+    @staticmethod
+    def _tiles_and_pes(k: int, n: int, ii: int) -> tuple[int, int]:
+        """Fewest DSPs (tile pairs share them) with ceil(N/T) x ceil(K/P) <= ii; a few tile
+        counts from the least that can keep up suffice (DSPs ~ K N / 2 ii)."""
+        first = ceil(n / ii)
+        best = None
+        for tiles in range(first, first + 4):
+            per_tile = ceil(n / tiles)
+            pes = ceil(k / max(1, ii // per_tile))
+            dsp = ceil(tiles / INT8_MACS_PER_DSP) * pes
+            if best is None or dsp < best[0]:
+                best = (dsp, tiles, pes)
+        return best[1], best[2]
+
+    # -- cycles ----------------------------------------------------------------------------
+    def compute_cycles(self, design: KernelDesign, seq_len: int) -> int:
+        """Cycles of arithmetic per row at sequence length `seq_len` (the slowest dataflow
+        stage of the kernel)."""
+        job, m = design.job, seq_len
+        if job.op == "linear":
+            return ceil(job.fan_out / design.tiles) * ceil(job.fan_in / design.pes)
+        if job.op == "score":
+            dot = job.heads * ceil(m / design.pes) * job.fan_in
+            return max(dot, ceil(job.heads * m / design.lanes))
+        if job.op == "context":
+            return job.heads * m * ceil(job.fan_in / design.lanes)
+        if job.op == "layernorm":
+            return ceil(job.fan_in / design.lanes)
+        return job.flits_per_row
+
+    def depth_cycles(self, design: KernelDesign, seq_len: int) -> int:
+        """Pipeline depth a row pays when the row loop restarts: multiply, adder tree, the
+        fused stages; LayerNorm and Softmax add their extra passes and divisions."""
+        job = design.job
+        depth = sum(STAGE_DEPTH[s] for s in job.stages)
+        if job.op == "linear":
+            return depth + MAC_LATENCY + ceil(log2(max(2, design.pes)))
+        if job.op == "score":
+            softmax = (SOFTMAX_PASSES - 1) * ceil(job.heads * seq_len / design.lanes)
+            return depth + MAC_LATENCY + softmax + DIVIDE_CYCLES
+        if job.op == "context":
+            return depth + MAC_LATENCY
+        if job.op == "layernorm":
+            passes = (LAYERNORM_PASSES - 1) * ceil(job.fan_in / design.lanes)
+            return depth + passes + MAC_LATENCY + ISQRT_CYCLES + DIVIDE_CYCLES
+        return 1  # GMI / gateway: header handling
+
+    def row_cycles(self, design: KernelDesign, seq_len: int) -> int:
+        """Initiation interval: one row enters every `row_cycles` cycles."""
+        return self.compute_cycles(design, seq_len) + self._restart(design, seq_len)
+
+    def latency_cycles(self, design: KernelDesign, seq_len: int) -> int:
+        """From a row's inputs all present to its output row sent."""
+        return (self.compute_cycles(design, seq_len) + self.depth_cycles(design, seq_len)
+                + KERNEL_LATENCY_CYCLES)
+
+    def _restart(self, design: KernelDesign, seq_len: int) -> int:
+        """Depth paid per row by the row loop; the multi-pass part of Softmax and
+        LayerNorm runs as separate dataflow stages, so it is not paid per row."""
+        job = design.job
+        if job.op in {"score", "layernorm"}:
+            return sum(STAGE_DEPTH[s] for s in job.stages) + MAC_LATENCY
+        return self.depth_cycles(design, seq_len)
+
+    # -- resources -------------------------------------------------------------------------
+    def resources(self, design: KernelDesign) -> Resources:
+        return add_resources(Resources(dsp=self._dsp(design)), *self._memories(design))
+
+    def _dsp(self, d: KernelDesign) -> int:
+        job = d.job
+        stages = sum(STAGE_DSP[s] for s in job.stages if s != "softmax")
+        if job.op == "linear":  # one int8 MAC per PE per tile, two tiles per DSP
+            return ceil(d.tiles / INT8_MACS_PER_DSP) * d.pes + d.lanes * stages
+        if job.op == "score":
+            return d.pes + d.lanes * STAGE_DSP["softmax"]
+        if job.op == "context":
+            return d.lanes + stages
+        if job.op == "layernorm":
+            return d.lanes * (LAYERNORM_DSP + stages)
+        return 0
+
+    def _memories(self, d: KernelDesign) -> list[Resources]:
+        """The FIFO in front (all inputs arrive on the kernel's one s_axis) and behind, each
+        holding a whole matrix (§8.2.1), plus the kernel's own buffers."""
+        job, m, flit_bits = d.job, self.config.max_seq_len, 8 * self.config.flit_bytes
+        fifos = [memory_blocks(flit_bits, m * n) for n in self._fifo_flits(job) if n]
+        own: list[Resources] = []
+        if job.op == "linear":  # each tile's weights, read by its P PEs every cycle
+            depth = ceil(job.fan_out / d.tiles) * ceil(job.fan_in / d.pes)
+            own = [memory_blocks(8 * d.pes, depth)] * d.tiles
+            own.append(memory_blocks(32 + 40, job.fan_out))  # bias; requant multiplier, shift
+        elif job.op == "score":  # K matrix, one row per PE; a score row per head for softmax
+            own = [memory_blocks(8 * d.pes, job.heads * ceil(m / d.pes) * job.fan_in),
+                   memory_blocks(32, 2 * job.heads * m)]
+        elif job.op == "context":  # V matrix, `lanes` values per read
+            own = [memory_blocks(8 * d.lanes, job.heads * m * ceil(job.fan_in / d.lanes))]
+        elif job.op == "layernorm":  # a row held across passes (double-buffered); bias
+            own = [memory_blocks(32 * d.lanes, 2 * ceil(job.fan_in / d.lanes)),
+                   memory_blocks(32, job.fan_in)]
+        return fifos + own
+
+    def _fifo_flits(self, job: KernelJob) -> tuple[int, int]:
+        """Flits per row into the front FIFO and out of the end FIFO. A compute kernel
+        keeps every input's matrix; a GMI kernel or gateway forwards rows as they come,
+        so a matrix of its widest stream covers any producer running ahead."""
+        fb = self.config.flit_bytes
+        if job.op == "gmi":
+            return (max((flits(b, fb) for b in job.inputs), default=0),
+                    flits(job.out_row_bytes, fb) if job.out_row_bytes else 0)
+        return (sum(flits(b, fb) for b in job.inputs),
+                flits(job.out_row_bytes, fb) if job.out_row_bytes else 0)
+
+    def capacity(self, device: Device, cap: float | None = None) -> tuple[float, ...]:
+        """(DSP, BRAM, URAM, AIE) a packer may fill on `device` under the utilization cap."""
+        cap = self.config.utilization if cap is None else cap
+        return tuple(cap * getattr(device.resources, r) for r in FABRIC)
+
+    def fits(self, used: Resources, device: Device) -> bool:
+        """Within the utilization cap of every fabric resource the device has."""
+        return all(u <= c for u, c in zip(fabric(used), self.capacity(device), strict=True))
+
+
+FABRIC = ("dsp", "bram", "uram", "aie")
+
+
+@lru_cache(maxsize=4096)
+def fabric(used: Resources) -> tuple[int, ...]:
+    """(DSP, BRAM, URAM, AIE) of `used`; designs repeat per encoder, hence the cache."""
+    return tuple(getattr(used, r) for r in FABRIC)

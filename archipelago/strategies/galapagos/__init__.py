@@ -1,0 +1,60 @@
+"""Galapagos (seeds/000): an encoder unrolled into streaming I-BERT kernels on clusters of
+network-attached FPGAs, wired by GMI kernels through gateways.
+
+    unroll    model -> compute kernels and the transfers between them (§7); on Versal
+              (devices with AI Engines) matrix multiplies go to the AIEs (§9)
+    mapping   kernels -> FPGAs (first fit under a cap), FPGAs -> Galapagos clusters
+    builder   the Cluster Builder: gateways, GMI insertion, kernel IDs, routing tables (§4-6)
+    plan      the DataflowPlan every consumer reads
+"""
+
+from dataclasses import fields
+from typing import Any
+
+from archipelago.engines.aie import AIEEngine
+from archipelago.engines.hls_stream import HLSStreamEngine, StreamConfig
+from archipelago.errors import ArchipelagoError, PartitionError
+from archipelago.hardware.cluster import Cluster
+from archipelago.models.spec import ModelSpec
+from archipelago.strategies.galapagos.builder import build_plan
+from archipelago.strategies.galapagos.plan import DataflowPlan
+from archipelago.strategies.registry import register
+
+__all__ = ["DataflowPlan", "plan_galapagos"]
+
+
+def stream_config(options: dict[str, Any]) -> StreamConfig:
+    """Engine parameters from `--engine-config`, each name checked."""
+    known = {f.name for f in fields(StreamConfig)}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise ArchipelagoError(f"unknown galapagos engine parameter(s) {', '.join(unknown)}; "
+                               f"valid: {', '.join(sorted(known))}")
+    try:
+        return StreamConfig(**options)
+    except (TypeError, AssertionError) as err:
+        raise ArchipelagoError(f"invalid galapagos engine parameters {options}: {err}") from None
+
+
+def _check_inputs(spec: ModelSpec, cluster: Cluster) -> None:
+    if spec.is_decoder:
+        raise PartitionError(f"strategy 'galapagos' builds encoders (I-BERT, BERT, RoBERTa); "
+                             f"{spec.name} is a {spec.arch} decoder (try strategy 'dfx')")
+    if not cluster.homogeneous:
+        kinds = sorted({d.key for d in cluster.devices})
+        raise PartitionError(f"strategy 'galapagos' needs identical FPGAs; cluster "
+                             f"'{cluster.name}' mixes {kinds}")
+    device = cluster.devices[0]
+    if device.kind != "fpga" or not device.resources.dsp:
+        raise PartitionError(f"strategy 'galapagos' maps kernels onto FPGA fabric; "
+                             f"'{device.key}' is a {device.kind} without DSPs")
+
+
+@register("galapagos", "encoder as streaming I-BERT kernels on clusters of clusters, GMI "
+                       "collectives, Cluster Builder files (seeds/000)", workload="encoder")
+def plan_galapagos(spec: ModelSpec, cluster: Cluster, options: Any = None) -> DataflowPlan:
+    _check_inputs(spec, cluster)
+    config = stream_config(dict(getattr(options, "engine", None) or {}))
+    engine = AIEEngine(config) if cluster.devices[0].resources.aie else HLSStreamEngine(config)
+    row_interval = engine.config.row_interval or engine.default_row_interval(spec)
+    return build_plan(spec, cluster, engine, row_interval)
