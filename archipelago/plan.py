@@ -22,6 +22,14 @@ from archipelago.models.weights import (
 MemoryKind = Literal["hbm", "ddr", "onchip"]
 
 
+def split_bounds(total: int, parts: int, part: int) -> tuple[int, int]:
+    """Contiguous near-equal slices (the first `total % parts` slices one larger): the one
+    rule every split in a plan follows."""
+    base, extra = divmod(total, parts)
+    start = part * base + min(part, extra)
+    return start, start + base + (1 if part < extra else 0)
+
+
 @dataclass(frozen=True)
 class Shard:
     """Rows/columns [start, stop) of a tensor along `axis`; axis None means a full copy.
@@ -78,12 +86,20 @@ Step = ComputeStep | CommStep
 
 @dataclass
 class DevicePlan:
-    """What one device holds: shards of per-layer tensors (by role) and of the others."""
+    """What one device holds: shards of per-layer tensors (by role) and of the others, the
+    vocabulary rows its LM head scores, and (for schemes that keep activations column-split)
+    which columns of a split activation it owns."""
 
     rank: int
     device: Device
     layer_shards: dict[str, Shard]
     other_shards: dict[str, Shard]
+    vocab_slice: tuple[int, int]
+    ranks: int
+
+    def columns(self, width: int) -> tuple[int, int]:
+        """This device's columns of a column-split activation `width` wide."""
+        return split_bounds(width, self.ranks, self.rank)
 
     def shard_for(self, tensor: WeightTensor) -> Shard:
         table = self.other_shards if tensor.layer is None else self.layer_shards
@@ -116,6 +132,7 @@ class Plan:
     block_steps: list[Step]
     output_steps: list[Step]
     devices: list[DevicePlan]
+    numerics: Literal["fp16", "w8a8"] = "fp16"  # the datapath's arithmetic
     notes: list[str] = field(default_factory=list)
 
     @property

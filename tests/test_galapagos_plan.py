@@ -10,6 +10,18 @@ from archipelago.api import make_plan
 from archipelago.comm.gmi import HOST, gateway_name
 from archipelago.engines.hls_stream import HLSStreamEngine, KernelJob, multiplier_dsp
 from archipelago.errors import ArchipelagoError, PartitionError
+from archipelago.hardware.cluster import resolve_cluster
+
+
+def test_one_port_fpgas_hang_off_chained_switches() -> None:
+    """§8.1/Fig. 17: Sidewinders on 100G switches, 85 ns one way through a switch (half of
+    §9.4's 0.17 us round trip), d = 1.1 us from switch to switch (§8.2.2)."""
+    cluster = resolve_cluster("72xsidewinder")
+    assert cluster.size == 72 and cluster.topology == "switch"
+    assert cluster.link.latency_s == pytest.approx(85e-9)
+    assert cluster.link.bandwidth_Bps == pytest.approx(12.5e9)
+    assert cluster.switch_latency_s == pytest.approx(1.1e-6)
+    assert resolve_cluster("4xu280").topology == "ring"
 
 
 @pytest.fixture(scope="module")

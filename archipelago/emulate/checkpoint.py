@@ -1,6 +1,7 @@
 """Read one rank's weight slices straight from a safetensors checkpoint: a rank never holds
 more of a tensor than its DevicePlan names."""
 
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,12 +78,13 @@ class LoadedShard:
 
 
 def load_shard(spec: ModelSpec, device: DevicePlan, reader: CheckpointReader,
-               dtype: torch.dtype) -> LoadedShard:
-    """Every tensor of the model, cut to the Shard this device's plan names for it."""
+               convert: Callable[[WeightTensor, torch.Tensor], torch.Tensor]) -> LoadedShard:
+    """Every tensor of the model, cut to the Shard this device's plan names for it, then
+    converted (to the run's dtype, or quantized) before its bytes are counted."""
     loaded = LoadedShard()
     for tensor in all_weights(spec):
         shard = device.shard_for(tensor)
-        data = reader.read(hf_source(spec, tensor), tensor, shard).to(dtype)
+        data = convert(tensor, reader.read(hf_source(spec, tensor), tensor, shard))
         loaded.weights[tensor.name] = data
         size = data.numel() * data.element_size()
         loaded.bytes_by_memory[shard.memory] = loaded.bytes_by_memory.get(shard.memory, 0) + size

@@ -5,6 +5,7 @@ and returns the op's local output, (tokens, features). Head counts come from the
 (`local_heads`), head width from the Op; a new scheme adds handlers here, not branches.
 """
 
+import zlib
 from collections.abc import Callable
 from functools import partial
 
@@ -12,6 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from archipelago.emulate.state import RankState
+from archipelago.emulate.w8a8 import w8a8_linear
 from archipelago.plan import ComputeStep
 
 Handler = Callable[[ComputeStep, list[torch.Tensor], RankState], torch.Tensor]
@@ -52,16 +54,23 @@ def _rotary(x: torch.Tensor, rs: RankState) -> torch.Tensor:
 
 
 def embedding(step: ComputeStep, inputs: list[torch.Tensor], rs: RankState) -> torch.Tensor:
-    """Token rows, plus learned position rows when the model has them (OPT's start at 2)."""
+    """Token rows, plus learned position rows when the model has them (OPT's start at 2);
+    only this rank's columns when the plan keeps activations column-split."""
     (tokens,) = inputs
     x = rs.param(step.op, "weight")[tokens]
     positions = rs.weights.get("embed_positions.weight")
     if positions is not None:
         x = x + positions[rs.positions + rs.spec.position_offset]
+    if step.local_out < x.shape[-1]:
+        start, stop = rs.columns
+        x = x[:, start:stop]
     return x
 
 
 def norm(step: ComputeStep, inputs: list[torch.Tensor], rs: RankState) -> torch.Tensor:
+    """A whole-row norm, or one stage of a norm over column-split rows (NORM_STAGES)."""
+    if step.stage != "whole":
+        return NORM_STAGES[step.stage](step, inputs, rs)
     (x,) = inputs
     weight, eps = rs.param(step.op, "weight"), rs.numerics.norm_eps
     if rs.spec.norm == "layernorm":
@@ -70,12 +79,53 @@ def norm(step: ComputeStep, inputs: list[torch.Tensor], rs: RankState) -> torch.
     return weight * (wide * torch.rsqrt(wide.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
 
 
-def linear(step: ComputeStep, inputs: list[torch.Tensor], rs: RankState) -> torch.Tensor:
-    """x @ W for this rank's (in, local_out) slice of W, plus its slice of the bias."""
+def norm_stats(step: ComputeStep, inputs: list[torch.Tensor], rs: RankState) -> torch.Tensor:
+    """Partial (sum, sum of squares) of each row over this rank's columns, in float64: the
+    all-reduced totals then match a one-device sum to well below the output's precision, so
+    split and unsplit runs normalize to the same values (seeds/002 §III-B, Fig. 5)."""
     (x,) = inputs
-    y = x @ rs.param(step.op, "weight")
-    bias = rs.param(step.op, "bias")
+    wide = x.double()
+    return torch.stack((wide.sum(-1), wide.pow(2).sum(-1)), dim=-1)
+
+
+def norm_apply(step: ComputeStep, inputs: list[torch.Tensor], rs: RankState) -> torch.Tensor:
+    """Normalize this rank's columns with the all-reduced row statistics and its slice of
+    gamma (and beta)."""
+    x, stats = inputs
+    width, eps = step.op.fan_out, rs.numerics.norm_eps
+    mean_square = stats[:, 1:2] / width
+    if rs.spec.norm == "layernorm":
+        mean = stats[:, 0:1] / width
+        normed = (x.double() - mean) / torch.sqrt(mean_square - mean * mean + eps)
+        return normed.to(x.dtype) * rs.param(step.op, "weight") + rs.param(step.op, "bias")
+    return rs.param(step.op, "weight") * (x.double() / torch.sqrt(mean_square + eps)).to(x.dtype)
+
+
+NORM_STAGES: dict[str, Handler] = {"stats": norm_stats, "apply": norm_apply}
+
+
+def linear(step: ComputeStep, inputs: list[torch.Tensor], rs: RankState) -> torch.Tensor:
+    """x @ W for this rank's (in, local_out) slice of W, plus its slice of the bias; in
+    W8A8 runs an int8 x int8 product with int32 accumulation (w8a8.w8a8_linear)."""
+    (x,) = inputs
+    name, bias = rs.param_name(step.op, "weight"), rs.param(step.op, "bias")
+    if rs.scales is not None:
+        w_scale, x_scale = rs.scales[name]
+        y, acc = w8a8_linear(x, rs.weights[name], w_scale, x_scale, bias)
+        rs.integer_checksum = (rs.integer_checksum
+                               + _digest(acc, rs, name, rs.column_offsets[name])) % 2 ** 64
+        return y
+    y = x @ rs.weights[name]
     return y if bias is None else y + bias
+
+
+def _digest(acc: torch.Tensor, rs: RankState, name: str, first_column: int) -> int:
+    """A position-weighted sum of int32 accumulators (mod 2^64), additive over ranks: the
+    ranks' digests of their column slices add up to the digest of the unsplit product."""
+    rows = rs.positions[:, None].long() + 1
+    cols = torch.arange(first_column, first_column + acc.shape[1])[None, :] + 1
+    weights = rows * 1_000_003 + cols * 7_919 + zlib.crc32(name.encode())
+    return int((acc.long() * weights).sum()) % 2 ** 64
 
 
 def attn_score(step: ComputeStep, inputs: list[torch.Tensor], rs: RankState) -> torch.Tensor:

@@ -23,9 +23,10 @@ class Emulator:
     run: Callable[[Any, EmulationJob], dict[str, Any] | None]
 
 
-EMULATORS: dict[str, Emulator] = {
-    "dfx": Emulator(check=generation.check, run=generation.emulate),
-}
+# Tensor-parallel plans share one emulator whatever their sync scheme: the scheme lives in
+# the plan's steps, which the interpreter follows.
+_DECODER = Emulator(check=generation.check, run=generation.emulate)
+EMULATORS: dict[str, Emulator] = {"dfx": _DECODER, "lora-f": _DECODER, "lora-q": _DECODER}
 
 
 def emulate(job: EmulationJob) -> dict[str, Any] | None:

@@ -1,6 +1,7 @@
 """The decoder emulator (tensor-parallel plans): load this rank's shard, generate greedily by
 interpreting the plan, and on rank 0 check the tokens and logits against transformers."""
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,16 +12,18 @@ from archipelago.emulate.collectives import COMM, Exchange
 from archipelago.emulate.compute import ACTIVATIONS, COMPUTE
 from archipelago.emulate.errors import EmulationError
 from archipelago.emulate.hf_names import ARCH_NAMES
-from archipelago.emulate.interpreter import generate, head_name
+from archipelago.emulate.interpreter import generate
 from archipelago.emulate.job import EmulationJob
 from archipelago.emulate.launch import run_spmd
 from archipelago.emulate.numerics import numerics
+from archipelago.emulate.quantized import read_scales
 from archipelago.emulate.state import RankState
+from archipelago.emulate.w8a8 import quantize
 from archipelago.emulate.worker import RankProgram
 from archipelago.models.spec import ModelSpec
-from archipelago.models.weights import embedding_weights, output_weights
+from archipelago.models.weights import WeightTensor, all_weights
 from archipelago.models.zoo import resolve_model
-from archipelago.plan import CommStep, ComputeStep, DevicePlan, Plan
+from archipelago.plan import CommStep, ComputeStep, Plan
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
 
@@ -28,23 +31,6 @@ DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
 def prompt_ids(spec: ModelSpec, length: int, seed: int) -> torch.Tensor:
     """Prompt token ids drawn from `seed` alone, so every rank and the reference agree."""
     return torch.randint(spec.vocab, (length,), generator=torch.Generator().manual_seed(seed))
-
-
-def vocab_slice(plan: Plan, device: DevicePlan) -> tuple[int, int]:
-    """The vocabulary rows this rank's LM head scores: its shard of the head matrix when the
-    plan splits it. A tied head reads the replicated token table, for which the plan states
-    only each rank's slice width (ComputeStep.local_out): rank r scores the r-th block."""
-    step = next(s for s in plan.output_steps
-                if isinstance(s, ComputeStep) and s.op.name == head_name(plan))
-    role = f"{step.op.weight}.weight"
-    tensor = next(t for t in (*embedding_weights(plan.spec), *output_weights(plan.spec))
-                  if t.role == role)
-    shard = device.shard_for(tensor)
-    if shard.axis is not None:
-        assert tensor.shape[shard.axis] == plan.spec.vocab, (tensor, shard)
-        return shard.start, shard.stop
-    start = device.rank * step.local_out
-    return start, min(start + step.local_out, plan.spec.vocab)
 
 
 def _check_checkpoint(spec: ModelSpec, directory: Path) -> None:
@@ -88,16 +74,34 @@ def check(plan: Plan, job: EmulationJob) -> None:
         _check_checkpoint(spec, Path(job.checkpoint))
 
 
+def _converter(dtype: torch.dtype, scales: dict[str, tuple[float, float]] | None
+               ) -> Callable[[WeightTensor, torch.Tensor], torch.Tensor]:
+    """Block matrices of a W8A8 plan become int8 with their whole tensor's scale; every
+    other tensor takes the run's dtype."""
+
+    def convert(tensor: WeightTensor, data: torch.Tensor) -> torch.Tensor:
+        if scales is not None and tensor.name in scales:
+            return quantize(data, scales[tensor.name][0])
+        return data.to(dtype)
+
+    return convert
+
+
 def run_rank(plan: Plan, job: EmulationJob, rank: int, exchange: Exchange) -> dict[str, Any]:
     """Load only this device's shard, then generate; returns what rank 0 needs to report."""
-    spec, device = plan.spec, plan.devices[rank]
-    with CheckpointReader(Path(job.weights_dir)) as reader:
-        shard = load_shard(spec, device, reader, DTYPES[job.precision])
-    rs = RankState(spec, shard.weights, numerics(spec), exchange, vocab_slice(plan, device))
+    spec, device, directory = plan.spec, plan.devices[rank], Path(job.weights_dir)
+    scales = read_scales(directory) if plan.numerics == "w8a8" else None
+    with CheckpointReader(directory) as reader:
+        shard = load_shard(spec, device, reader, _converter(DTYPES[job.precision], scales))
+    offsets = {t.name: device.shard_for(t).start for t in all_weights(spec)
+               if scales is not None and t.name in scales}
+    rs = RankState(spec, shard.weights, numerics(spec), exchange, device.vocab_slice,
+                   device.columns(spec.hidden), scales, offsets)
     work = job.workload()
     out = generate(plan, rs, prompt_ids(spec, work.input_tokens, job.seed), work.output_tokens)
     return {"tokens": out.tokens, "logits": out.logits, "vocab_slice": list(rs.vocab_slice),
             "seconds": out.seconds, "bytes_by_memory": shard.bytes_by_memory,
+            "integer_checksum": rs.integer_checksum,
             "collectives": dict(exchange.counts)}
 
 
@@ -121,7 +125,9 @@ def summarize(plan: Plan, job: EmulationJob, ranks: list[dict[str, Any]]) -> dic
     seconds = max(r["seconds"] for r in ranks)
     return {
         "model": plan.spec.name, "cluster": plan.cluster.name, "strategy": plan.strategy,
-        "ranks": plan.ranks, "precision": job.precision,
+        "ranks": plan.ranks, "precision": job.precision, "numerics": plan.numerics,
+        "integer_checksum": (f"{sum(r['integer_checksum'] for r in ranks) % 2 ** 64:016x}"
+                             if plan.numerics == "w8a8" else None),
         "weights": job.checkpoint or f"random, seed {job.seed}",
         "prompt": prompt.tolist(), "generated": first["tokens"], "reference": expected,
         "tokens_match": first["tokens"] == expected,

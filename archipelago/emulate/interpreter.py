@@ -22,7 +22,9 @@ _EXACT_WIDTH = frozenset({"embedding", "norm", "linear", "activation", "gated_ac
 
 def _check_width(step: ComputeStep, out: torch.Tensor) -> None:
     """A shard that disagrees with the plan shows up here, at the step that reads it."""
-    if step.op.kind in _EXACT_WIDTH:
+    if step.stage == "stats":
+        assert out.shape[-1] == 2, (step.op.name, tuple(out.shape))
+    elif step.op.kind in _EXACT_WIDTH:
         assert out.shape[-1] == step.local_out, (step.op.name, tuple(out.shape), step.local_out)
     elif step.op.kind == "attn_context":
         assert out.shape[-1] == step.local_heads * step.local_out, (step.op.name, out.shape)
@@ -34,6 +36,8 @@ def run_steps(steps: list[Step], env: dict[str, torch.Tensor], rs: RankState) ->
     for step in steps:
         if isinstance(step, ComputeStep):
             inputs = [env[name] for name in step.op.inputs]
+            if step.stage == "apply":  # the all-reduced statistics of the same op
+                inputs.append(env[step.op.name])
             out = COMPUTE[step.op.kind](step, inputs, rs)
             _check_width(step, out)
             env[step.op.name] = out

@@ -37,6 +37,10 @@ def emulate_locally(plan: Plan, job: EmulationJob, program: RankProgram) -> dict
             weights = save_seeded_checkpoint(plan.spec, job.seed, run_dir / "weights")
         else:
             weights = Path(job.checkpoint)
+        if plan.numerics == "w8a8":
+            from archipelago.emulate.quantized import prepare_w8a8
+
+            weights = prepare_w8a8(plan.spec, weights, run_dir / "w8a8", job.seed)
         job = replace(job, weights_dir=str(weights))
         return program.summarize(plan, job, run_ranks(plan, job, program, run_dir))
 

@@ -6,7 +6,7 @@ import fcntl
 import hashlib
 import json
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -42,25 +42,32 @@ def seeded_model(spec: ModelSpec, seed: int) -> PreTrainedModel:
         return AutoModelForCausalLM.from_config(hf_config).eval()
 
 
-def save_seeded_checkpoint(spec: ModelSpec, seed: int, directory: Path) -> Path:
+def save_model(model: PreTrainedModel, directory: Path) -> Path:
     with _quiet():
-        seeded_model(spec, seed).save_pretrained(directory)
+        model.save_pretrained(directory)
+    return directory
+
+
+def save_seeded_checkpoint(spec: ModelSpec, seed: int, directory: Path) -> Path:
+    return save_model(seeded_model(spec, seed), directory)
+
+
+def cached_directory(kind: str, key: object, make: Callable[[Path], Path]) -> Path:
+    """A directory in the temp folder made once per node by `make` and reused: ranks started
+    by torchrun (maybe on several machines) each need one beside them."""
+    text = json.dumps([key, torch.__version__, transformers.__version__], sort_keys=True)
+    directory = Path(tempfile.gettempdir()) / (
+        f"archipelago-{kind}-{hashlib.sha256(text.encode()).hexdigest()[:16]}")
+    with open(f"{directory}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one rank per node writes; the others wait
+        if not directory.exists():  # written aside, then renamed: never seen half-written
+            make(Path(tempfile.mkdtemp(dir=directory.parent))).rename(directory)
     return directory
 
 
 def cached_seeded_checkpoint(spec: ModelSpec, seed: int) -> Path:
-    """A seeded checkpoint in the temp directory, made once per node and reused: ranks
-    started by torchrun (maybe on several machines) each need one beside them."""
-    key = json.dumps([spec.hf_config, seed, torch.__version__, transformers.__version__],
-                     sort_keys=True)
-    directory = Path(tempfile.gettempdir()) / (
-        f"archipelago-seeded-{hashlib.sha256(key.encode()).hexdigest()[:16]}")
-    with open(f"{directory}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # one rank per node writes; the others wait
-        if not directory.exists():  # written aside, then renamed: never seen half-written
-            partial = Path(tempfile.mkdtemp(dir=directory.parent))
-            save_seeded_checkpoint(spec, seed, partial).rename(directory)
-    return directory
+    return cached_directory("seeded", [spec.hf_config, seed],
+                            lambda d: save_seeded_checkpoint(spec, seed, d))
 
 
 def load_model(directory: Path) -> PreTrainedModel:

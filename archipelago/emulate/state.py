@@ -13,22 +13,31 @@ from archipelago.models.spec import ModelSpec
 @dataclass
 class RankState:
     """This rank's weight slices (canonical names), its channel to the other ranks, the vocab
-    rows its LM head scores, and the layer, token positions and KV cache of the pass at hand."""
+    rows its LM head scores, the hidden columns it owns when activations stay column-split,
+    W8A8 scales (canonical weight name -> (weight scale, input scale); None in float runs),
+    and the layer, token positions and KV cache of the pass at hand."""
 
     spec: ModelSpec
     weights: dict[str, torch.Tensor]
     numerics: Numerics
     exchange: Exchange
     vocab_slice: tuple[int, int]
+    columns: tuple[int, int]
+    scales: dict[str, tuple[float, float]] | None = None
+    column_offsets: dict[str, int] = field(default_factory=dict)  # W8A8 slices' first column
+    integer_checksum: int = 0  # W8A8: additive digest of every int32 accumulator
     layer: int | None = None
     seen: int = 0  # tokens already in the KV cache
     positions: torch.Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.long))
     cache: dict[tuple[int | None, str], torch.Tensor] = field(default_factory=dict)
 
+    def param_name(self, op: Op, part: str) -> str:
+        role = f"{op.weight}.{part}"
+        return role if self.layer is None else f"layers.{self.layer}.{role}"
+
     def param(self, op: Op, part: str) -> torch.Tensor | None:
         """`op`'s weight or bias in the current layer; None when the model has no such tensor."""
-        role = f"{op.weight}.{part}"
-        return self.weights.get(role if self.layer is None else f"layers.{self.layer}.{role}")
+        return self.weights.get(self.param_name(op, part))
 
     def extend_cache(self, name: str, new: torch.Tensor) -> torch.Tensor:
         """Append (heads, tokens, head_dim) `new` to this layer's cache of op `name`'s output."""

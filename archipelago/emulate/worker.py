@@ -69,6 +69,14 @@ def run_torchrun_rank(plan: Plan, job: EmulationJob,
         job = replace(job, weights_dir=str(cached_seeded_checkpoint(plan.spec, job.seed)))
     else:
         job = replace(job, weights_dir=job.checkpoint)
+    if plan.numerics == "w8a8":
+        from archipelago.emulate.quantized import prepare_w8a8
+        from archipelago.emulate.reference import cached_directory
+
+        source = Path(job.weights_dir)
+        job = replace(job, weights_dir=str(cached_directory(
+            "w8a8", [str(source.resolve()), job.seed],
+            lambda d: prepare_w8a8(plan.spec, source, d, job.seed))))
     try:
         fault = Fault.parse(os.environ.get(FAULT_ENV), rank)
         gathered = run_rank(plan, job, program, rank, world, Heartbeat(rank, fault=fault))

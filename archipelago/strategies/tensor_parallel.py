@@ -22,7 +22,16 @@ from archipelago.hardware.cluster import Cluster
 from archipelago.models.graph import Graph, Op, build_graph
 from archipelago.models.spec import ModelSpec
 from archipelago.models.weights import embedding_weights, layer_weights, output_weights
-from archipelago.plan import CommStep, ComputeStep, DevicePlan, MemoryKind, Plan, Shard, Step
+from archipelago.plan import (
+    CommStep,
+    ComputeStep,
+    DevicePlan,
+    MemoryKind,
+    Plan,
+    Shard,
+    Step,
+    split_bounds,
+)
 from archipelago.strategies.registry import register
 
 FP16_BYTES = 2
@@ -41,13 +50,6 @@ class PlanOptions:
     """Knobs a user may set on any strategy; `engine` overrides engine design parameters."""
 
     engine: dict[str, Any] = field(default_factory=dict)
-
-
-def split_bounds(total: int, ranks: int, rank: int) -> tuple[int, int]:
-    """Contiguous near-equal slices (the first `total % ranks` slices one larger)."""
-    base, extra = divmod(total, ranks)
-    start = rank * base + min(rank, extra)
-    return start, start + base + (1 if rank < extra else 0)
 
 
 def check_divisible(spec: ModelSpec, ranks: int) -> None:
@@ -108,14 +110,15 @@ def _device_plan(spec: ModelSpec, cluster: Cluster, rank: int, split_norms: bool
             other[tensor.role] = Shard(0, start, stop, "ddr")
         else:
             other[tensor.role] = Shard(None, memory="ddr", mirror=copy)
-    return DevicePlan(rank, cluster.devices[rank], layer, other)
+    return DevicePlan(rank, cluster.devices[rank], layer, other,
+                      split_bounds(spec.vocab, ranks, rank), ranks)
 
 
 def _local_out(op: Op, ranks: int, columns_split: bool) -> int:
     if op.kind in {"linear", "activation", "gated_activation"}:
         return op.fan_out // ranks
-    if op.kind == "lm_head":
-        return -(-op.fan_out // ranks)
+    if op.kind == "lm_head":  # the widest vocabulary slice sets the pace
+        return split_bounds(op.fan_out, ranks, 0)[1]
     if columns_split and op.kind in {"norm", "residual", "embedding"}:
         return op.fan_out // ranks
     return op.fan_out
@@ -168,11 +171,11 @@ def lora_steps(ops: tuple[Op, ...], spec: ModelSpec, ranks: int,
 
 def _plan(strategy: str, scheme: str, spec: ModelSpec, cluster: Cluster, engine: Any,
           bytes_per_param: float, steps: tuple[list[Step], list[Step], list[Step]],
-          devices: list[DevicePlan]) -> Plan:
+          devices: list[DevicePlan], numerics: str = "fp16") -> Plan:
     return Plan(strategy=strategy, scheme=scheme, spec=spec, graph=build_graph(spec),
                 cluster=cluster, engine=engine, bytes_per_param=bytes_per_param,
                 embed_steps=steps[0], block_steps=steps[1], output_steps=steps[2],
-                devices=devices)
+                devices=devices, numerics=numerics)
 
 
 def _engine_config(cls: type, defaults: dict[str, Any], overrides: dict[str, Any],
@@ -212,7 +215,8 @@ def _plan_lora(strategy: str, defaults: dict[str, Any], spec: ModelSpec, cluster
     steps = tuple(lora_steps(ops, spec, ranks, act, config.pack_rows)
                   for ops in (graph.embed, graph.block, graph.output))
     devices = [_device_plan(spec, cluster, r, True, "ddr") for r in range(ranks)]
-    return _plan(strategy, "lora", spec, cluster, engine, config.weight_bytes, steps, devices)
+    return _plan(strategy, "lora", spec, cluster, engine, config.weight_bytes, steps, devices,
+                 config.precision)
 
 
 @register("lora-f", "tensor parallel, LORA sync (4 all-gathers + 2 all-reduces, overlapped), "
