@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from archipelago.errors import ArchipelagoError
+from archipelago.errors import ArchipelagoError, PartitionError
 from archipelago.estimate.generation import Estimate, estimate_generation
 from archipelago.estimate.workload import Generation, parse_tokens
 from archipelago.hardware.cluster import resolve_cluster
@@ -54,12 +54,17 @@ def build(model: str, cluster: str, strategy: str, out: str, force: bool = False
           engine: dict[str, Any] | None = None) -> dict[str, Any]:
     """Plan with an encoder strategy and write its deployment files under `out`."""
     from archipelago.emit import write_build
+    from archipelago.estimate.streaming import feasibility
     from archipelago.strategies.registry import get_strategy
 
     if get_strategy(strategy).workload != "encoder":
         raise ArchipelagoError(f"strategy '{strategy}' has no build files; "
                                "`archi build` emits Galapagos builds (strategy galapagos)")
-    return write_build(make_plan(model, cluster, strategy, engine), out, force)
+    plan = make_plan(model, cluster, strategy, engine)
+    reasons = feasibility(plan, 1)  # hardware limits only: any sequence length fits one token
+    if reasons:
+        raise PartitionError(f"no build for an infeasible plan: {'; '.join(reasons)}")
+    return write_build(plan, out, force)
 
 
 def emulate_encoder(model: str, cluster: str, strategy: str, seq_len: int, seed: int = 0,

@@ -109,3 +109,11 @@ def test_cli_build_and_its_one_line_errors(tmp_path: Path) -> None:
     dfx = subprocess.run([*run[:7], "--strategy", "dfx", "--out", str(tmp_path / "x")],
                          capture_output=True, text=True, timeout=120)
     assert dfx.returncode == 2 and "has no build files" in dfx.stderr
+
+
+def test_no_build_for_fewer_fpgas_than_the_plan_needs(tmp_path: Path) -> None:
+    """Files for 48 FPGAs on a 36-FPGA cluster would describe hardware that is not there."""
+    out = tmp_path / "out"
+    with pytest.raises(ArchipelagoError, match="needs 48 sidewinder FPGAs; the cluster has 36"):
+        build("ibert-base", "36xsidewinder", "galapagos", str(out))
+    assert not out.exists() or not any(out.iterdir())

@@ -5,6 +5,8 @@ so callers never have to know how a collective splits it. Each hop costs alpha (
 plus bytes / beta (bandwidth).
 """
 
+from collections.abc import Callable
+
 from archipelago.hardware.cluster import Cluster
 from archipelago.hardware.device import Link
 
@@ -37,22 +39,24 @@ def switch_all_gather_s(total_bytes: float, ranks: int, link: Link, switch_s: fl
     return link.latency_s + switch_s + (ranks - 1) * part / link.bandwidth_Bps
 
 
-def all_gather_s(total_bytes: float, cluster: Cluster, ranks: int | None = None) -> float:
-    """All-gather over the cluster's own topology (ring, or switch / host star)."""
+def _on_topology(total_bytes: float, cluster: Cluster, ranks: int | None,
+                 ring: Callable[[float, int, Link], float], switch_passes: int) -> float:
+    """A collective on the cluster's own topology: `ring` on a ring, else `switch_passes`
+    all-gather passes through the switch (or host star)."""
     ranks = cluster.size if ranks is None else ranks
     if ranks == 1:
         return 0.0
     assert cluster.link is not None
     if cluster.topology == "ring":
-        return ring_all_gather_s(total_bytes, ranks, cluster.link)
-    return switch_all_gather_s(total_bytes, ranks, cluster.link, cluster.switch_latency_s)
+        return ring(total_bytes, ranks, cluster.link)
+    return switch_passes * switch_all_gather_s(total_bytes, ranks, cluster.link,
+                                               cluster.switch_latency_s)
+
+
+def all_gather_s(total_bytes: float, cluster: Cluster, ranks: int | None = None) -> float:
+    return _on_topology(total_bytes, cluster, ranks, ring_all_gather_s, 1)
 
 
 def all_reduce_s(total_bytes: float, cluster: Cluster, ranks: int | None = None) -> float:
-    ranks = cluster.size if ranks is None else ranks
-    if ranks == 1:
-        return 0.0
-    assert cluster.link is not None
-    if cluster.topology == "ring":
-        return ring_all_reduce_s(total_bytes, ranks, cluster.link)
-    return 2 * switch_all_gather_s(total_bytes, ranks, cluster.link, cluster.switch_latency_s)
+    """Reduce-scatter then all-gather: twice an all-gather's traffic on either topology."""
+    return _on_topology(total_bytes, cluster, ranks, ring_all_reduce_s, 2)

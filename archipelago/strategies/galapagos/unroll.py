@@ -17,17 +17,11 @@ from archipelago.engines.hls_stream import HLSStreamEngine, KernelDesign, Kernel
 from archipelago.errors import PartitionError
 from archipelago.hardware.device import Device
 from archipelago.models.spec import ModelSpec
+from archipelago.plan import split_bounds
 from archipelago.strategies.galapagos.plan import ComputeKernel
 
 INT8, INT16, INT32 = 1, 2, 4  # bytes per streamed element: activations, probabilities,
 #                               accumulators (I-BERT: INT8 in, INT32 out, seeds/000 §2.4)
-
-
-def split_bounds(total: int, parts: int, part: int) -> tuple[int, int]:
-    """Contiguous near-equal slices, the first `total % parts` one larger."""
-    base, extra = divmod(total, parts)
-    start = part * base + min(part, extra)
-    return start, start + base + (1 if part < extra else 0)
 
 
 @dataclass
