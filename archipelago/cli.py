@@ -237,14 +237,13 @@ def explore(
     """Search engine design parameters (NSGA-II) under the devices' limits; resumable."""
     from rich.progress import Progress
 
+    from archipelago.api import make_plan
     from archipelago.estimate.workload import parse_tokens
     from archipelago.explore.search import SearchRequest, run_search
 
     name = study or f"{Path(model).stem}-{cluster}-{strategy}-{tokens.replace(':', 'x')}"
     request = SearchRequest(model, cluster, strategy, parse_tokens(tokens), trials, storage,
                             name, seed)
-    from archipelago.api import make_plan
-
     make_plan(model, cluster, strategy)  # reject bad names and splits before any trial
     with Progress(console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task(f"exploring {name}", total=trials)
