@@ -5,7 +5,7 @@ own weight shards, and the communication steps say exactly where data is exchang
 """
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from archipelago.hardware.cluster import Cluster
@@ -133,7 +133,6 @@ class Plan:
     output_steps: list[Step]
     devices: list[DevicePlan]
     numerics: Literal["fp16", "w8a8"] = "fp16"  # the datapath's arithmetic
-    notes: list[str] = field(default_factory=list)
 
     @property
     def ranks(self) -> int:

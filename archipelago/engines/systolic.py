@@ -76,7 +76,7 @@ class SystolicEngine:
 
     def __init__(self, config: SystolicConfig, device: Device, spec: ModelSpec,
                  ranks: int) -> None:
-        self.config, self.device, self.spec, self.ranks = config, device, spec, ranks
+        self.config, self.device, self.ranks = config, device, ranks
         hbm, ddr = device.memory("hbm"), device.memory("ddr")
         assert hbm is not None and ddr is not None, "LORA uses HBM and DDR (seeds/002 §V-C)"
         channel_peak = hbm.bandwidth_Bps / hbm.channels

@@ -4,11 +4,10 @@ through and how long the attended context is, so the same graph serves prefill, 
 any context length, and encoder passes.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 from archipelago.models.spec import ModelSpec
-from archipelago.models.weights import all_weights
 
 OpKind = Literal[
     "embedding", "norm", "linear", "attn_score", "softmax", "attn_context",
@@ -86,13 +85,6 @@ class Graph:
     embed: tuple[Op, ...]
     block: tuple[Op, ...]
     output: tuple[Op, ...]
-    _by_name: dict[str, Op] = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_by_name", {op.name: op for op in self.block})
-
-    def block_op(self, name: str) -> Op:
-        return self._by_name[name]
 
     def flops(self, phase: Phase) -> int:
         out_phase = Phase(1, phase.context, phase.causal) if self.spec.is_decoder else phase
@@ -101,9 +93,6 @@ class Graph:
             + self.spec.layers * sum(op.flops(phase) for op in self.block)
             + sum(op.flops(out_phase) for op in self.output)
         )
-
-    def weight_bytes(self, bytes_per_param: float) -> float:
-        return sum(t.numel for t in all_weights(self.spec)) * bytes_per_param
 
     def kv_cache_bytes(self, context: int, bytes_per_value: float) -> float:
         """Keys and values of every layer for `context` tokens (decoders only)."""

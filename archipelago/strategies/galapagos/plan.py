@@ -1,7 +1,7 @@
 """The dataflow plan: the one description of a Galapagos build that the estimator, the
 emulator and the build-file writers read. It never re-derives anything they need."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 from archipelago.comm.gmi import HOST, Node, RoutingTables, Stream, Transfer
@@ -74,7 +74,6 @@ class DataflowPlan:
     clusters: list[KernelCluster]
     fpgas: list[FPGAUse]
     tables: dict[int, RoutingTables]
-    notes: list[str] = field(default_factory=list)
 
     @property
     def kernel_count(self) -> int:
