@@ -34,19 +34,33 @@ def split_bounds(total: int, parts: int, part: int) -> tuple[int, int]:
 class Shard:
     """Rows/columns [start, stop) of a tensor along `axis`; axis None means a full copy.
     `mirror` is a second copy in another memory (LORA keeps prefill weights in DDR and
-    decode weights in HBM, seeds/002 §V-C)."""
+    decode weights in HBM, seeds/002 §V-C); `mirror_rows` narrows that copy to rows
+    [start, stop) (a tied LM head: the whole table in DDR for the embedding lookup, this
+    device's vocabulary slice in HBM for the head, seeds/001 §IV-B)."""
 
     axis: int | None
     start: int = 0
     stop: int = 0
     memory: MemoryKind = "hbm"
     mirror: MemoryKind | None = None
+    mirror_rows: tuple[int, int] | None = None
 
     def numel(self, tensor: WeightTensor) -> int:
         if self.axis is None:
             return tensor.numel
         other = tensor.numel // tensor.shape[self.axis]
         return (self.stop - self.start) * other
+
+    def numel_in(self, tensor: WeightTensor, memory: MemoryKind) -> int:
+        """Elements of this shard held in `memory` (0, the shard, or the narrowed mirror)."""
+        if memory == self.memory:
+            return self.numel(tensor)
+        if memory != self.mirror:
+            return 0
+        if self.mirror_rows is None:
+            return self.numel(tensor)
+        start, stop = self.mirror_rows
+        return (stop - start) * (tensor.numel // tensor.shape[0])
 
 
 @dataclass(frozen=True)
@@ -79,6 +93,9 @@ class CommStep:
     value_bytes: float = 2.0
     overlap: Literal["none", "matmul_blocks", "row_groups"] = "none"
     group_rows: int = 1
+    # Early broadcast (seeds/002 §III-B, third method): each head's slice leaves as soon as
+    # the producing op finishes that head, so the transfer starts under its remaining heads.
+    early: bool = False
 
 
 Step = ComputeStep | CommStep
@@ -109,8 +126,7 @@ class DevicePlan:
         """Bytes this device keeps in `memory`; every layer shares one shard template."""
 
         def held(tensors: Iterable[WeightTensor]) -> int:
-            shards = ((t, self.shard_for(t)) for t in tensors)
-            return sum(s.numel(t) for t, s in shards if memory in (s.memory, s.mirror))
+            return sum(self.shard_for(t).numel_in(t, memory) for t in tensors)
 
         per_layer = held(layer_weights(spec, 0))
         other = held((*embedding_weights(spec), *output_weights(spec)))

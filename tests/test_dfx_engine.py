@@ -12,29 +12,63 @@ from archipelago.plan import ComputeStep
 
 ENGINE = DFXEngine()
 ONE = PhaseArrays(1, np.array([100]))
+EFF = dfx.DFX_TILE_EFFICIENCY
 
 
 def test_tile_stream_matches_hbm() -> None:
     """32 channels x 512 bits of FP16 per cycle is exactly one 64 x 16 tile (§V-B)."""
     assert DFXConfig().hbm_values_per_cycle == 64 * 16
     assert DFXConfig().mfu_latency == 6 + 6 * 11 + 11
+    assert DFXConfig().zigzag_tiles == 4  # a d x d block is 64 / 16 tiles wide
 
 
-def test_linear_cycles_by_hand() -> None:
+def test_zigzag_accumulation_stalls_on_the_scalar_adder() -> None:
+    """A 1024 x 256 Conv1D slice: 16 tile rows, 16 column groups = 4 zigzag blocks of 4
+    tiles. The first tile row of a block issues its 4 tiles back to back; each later row
+    waits for the lane's 11-cycle FP16 adder: 4 + 15 x 11 = 169 cycles per block."""
     op = Op("q", "linear", 1024, 1024, ("x",), weight="q")
-    tiles = (1024 // 64) * (256 // 16)
-    expected = tiles / dfx.DFX_STREAM_EFFICIENCY + 83
+    expected = 4 * (4 + 15 * 11) / EFF + 83
     assert ENGINE.cycles(ComputeStep(op, 256), ONE)[0] == pytest.approx(expected)
     three = PhaseArrays(3, np.array([100]))  # matrix-matrix = a sequence of matrix-vector
     assert ENGINE.cycles(ComputeStep(op, 256), three)[0] == pytest.approx(3 * (expected - 83) + 83)
+
+
+def test_a_single_tile_row_never_waits_for_the_adder() -> None:
+    """Query x Key^T with head_dim = d = 64 has one tile row: 100 keys = 7 column groups,
+    one block of 4 tiles and one of 3, issued back to back, then ReduMax (log2 16 = 4)."""
+    op = Op("attn_score", "attn_score", 64, 64, ("q", "k"), heads=16)
+    cycles = ENGINE.cycles(ComputeStep(op, 64, 2), ONE)[0]
+    assert cycles == pytest.approx(2 * (7 / EFF + 83 + 4))
+
+
+def test_lm_head_streams_its_vocabulary_slice_from_hbm() -> None:
+    """gpt2-345m on one core: 16 tile rows x 3142 groups = 785 full blocks + one of 2 tiles.
+    At HBM speed that is under 1 ms, not the 8 ms of WTE from one DDR channel (§IV-B)."""
+    op = Op("lm_head", "lm_head", 1024, 50257, ("x",), weight="embed_tokens")
+    blocks = 785 * (4 + 15 * 11) + (2 + 15 * 11)
+    cycles = ENGINE.cycles(ComputeStep(op, 50257), ONE)[0]
+    assert cycles == pytest.approx(blocks / EFF + 83 + 4)
+    assert cycles / 200e6 < 1e-3 < 50257 * 1024 * 2 / 12.8e9
 
 
 def test_attention_grows_with_context() -> None:
     op = Op("attn_score", "attn_score", 64, 64, ("q", "k"), heads=16)
     contexts = PhaseArrays(1, np.array([16, 32, 1024]))
     cycles = ENGINE.cycles(ComputeStep(op, 64, 4), contexts)
-    per_tile = 4 / dfx.DFX_STREAM_EFFICIENCY  # 4 heads, one tile per 16 keys
+    per_tile = 4 / EFF  # 4 heads, one tile per 16 keys
     assert np.diff(cycles) == pytest.approx([per_tile, per_tile * 62])
+
+
+def test_layernorm_accumulates_chunk_sums_one_add_at_a_time() -> None:
+    """accum over 1024 values: 16 d-chunks through the 6-level tree, then 16 dependent
+    11-cycle scalar adds (§V-C SFU_V); LayerNorm has two of them."""
+    op = Op("n", "norm", 1024, 1024, ("x",), weight="n")
+    accum = 16 * 11 + 6 * 11
+    elementwise = 5 * 16 + 2 * 11 + 3 * 6
+    scalars = 1 + 2 * 6 + 11 + 6
+    loads = 2 * (16 + 1)
+    cycles = ENGINE.cycles(ComputeStep(op, 1024), ONE)[0]
+    assert cycles == 2 * accum + elementwise + scalars + loads
 
 
 def test_mfu_dsp_count_from_the_paper() -> None:
@@ -44,7 +78,8 @@ def test_mfu_dsp_count_from_the_paper() -> None:
     assert units["vfu"].dsp == 64 * 5
 
 
-def test_other_tile_shapes_change_latency_not_throughput() -> None:
+def test_other_tile_shapes_change_latency_not_feed() -> None:
     """(d, l) = (32, 32) streams the same values per cycle with a shallower tree."""
     small = DFXConfig(d=32, l=32)
     assert small.hbm_values_per_cycle == 1024 and small.mfu_latency == 6 + 5 * 11 + 11
+    assert small.zigzag_tiles == 1

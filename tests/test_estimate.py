@@ -4,7 +4,9 @@ import numpy as np
 import pytest
 
 from archipelago.api import make_plan, plan_and_estimate
-from archipelago.estimate.generation import decode_seconds
+from archipelago.estimate.generation import decode_seconds, estimate_generation
+from archipelago.estimate.workload import Generation
+from archipelago.models.graph import decode, prefill
 
 
 def test_calibration_point_is_reproduced() -> None:
@@ -50,3 +52,26 @@ def test_model_too_big_for_hbm_is_infeasible_with_bytes() -> None:
 def test_too_many_tokens_for_the_model() -> None:
     est = plan_and_estimate("gpt2-345m", "1xu280", "dfx", "1000:100")[2]
     assert not est.feasible and "1024 positions" in est.reasons[0]
+
+
+def test_dfx_summarizes_the_prompt_one_token_at_a_time() -> None:
+    """seeds/001 §V-A: the controller runs every decoder layer once per token, prompt tokens
+    included. So the prompt of n tokens costs one single-token step at each context 1..n,
+    the LM head once: the step between prompts n-1 and n grows exactly as decode does."""
+    plan = make_plan("gpt2-345m", "2xu280", "dfx")
+    pre = [estimate_generation(plan, Generation(n, 1)).prefill_s for n in (1, 30, 31, 32)]
+    assert pre[0] == pytest.approx(decode_seconds(plan, np.array([1]))[0])
+    steps = decode_seconds(plan, np.array([31, 32]))
+    assert (pre[3] - pre[2]) - (pre[2] - pre[1]) == pytest.approx(steps[1] - steps[0])
+
+
+def test_dfx_keeps_its_gflops_in_both_stages() -> None:
+    """seeds/001 §VII (Fig. 17): DFX "retains" its GFLOPS in summarization and generation,
+    its dataflow being iterated matrix-vector work. Batched prefill would be many times
+    faster per FLOP; here the two rates stay within 15 % of each other."""
+    plan = make_plan("gpt2-345m", "1xu280", "dfx")
+    est = estimate_generation(plan, Generation(64, 64))
+    prefill_rate = plan.graph.flops(prefill(64)) / est.prefill_s
+    decode_flops = sum(plan.graph.flops(decode(t)) for t in range(65, 128))
+    decode_rate = decode_flops / (est.latency_s - est.prefill_s)
+    assert prefill_rate == pytest.approx(decode_rate, rel=0.15)

@@ -63,13 +63,49 @@ def test_eq5_weight_buffer_by_hand() -> None:
 
 
 def test_vector_matrix_cycles_by_hand() -> None:
-    """K = N = 1024 on 32 x 32: 32 iterations of max(L_axi = 32, L_cal = 32) cycles, plus
-    the first load, the last compute and fill/drain 2 x 32 (Eq. 8)."""
+    """K = N = 1024 on 32 x 32: 32 iterations of max(L_axi = 32, L_cal = 2 x 32) cycles, plus
+    the first load and the last compute (Eq. 8)."""
     eng = engine()
     assert eng.hbm_bytes_per_cycle == 2048  # 32 channels x 512 bits at 200 MHz
     op = Op("q", "linear", 1024, 1024, ("x",), weight="q")
     cycles = eng.cycles(ComputeStep(op, 1024), PhaseArrays(1, np.array([10])))
-    assert cycles[0] == 32 + 32 * 32 + 32 + 64
+    assert cycles[0] == 32 + 32 * 64 + 64
+
+
+def test_decode_and_prefill_demands_match_section_v_c() -> None:
+    """§V-C, 32 x 32 array at 200 MHz: prefill needs "approximately 11 GB/s", decode "around
+    190 GB/s". A prefill tile pair takes T_m^3 / D_sa^2 = 32 cycles for a 2 KB weight tile
+    (12.8 GB/s); a decode iteration takes 2 T_m = 64 cycles for 32 tiles (205 GB/s)."""
+    c = SystolicConfig()
+    prefill = c.t_m ** 2 * 2 / (c.t_m ** 3 / c.d_sa ** 2) * c.clock_hz
+    decode = c.t_v * c.t_m ** 2 * 2 / (2 * c.t_m) * c.clock_hz
+    assert prefill == pytest.approx(11e9, rel=0.2)
+    assert decode == pytest.approx(190e9, rel=0.1)
+
+
+def test_w8a8_decode_matmul_is_bound_by_hbm() -> None:
+    """LORA-Q's 64 x 64 int8 array at 250 MHz: an iteration of 64 tiles of 64 x 64 bytes
+    takes L_axi = 262144 B / (32 x 57.5 B) = 142.5 cycles to fetch (HBM pseudo-channels
+    peak at 14.375 GB/s, below 512 bits x 250 MHz) but only 2 x 64 = 128 to compute, so the
+    FFN-up matmul (1024 x 4096 = 16 iterations) runs at HBM speed; FP16 would take twice."""
+    q = engine(precision="w8a8", clock_hz=250e6, d_sa=64, t_m=64, t_v=64)
+    assert q.hbm_bytes_per_cycle == pytest.approx(32 * 14.375e9 / 250e6)
+    op = Op("ffn_up", "linear", 1024, 4096, ("x",), weight="ffn_up")
+    l_axi = 64 * 64 * 64 / q.hbm_bytes_per_cycle
+    cycles = q.cycles(ComputeStep(op, 4096), PhaseArrays(1, np.array([10])))[0]
+    assert l_axi > 128 and cycles == pytest.approx(l_axi + 16 * l_axi + 128)
+    f = engine(clock_hz=250e6, d_sa=64, t_m=64, t_v=64)
+    fp16 = f.cycles(ComputeStep(op, 4096), PhaseArrays(1, np.array([10])))[0]
+    assert fp16 == pytest.approx(2 * l_axi + 16 * 2 * l_axi + 128)
+
+
+def test_lora_q_default_is_the_hbm_bound_array() -> None:
+    """§V-D: the INT8 MPU is bounded by HBM bandwidth, so the default grows the array until
+    its decode demand (D_sa^2 / 2 bytes per cycle) passes the 460 GB/s of HBM."""
+    plan = make_plan("gpt2-345m", "1xu280", "lora-q")
+    c = plan.engine.config
+    hbm = get_device("u280").memory("hbm").bandwidth_Bps
+    assert c.d_sa ** 2 / 2 * c.clock_hz > hbm > 48 ** 2 / 2 * c.clock_hz
 
 
 def test_kv_cache_spill_to_hbm_slows_attention() -> None:
@@ -103,6 +139,24 @@ def test_row_groups_overlap_by_hand() -> None:
     assert out[0] == pytest.approx(k + 3 * k / 2)
 
 
+def test_early_broadcast_hides_the_gather_under_the_remaining_heads() -> None:
+    """§III-B, third method: SmulV's output leaves head by head, so the gather after it
+    starts while the last (h - 1) / h of SmulV still runs."""
+    plan = make_plan("gpt2-345m", "4xu280", "lora-f")
+    producer = ComputeStep(Op("attn_context", "attn_context", 64, 64, ("s", "v"), heads=16),
+                           64, 4)
+    late = CommStep("all_gather", "attn_context", 1024, 2.0, "matmul_blocks")
+    early = CommStep("all_gather", "attn_context", 1024, 2.0, "matmul_blocks", early=True)
+    total = collective_seconds(plan, late, 1)
+    compute = [np.array([total / 3]), np.zeros(1)]
+    exposed = exposed_seconds(plan, [producer, late], 1, 1, compute)[0]
+    assert exposed == pytest.approx(total)  # no consumer to hide behind
+    hidden = exposed_seconds(plan, [producer, early], 1, 1, compute)[0]
+    assert hidden == pytest.approx(total - total / 3 * 3 / 4)
+    gathers = [c for c in plan.comm_steps() if c.kind == "all_gather"]
+    assert [c.tensor for c in gathers if c.early] == ["attn_context"]
+
+
 def test_lora_beats_dfx_on_one_u280_and_q_beats_f() -> None:
     """LORA's premise (seeds/002 §II-C): the systolic core outruns DFX's adder trees."""
     latency = {s: plan_and_estimate("gpt2-345m", "1xu280", s, "32:256")[2].latency_s
@@ -115,7 +169,7 @@ def test_plan_json_reports_mpu_and_vfu_dsp() -> None:
                           "1xu280", "--strategy", "lora-q", "--tokens", "32:256", "--json"],
                          capture_output=True, text=True, timeout=60)
     device = json.loads(out.stdout)["devices"][0]
-    assert device["units"]["mpu"]["dsp"] == 512 and "vfu" in device["units"]
+    assert device["units"]["mpu"]["dsp"] == 64 * 64 // 2 and "vfu" in device["units"]
     assert device["dsp"] == device["units"]["mpu"]["dsp"] + device["units"]["vfu"]["dsp"]
 
 

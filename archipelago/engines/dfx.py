@@ -2,22 +2,35 @@
 
 The core streams weight tiles of d x l FP16 values from 32 HBM channels (32 x 512 bits per
 cycle at 200 MHz, §V-B) into a matrix function unit of l adder-tree lanes of depth log2(d)
-(§V-C), and runs LayerNorm, Softmax and residuals as sequences of d-wide vector
-instructions on the vector function unit. Dependent instructions stall on the scoreboard
-(§V-A), so each one pays its pipeline latency; independent units (DMA, router, compute)
-run in parallel (§IV-C). WTE/WPE live in DDR (§IV-B), so embedding and LM head stream from
-one DDR channel (§V-B).
+(§V-C). Tiles are visited in a zigzag of d x d blocks (§V-B, Fig. 9): d / l tiles across,
+then one tile down, so each lane keeps d / l partial sums in flight, and its one scalar FP16
+adder (the 2 x l "scalar addition" DSPs of §V-C, 11 cycles) must finish adding one tile
+row's partial sum before the next tile row's arrives for the same column. A block row
+therefore takes max(d / l, 11) cycles whenever the matrix has more than one tile row.
+
+Every matrix-matrix product runs as a sequence of matrix-vector products (§IV-C), and the
+controller counts decoder layers per token (§V-A): the prompt is summarized one token at a
+time through the whole model, exactly like generation (`token_serial_prefill`), which is
+why DFX "retains" its GFLOPS in both stages (§VII). LayerNorm, Softmax and residuals are
+sequences of d-wide vector instructions on the VFU; dependent instructions stall on the
+scoreboard (§V-A), so each pays its pipeline latency. WTE/WPE rows for the embedding come
+from DDR once per token; the LM head, a weight matrix like any other, streams its
+vocabulary slice from HBM (§IV-B: DDR data have "a negligible effect on the overall
+performance"). Synchronization goes through the router (`comm.router`, §V-E).
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from math import log2
 
 import numpy as np
 
+from archipelago.comm.router import dfx_all_gather_s
 from archipelago.engines.base import PhaseArrays, add_resources, ceil_div, memory_blocks
+from archipelago.hardware.cluster import Cluster
 from archipelago.hardware.device import Resources
 from archipelago.models.spec import ModelSpec
-from archipelago.plan import ComputeStep
+from archipelago.plan import CommStep, ComputeStep
 
 # FP16 operator latencies in cycles (seeds/001 §V-C: "The multiplier takes 6 cycles, and the
 # adder takes 11 cycles"; VFU exponential 4 cycles).
@@ -31,13 +44,15 @@ BYPASS_CYCLES = 1
 # reduce-max unit (§V-C, SFU_M) taken as one registered cycle each.
 RECIP_CYCLES = FP16_MUL_CYCLES
 COMPARE_LEVEL_CYCLES = 1
+# The argmax of each core's vocabulary slice travels as one (value, index) beat (§V-E).
+ARGMAX_VALUES_PER_RANK = 2
 
-# Calibration (issue #2): the one efficiency constant of this engine, the sustained fraction
-# of the ideal one-tile-per-cycle stream (HBM/DDR refresh, page switches at the zig-zag tile
-# turns of Fig. 9, DMA arbitration). Fitted so that gpt2-345m on one U280 at 64:64 tokens
-# gives DFX's measured 93.1 tokens/s (seeds/001 §VII-B); refit with
+# Calibration (issues #2 and #9): the one constant of this engine, the fraction of cycles in
+# which the matrix unit is fed the tile it could take (HBM refresh and page switches, DMA
+# arbitration between 32 channels). Fitted so that gpt2-345m on one U280 at 64:64 tokens
+# gives DFX's 93.1 tokens/s (the point issue #2 names); refit with
 # `python -m benchmarks.calibrate_dfx`. Every other configuration is a prediction.
-DFX_STREAM_EFFICIENCY = 0.8385
+DFX_TILE_EFFICIENCY = 0.9265
 
 
 @dataclass(frozen=True)
@@ -64,12 +79,20 @@ class DFXConfig:
 
     @property
     def ddr_values_per_cycle(self) -> float:
-        return self.ddr_Bps / self.clock_hz / (self.data_bits / 8)
+        """DDR rows reach the DMA through one channel-wide port (§V-B)."""
+        port = self.channel_bits / self.data_bits
+        return min(self.ddr_Bps / self.clock_hz / (self.data_bits / 8), port)
 
     @property
-    def tile_cycles(self) -> float:
-        """Cycles per d x l tile: one, unless HBM cannot feed the MFU every cycle."""
-        return max(1.0, self.d * self.l / self.hbm_values_per_cycle) / DFX_STREAM_EFFICIENCY
+    def tile_feed_cycles(self) -> float:
+        """Cycles to bring one d x l tile from HBM: one, unless the tile is wider than the
+        32 x 512-bit stream."""
+        return max(1.0, self.d * self.l / self.hbm_values_per_cycle)
+
+    @property
+    def zigzag_tiles(self) -> int:
+        """Tiles across one row of a d x d zigzag block (§V-B, Fig. 9)."""
+        return max(1, self.d // self.l)
 
     @property
     def tree_cycles(self) -> int:
@@ -86,9 +109,18 @@ class DFXEngine:
     """Cycles per plan step and resources of one core; stateless apart from its config."""
 
     name = "dfx"
+    # §V-A: the controller runs the decoder layers once per token, prompt tokens included.
+    token_serial_prefill = True
 
     def __init__(self, config: DFXConfig | None = None) -> None:
         self.config = config or DFXConfig()
+        self._cycles: dict[str, Callable[[ComputeStep, int, np.ndarray], np.ndarray]] = {
+            "linear": self._linear, "lm_head": self._lm_head,
+            "attn_score": self._attn_score, "softmax": self._softmax,
+            "attn_context": self._attn_context, "norm": self._norm,
+            "residual": self._residual, "activation": self._activation,
+            "gated_activation": self._gated_activation, "embedding": self._embedding,
+        }
 
     @property
     def hbm_bytes_per_cycle(self) -> float:
@@ -100,55 +132,110 @@ class DFXEngine:
         return self.cycles(step, phase) / self.config.clock_hz
 
     def cycles(self, step: ComputeStep, phase: PhaseArrays) -> np.ndarray:
-        c, op, m, t = self.config, step.op, phase.new_tokens, phase.context
-        zeros = np.zeros_like(t, dtype=float)
-        if op.kind == "linear":
-            tiles = ceil_div(op.fan_in, c.d) * ceil_div(step.local_out, c.l)
-            return zeros + m * tiles * c.tile_cycles + c.mfu_latency
-        if op.kind == "attn_score":  # MaskedMM: Key^T (head_dim x t) tiles, then ReduMax
-            tiles = ceil_div(op.fan_in, c.d) * ceil_div(t, c.l)
-            per_head = m * tiles * c.tile_cycles + c.mfu_latency + self._reduce_max_cycles
-            return step.local_heads * per_head
-        if op.kind == "softmax":  # sub max, exp, accumulate, reciprocal, multiply (§IV-C)
-            passes = 4 * m * ceil_div(t, c.d)
-            latency = (FP16_ADD_CYCLES + FP16_EXP_CYCLES + c.tree_cycles + FP16_ADD_CYCLES
-                       + RECIP_CYCLES + FP16_MUL_CYCLES)
-            return step.local_heads * (passes + latency)
-        if op.kind == "attn_context":  # MM: Score x Value, Value stored transposed (§V-B)
-            tiles = ceil_div(t, c.d) * ceil_div(op.fan_in, c.l)
-            return step.local_heads * (m * tiles * c.tile_cycles + c.mfu_latency)
-        if op.kind == "norm":
-            return zeros + self._norm_cycles(m, op.fan_out)
-        if op.kind == "residual":
-            return zeros + BYPASS_CYCLES + m * ceil_div(op.fan_out, c.d) + FP16_ADD_CYCLES
-        if op.kind == "activation":  # GELU by lookup + linear interpolation in SFU_M, on
-            return zeros + FP16_MUL_CYCLES + FP16_ADD_CYCLES  # the MFU output stream
-        if op.kind == "gated_activation":  # SFU_M activation, then a VFU multiply pass
-            return zeros + (FP16_MUL_CYCLES + FP16_ADD_CYCLES + m * ceil_div(step.local_out, c.d)
-                            + FP16_MUL_CYCLES)
-        if op.kind == "embedding":  # WTE and WPE rows from DDR, then one add pass
-            row_cycles = 2 * op.fan_out / c.ddr_values_per_cycle
-            return zeros + m * (row_cycles + ceil_div(op.fan_out, c.d)) + FP16_ADD_CYCLES
-        if op.kind == "lm_head":  # MM with the local WTE slice streamed from DDR, argmax
-            stream = op.fan_in * step.local_out / min(c.ddr_values_per_cycle, c.d * c.l)
-            return zeros + stream / DFX_STREAM_EFFICIENCY + c.mfu_latency + self._reduce_max_cycles
-        raise AssertionError(f"DFX has no instruction for op kind {op.kind}")
+        handler = self._cycles.get(step.op.kind)
+        if handler is None:
+            raise AssertionError(f"DFX has no instruction for op kind {step.op.kind}")
+        t = np.asarray(phase.context)
+        return np.zeros_like(t, dtype=float) + handler(step, phase.new_tokens, t)
+
+    def collective_seconds(self, step: CommStep, rows: int, cluster: Cluster) -> float:
+        """The router's ring circulation of each core's slice (seeds/001 §V-E)."""
+        ranks = cluster.size
+        if ranks == 1:
+            return 0.0
+        assert cluster.link is not None
+        per_rank = (ARGMAX_VALUES_PER_RANK if step.kind == "argmax_gather"
+                    else rows * -(-step.width // ranks))
+        return dfx_all_gather_s(per_rank, ranks, cluster.link, self.config.clock_hz,
+                                self.config.data_bits)
+
+    # --- matrix instructions (MFU + SFU_M) ---------------------------------------------
+    def matrix_vector_cycles(self, fan_in: int | np.ndarray,
+                             fan_out: int | np.ndarray) -> np.ndarray:
+        """One input row against a fan_in x fan_out matrix: zigzag blocks of d / l tiles,
+        each block row max(tiles x feed, adder latency) once partial sums recur (§V-B/C)."""
+        c = self.config
+        rows, groups = ceil_div(fan_in, c.d), ceil_div(fan_out, c.l)
+        width = c.zigzag_tiles
+        full, rest = groups // width, groups % width
+
+        def block(tiles: int | np.ndarray) -> np.ndarray:
+            feed = tiles * c.tile_feed_cycles
+            recur = np.where(rows > 1, np.maximum(feed, FP16_ADD_CYCLES), feed)
+            return np.where(tiles > 0, feed + (rows - 1) * recur, 0)
+
+        return (full * block(width) + block(rest)) / DFX_TILE_EFFICIENCY
+
+    def _linear(self, step: ComputeStep, m: int, t: np.ndarray) -> np.ndarray:
+        return m * self.matrix_vector_cycles(step.op.fan_in, step.local_out) + \
+            self.config.mfu_latency
+
+    def _lm_head(self, step: ComputeStep, m: int, t: np.ndarray) -> np.ndarray:
+        """MM of the last row against this core's vocabulary slice, then argmax (SFU_M)."""
+        return self._linear(step, m, t) + self._reduce_max_cycles
+
+    def _attn_score(self, step: ComputeStep, m: int, t: np.ndarray) -> np.ndarray:
+        """MaskedMM: the query against Key^T (head_dim x t) tiles, then ReduMax, per head."""
+        c = self.config
+        per_head = (m * self.matrix_vector_cycles(step.op.fan_in, t) + c.mfu_latency
+                    + self._reduce_max_cycles)
+        return step.local_heads * per_head
+
+    def _attn_context(self, step: ComputeStep, m: int, t: np.ndarray) -> np.ndarray:
+        """MM: Score x Value, Value stored transposed (§V-B), per head."""
+        per_head = m * self.matrix_vector_cycles(t, step.op.fan_in) + self.config.mfu_latency
+        return step.local_heads * per_head
 
     @property
     def _reduce_max_cycles(self) -> int:
         return int(log2(self.config.l)) * COMPARE_LEVEL_CYCLES
 
-    def _norm_cycles(self, rows: int, width: int) -> int:
+    # --- vector instructions (VFU + SFU_V) ---------------------------------------------
+    def _passes(self, rows: int, width: int | np.ndarray) -> np.ndarray:
+        """One vector instruction over `rows` rows of `width`, d lanes per cycle."""
+        return rows * ceil_div(width, self.config.d)
+
+    def _accum(self, rows: int, width: int | np.ndarray) -> np.ndarray:
+        """`accum`: the SFU_V adder tree reduces each d-chunk, then one scalar adder sums the
+        chunk results, each add waiting for the previous one (§V-C)."""
+        c = self.config
+        return self._passes(rows, width) * FP16_ADD_CYCLES + c.tree_cycles
+
+    def _softmax(self, step: ComputeStep, m: int, t: np.ndarray) -> np.ndarray:
+        """sub max, exp, accum, recip, mul: a dependent chain per head (§IV-C)."""
+        chain = (3 * self._passes(m, t) + FP16_ADD_CYCLES + FP16_EXP_CYCLES
+                 + self._accum(m, t) + RECIP_CYCLES + FP16_MUL_CYCLES)
+        return step.local_heads * chain
+
+    def _norm(self, step: ComputeStep, m: int, t: np.ndarray) -> np.ndarray:
         """LayerNorm as the vector-instruction sequence of §IV-C: accum, mul(1/W), sub, mul
         (square), accum, mul(1/W), add(eps), recip_sqrt, mul, mul(gamma), add(beta), with
-        gamma and beta loaded into the register file."""
-        c = self.config
-        pass_cycles = rows * ceil_div(width, c.d)
-        accum = pass_cycles + c.tree_cycles + FP16_ADD_CYCLES
-        elementwise = 5 * pass_cycles + 2 * FP16_ADD_CYCLES + 3 * FP16_MUL_CYCLES
-        scalars = rows + 2 * FP16_MUL_CYCLES + FP16_ADD_CYCLES + RECIP_CYCLES  # one row/cycle
-        loads = 2 * (ceil_div(width, c.d) + BYPASS_CYCLES)
-        return 2 * accum + elementwise + scalars + loads
+        gamma and beta loaded into the register file. Run on the whole row on every core:
+        DFX does not split LayerNorm (§VII Scalability)."""
+        width = step.op.fan_out
+        elementwise = 5 * self._passes(m, width) + 2 * FP16_ADD_CYCLES + 3 * FP16_MUL_CYCLES
+        scalars = m + 2 * FP16_MUL_CYCLES + FP16_ADD_CYCLES + RECIP_CYCLES  # a row a cycle
+        loads = 2 * (self._passes(1, width) + BYPASS_CYCLES)
+        return 2 * self._accum(m, width) + elementwise + scalars + loads
+
+    def _residual(self, step: ComputeStep, m: int, t: np.ndarray) -> np.ndarray:
+        """Replicated on every core like LayerNorm (§VII Scalability)."""
+        return BYPASS_CYCLES + self._passes(m, step.local_out) + FP16_ADD_CYCLES
+
+    def _activation(self, step: ComputeStep, m: int, t: np.ndarray) -> np.ndarray:
+        """GELU by lookup + linear interpolation in SFU_M, on the MFU output stream."""
+        return np.asarray(FP16_MUL_CYCLES + FP16_ADD_CYCLES)
+
+    def _gated_activation(self, step: ComputeStep, m: int, t: np.ndarray) -> np.ndarray:
+        """SFU_M activation, then a VFU multiply pass."""
+        return (FP16_MUL_CYCLES + FP16_ADD_CYCLES + self._passes(m, step.local_out)
+                + FP16_MUL_CYCLES)
+
+    def _embedding(self, step: ComputeStep, m: int, t: np.ndarray) -> np.ndarray:
+        """WTE and WPE rows from DDR, then one add pass."""
+        c, width = self.config, step.op.fan_out
+        row_cycles = 2 * width / c.ddr_values_per_cycle
+        return m * (row_cycles + self._passes(1, width)) + FP16_ADD_CYCLES
 
     def resources(self, spec: ModelSpec) -> dict[str, Resources]:
         """DSP from §V-C's operator mapping; BRAM/URAM from the buffers the core needs."""

@@ -4,8 +4,14 @@ Fig. 8), and a VFU of N_acc accumulators for LayerNorm, Softmax, GELU and scalin
 
 Latency follows Eq. 8 (double-buffered tiles: L_buf + max(L_buf, L_cal) x CNT + L_cal);
 the hybrid memory of §V-C streams prefill weights from DDR and decode weights from HBM; the
-KV cache sits in URAM and spills to HBM. Resources follow Eq. 5-7. No constant here is
-fitted: issue #4 names no calibration point, so every figure is a prediction.
+KV cache sits in URAM and spills to HBM. A decode iteration takes 2 T_m cycles: the vector
+crosses the T_m-long 1D arrays and the last column drains (§V-C: a 32 x 32 array "demands
+around 190 GB/s" in decode at 200 MHz, i.e. T_v T_m^2 FP16 weights per 2 T_m cycles =
+205 GB/s; one T_m would demand 410). W8A8 halves the bytes per iteration and packs two
+int8 products per DSP (§V-A), so its array can grow until HBM, not DSPs, bounds decode
+(§V-D). Resources follow Eq. 5-7. No constant here is fitted: no issue names a
+calibration point, so every figure is a prediction. Synchronization runs on LORA's own
+router (`comm.router`, §IV-C, §V-B).
 """
 
 from dataclasses import dataclass
@@ -14,10 +20,12 @@ from typing import Literal
 
 import numpy as np
 
+from archipelago.comm.router import lora_all_gather_s, lora_all_reduce_s, lora_link
 from archipelago.engines.base import PhaseArrays, ceil_div
+from archipelago.hardware.cluster import Cluster
 from archipelago.hardware.device import Device, Resources
 from archipelago.models.spec import ModelSpec
-from archipelago.plan import ComputeStep
+from archipelago.plan import CommStep, ComputeStep
 
 Precision = Literal["fp16", "w8a8"]
 
@@ -35,6 +43,9 @@ ONCHIP_READ_CYCLES = 2
 # Aurora stream port width that packs d rows per transfer (seeds/002 §VI-C: "Given the
 # 256-bit data width of the communication IP, up to 16 input rows can be packed").
 LINK_PORT_BITS = 256
+# A decode iteration: the T_m vector crosses each 1D array, then its last column drains
+# (seeds/002 §V-C's 190 GB/s decode demand for 32 x 32 at 200 MHz; see the module doc).
+DECODE_WAVEFRONT_PASSES = 2
 
 
 @dataclass(frozen=True)
@@ -73,6 +84,8 @@ class SystolicEngine:
     """Cycles per plan step and resources of one LORA core."""
 
     name = "systolic"
+    # The prompt runs as T_m x T_m matrix tiles (Fig. 3b), not token by token.
+    token_serial_prefill = False
 
     def __init__(self, config: SystolicConfig, device: Device, spec: ModelSpec,
                  ranks: int) -> None:
@@ -89,6 +102,20 @@ class SystolicEngine:
     def seconds(self, step: ComputeStep, phase: PhaseArrays) -> np.ndarray:
         return self.cycles(step, phase) / self.config.clock_hz
 
+    def collective_seconds(self, step: CommStep, rows: int, cluster: Cluster) -> float:
+        """LORA's router: all-gathers both ways round the ring with merged one-way cycles,
+        all-reduces accumulated hop by hop in its ACC unit (seeds/002 §IV-C)."""
+        ranks = cluster.size
+        if ranks == 1:
+            return 0.0
+        assert cluster.link is not None
+        link = lora_link(cluster.link.latency_s)
+        if step.kind == "all_reduce":  # every rank holds the full partial-sum vector
+            return lora_all_reduce_s(rows * step.width * step.value_bytes, ranks, link,
+                                     self.config.clock_hz)
+        per_rank = rows * -(-step.width // ranks) * step.value_bytes
+        return lora_all_gather_s(per_rank, ranks, link)
+
     # --- MPU ---------------------------------------------------------------------------
     def _fill(self) -> int:
         """Systolic fill and drain: a wavefront crosses the array twice."""
@@ -96,15 +123,18 @@ class SystolicEngine:
 
     def _vector_matrix(self, k: int | np.ndarray, n: int | np.ndarray,
                        stream_bytes_per_cycle: float | np.ndarray) -> np.ndarray:
-        """Fig. 8: per iteration one T_m vector meets T_v tiles in T_m cycles (L_cal), while
+        """Fig. 8: per iteration one T_m vector meets T_v tiles in 2 T_m cycles (L_cal), while
         the next T_v tiles stream in (L_axi; zero for on-chip operands); Eq. 8."""
         c = self.config
-        count = ceil_div(k, c.t_m) * ceil_div(n, c.t_m * c.t_v)
+        column_tiles = ceil_div(n, c.t_m)
+        per_row = ceil_div(column_tiles, c.t_v)  # iterations across the columns
+        count = ceil_div(k, c.t_m) * per_row
         stream = np.asarray(stream_bytes_per_cycle, dtype=float)
-        tile_bytes = c.t_v * c.t_m ** 2 * c.weight_bytes
+        # Only the tiles the matrix has are fetched: a narrow matrix leaves arrays idle.
+        tile_bytes = column_tiles / per_row * c.t_m ** 2 * c.weight_bytes
         l_axi = np.divide(tile_bytes, stream, out=np.zeros_like(stream), where=stream > 0)
-        l_cal = c.t_m
-        return l_axi + np.maximum(l_axi, l_cal) * count + l_cal + self._fill()
+        l_cal = DECODE_WAVEFRONT_PASSES * c.t_m
+        return l_axi + np.maximum(l_axi, l_cal) * count + l_cal
 
     def _matrix_matrix(self, m: int, k: int | np.ndarray, n: int | np.ndarray,
                        stream_bytes_per_cycle: float) -> np.ndarray | float:

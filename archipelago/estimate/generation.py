@@ -67,17 +67,40 @@ def _steps_seconds(plan: Plan, steps: list[Step], phase: PhaseArrays) -> list[np
             if isinstance(s, CommStep) else compute[i] for i, s in enumerate(steps)]
 
 
-def _phase_seconds(plan: Plan, rows: int, context: np.ndarray) -> dict[str, np.ndarray]:
-    """Seconds by category for `rows` new tokens at each context length: embedding for all
-    rows, every block `layers` times, then the output ops on the last row only."""
-    out = {c: np.zeros(context.shape) for c in CATEGORIES}
-    phase, last = PhaseArrays(rows, context), PhaseArrays(1, context)
-    for steps, ph, repeat in ((plan.embed_steps, phase, 1),
-                              (plan.block_steps, phase, plan.spec.layers),
-                              (plan.output_steps, last, 1)):
-        for step, seconds in zip(steps, _steps_seconds(plan, steps, ph), strict=True):
+Part = tuple[list[Step], PhaseArrays, int]
+
+
+def _seconds(plan: Plan, parts: list[Part], shape: tuple[int, ...]) -> dict[str, np.ndarray]:
+    """Seconds by category of each (steps, phase, repeat) part, summed."""
+    out = {c: np.zeros(shape) for c in CATEGORIES}
+    for steps, phase, repeat in parts:
+        for step, seconds in zip(steps, _steps_seconds(plan, steps, phase), strict=True):
             out[step_category(step)] += repeat * seconds
     return out
+
+
+def _phase_seconds(plan: Plan, rows: int, context: np.ndarray,
+                   output: bool = True) -> dict[str, np.ndarray]:
+    """Seconds by category for `rows` new tokens at each context length: embedding for all
+    rows, every block `layers` times, then (if `output`) the output ops on the last row."""
+    phase = PhaseArrays(rows, context)
+    parts: list[Part] = [(plan.embed_steps, phase, 1),
+                         (plan.block_steps, phase, plan.spec.layers)]
+    if output:
+        parts.append((plan.output_steps, PhaseArrays(1, context), 1))
+    return _seconds(plan, parts, context.shape)
+
+
+def _prefill_seconds(plan: Plan, n_in: int) -> dict[str, float]:
+    """The prompt as one matrix pass, or (engines whose controller runs the model once per
+    token, like DFX) as n_in single-token passes at growing context, with the output ops
+    only after the last one."""
+    last = np.array([n_in])
+    if not plan.engine.token_serial_prefill:
+        return {c: float(v[0]) for c, v in _phase_seconds(plan, n_in, last).items()}
+    body = _phase_seconds(plan, 1, np.arange(1, n_in + 1), output=False)
+    head = _seconds(plan, [(plan.output_steps, PhaseArrays(1, last), 1)], last.shape)
+    return {c: float(body[c].sum() + head[c][0]) for c in CATEGORIES}
 
 
 def device_use(plan: Plan, workload: Generation) -> list[DeviceUse]:
@@ -118,11 +141,11 @@ def feasibility(plan: Plan, workload: Generation, devices: list[DeviceUse]) -> l
 
 def estimate_generation(plan: Plan, workload: Generation) -> Estimate:
     n_in, n_out = workload.input_tokens, workload.output_tokens
-    pre = _phase_seconds(plan, n_in, np.array([n_in]))
+    pre = _prefill_seconds(plan, n_in)
     contexts = n_in + np.arange(1, n_out)  # decode step i feeds token n_in + i - 1
     dec = _phase_seconds(plan, 1, contexts)
-    breakdown = {c: float(pre[c][0] + dec[c].sum()) for c in CATEGORIES}
-    prefill_s = float(sum(v[0] for v in pre.values()))
+    breakdown = {c: pre[c] + float(dec[c].sum()) for c in CATEGORIES}
+    prefill_s = sum(pre.values())
     per_token = sum(dec.values()) if n_out > 1 else np.zeros(0)
     latency = prefill_s + float(np.sum(per_token))
     devices = device_use(plan, workload)

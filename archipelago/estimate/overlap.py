@@ -4,7 +4,8 @@ Three cases, named by CommStep.overlap:
 - `none`: compute stalls for the whole collective (DFX, seeds/001 §IV-C).
 - `matmul_blocks`: the consuming matmuls traverse the gathered input column-major, local
   block first (seeds/002 Eq. 4, 9): with N blocks of compute T_b and ring steps T_s, the
-  matmuls end at max(N T_b, (N-1) T_s + T_b), so (N-1) max(0, T_s - T_b) is exposed.
+  matmuls end at max(N T_b, (N-1) T_s + T_b), so (N-1) max(0, T_s - T_b) is exposed; an
+  early broadcast takes off the producer's time after its first head.
 - `row_groups`: LayerNorm partial sums leave in groups of d packed rows (Eq. 3): with G
   groups of compute T_g and a per-group all-reduce K, the last sum lands at
   T_g + (G-1) max(T_g, K) + K, so K + (G-1) max(0, K - T_g) is exposed.
@@ -12,14 +13,12 @@ Three cases, named by CommStep.overlap:
 
 import numpy as np
 
-from archipelago.comm.collectives import all_gather_s, all_reduce_s
 from archipelago.plan import CommStep, ComputeStep, Plan, Step
 
 
 def collective_seconds(plan: Plan, step: CommStep, rows: int) -> float:
-    nbytes = rows * step.width * step.value_bytes
-    cost = all_reduce_s if step.kind == "all_reduce" else all_gather_s
-    return cost(nbytes, plan.cluster)
+    """The whole collective for `rows` rows, as the engine's own router runs it."""
+    return plan.engine.collective_seconds(step, rows, plan.cluster)
 
 
 def _consumers_seconds(steps: list[Step], index: int, compute: list[np.ndarray]) -> np.ndarray:
@@ -36,6 +35,17 @@ def _consumers_seconds(steps: list[Step], index: int, compute: list[np.ndarray])
     return total
 
 
+def _early_start_seconds(steps: list[Step], index: int, compute: list[np.ndarray]) -> np.ndarray:
+    """How much earlier an early-broadcast collective starts: the producer's compute after
+    its first head is done (seeds/002 §III-B, third method); zero otherwise."""
+    step = steps[index]
+    producer = steps[index - 1] if index else None
+    if not (step.early and isinstance(producer, ComputeStep)
+            and producer.op.name == step.tensor and producer.local_heads > 1):
+        return np.zeros_like(compute[index])
+    return compute[index - 1] * (1 - 1 / producer.local_heads)
+
+
 def exposed_seconds(plan: Plan, steps: list[Step], index: int, rows: int,
                     compute: list[np.ndarray]) -> np.ndarray:
     """Critical-path seconds of collective `steps[index]`; `compute` holds every compute
@@ -48,7 +58,8 @@ def exposed_seconds(plan: Plan, steps: list[Step], index: int, rows: int,
     if step.overlap == "matmul_blocks":
         step_s = collective_seconds(plan, step, rows) / (ranks - 1)
         block_s = _consumers_seconds(steps, index, compute) / ranks
-        return (ranks - 1) * np.maximum(0.0, step_s - block_s)
+        exposed = (ranks - 1) * np.maximum(0.0, step_s - block_s)
+        return np.maximum(0.0, exposed - _early_start_seconds(steps, index, compute))
     if step.overlap == "row_groups":
         assert index > 0 and isinstance(steps[index - 1], ComputeStep)
         groups = -(-rows // step.group_rows)

@@ -49,17 +49,18 @@ class DesignSpace:
     baseline: dict[str, Any]
 
 
-def _systolic_baseline(clock_hz: float) -> dict[str, Any]:
-    """The default SystolicConfig: 32 x 32 array and tiles (seeds/002 §V-C), 864 KV URAMs."""
-    return {"d_sa": 32, "t_m_per_d_sa": 1, "t_v_divisor": 1, "n_acc": 64, "hbm_axi_bits": 512,
-            "kv_uram": 864, "token_window": 64, "clock_hz": clock_hz}
+def _systolic_baseline(clock_hz: float, d_sa: int) -> dict[str, Any]:
+    """A strategy's default engine in the space's encoding: a D_sa x D_sa array with tiles as
+    wide (LORA-F: 32 x 32 of §V-C; LORA-Q: the HBM-bound 64 x 64), 864 KV URAMs."""
+    return {"d_sa": d_sa, "t_m_per_d_sa": 1, "t_v_divisor": 1, "n_acc": 64,
+            "hbm_axi_bits": 512, "kv_uram": 864, "token_window": 64, "clock_hz": clock_hz}
 
 
 # Clocks up to each prototype's published one (seeds/002 Table IV); faster clocks are not
 # offered because the model has no timing-closure term to say they would be met.
 SPACES: dict[str, DesignSpace] = {
-    "lora-f": DesignSpace(_systolic([150e6, 200e6]), _systolic_baseline(200e6)),
-    "lora-q": DesignSpace(_systolic([150e6, 200e6, 250e6]), _systolic_baseline(250e6)),
+    "lora-f": DesignSpace(_systolic([150e6, 200e6]), _systolic_baseline(200e6, 32)),
+    "lora-q": DesignSpace(_systolic([150e6, 200e6, 250e6]), _systolic_baseline(250e6, 64)),
     "dfx": DesignSpace(_dfx, {"d": 64, "window_tokens": 64}),  # seeds/001 §V-B
 }
 

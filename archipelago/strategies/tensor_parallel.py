@@ -43,6 +43,8 @@ _COLUMN_SPLIT = frozenset({"q", "k", "v", "attn_out", "ffn_gate", "ffn_up", "ffn
 _DFX_SYNC_AFTER = ("attn_context", "attn_out", "ffn_act", "ffn_down")
 # LORA gathers these outputs before the matmuls that consume them (seeds/002 §III-A).
 _LORA_GATHER = ("attn_norm", "attn_context", "ffn_norm", "ffn_act")
+# ... and broadcasts SmulV's output head by head as it is produced (seeds/002 §III-B).
+_LORA_EARLY = frozenset({"attn_context"})
 
 
 @dataclass(frozen=True)
@@ -100,8 +102,9 @@ def _device_plan(spec: ModelSpec, cluster: Cluster, rank: int, split_norms: bool
     other: dict[str, Shard] = {}
     head_role = "embed_tokens.weight" if spec.tied_embeddings else "lm_head.weight"
     for tensor in (*embedding_weights(spec), *output_weights(spec)):
-        # With mirrored matrices (LORA) the LM head is a decode weight, so HBM has a copy.
-        copy = "hbm" if matrix_mirror and tensor.role == head_role else None
+        # The LM head is a weight matrix streamed every token, so HBM holds a copy; the DDR
+        # copy serves the once-per-token embedding lookup (seeds/001 §IV-B).
+        copy = "hbm" if tensor.role == head_role else None
         if tensor.role == "lm_head.weight":  # untied head: vocab-split like the WTE read
             start, stop = split_bounds(spec.vocab, ranks, rank)
             other[tensor.role] = Shard(1, start, stop, "ddr", copy)
@@ -109,7 +112,8 @@ def _device_plan(spec: ModelSpec, cluster: Cluster, rank: int, split_norms: bool
             start, stop = split_bounds(spec.hidden, ranks, rank)
             other[tensor.role] = Shard(0, start, stop, "ddr")
         else:
-            other[tensor.role] = Shard(None, memory="ddr", mirror=copy)
+            rows = split_bounds(spec.vocab, ranks, rank) if copy else None
+            other[tensor.role] = Shard(None, memory="ddr", mirror=copy, mirror_rows=rows)
     return DevicePlan(rank, cluster.devices[rank], layer, other,
                       split_bounds(spec.vocab, ranks, rank), ranks)
 
@@ -165,7 +169,7 @@ def lora_steps(ops: tuple[Op, ...], spec: ModelSpec, ranks: int,
         if op.name in _LORA_GATHER or (op.name == "final_norm" and spec.is_decoder):
             width = spec.ffn if op.name == "ffn_act" else spec.hidden
             steps.append(CommStep("all_gather", op.name, width, activation_bytes,
-                                  "matmul_blocks"))
+                                  "matmul_blocks", early=op.name in _LORA_EARLY))
     return steps
 
 
@@ -219,6 +223,14 @@ def _plan_lora(strategy: str, defaults: dict[str, Any], spec: ModelSpec, cluster
                  config.precision)
 
 
+# LORA-Q's array grows until HBM bounds it (seeds/002 §V-D, "bounded by the HBM bandwidth"):
+# 64 x 64 is the smallest side among the search candidates whose int8 decode demand (one
+# byte per PE every 2 cycles, D_sa^2 / 2 bytes per cycle: 512 GB/s at 250 MHz) exceeds the
+# U280's 460 GB/s (48 x 48 demands 288 GB/s); two int8 products per DSP (§V-A) make it 2048
+# DSPs, leaving the rest to the VFU.
+LORA_Q_DEFAULTS = {"precision": "w8a8", "clock_hz": 250e6, "d_sa": 64, "t_m": 64, "t_v": 64}
+
+
 @register("lora-f", "tensor parallel, LORA sync (4 all-gathers + 2 all-reduces, overlapped), "
                     "FP16 systolic engine at 200 MHz (seeds/002)")
 def plan_lora_f(spec: ModelSpec, cluster: Cluster, options: PlanOptions | None = None) -> Plan:
@@ -229,5 +241,4 @@ def plan_lora_f(spec: ModelSpec, cluster: Cluster, options: PlanOptions | None =
 @register("lora-q", "tensor parallel, LORA sync, W8A8 systolic engine with two int8 "
                     "products per DSP at 250 MHz (seeds/002)")
 def plan_lora_q(spec: ModelSpec, cluster: Cluster, options: PlanOptions | None = None) -> Plan:
-    return _plan_lora("lora-q", {"precision": "w8a8", "clock_hz": 250e6}, spec, cluster,
-                      options)
+    return _plan_lora("lora-q", LORA_Q_DEFAULTS, spec, cluster, options)
