@@ -99,6 +99,16 @@ def test_w8a8_decode_matmul_is_bound_by_hbm() -> None:
     assert fp16 == pytest.approx(2 * l_axi + 16 * 2 * l_axi + 128)
 
 
+def test_layernorm_statistics_of_one_row_take_about_121_cycles() -> None:
+    """§VI-C, GPT-2 1.5B on four boards: "computing the mean and variance for a single row
+    takes about 121 cycles". 384 local columns on 64 accumulators: 6 sweeps, the square, a
+    6-level tree of 11-cycle adders, then two multiplies and a subtract: 101 cycles."""
+    op = Op("attn_norm", "norm", 1536, 1536, ("x",), weight="attn_norm")
+    stats = engine().cycles(ComputeStep(op, 384, stage="stats"), PhaseArrays(1, np.array([1])))
+    assert stats[0] == 6 + 6 + 6 * 11 + 2 * 6 + 11
+    assert stats[0] == pytest.approx(121, rel=0.2)
+
+
 def test_lora_q_default_is_the_hbm_bound_array() -> None:
     """§V-D: the INT8 MPU is bounded by HBM bandwidth, so the default grows the array until
     its decode demand (D_sa^2 / 2 bytes per cycle) passes the 460 GB/s of HBM."""

@@ -26,6 +26,18 @@ def add_resources(*parts: Resources) -> Resources:
     return Resources(**{f: sum(getattr(p, f) for p in parts) for f in fields})
 
 
+# FP16 operator latencies of the Floating-Point Operator IP on UltraScale+ DSPs, in cycles
+# (seeds/001 §V-C: "The multiplier takes 6 cycles, and the adder takes 11 cycles"; the
+# exponential 4). LORA builds its FP16 units from the same IP on the same U280 (seeds/002
+# §IV-B, [65]).
+FP16_MUL_CYCLES = 6
+FP16_ADD_CYCLES = 11
+FP16_EXP_CYCLES = 4
+# Not stated in either paper: reciprocal and reciprocal square root run on the same
+# floating-point DSPs (seeds/001 §V-C SFU_V); taken at the multiplier's latency.
+FP16_RECIP_CYCLES = FP16_MUL_CYCLES
+
+
 # On-chip memory primitives of UltraScale+ devices (UG573): a RAMB36E2 is 36 Kb and, at its
 # widest, 512 x 72 bits; a URAM288 is 4096 x 72 bits.
 BRAM36_WIDTH, BRAM36_DEPTH = 72, 512

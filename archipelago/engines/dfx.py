@@ -26,23 +26,25 @@ from math import log2
 import numpy as np
 
 from archipelago.comm.router import dfx_all_gather_s
-from archipelago.engines.base import PhaseArrays, add_resources, ceil_div, memory_blocks
+from archipelago.engines.base import (
+    FP16_ADD_CYCLES,
+    FP16_EXP_CYCLES,
+    FP16_MUL_CYCLES,
+    FP16_RECIP_CYCLES,
+    PhaseArrays,
+    add_resources,
+    ceil_div,
+    memory_blocks,
+)
 from archipelago.hardware.cluster import Cluster
 from archipelago.hardware.device import Resources
 from archipelago.models.spec import ModelSpec
 from archipelago.plan import CommStep, ComputeStep
 
-# FP16 operator latencies in cycles (seeds/001 §V-C: "The multiplier takes 6 cycles, and the
-# adder takes 11 cycles"; VFU exponential 4 cycles).
-FP16_MUL_CYCLES = 6
-FP16_ADD_CYCLES = 11
-FP16_EXP_CYCLES = 4
 # Load/store bypass the VFU execution stage: one cycle (seeds/001 §V-C).
 BYPASS_CYCLES = 1
-# Not stated in seeds/001: reciprocal and reciprocal square root run on the floating-point
-# DSP (§V-C, SFU_V); taken at the multiplier's latency. Comparator-tree levels of the
-# reduce-max unit (§V-C, SFU_M) taken as one registered cycle each.
-RECIP_CYCLES = FP16_MUL_CYCLES
+# Not stated in seeds/001: comparator-tree levels of the reduce-max unit (§V-C, SFU_M) taken
+# as one registered cycle each.
 COMPARE_LEVEL_CYCLES = 1
 # The argmax of each core's vocabulary slice travels as one (value, index) beat (§V-E).
 ARGMAX_VALUES_PER_RANK = 2
@@ -204,7 +206,7 @@ class DFXEngine:
     def _softmax(self, step: ComputeStep, m: int, t: np.ndarray) -> np.ndarray:
         """sub max, exp, accum, recip, mul: a dependent chain per head (§IV-C)."""
         chain = (3 * self._passes(m, t) + FP16_ADD_CYCLES + FP16_EXP_CYCLES
-                 + self._accum(m, t) + RECIP_CYCLES + FP16_MUL_CYCLES)
+                 + self._accum(m, t) + FP16_RECIP_CYCLES + FP16_MUL_CYCLES)
         return step.local_heads * chain
 
     def _norm(self, step: ComputeStep, m: int, t: np.ndarray) -> np.ndarray:
@@ -214,7 +216,7 @@ class DFXEngine:
         DFX does not split LayerNorm (§VII Scalability)."""
         width = step.op.fan_out
         elementwise = 5 * self._passes(m, width) + 2 * FP16_ADD_CYCLES + 3 * FP16_MUL_CYCLES
-        scalars = m + 2 * FP16_MUL_CYCLES + FP16_ADD_CYCLES + RECIP_CYCLES  # a row a cycle
+        scalars = m + 2 * FP16_MUL_CYCLES + FP16_ADD_CYCLES + FP16_RECIP_CYCLES  # a row a cycle
         loads = 2 * (self._passes(1, width) + BYPASS_CYCLES)
         return 2 * self._accum(m, width) + elementwise + scalars + loads
 

@@ -14,6 +14,7 @@ calibration point, so every figure is a prediction. Synchronization runs on LORA
 router (`comm.router`, §IV-C, §V-B).
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from math import ceil, log2
 from typing import Literal
@@ -21,7 +22,14 @@ from typing import Literal
 import numpy as np
 
 from archipelago.comm.router import lora_all_gather_s, lora_all_reduce_s, lora_link
-from archipelago.engines.base import PhaseArrays, ceil_div
+from archipelago.engines.base import (
+    FP16_ADD_CYCLES,
+    FP16_EXP_CYCLES,
+    FP16_MUL_CYCLES,
+    FP16_RECIP_CYCLES,
+    PhaseArrays,
+    ceil_div,
+)
 from archipelago.hardware.cluster import Cluster
 from archipelago.hardware.device import Device, Resources
 from archipelago.models.spec import ModelSpec
@@ -98,6 +106,13 @@ class SystolicEngine:
         self.ddr_bytes_per_cycle = ddr.bandwidth_Bps / config.clock_hz
         kv_bytes_per_token = 2 * spec.layers * spec.kv_dim / ranks * 2  # FP16 K and V
         self.kv_tokens_onchip = config.kv_uram * URAM_BYTES // kv_bytes_per_token
+        self._cycles: dict[str, Callable[[ComputeStep, int, np.ndarray], np.ndarray]] = {
+            "linear": self._matmul, "lm_head": self._matmul,
+            "attn_score": self._attention, "attn_context": self._attention,
+            "softmax": self._softmax, "norm": self._norm, "residual": self._elementwise,
+            "activation": self._elementwise, "gated_activation": self._gated,
+            "embedding": self._embedding,
+        }
 
     def seconds(self, step: ComputeStep, phase: PhaseArrays) -> np.ndarray:
         return self.cycles(step, phase) / self.config.clock_hz
@@ -152,40 +167,74 @@ class SystolicEngine:
         return np.where(context <= self.kv_tokens_onchip, 0.0, self.hbm_bytes_per_cycle)
 
     # --- VFU ---------------------------------------------------------------------------
-    def _vfu_passes(self, rows: int, width: int | np.ndarray, passes: int) -> np.ndarray:
-        """`passes` sweeps of N_acc lanes over each row, plus the accumulation tree."""
-        c = self.config
-        return rows * passes * ceil_div(width, c.n_acc) + ceil(log2(max(c.n_acc, 2)))
+    def _sweeps(self, rows: int, width: int | np.ndarray, sweeps: int) -> np.ndarray:
+        """`sweeps` passes of N_acc lanes over each of `rows` rows (rows pipeline)."""
+        return rows * sweeps * ceil_div(width, self.config.n_acc)
+
+    @property
+    def _tree_cycles(self) -> int:
+        """The ACC module's binary tree over N_acc partial sums, an FP16 adder per level."""
+        return ceil(log2(max(self.config.n_acc, 2))) * FP16_ADD_CYCLES
+
+    def _stats(self, rows: int, width: int | np.ndarray) -> np.ndarray:
+        """LayerNorm partial sums: one sweep squaring and adding (Eq. 7's ACC), the tree,
+        then mean and variance (two multiplies and a subtract). §VI-C puts this at about
+        121 cycles for a row of 384 (GPT-2 1.5B on four boards)."""
+        return (self._sweeps(rows, width, 1) + FP16_MUL_CYCLES + self._tree_cycles
+                + 2 * FP16_MUL_CYCLES + FP16_ADD_CYCLES)
+
+    def _apply(self, rows: int, width: int | np.ndarray) -> np.ndarray:
+        """(x - mean) * rsqrt(var) * gamma + beta on the Scaling module."""
+        return (self._sweeps(rows, width, 1) + FP16_RECIP_CYCLES + 2 * FP16_ADD_CYCLES
+                + 2 * FP16_MUL_CYCLES)
+
+    def _norm(self, step: ComputeStep, m: int, t: np.ndarray) -> np.ndarray:
+        width = step.local_out
+        stats, apply = self._stats(m, width), self._apply(m, width)
+        return {"stats": stats, "apply": apply, "whole": stats + apply}[step.stage]
+
+    def _softmax(self, step: ComputeStep, m: int, t: np.ndarray) -> np.ndarray:
+        """Per head: a max sweep, an exp-and-sum sweep through the tree, a scaling sweep;
+        it stays FP16 in LORA-Q (§VI-C)."""
+        chain = (self._sweeps(m, t, 3) + 2 * self._tree_cycles + FP16_ADD_CYCLES
+                 + FP16_EXP_CYCLES + FP16_RECIP_CYCLES + FP16_MUL_CYCLES)
+        return step.local_heads * chain
+
+    def _elementwise(self, step: ComputeStep, m: int, t: np.ndarray) -> np.ndarray:
+        """Residual add or piece-wise linear GELU (a multiply and an add per element)."""
+        return self._sweeps(m, step.local_out, 1) + FP16_MUL_CYCLES + FP16_ADD_CYCLES
+
+    def _gated(self, step: ComputeStep, m: int, t: np.ndarray) -> np.ndarray:
+        return self._sweeps(m, step.local_out, 2) + 2 * FP16_MUL_CYCLES + FP16_ADD_CYCLES
+
+    def _embedding(self, step: ComputeStep, m: int, t: np.ndarray) -> np.ndarray:
+        """Table rows from DDR, then one add sweep."""
+        row = 2 * step.local_out * self.config.weight_bytes / self.ddr_bytes_per_cycle
+        return m * row + self._sweeps(m, step.local_out, 1) + FP16_ADD_CYCLES
+
+    # --- MPU dispatch ------------------------------------------------------------------
+    def _matmul(self, step: ComputeStep, m: int, t: np.ndarray) -> np.ndarray:
+        """Linear layers and the LM head: vector mode from HBM in decode, tiles from DDR in
+        prefill (§V-C)."""
+        if m == 1:
+            return self._vector_matrix(step.op.fan_in, step.local_out, self.hbm_bytes_per_cycle)
+        return self._matrix_matrix(m, step.op.fan_in, step.local_out, self.ddr_bytes_per_cycle)
+
+    def _attention(self, step: ComputeStep, m: int, t: np.ndarray) -> np.ndarray:
+        """QmulKT (head_dim x t) or SmulV (t x head_dim) per head, KV from URAM or HBM."""
+        k, n = (step.op.fan_in, t) if step.op.kind == "attn_score" else (t, step.op.fan_in)
+        if m == 1:
+            per_head = self._vector_matrix(k, n, self._kv_stream(t))
+        else:
+            per_head = self._matrix_matrix(m, k, n, 0.0)
+        return step.local_heads * per_head
 
     def cycles(self, step: ComputeStep, phase: PhaseArrays) -> np.ndarray:
-        c, op, m, t = self.config, step.op, phase.new_tokens, phase.context
-        zeros = np.zeros_like(t, dtype=float)
-        if op.kind in {"linear", "lm_head"}:
-            if m == 1:
-                return zeros + self._vector_matrix(op.fan_in, step.local_out,
-                                                   self.hbm_bytes_per_cycle)
-            return zeros + self._matrix_matrix(m, op.fan_in, step.local_out,
-                                               self.ddr_bytes_per_cycle)
-        if op.kind in {"attn_score", "attn_context"}:
-            k, n = (op.fan_in, t) if op.kind == "attn_score" else (t, op.fan_in)
-            if m == 1:
-                per_head = self._vector_matrix(k, n, self._kv_stream(t))
-            else:
-                per_head = self._matrix_matrix(m, k, n, 0.0)
-            return step.local_heads * (zeros + per_head)
-        if op.kind == "softmax":  # max, exp-and-sum, scale: three sweeps per row
-            return step.local_heads * self._vfu_passes(m, t, 3) + zeros
-        if op.kind == "norm":
-            passes = {"stats": 2, "apply": 1, "whole": 3}[step.stage]
-            return zeros + self._vfu_passes(m, step.local_out, passes)
-        if op.kind in {"residual", "activation"}:
-            return zeros + self._vfu_passes(m, step.local_out, 1)
-        if op.kind == "gated_activation":
-            return zeros + self._vfu_passes(m, step.local_out, 2)
-        if op.kind == "embedding":  # table rows from DDR, then one add sweep
-            row = 2 * step.local_out * c.weight_bytes / self.ddr_bytes_per_cycle
-            return zeros + m * row + self._vfu_passes(m, step.local_out, 1)
-        raise AssertionError(f"LORA has no unit for op kind {op.kind}")
+        handler = self._cycles.get(step.op.kind)
+        if handler is None:
+            raise AssertionError(f"LORA has no unit for op kind {step.op.kind}")
+        t = np.asarray(phase.context)
+        return np.zeros_like(t, dtype=float) + handler(step, phase.new_tokens, t)
 
     # --- resources (Eq. 5-7) -----------------------------------------------------------
     def resources(self, spec: ModelSpec) -> dict[str, Resources]:
