@@ -1,76 +1,65 @@
-"""The library entry points the CLI, benchmarks and searches call: names in, results out."""
+"""The pipeline: names in, results out. The CLI, benchmarks and searches all call these, so
+they cannot drift apart:
 
-from typing import Any
+    resolve model + cluster -> strategy.plan -> plan kind's estimator | emulator | writers
 
-from archipelago.errors import ArchipelagoError, PartitionError
-from archipelago.estimate.generation import Estimate, estimate_generation
-from archipelago.estimate.workload import Generation, parse_tokens
+Nothing here knows a strategy or plan kind by name; the registry says which code runs.
+`workload` is the text of the kind's command-line options ({"tokens": "64:64"}); options
+left out take the kind's defaults.
+"""
+
+from typing import Any, NamedTuple
+
 from archipelago.hardware.cluster import resolve_cluster
 from archipelago.models.zoo import resolve_model
-from archipelago.plan import Plan
 from archipelago.strategies.registry import get_strategy
-from archipelago.strategies.tensor_parallel import PlanOptions
+
+
+class Result(NamedTuple):
+    """A plan, the workload it was costed on, and its estimate (the kind's report renders
+    all three)."""
+
+    plan: Any
+    workload: Any
+    estimate: Any
 
 
 def make_plan(model: str, cluster: str, strategy: str,
-              engine: dict[str, Any] | None = None) -> Plan:
-    info = get_strategy(strategy)
-    return info.planner(resolve_model(model), resolve_cluster(cluster),
-                        PlanOptions(engine=engine or {}))
+              engine: dict[str, Any] | None = None) -> Any:
+    """Strategy `strategy`'s plan of `model` on `cluster`, engine parameters validated."""
+    return get_strategy(strategy).plan(resolve_model(model), resolve_cluster(cluster), engine)
 
 
-def plan_and_estimate_encoder(model: str, cluster: str, strategy: str, seq_len: int,
-                              engine: dict[str, Any] | None = None) -> tuple[Any, Any]:
-    """An encoder strategy's plan (galapagos: a DataflowPlan) and its streaming estimate at
-    `seq_len` tokens."""
-    from archipelago.estimate.streaming import estimate_stream
+def parse_workload(strategy: str, workload: dict[str, str] | None = None,
+                   command: str = "plan") -> Any:
+    return get_strategy(strategy).workload(workload, command)
 
-    if seq_len < 1:
-        raise ArchipelagoError(f"--seq-len {seq_len}: a sequence has at least one token")
+
+def plan_and_estimate(model: str, cluster: str, strategy: str,
+                      workload: dict[str, str] | None = None,
+                      engine: dict[str, Any] | None = None) -> Result:
+    kind = get_strategy(strategy).plan_kind
+    work = parse_workload(strategy, workload)
     plan = make_plan(model, cluster, strategy, engine)
-    return plan, estimate_stream(plan, seq_len)
+    return Result(plan, work, kind.hook("estimator")(plan, work))
 
 
-def plan_and_estimate(model: str, cluster: str, strategy: str, tokens: str,
-                      engine: dict[str, Any] | None = None) -> tuple[Plan, Generation, Estimate]:
-    workload = parse_tokens(tokens)
-    plan = make_plan(model, cluster, strategy, engine)
-    return plan, workload, estimate_generation(plan, workload)
-
-
-def emulate(model: str, cluster: str, strategy: str, tokens: str, seed: int = 0,
-            precision: str = "fp32", checkpoint: str | None = None,
+def emulate(model: str, cluster: str, strategy: str, workload: dict[str, str] | None = None,
+            seed: int = 0, precision: str = "fp32", checkpoint: str | None = None,
             timeout_s: float = 30.0) -> dict[str, Any] | None:
-    """Run the plan `make_plan` returns with one process per device and check it against the
-    unsplit model (archipelago/emulate); None on torchrun ranks other than 0."""
-    from archipelago.emulate.dispatch import emulate as run
+    """Run the plan `make_plan` returns (archipelago/emulate) and check it against a
+    reference model; None on torchrun ranks other than 0."""
     from archipelago.emulate.job import EmulationJob
 
-    return run(EmulationJob(model, cluster, strategy, tokens, seed, precision, checkpoint,
-                            timeout_s))
+    kind = get_strategy(strategy).plan_kind
+    emulator = kind.hook("emulator")  # a kind without one fails before planning
+    job = EmulationJob(parse_workload(strategy, workload, "emulate"), seed, precision,
+                       checkpoint, timeout_s)
+    return emulator(make_plan(model, cluster, strategy), job)
 
 
 def build(model: str, cluster: str, strategy: str, out: str, force: bool = False,
           engine: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Plan with an encoder strategy and write its deployment files under `out`."""
-    from archipelago.emit import write_build
-    from archipelago.estimate.streaming import feasibility
-    from archipelago.strategies.registry import get_strategy
-
-    if get_strategy(strategy).workload != "encoder":
-        raise ArchipelagoError(f"strategy '{strategy}' has no build files; "
-                               "`archi build` emits Galapagos builds (strategy galapagos)")
-    plan = make_plan(model, cluster, strategy, engine)
-    reasons = feasibility(plan, 1)  # hardware limits only: any sequence length fits one token
-    if reasons:
-        raise PartitionError(f"no build for an infeasible plan: {'; '.join(reasons)}")
-    return write_build(plan, out, force)
-
-
-def emulate_encoder(model: str, cluster: str, strategy: str, seq_len: int, seed: int = 0,
-                    timeout_s: float = 30.0) -> dict[str, Any]:
-    """Run an encoder strategy's plan kernel by kernel (libGalapagos style) on one sequence
-    and check it bit for bit against transformers' IBertModel."""
-    from archipelago.emulate.galapagos import emulate_galapagos
-
-    return emulate_galapagos(make_plan(model, cluster, strategy), seq_len, seed, timeout_s)
+    """Plan, then write the kind's deployment files under `out`; returns their summary."""
+    writers = get_strategy(strategy).plan_kind.hook("writers")
+    return writers(make_plan(model, cluster, strategy, engine), out, force)

@@ -21,13 +21,14 @@ console = Console()
 ModelArg = Annotated[str, typer.Argument(help="zoo name (see `archi catalog`) or config.json path")]
 ClusterOpt = Annotated[str, typer.Option(help="NxDEVICE shorthand (e.g. 4xu280) or cluster YAML")]
 StrategyOpt = Annotated[str, typer.Option(help="partitioning strategy (see `archi catalog`)")]
-TokensOpt = Annotated[str, typer.Option(help="IN:OUT prompt and generated token counts")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON object")]
 EngineOpt = Annotated[Path | None, typer.Option(help="engine parameters (YAML)")]
-SeqLenOpt = Annotated[int | None, typer.Option(
-    help="tokens per sequence, for encoder strategies (default: plan 128, emulate 16)")]
-DEFAULT_SEQ_LEN = 128  # the GLUE-typical length the Galapagos encoder is built for (seeds/000 §2.3)
-EMULATE_SEQ_LEN = 16  # a short sequence keeps the transformers reference quick
+# The workload options (--tokens IN:OUT, --seq-len N, ...) belong to the strategy's plan kind:
+# typer passes them through as extra words, and the kind parses them.
+KIND_OPTIONS = {"allow_extra_args": True, "ignore_unknown_options": True}
+KIND_HELP = ("\n\nThe strategy's plan kind adds its workload options (`archi catalog` lists "
+             "them), e.g. --tokens IN:OUT for tensor-parallel strategies, --seq-len N for "
+             "dataflow ones.")
 
 
 def user_errors(command: Callable[..., None]) -> Callable[..., None]:
@@ -59,68 +60,54 @@ def load_engine_config(path: Path | None) -> dict[str, Any]:
     return data.get("engine", data)
 
 
-@app.command()
+def workload_options(ctx: typer.Context) -> dict[str, str]:
+    """`--name value` / `--name=value` pairs typer left over, as {name: text}; which names
+    are valid is the plan kind's to say."""
+    words, given = list(ctx.args), {}
+    while words:
+        flag, eq, value = words.pop(0).partition("=")
+        if not flag.startswith("--"):
+            raise ArchipelagoError(f"unexpected argument '{flag}'; options look like --name "
+                                   "value")
+        if not eq:
+            if not words:
+                raise ArchipelagoError(f"{flag} needs a value")
+            value = words.pop(0)
+        given[flag[2:].replace("-", "_")] = value
+    return given
+
+
+@app.command(context_settings=KIND_OPTIONS, help=f"Split MODEL over CLUSTER and estimate its "
+             f"latency, throughput and resource use.{KIND_HELP}")
 @user_errors
 def plan(
+    ctx: typer.Context,
     model: ModelArg,
     cluster: ClusterOpt = "4xu280",
     strategy: StrategyOpt = "dfx",
-    tokens: TokensOpt = "64:64",
     engine_config: EngineOpt = None,
-    seq_len: SeqLenOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Split MODEL over CLUSTER and estimate latency, throughput and resource use."""
     from archipelago.api import plan_and_estimate
-    from archipelago.report.generation import estimate_to_dict, print_estimate
     from archipelago.strategies.registry import get_strategy
 
-    if get_strategy(strategy).workload == "encoder":
-        _plan_encoder(model, cluster, strategy, seq_len or DEFAULT_SEQ_LEN,
-                      load_engine_config(engine_config), as_json)
-        return
-    if seq_len is not None:
-        raise ArchipelagoError(f"--seq-len applies to encoder strategies (galapagos); "
-                               f"strategy '{strategy}' generates text: use --tokens IN:OUT")
-    the_plan, workload, est = plan_and_estimate(
-        model, cluster, strategy, tokens, load_engine_config(engine_config))
+    result = plan_and_estimate(model, cluster, strategy, workload_options(ctx),
+                               load_engine_config(engine_config))
+    report = get_strategy(strategy).plan_kind.hook("report")
     if as_json:
-        print(json.dumps(estimate_to_dict(the_plan, workload, est), indent=2))
+        print(json.dumps(report.estimate_to_dict(*result), indent=2))
     else:
-        print_estimate(the_plan, workload, est, console)
+        report.print_estimate(*result, console)
 
 
-def _emulate_encoder(model: str, cluster: str, strategy: str, seq_len: int, seed: int,
-                     timeout: float, as_json: bool) -> None:
-    from archipelago.api import emulate_encoder
-    from archipelago.report.streaming import print_stream_emulation
-
-    report = emulate_encoder(model, cluster, strategy, seq_len, seed, timeout)
-    if as_json:
-        print(json.dumps(report, indent=2))
-    else:
-        print_stream_emulation(report, console)
-
-
-def _plan_encoder(model: str, cluster: str, strategy: str, seq_len: int,
-                  engine: dict[str, Any], as_json: bool) -> None:
-    from archipelago.api import plan_and_estimate_encoder
-    from archipelago.report.streaming import print_stream_estimate, stream_estimate_to_dict
-
-    the_plan, est = plan_and_estimate_encoder(model, cluster, strategy, seq_len, engine)
-    if as_json:
-        print(json.dumps(stream_estimate_to_dict(the_plan, est), indent=2))
-    else:
-        print_stream_estimate(the_plan, est, console)
-
-
-@app.command()
+@app.command(context_settings=KIND_OPTIONS, help=f"Run the plan with one process per device "
+             f"and check it against the unsplit model.{KIND_HELP}")
 @user_errors
 def emulate(
+    ctx: typer.Context,
     model: ModelArg,
     cluster: ClusterOpt = "4xu280",
     strategy: StrategyOpt = "dfx",
-    tokens: TokensOpt = "16:16",
     seed: Annotated[int, typer.Option(help="seed of the random weights and the prompt")] = 0,
     precision: Annotated[str, typer.Option(help="arithmetic on the ranks: fp32 or fp16")] = "fp32",
     checkpoint: Annotated[Path | None, typer.Option(
@@ -128,30 +115,19 @@ def emulate(
     ] = None,
     timeout: Annotated[float, typer.Option(
         help="seconds a rank may keep the others waiting before all are stopped")] = 30.0,
-    seq_len: SeqLenOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Run the plan with one process per device and check it against the unsplit model."""
     from archipelago.api import emulate as run_emulation
-    from archipelago.emulate.report import print_emulation
     from archipelago.strategies.registry import get_strategy
 
-    if get_strategy(strategy).workload == "encoder":
-        if checkpoint is not None or precision != "fp32":
-            raise ArchipelagoError(f"strategy '{strategy}' emulates I-BERT's integer kernels "
-                                   "with seeded weights; drop --checkpoint and --precision")
-        _emulate_encoder(model, cluster, strategy, seq_len or EMULATE_SEQ_LEN, seed, timeout,
-                         as_json)
-        return
-
-    report = run_emulation(model, cluster, strategy, tokens, seed, precision,
+    report = run_emulation(model, cluster, strategy, workload_options(ctx), seed, precision,
                            None if checkpoint is None else str(checkpoint), timeout)
     if report is None:  # a torchrun rank other than 0
         return
     if as_json:
         print(json.dumps(report, indent=2))
     else:
-        print_emulation(report, console)
+        get_strategy(strategy).plan_kind.hook("report").print_emulation(report, console)
 
 
 @app.command()
@@ -165,18 +141,17 @@ def build(
     force: Annotated[bool, typer.Option(help="write into a non-empty --out")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Write the Galapagos build of MODEL: Cluster Builder JSON, logical/map XML per
-    cluster, routing tables and a summary, all inside --out."""
+    """Write the deployment files of MODEL's plan (Galapagos: Cluster Builder JSON,
+    logical/map XML per cluster, routing tables and a summary), all inside --out."""
     from archipelago.api import build as write
+    from archipelago.strategies.registry import get_strategy
 
     summary = write(model, cluster, strategy, str(out), force,
                     load_engine_config(engine_config))
     if as_json:
         print(json.dumps(summary, indent=2))
-        return
-    console.print(f"{summary['model']} on {summary['hardware']}: {summary['kernels']:,} kernels "
-                  f"in {summary['clusters']} clusters on {summary['fpgas_needed']} FPGAs; "
-                  f"{len(summary['files'])} files in {summary['out']}")
+    else:
+        get_strategy(strategy).plan_kind.hook("report").print_build(summary, console)
 
 
 @app.command()
@@ -186,7 +161,7 @@ def catalog(as_json: JsonOpt = False) -> None:
     from archipelago.hardware.catalog import catalog as devices
     from archipelago.models.weights import parameter_count
     from archipelago.models.zoo import model_names, resolve_model
-    from archipelago.strategies.registry import strategies
+    from archipelago.strategies.registry import kinds, strategies
 
     models = {name: resolve_model(name) for name in model_names()}
     if as_json:
@@ -196,6 +171,9 @@ def catalog(as_json: JsonOpt = False) -> None:
                        for n, s in models.items()},
             "devices": {k: {"name": d.name, "kind": d.kind} for k, d in devices().items()},
             "strategies": {n: s.summary for n, s in strategies().items()},
+            "plan_kinds": {n: {"workload": k.workload.name,
+                               "options": {o.name: o.default for o in k.workload.options}}
+                           for n, k in kinds().items()},
         }, indent=2))
         return
     table = Table(title="models")
@@ -213,20 +191,23 @@ def catalog(as_json: JsonOpt = False) -> None:
         table.add_row(key, d.name, d.kind, str(d.resources.dsp or "-"), mems or "-")
     console.print(table)
     table = Table(title="strategies")
-    table.add_column("name")
-    table.add_column("what it does")
+    for col in ("name", "plan kind", "workload options", "what it does"):
+        table.add_column(col)
     for name, info in strategies().items():
-        table.add_row(name, info.summary)
+        options = ", ".join(f"--{o.name.replace('_', '-')} ({o.help}; {o.default})"
+                            for o in info.plan_kind.workload.options)
+        table.add_row(name, info.kind, options, info.summary)
     console.print(table)
 
 
-@app.command()
+@app.command(context_settings=KIND_OPTIONS, help=f"Search engine design parameters (NSGA-II) "
+             f"under the devices' limits; resumable.{KIND_HELP}")
 @user_errors
 def explore(
+    ctx: typer.Context,
     model: ModelArg,
     cluster: ClusterOpt = "1xu280",
     strategy: StrategyOpt = "lora-q",
-    tokens: TokensOpt = "32:256",
     trials: Annotated[int, typer.Option(min=1, help="finished trials the study should hold")] = 200,
     storage: Annotated[str, typer.Option(help="optuna storage URL")] = "sqlite:///archi-explore.db",
     study: Annotated[str | None, typer.Option(help="study name (default from the inputs)")] = None,
@@ -234,23 +215,25 @@ def explore(
     seed: Annotated[int, typer.Option(help="sampler seed")] = 0,
     as_json: JsonOpt = False,
 ) -> None:
-    """Search engine design parameters (NSGA-II) under the devices' limits; resumable."""
     from rich.progress import Progress
 
-    from archipelago.api import make_plan
-    from archipelago.estimate.workload import parse_tokens
+    from archipelago.api import make_plan, parse_workload
     from archipelago.explore.search import SearchRequest, run_search
+    from archipelago.strategies.registry import get_strategy
 
-    name = study or f"{Path(model).stem}-{cluster}-{strategy}-{tokens.replace(':', 'x')}"
-    request = SearchRequest(model, cluster, strategy, parse_tokens(tokens), trials, storage,
-                            name, seed)
+    given = workload_options(ctx)
+    work = parse_workload(strategy, given, "explore")
+    texts = get_strategy(strategy).plan_kind.workload.texts(given, "explore")
+    inputs = "-".join(t.replace(":", "x") for t in texts.values())
+    name = study or f"{Path(model).stem}-{cluster}-{strategy}-{inputs}"
+    request = SearchRequest(model, cluster, strategy, work, trials, storage, name, seed)
     make_plan(model, cluster, strategy)  # reject bad names and splits before any trial
     with Progress(console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task(f"exploring {name}", total=trials)
         best = run_search(request, on_trial=lambda n: bar.advance(task, n))
     target = out or Path(f"best-{name}.yaml")
     target.write_text(yaml.safe_dump({
-        "strategy": strategy, "model": model, "cluster": cluster, "tokens": tokens,
+        "strategy": strategy, "model": model, "cluster": cluster, **texts,
         "latency_s": best.latency_s, "tokens_per_s": best.tokens_per_s,
         "engine": best.engine}, sort_keys=False))
     summary = {"study": name, "storage": storage, "trials": best.trials_done,

@@ -25,8 +25,8 @@ def per_call_ms(fn, repeats: int) -> float:
 def main() -> None:
     print(f"{'case':34} {'plan+estimate':>14} {'estimate only':>14}")
     for model, cluster, tokens in CASES:
-        full = per_call_ms(lambda m=model, c=cluster, t=tokens: plan_and_estimate(m, c, "dfx", t),
-                           200)
+        full = per_call_ms(lambda m=model, c=cluster, t=tokens:
+                           plan_and_estimate(m, c, "dfx", {"tokens": t}), 200)
         plan = make_plan(model, cluster, "dfx")
         workload = Generation(*map(int, tokens.split(":")))
         only = per_call_ms(lambda p=plan, w=workload: estimate_generation(p, w), 200)

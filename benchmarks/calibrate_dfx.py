@@ -18,7 +18,7 @@ MODEL, CLUSTER, WORKLOAD = "gpt2-345m", "1xu280", Generation(64, 64)
 
 def tokens_per_s(efficiency: float) -> float:
     dfx.DFX_TILE_EFFICIENCY = efficiency
-    plan = get_strategy("dfx").planner(resolve_model(MODEL), resolve_cluster(CLUSTER))
+    plan = get_strategy("dfx").plan(resolve_model(MODEL), resolve_cluster(CLUSTER))
     return estimate_generation(plan, WORKLOAD).tokens_per_s
 
 

@@ -16,6 +16,7 @@ import transformers
 from archipelago.api import emulate, make_plan
 from archipelago.emulate.generation import emulate as emulate_plan
 from archipelago.emulate.job import EmulationJob
+from archipelago.estimate.workload import parse_tokens
 from archipelago.plan import CommStep, ComputeStep, Plan, Shard
 from tests.conftest import TINY_GPT2
 
@@ -90,7 +91,7 @@ def gpt2_reference() -> transformers.PreTrainedModel:
 
 @pytest.fixture(scope="module", params=[1, 2, 4])
 def gpt2_run(request: pytest.FixtureRequest, gpt2_config: str) -> dict[str, Any]:
-    return emulate(gpt2_config, f"{request.param}xu280", "dfx", TOKENS, seed=SEED)
+    return emulate(gpt2_config, f"{request.param}xu280", "dfx", {"tokens": TOKENS}, seed=SEED)
 
 
 def test_gpt2_generates_what_transformers_generates(gpt2_run, gpt2_reference) -> None:
@@ -119,7 +120,7 @@ def test_dfx_runs_four_all_gathers_per_layer(gpt2_run) -> None:
 
 
 def test_fp16_logits_within_rounding_tolerance(gpt2_config, gpt2_reference) -> None:
-    report = emulate(gpt2_config, "2xu280", "dfx", TOKENS, seed=SEED, precision="fp16")
+    report = emulate(gpt2_config, "2xu280", "dfx", {"tokens": TOKENS}, seed=SEED, precision="fp16")
     _, scale = hf_greedy(gpt2_reference, report["prompt"])
     assert 0 < report["max_abs_logit_diff"] <= FP16_REL_TOL * scale
     assert report["bytes_per_rank"] == [2 * held_numel(gpt2_reference, 2)[0]] * 2
@@ -127,7 +128,7 @@ def test_fp16_logits_within_rounding_tolerance(gpt2_config, gpt2_reference) -> N
 
 @pytest.mark.parametrize("config", [OPT, LLAMA], ids=["opt-relu-offset2", "llama-rope-gqa"])
 def test_opt_and_llama_on_two_ranks(config, tmp_path) -> None:
-    report = emulate(write_config(tmp_path, config), "2xu280", "dfx", TOKENS, seed=SEED)
+    report = emulate(write_config(tmp_path, config), "2xu280", "dfx", {"tokens": TOKENS}, seed=SEED)
     expected, scale = hf_greedy(hf_model(config, SEED), report["prompt"])
     assert report["generated"] == expected and report["tokens_match"]
     assert report["max_abs_logit_diff"] <= FP32_REL_TOL * scale
@@ -159,7 +160,7 @@ def test_a_plan_with_all_reduce_runs_without_emulator_changes(tmp_path) -> None:
     """LLaMA (no FFN biases, so the partial sums need no bias bookkeeping) on 2 ranks."""
     config = write_config(tmp_path, LLAMA)
     plan = row_split_ffn(make_plan(config, "2xu280", "dfx"))
-    report = emulate_plan(plan, EmulationJob(config, "2xu280", "dfx", TOKENS, seed=SEED))
+    report = emulate_plan(plan, EmulationJob(parse_tokens(TOKENS), seed=SEED))
     layers = LLAMA["num_hidden_layers"]
     assert report["collectives"] == {"all_gather": 2 * layers * NEW,  # attention only
                                      "all_reduce": layers * NEW, "argmax_gather": NEW}
@@ -174,7 +175,7 @@ def test_local_checkpoint_with_bare_base_model_names(tmp_path) -> None:
     model = hf_model(GPT2, seed=11)
     model.transformer.save_pretrained(tmp_path / "ckpt")
     ckpt = str(tmp_path / "ckpt")
-    report = emulate(ckpt, "2xu280", "dfx", TOKENS, seed=SEED, checkpoint=ckpt)
+    report = emulate(ckpt, "2xu280", "dfx", {"tokens": TOKENS}, seed=SEED, checkpoint=ckpt)
     assert report["generated"] == hf_greedy(model, report["prompt"])[0]
     assert report["tokens_match"] and report["weights"] == ckpt
 

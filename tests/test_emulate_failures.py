@@ -63,7 +63,7 @@ def test_bad_requests_are_rejected_before_any_process_starts(
     args = {"tokens": "4:4", "strategy": "dfx", **options}
     strategy, tokens = args.pop("strategy"), args.pop("tokens")
     with pytest.raises(error, match=message):
-        emulate(paths.get(model, model), cluster, strategy, tokens, **args)
+        emulate(paths.get(model, model), cluster, strategy, {"tokens": tokens}, **args)
 
 
 @pytest.mark.parametrize(("fault", "reason"), [
@@ -75,7 +75,7 @@ def test_a_failing_rank_stops_every_rank(fault, reason, gpt2_config, monkeypatch
     monkeypatch.setenv(FAULT_ENV, fault)
     start = time.monotonic()
     with pytest.raises(RankFailure) as caught:
-        emulate(gpt2_config, "2xu280", "dfx", "4:4", timeout_s=5)
+        emulate(gpt2_config, "2xu280", "dfx", {"tokens": "4:4"}, timeout_s=5)
     assert reason in str(caught.value)
     assert time.monotonic() - start < 60
     assert rank_processes() == []

@@ -35,7 +35,8 @@ def gpt2_reference() -> transformers.PreTrainedModel:
 
 @pytest.mark.parametrize("ranks", [1, 2, 4])
 def test_lora_f_generates_what_transformers_generates(ranks, gpt2_reference, tmp_path) -> None:
-    report = emulate(write_config(tmp_path, GPT2), f"{ranks}xu280", "lora-f", TOKENS, seed=SEED)
+    report = emulate(write_config(tmp_path, GPT2), f"{ranks}xu280", "lora-f", {"tokens": TOKENS},
+                     seed=SEED)
     expected, scale = hf_greedy(gpt2_reference, report["prompt"])
     assert report["generated"] == expected and report["tokens_match"]
     assert report["max_abs_logit_diff"] <= FP32_REL_TOL * scale
@@ -49,8 +50,8 @@ def test_lora_f_generates_what_transformers_generates(ranks, gpt2_reference, tmp
 @pytest.fixture(scope="module")
 def w8a8_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[int, dict[str, Any]]:
     config = write_config(tmp_path_factory.mktemp("tiny-w8a8"), GPT2_Q)
-    return {n: emulate(config, f"{n}xu280", "lora-q", TOKENS, seed=SEED, precision="fp16")
-            for n in (1, 2, 4)}
+    return {n: emulate(config, f"{n}xu280", "lora-q", {"tokens": TOKENS}, seed=SEED,
+                       precision="fp16") for n in (1, 2, 4)}
 
 
 def test_w8a8_split_runs_equal_the_one_device_run(w8a8_runs) -> None:

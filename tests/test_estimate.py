@@ -11,12 +11,12 @@ from archipelago.models.graph import decode, prefill
 
 def test_calibration_point_is_reproduced() -> None:
     """Issue #2: gpt2-345m, one U280, 64:64 -> 93.1 tokens/s (the fitted constant)."""
-    _, _, est = plan_and_estimate("gpt2-345m", "1xu280", "dfx", "64:64")
+    _, _, est = plan_and_estimate("gpt2-345m", "1xu280", "dfx", {"tokens": "64:64"})
     assert est.tokens_per_s == pytest.approx(93.1, rel=2e-3)
 
 
 def test_latency_definitions_hold_together() -> None:
-    plan, _work, est = plan_and_estimate("gpt2-774m", "2xu280", "dfx", "32:40")
+    plan, _work, est = plan_and_estimate("gpt2-774m", "2xu280", "dfx", {"tokens": "32:40"})
     contexts = 32 + np.arange(1, 40)
     assert est.latency_s == pytest.approx(est.prefill_s + decode_seconds(plan, contexts).sum())
     assert est.tokens_per_s == pytest.approx(40 / est.latency_s)
@@ -31,26 +31,27 @@ def test_decode_time_rises_with_context() -> None:
 
 
 def test_more_fpgas_are_faster_but_not_linearly() -> None:
-    rates = [plan_and_estimate("gpt2-345m", f"{n}xu280", "dfx", "64:64")[2].tokens_per_s
+    rates = [plan_and_estimate("gpt2-345m", f"{n}xu280", "dfx", {"tokens": "64:64"})[2].tokens_per_s
              for n in (1, 2, 4)]
     assert rates[0] < rates[1] < rates[2] < 4 * rates[0]
 
 
 def test_single_device_has_no_sync_time() -> None:
-    est = plan_and_estimate("gpt2-345m", "1xu280", "dfx", "8:8")[2]
+    est = plan_and_estimate("gpt2-345m", "1xu280", "dfx", {"tokens": "8:8"})[2]
     assert est.breakdown_s["sync"] == 0
-    assert plan_and_estimate("gpt2-345m", "4xu280", "dfx", "8:8")[2].breakdown_s["sync"] > 0
+    four = plan_and_estimate("gpt2-345m", "4xu280", "dfx", {"tokens": "8:8"})
+    assert four.estimate.breakdown_s["sync"] > 0
 
 
 def test_model_too_big_for_hbm_is_infeasible_with_bytes() -> None:
-    est = plan_and_estimate("opt-6.7b", "1xu280", "dfx", "64:64")[2]
+    est = plan_and_estimate("opt-6.7b", "1xu280", "dfx", {"tokens": "64:64"})[2]
     assert not est.feasible
     assert "HBM needs" in est.reasons[0] and "has 8.59e+09" in est.reasons[0]
-    assert plan_and_estimate("opt-6.7b", "2xu280", "dfx", "64:64")[2].feasible
+    assert plan_and_estimate("opt-6.7b", "2xu280", "dfx", {"tokens": "64:64"})[2].feasible
 
 
 def test_too_many_tokens_for_the_model() -> None:
-    est = plan_and_estimate("gpt2-345m", "1xu280", "dfx", "1000:100")[2]
+    est = plan_and_estimate("gpt2-345m", "1xu280", "dfx", {"tokens": "1000:100"})[2]
     assert not est.feasible and "1024 positions" in est.reasons[0]
 
 

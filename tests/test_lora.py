@@ -169,7 +169,7 @@ def test_early_broadcast_hides_the_gather_under_the_remaining_heads() -> None:
 
 def test_lora_beats_dfx_on_one_u280_and_q_beats_f() -> None:
     """LORA's premise (seeds/002 §II-C): the systolic core outruns DFX's adder trees."""
-    latency = {s: plan_and_estimate("gpt2-345m", "1xu280", s, "32:256")[2].latency_s
+    latency = {s: plan_and_estimate("gpt2-345m", "1xu280", s, {"tokens": "32:256"})[2].latency_s
                for s in ("dfx", "lora-f", "lora-q")}
     assert latency["lora-q"] < latency["lora-f"] < latency["dfx"]
 

@@ -18,11 +18,17 @@ from archipelago.emit.cluster_builder import cluster_description, cluster_dir, l
 from archipelago.emit.galapagos_xml import logical_xml, map_xml
 from archipelago.emit.output_dir import OutputDir
 from archipelago.emit.routing import routing_file
+from archipelago.errors import PartitionError
+from archipelago.estimate.streaming import feasibility
 from archipelago.strategies.galapagos.plan import DataflowPlan
 
 
 def write_build(plan: DataflowPlan, out: Path | str, force: bool = False) -> dict[str, Any]:
-    """Write every build file under `out`; returns the summary (also in summary.json)."""
+    """Write every build file under `out`; returns the summary (also in summary.json).
+    A plan over the devices' hardware limits gets no files."""
+    reasons = feasibility(plan, 1)  # hardware limits only: any sequence length fits one token
+    if reasons:
+        raise PartitionError(f"no build for an infeasible plan: {'; '.join(reasons)}")
     target = OutputDir(out, force)
     kernels = plan.kernel_count
     members: dict[int, list[Node]] = defaultdict(list)

@@ -4,14 +4,15 @@ against the unsplit transformers model.
     launch       the parent: check the request, provide weights, start ranks, summarize
     worker       one rank: process group, the strategy's rank program, results to rank 0
     watchdog     heartbeats, injected faults, failure diagnosis; stops every rank on failure
-    dispatch     which emulator runs which strategy's plans (one table row each)
-    generation   the decoder emulator: shard loading, greedy generation, reference check
+    generation   the tensor-parallel kind's emulator (`emulate`): shard loading, greedy
+                 generation, reference check
+    galapagos    the dataflow kind's emulator: kernel threads and a packet router
     interpreter  walks a Plan's steps; compute and collectives hold one handler per step kind
     state        what a rank carries (weights, KV cache, positions, its Exchange)
     checkpoint   reads only a rank's slices from safetensors; hf_names maps tensor names
     numerics     norm epsilon and rotary base from the HF config
     reference    the transformers model (the only module here importing transformers)
-    job, errors, report   the request, the error types, the human-readable report
+    job, errors  the request and the error types
 
 Importing this package imports nothing heavy; torch loads with the modules that need it.
 """

@@ -66,9 +66,10 @@ def check(plan: Plan, job: EmulationJob) -> None:
                              f"{', '.join(missing)}")
     if not any(isinstance(s, CommStep) and s.kind == "argmax_gather" for s in plan.output_steps):
         raise EmulationError(f"plan '{plan.scheme}' has no argmax_gather to pick tokens with")
-    work = job.workload()
+    work = job.workload
     if work.total_tokens > spec.max_positions:
-        raise EmulationError(f"--tokens {job.tokens}: {work.total_tokens} tokens exceed "
+        raise EmulationError(f"--tokens {work.input_tokens}:{work.output_tokens}: "
+                             f"{work.total_tokens} tokens exceed "
                              f"{spec.name}'s {spec.max_positions} positions")
     if job.checkpoint is not None:
         _check_checkpoint(spec, Path(job.checkpoint))
@@ -97,7 +98,7 @@ def run_rank(plan: Plan, job: EmulationJob, rank: int, exchange: Exchange) -> di
                if scales is not None and t.name in scales}
     rs = RankState(spec, shard.weights, numerics(spec), exchange, device.vocab_slice,
                    device.columns(spec.hidden), scales, offsets)
-    work = job.workload()
+    work = job.workload
     out = generate(plan, rs, prompt_ids(spec, work.input_tokens, job.seed), work.output_tokens)
     return {"tokens": out.tokens, "logits": out.logits, "vocab_slice": list(rs.vocab_slice),
             "seconds": out.seconds, "bytes_by_memory": shard.bytes_by_memory,
@@ -117,7 +118,7 @@ def summarize(plan: Plan, job: EmulationJob, ranks: list[dict[str, Any]]) -> dic
     ordered = sorted(ranks, key=lambda r: r["vocab_slice"][0])
     logits = torch.cat([r["logits"] for r in ordered], dim=-1)
     assert logits.shape[-1] == plan.spec.vocab, tuple(logits.shape)
-    work = job.workload()
+    work = job.workload
     prompt = prompt_ids(plan.spec, work.input_tokens, job.seed)
     model = reference.load_model(Path(job.weights_dir))
     expected = reference.greedy_generate(model, prompt, work.output_tokens)
@@ -143,5 +144,7 @@ PROGRAM = RankProgram(run_rank, summarize)
 
 
 def emulate(plan: Plan, job: EmulationJob) -> dict[str, Any] | None:
-    """The whole run: one process per device, each generating from its own shard."""
+    """The tensor-parallel kind's emulator: check everything that would stop a rank, then
+    one process per device, each generating from its own shard."""
+    check(plan, job)
     return run_spmd(plan, job, PROGRAM)

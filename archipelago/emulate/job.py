@@ -1,13 +1,12 @@
-"""One emulation request: the arguments `archi plan` takes plus weights, seed and precision.
-The launcher builds the Plan from it once with `archipelago.api.make_plan` (under torchrun,
-each rank does, from the same arguments) and hands both to every rank."""
+"""One emulation request: the workload its plan kind parsed, plus weights, seed, precision
+and the watchdog's patience. The plan itself travels beside it (the pipeline builds it, or,
+under torchrun, each rank's own pipeline does from the same arguments), so nothing here
+reaches back up to the pipeline."""
 
 from dataclasses import dataclass
+from typing import Any
 
-from archipelago.api import make_plan
 from archipelago.errors import ArchipelagoError, UnknownNameError
-from archipelago.estimate.workload import Generation, parse_tokens
-from archipelago.plan import Plan
 
 PRECISIONS = ("fp32", "fp16")
 
@@ -17,10 +16,7 @@ class EmulationJob:
     """`checkpoint` is the user's directory (None: random weights from `seed`);
     `weights_dir` is where ranks actually read safetensors, set by the launcher."""
 
-    model: str
-    cluster: str
-    strategy: str
-    tokens: str
+    workload: Any
     seed: int = 0
     precision: str = "fp32"
     checkpoint: str | None = None
@@ -33,9 +29,3 @@ class EmulationJob:
         if not self.timeout_s > 0:
             raise ArchipelagoError(f"--timeout {self.timeout_s}: must be a positive number of "
                                    "seconds")
-
-    def plan(self) -> Plan:
-        return make_plan(self.model, self.cluster, self.strategy)
-
-    def workload(self) -> Generation:
-        return parse_tokens(self.tokens)

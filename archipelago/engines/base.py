@@ -4,8 +4,16 @@ from dataclasses import dataclass
 from math import ceil
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict
 
 from archipelago.hardware.device import Resources
+
+
+class EngineConfig(BaseModel):
+    """Design parameters of a compute core: validated once where the user gives them
+    (unknown keys and out-of-range values are refused, with the key named), then frozen."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 @dataclass(frozen=True)

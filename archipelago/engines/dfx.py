@@ -20,10 +20,10 @@ performance"). Synchronization goes through the router (`comm.router`, §V-E).
 """
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from math import log2
 
 import numpy as np
+from pydantic import Field, field_validator
 
 from archipelago.comm.router import dfx_all_gather_s
 from archipelago.engines.base import (
@@ -31,6 +31,7 @@ from archipelago.engines.base import (
     FP16_EXP_CYCLES,
     FP16_MUL_CYCLES,
     FP16_RECIP_CYCLES,
+    EngineConfig,
     PhaseArrays,
     add_resources,
     ceil_div,
@@ -57,23 +58,25 @@ ARGMAX_VALUES_PER_RANK = 2
 DFX_TILE_EFFICIENCY = 0.9265
 
 
-@dataclass(frozen=True)
-class DFXConfig:
+class DFXConfig(EngineConfig):
     """Design parameters of one DFX core."""
 
-    d: int = 64  # tile dimension = adder-tree inputs per lane (seeds/001 §V-B)
-    l: int = 16  # noqa: E741  lanes of the MFU (seeds/001 §V-B)
-    clock_hz: float = 200e6  # kernel clock (seeds/001 §VI)
-    hbm_channels: int = 32  # DMA reads all 32 HBM channels (seeds/001 §V-B)
-    channel_bits: int = 512  # per-channel data width at the kernel clock (seeds/001 §V-B)
-    data_bits: int = 16  # FP16 (seeds/001 §IV-B)
-    ddr_Bps: float = 19e9  # one DDR channel: half of the 38 GB/s of two (seeds/001 §IV-B)
-    window_tokens: int = 64  # summarization sliding window held on chip (§IV-C Conv1D);
-    #                          taken equal to d, the tile height
+    d: int = Field(64, ge=2)  # tile dimension = adder-tree inputs per lane (seeds/001 §V-B)
+    l: int = Field(16, ge=1)  # noqa: E741  lanes of the MFU (seeds/001 §V-B)
+    clock_hz: float = Field(200e6, gt=0)  # kernel clock (seeds/001 §VI)
+    hbm_channels: int = Field(32, ge=1)  # DMA reads all 32 HBM channels (seeds/001 §V-B)
+    channel_bits: int = Field(512, ge=1)  # per-channel data width at the kernel clock (§V-B)
+    data_bits: int = Field(16, ge=1)  # FP16 (seeds/001 §IV-B)
+    ddr_Bps: float = Field(19e9, gt=0)  # one DDR channel: half of the 38 GB/s of two (§IV-B)
+    window_tokens: int = Field(64, ge=1)  # summarization sliding window held on chip (§IV-C
+    #                                       Conv1D); taken equal to d, the tile height
 
-    def __post_init__(self) -> None:
-        assert self.d >= 2 and self.d & (self.d - 1) == 0, "d must be a power of two"
-        assert self.l >= 1 and self.clock_hz > 0
+    @field_validator("d")
+    @classmethod
+    def _power_of_two(cls, d: int) -> int:
+        if d & (d - 1):
+            raise ValueError("must be a power of two")
+        return d
 
     @property
     def hbm_values_per_cycle(self) -> int:

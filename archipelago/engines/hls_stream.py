@@ -19,7 +19,9 @@ from functools import lru_cache
 from math import ceil, log2
 from typing import Literal
 
-from archipelago.engines.base import add_resources, memory_blocks
+from pydantic import Field
+
+from archipelago.engines.base import EngineConfig, add_resources, memory_blocks
 from archipelago.hardware.device import Device, Resources
 from archipelago.models.spec import ModelSpec
 
@@ -87,22 +89,17 @@ LAYERNORM_DSP = multiplier_dsp(16, 16) + multiplier_dsp(32, 32)
 STAGE_DEPTH: dict[str, int] = {s: MAC_LATENCY + 2 for s in STAGE_DSP}
 
 
-@dataclass(frozen=True)
-class StreamConfig:
+class StreamConfig(EngineConfig):
     """Design parameters every kernel of one build shares (`--engine-config` keys)."""
 
-    clock_hz: float = KERNEL_CLOCK_HZ
-    flit_bytes: int = FLIT_BYTES
-    max_seq_len: int = MAX_SEQ_LEN
-    row_interval: int | None = None  # target cycles per row; None: the engine's default
-    #                                  (the hidden size; on Versal the AIE time per row)
-    utilization: float = 0.9  # share of each FPGA's DSP/BRAM/URAM/AIE compute kernels fill
-    layers_per_cluster: int = 1  # encoders per Galapagos cluster (seeds/000 §7.2: one)
-
-    def __post_init__(self) -> None:
-        assert self.clock_hz > 0 and self.flit_bytes > 0 and self.max_seq_len >= 1
-        assert self.row_interval is None or self.row_interval >= 1
-        assert 0 < self.utilization <= 1 and self.layers_per_cluster >= 1
+    clock_hz: float = Field(KERNEL_CLOCK_HZ, gt=0)
+    flit_bytes: int = Field(FLIT_BYTES, ge=1)
+    max_seq_len: int = Field(MAX_SEQ_LEN, ge=1)
+    row_interval: int | None = Field(None, ge=1)  # target cycles per row; None: the engine's
+    #                                  default (the hidden size; on Versal the AIE time per row)
+    utilization: float = Field(0.9, gt=0, le=1)  # share of each FPGA's DSP/BRAM/URAM/AIE
+    #                                              compute kernels fill
+    layers_per_cluster: int = Field(1, ge=1)  # encoders per Galapagos cluster (§7.2: one)
 
 
 @dataclass(frozen=True)

@@ -15,11 +15,11 @@ router (`comm.router`, §IV-C, §V-B).
 """
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from math import ceil, log2
 from typing import Literal
 
 import numpy as np
+from pydantic import Field, model_validator
 
 from archipelago.comm.router import lora_all_gather_s, lora_all_reduce_s, lora_link
 from archipelago.engines.base import (
@@ -27,6 +27,7 @@ from archipelago.engines.base import (
     FP16_EXP_CYCLES,
     FP16_MUL_CYCLES,
     FP16_RECIP_CYCLES,
+    EngineConfig,
     PhaseArrays,
     ceil_div,
 )
@@ -56,27 +57,29 @@ LINK_PORT_BITS = 256
 DECODE_WAVEFRONT_PASSES = 2
 
 
-@dataclass(frozen=True)
-class SystolicConfig:
+class SystolicConfig(EngineConfig):
     """Design parameters of one LORA core (the variables the §V-D search explores)."""
 
     precision: Precision = "fp16"
-    clock_hz: float = 200e6  # LORA-F 200 MHz, LORA-Q 250 MHz (seeds/002 Table IV)
-    d_sa: int = 32  # systolic array side (seeds/002 §V-C example: 32 x 32)
-    t_m: int = 32  # matrix tile side (Fig. 3b)
-    t_v: int = 32  # tiles per vector-matrix iteration (Fig. 8)
-    n_acc: int = 64  # VFU accumulators (Eq. 2, 7)
-    hbm_axi_bits: int = 512  # per-channel AXI width at the kernel clock
-    hbm_channels: int = 32  # U280 HBM pseudo-channels (seeds/001 §V-B)
-    kv_uram: int = 864  # URAMs for the KV cache (seeds/002 §VI-A-d: "All 864 URAMs")
-    token_window: int = 64  # rows of activations buffered on chip for prefill
+    clock_hz: float = Field(200e6, gt=0)  # LORA-F 200 MHz, LORA-Q 250 MHz (seeds/002 Table IV)
+    d_sa: int = Field(32, ge=1)  # systolic array side (seeds/002 §V-C example: 32 x 32)
+    t_m: int = Field(32, ge=1)  # matrix tile side (Fig. 3b)
+    t_v: int = Field(32, ge=1)  # tiles per vector-matrix iteration (Fig. 8)
+    n_acc: int = Field(64, ge=1)  # VFU accumulators (Eq. 2, 7)
+    hbm_axi_bits: int = Field(512, ge=8)  # per-channel AXI width at the kernel clock
+    hbm_channels: int = Field(32, ge=1)  # U280 HBM pseudo-channels (seeds/001 §V-B)
+    kv_uram: int = Field(864, ge=0)  # URAMs for the KV cache (seeds/002 §VI-A-d: "All 864")
+    token_window: int = Field(64, ge=1)  # rows of activations buffered on chip for prefill
 
-    def __post_init__(self) -> None:
-        assert self.d_sa >= 1 and self.t_m >= self.d_sa and self.t_m % self.d_sa == 0, \
-            "t_m must be a positive multiple of d_sa"
-        assert self.t_v >= 1 and self.t_v * self.t_m <= self.d_sa ** 2, \
-            "t_v x t_m must not exceed the d_sa^2 processing elements"
-        assert self.n_acc >= 1 and self.clock_hz > 0
+    @model_validator(mode="after")
+    def _tiles_fit_the_array(self) -> "SystolicConfig":
+        if self.t_m < self.d_sa or self.t_m % self.d_sa:
+            raise ValueError(f"t_m must be a positive multiple of d_sa (t_m {self.t_m}, "
+                             f"d_sa {self.d_sa})")
+        if self.t_v * self.t_m > self.d_sa ** 2:
+            raise ValueError(f"t_v x t_m ({self.t_v} x {self.t_m}) must not exceed the "
+                             f"d_sa^2 = {self.d_sa ** 2} processing elements")
+        return self
 
     @property
     def weight_bytes(self) -> float:

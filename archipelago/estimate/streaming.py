@@ -19,6 +19,7 @@ import numpy as np
 
 from archipelago.comm.gmi import HOST, gateway_name
 from archipelago.engines.hls_stream import flits
+from archipelago.estimate.workload import Sequence
 from archipelago.strategies.galapagos.plan import DataflowPlan
 
 
@@ -202,3 +203,8 @@ def estimate_stream(plan: DataflowPlan, seq_len: int) -> StreamEstimate:
         feasible=not (reasons := feasibility(plan, seq_len)),
         reasons=reasons,
     )
+
+
+def estimate(plan: DataflowPlan, workload: Sequence) -> StreamEstimate:
+    """The dataflow kind's estimator: one encoder pass over `workload.seq_len` tokens."""
+    return estimate_stream(plan, workload.seq_len)

@@ -24,9 +24,28 @@ class Generation:
         return self.input_tokens + self.output_tokens
 
 
-def parse_tokens(text: str) -> Generation:
+def parse_tokens(tokens: str) -> Generation:
     """`IN:OUT`, e.g. `64:64`."""
-    match = re.fullmatch(r"\s*(\d+)\s*:\s*(\d+)\s*", text)
+    match = re.fullmatch(r"\s*(\d+)\s*:\s*(\d+)\s*", tokens)
     if not match:
-        raise ArchipelagoError(f"--tokens '{text}' must look like IN:OUT, e.g. 64:64")
+        raise ArchipelagoError(f"--tokens '{tokens}' must look like IN:OUT, e.g. 64:64")
     return Generation(int(match.group(1)), int(match.group(2)))
+
+
+@dataclass(frozen=True)
+class Sequence:
+    """One encoder pass over a sequence of `seq_len` tokens."""
+
+    seq_len: int
+
+
+def parse_seq_len(seq_len: str) -> Sequence:
+    """`--seq-len N`: a whole number of tokens, at least one."""
+    try:
+        length = int(seq_len)
+    except ValueError:
+        raise ArchipelagoError(f"--seq-len '{seq_len}' must be a whole number of tokens") \
+            from None
+    if length < 1:
+        raise ArchipelagoError(f"--seq-len {length}: a sequence has at least one token")
+    return Sequence(length)

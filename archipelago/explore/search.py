@@ -12,10 +12,8 @@ from typing import Any
 
 from archipelago.api import make_plan
 from archipelago.errors import ArchipelagoError
-from archipelago.estimate.generation import Estimate, estimate_generation
-from archipelago.estimate.workload import Generation
-from archipelago.explore.spaces import space_for
-from archipelago.plan import Plan
+from archipelago.explore.spaces import design_space
+from archipelago.strategies.registry import get_strategy
 
 
 @dataclass(frozen=True)
@@ -23,7 +21,7 @@ class SearchRequest:
     model: str
     cluster: str
     strategy: str
-    workload: Generation
+    workload: Any  # what the strategy's plan kind parsed from the command line
     trials: int
     storage: str
     study_name: str
@@ -40,30 +38,17 @@ class Best:
     feasible_trials: int
 
 
-def utilization(plan: Plan, est: Estimate) -> dict[str, float]:
-    """Worst-device fraction used of each limited resource (memory capacity and the HBM
-    bandwidth the engine streams at included)."""
-    out = {"dsp": 0.0, "bram": 0.0, "uram": 0.0, "hbm": 0.0, "hbm_bandwidth": 0.0}
-    for use, dp in zip(est.devices, plan.devices, strict=True):
-        have, total = dp.device.resources, use.total
-        for res in ("dsp", "bram", "uram"):
-            out[res] = max(out[res], getattr(total, res) / max(getattr(have, res), 1))
-        hbm = dp.device.memory("hbm")
-        if hbm is not None:
-            out["hbm"] = max(out["hbm"], use.hbm_bytes / hbm.capacity_bytes)
-            streamed = getattr(plan.engine, "hbm_bytes_per_cycle", 0.0)
-            clock = plan.engine.config.clock_hz
-            out["hbm_bandwidth"] = max(out["hbm_bandwidth"], streamed * clock / hbm.bandwidth_Bps)
-    return out
-
-
-def evaluate(request: SearchRequest, engine: dict[str, Any]) -> tuple[Plan, Estimate]:
+def evaluate(request: SearchRequest, engine: dict[str, Any]) -> tuple[Any, Any]:
+    """The plan for one engine design and its estimate: the kind's estimator, whose result
+    has `latency_s`, `tokens_per_s` and `feasible`."""
+    strategy = get_strategy(request.strategy)
     plan = make_plan(request.model, request.cluster, request.strategy, engine)
-    return plan, estimate_generation(plan, request.workload)
+    return plan, strategy.plan_kind.hook("estimator")(plan, request.workload)
 
 
 def _objective(request: SearchRequest) -> Callable[[Any], tuple[float, float]]:
-    sample = space_for(request.strategy).sample
+    sample = design_space(request.strategy).sample
+    utilization = get_strategy(request.strategy).plan_kind.hook("utilization")
 
     def objective(trial: Any) -> tuple[float, float]:
         engine = sample(trial)
@@ -125,7 +110,7 @@ def run_search(request: SearchRequest, on_trial: Callable[[int], None] | None = 
 
     study = _open_study(request)
     if not study.get_trials(deepcopy=False):
-        study.enqueue_trial(space_for(request.strategy).baseline)
+        study.enqueue_trial(design_space(request.strategy).baseline)
     state = optuna.trial.TrialState
     done = len(study.get_trials(deepcopy=False, states=(state.COMPLETE,)))
     if on_trial:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from archipelago.errors import ArchipelagoError
+from archipelago.strategies.registry import get_strategy, resolve, strategies
 
 
 class Trial(Protocol):
@@ -57,16 +58,18 @@ def _systolic_baseline(clock_hz: float, d_sa: int) -> dict[str, Any]:
 
 
 # Clocks up to each prototype's published one (seeds/002 Table IV); faster clocks are not
-# offered because the model has no timing-closure term to say they would be met.
-SPACES: dict[str, DesignSpace] = {
-    "lora-f": DesignSpace(_systolic([150e6, 200e6]), _systolic_baseline(200e6, 32)),
-    "lora-q": DesignSpace(_systolic([150e6, 200e6, 250e6]), _systolic_baseline(250e6, 64)),
-    "dfx": DesignSpace(_dfx, {"d": 64, "window_tokens": 64}),  # seeds/001 §V-B
-}
+# offered because the model has no timing-closure term to say they would be met. Strategies
+# name their space when they register (`design_space="archipelago.explore.spaces:LORA_F"`).
+LORA_F = DesignSpace(_systolic([150e6, 200e6]), _systolic_baseline(200e6, 32))
+LORA_Q = DesignSpace(_systolic([150e6, 200e6, 250e6]), _systolic_baseline(250e6, 64))
+DFX = DesignSpace(_dfx, {"d": 64, "window_tokens": 64})  # seeds/001 §V-B
 
 
-def space_for(strategy: str) -> DesignSpace:
-    if strategy not in SPACES:
+def design_space(strategy: str) -> DesignSpace:
+    """The space strategy `strategy` registered; an error naming those that have one."""
+    path = get_strategy(strategy).design_space
+    if path is None:
+        explorable = sorted(n for n, s in strategies().items() if s.design_space)
         raise ArchipelagoError(f"strategy '{strategy}' has no engine design space to explore; "
-                               f"explorable: {', '.join(sorted(SPACES))}")
-    return SPACES[strategy]
+                               f"explorable: {', '.join(explorable)}")
+    return resolve(path)

@@ -1,12 +1,13 @@
-"""Render a dataflow (Galapagos) estimate: one JSON object, or rich tables for people."""
+"""The dataflow kind's report (Galapagos): estimates, emulations and builds as one JSON
+object or rich tables for people."""
 
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-from archipelago.engines.aie import AIEEngine
 from archipelago.estimate.streaming import EncoderTiming, StreamEstimate
+from archipelago.estimate.workload import Sequence
 from archipelago.strategies.galapagos.plan import DataflowPlan
 
 
@@ -23,7 +24,8 @@ def _timing(est: StreamEstimate, t: EncoderTiming) -> dict[str, Any]:
     }
 
 
-def stream_estimate_to_dict(plan: DataflowPlan, est: StreamEstimate) -> dict[str, Any]:
+def estimate_to_dict(plan: DataflowPlan, workload: Sequence, est: StreamEstimate
+                     ) -> dict[str, Any]:
     unpadded = _timing(est, est.timing)
     return {
         "model": plan.spec.name,
@@ -65,7 +67,7 @@ def _encoder_kernels(plan: DataflowPlan, seq_len: int) -> list[dict[str, Any]]:
         row = {"name": name, "aie": use.aie, "dsp": use.dsp, "bram": use.bram,
                "uram": use.uram,
                "compute_s": seq_len * engine.compute_cycles(k.design, seq_len) / f}
-        if isinstance(engine, AIEEngine) and use.aie:
+        if use.aie:  # only Versal engines place kernels on AI Engines
             row["aie_s"] = engine.aie_seconds(k.design, seq_len)
         rows.append(row)
     return rows
@@ -75,7 +77,8 @@ def _pct(used: int, have: int) -> str:
     return f"{used:,} ({100 * used / have:.0f}%)" if have else f"{used:,}"
 
 
-def print_stream_estimate(plan: DataflowPlan, est: StreamEstimate, console: Console) -> None:
+def print_estimate(plan: DataflowPlan, workload: Sequence, est: StreamEstimate,
+                   console: Console) -> None:
     f = est.clock_hz
     head = Table(title=f"{plan.spec.name} on {plan.cluster.name} · strategy {plan.strategy} · "
                        f"{est.seq_len} tokens")
@@ -108,7 +111,7 @@ def print_stream_estimate(plan: DataflowPlan, est: StreamEstimate, console: Cons
         console.print(f"[red]infeasible:[/red] {reason}")
 
 
-def print_stream_emulation(report: dict[str, Any], console: Console) -> None:
+def print_emulation(report: dict[str, Any], console: Console) -> None:
     """The emulation verdict and the busiest FPGA-to-FPGA links."""
     head = Table(title=f"{report['model']} on {report['cluster']} · strategy "
                        f"{report['strategy']} · {report['seq_len']} tokens (emulated)")
@@ -129,3 +132,9 @@ def print_stream_emulation(report: dict[str, Any], console: Console) -> None:
     for link, use in busiest:
         links.add_row(link, f"{use['packets']:,}", f"{use['bytes']:,}")
     console.print(links)
+
+
+def print_build(summary: dict[str, Any], console: Console) -> None:
+    console.print(f"{summary['model']} on {summary['hardware']}: {summary['kernels']:,} kernels "
+                  f"in {summary['clusters']} clusters on {summary['fpgas_needed']} FPGAs; "
+                  f"{len(summary['files'])} files in {summary['out']}")

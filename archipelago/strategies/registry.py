@@ -1,47 +1,230 @@
-"""Strategies looked up by name: a registry instead of if/elif chains on strings."""
+"""Plan kinds and strategies, looked up by name: the one place that turns a name into code.
+
+A `PlanKind` is a shape of plan (an SPMD tensor-parallel program, a streaming dataflow
+graph, ...): the workload its commands take from the command line, and where its estimator,
+emulator, writers, report and utilization live, as `module:attribute` paths resolved only
+when used so `import archipelago` stays light. A `Strategy` is a named way of making plans
+of one kind: a planner plus the typed model of its engine parameters.
+
+Built-in strategies register when their modules are imported (`_load`); a package outside
+the repository registers through the `archipelago.strategies` entry point group, whose
+entries name modules that call `register_kind` / `register` when imported.
+"""
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from importlib import import_module
+from importlib.metadata import entry_points
+from typing import Any
 
-from archipelago.errors import UnknownNameError
+from pydantic import BaseModel, ValidationError
+
+from archipelago.errors import ArchipelagoError, UnknownNameError
+
+ENTRY_POINT_GROUP = "archipelago.strategies"
+_ROLE_WORDS = {"writers": "build files", "utilization": "a resource model to explore"}
 
 
 @dataclass(frozen=True)
-class StrategyInfo:
-    """`workload` says what the plans estimate: text `generation` (IN:OUT tokens) or an
-    `encoder` pass over a sequence (`--seq-len`)."""
+class WorkloadOption:
+    """One command-line option of a workload, e.g. `--tokens`; `command_defaults` overrides
+    `default` per command (a short `archi emulate` keeps the reference check quick)."""
+
+    name: str  # the flag without dashes; a keyword of the workload parser
+    help: str
+    default: str
+    command_defaults: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class WorkloadType:
+    """What a plan kind's commands are asked to do, and how command-line text becomes it:
+    `parse` takes {option name: text} and returns the workload object (raising
+    ArchipelagoError with a one-line message for bad text)."""
+
+    name: str
+    options: tuple[WorkloadOption, ...]
+    parse: Callable[..., Any]
+
+    def texts(self, given: dict[str, str], command: str = "plan") -> dict[str, str]:
+        """Every option's text: the given ones, `command`'s defaults for the rest."""
+        defaults = {o.name: o.command_defaults.get(command, o.default) for o in self.options}
+        return {**defaults, **given}
+
+    def from_args(self, given: dict[str, str], command: str = "plan") -> Any:
+        return self.parse(**self.texts(given, command))
+
+
+@dataclass(frozen=True)
+class PlanKind:
+    """A shape of plan and the code that consumes it. Paths are `module:attribute`:
+
+    estimator    (plan, workload) -> estimate
+    report       a module with `estimate_dict(plan, workload, est) -> dict`,
+                 `print_estimate(plan, workload, est, console)` and, where the kind has
+                 them, `print_emulation(report, console)`, `print_build(summary, console)`
+    emulator     (plan, EmulationJob) -> report dict (None on torchrun ranks other than 0)
+    writers      (plan, out, force) -> summary dict; files only inside `out`
+    utilization  (plan, est) -> {limit: worst fraction used}, for design-space search
+    """
+
+    name: str
+    workload: WorkloadType
+    estimator: str
+    report: str
+    emulator: str | None = None
+    writers: str | None = None
+    utilization: str | None = None
+
+    def hook(self, role: str) -> Any:
+        """The estimator, report, emulator, writers or utilization, imported now."""
+        path = getattr(self, role)
+        if path is None:
+            having = sorted(s.name for s in _STRATEGIES.values()
+                            if getattr(_KINDS[s.kind], role) is not None)
+            what = _ROLE_WORDS.get(role, role)
+            raise ArchipelagoError(f"plan kind '{self.name}' has no {what}; strategies with "
+                                   f"{what}: {', '.join(having)}")
+        return resolve(path)
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """A named planner: `planner(spec, cluster, config)` where `config` is an instance of
+    `engine_config` built from `engine_defaults` and the user's overrides; `design_space`
+    (`module:attribute`) is what `archi explore` may vary."""
 
     name: str
     summary: str
-    planner: Callable
-    workload: str = "generation"
+    kind: str
+    engine_config: type[BaseModel]
+    planner: Callable[..., Any]
+    engine_defaults: dict[str, Any] = field(default_factory=dict)
+    design_space: str | None = None
+
+    @property
+    def plan_kind(self) -> PlanKind:
+        return get_kind(self.kind)
+
+    def config(self, overrides: dict[str, Any] | None = None) -> BaseModel:
+        """The engine parameters, validated once; a bad one is a one-line error naming the
+        key, the value and the constraint."""
+        try:
+            return self.engine_config.model_validate({**self.engine_defaults,
+                                                      **(overrides or {})})
+        except ValidationError as err:
+            first = err.errors()[0]
+            names = ", ".join(self.engine_config.model_fields)
+            key = ".".join(map(str, first["loc"]))
+            if first["type"] == "extra_forbidden":
+                raise ArchipelagoError(f"unknown {self.name} engine parameter '{key}' "
+                                       f"(parameters: {names})") from None
+            problem = first["msg"].removeprefix("Value error, ")
+            where = f"parameter '{key}' = {first['input']!r}" if key else "parameters"
+            raise ArchipelagoError(f"{self.name} engine {where}: {problem} "
+                                   f"(parameters: {names})") from None
+
+    def plan(self, spec: Any, cluster: Any, engine: dict[str, Any] | None = None) -> Any:
+        return self.planner(spec, cluster, self.config(engine))
+
+    def workload(self, given: dict[str, str] | None = None, command: str = "plan") -> Any:
+        """The kind's workload from option texts ({"tokens": "64:64"}); an option of another
+        kind is a one-line error saying which strategies take it."""
+        options = self.plan_kind.workload.options
+        for name in given or {}:
+            if name not in {o.name for o in options}:
+                raise ArchipelagoError(f"{_flag(name)} {_who_takes(name)}; strategy "
+                                       f"'{self.name}' takes "
+                                       f"{', '.join(_flag(o.name) for o in options)}")
+        return self.plan_kind.workload.from_args(given or {}, command)
 
 
-_REGISTRY: dict[str, StrategyInfo] = {}
+_KINDS: dict[str, PlanKind] = {}
+_STRATEGIES: dict[str, Strategy] = {}
+_loaded = False
 
 
-def register(name: str, summary: str,
-             workload: str = "generation") -> Callable[[Callable], Callable]:
+def register_kind(kind: PlanKind) -> PlanKind:
+    if kind.name in _KINDS and _KINDS[kind.name] != kind:
+        raise ValueError(f"plan kind '{kind.name}' registered twice")
+    _KINDS[kind.name] = kind
+    return kind
+
+
+def register(name: str, summary: str, kind: str, engine_config: type[BaseModel],
+             engine_defaults: dict[str, Any] | None = None,
+             design_space: str | None = None) -> Callable[[Callable], Callable]:
+    """Decorate a planner to register it as strategy `name` making plans of `kind`."""
+
     def wrap(planner: Callable) -> Callable:
-        assert name not in _REGISTRY, f"strategy {name} registered twice"
-        _REGISTRY[name] = StrategyInfo(name, summary, planner, workload)
+        if name in _STRATEGIES:
+            raise ValueError(f"strategy '{name}' registered twice")
+        _STRATEGIES[name] = Strategy(name, summary, kind, engine_config, planner,
+                                     dict(engine_defaults or {}), design_space)
         return planner
 
     return wrap
 
 
-def strategies() -> dict[str, StrategyInfo]:
-    _load_builtin()
-    return dict(_REGISTRY)
+def unregister(name: str) -> None:
+    """Drop strategy `name` (a test's toy strategy, once the test is done)."""
+    _STRATEGIES.pop(name, None)
 
 
-def get_strategy(name: str) -> StrategyInfo:
-    _load_builtin()
-    if name not in _REGISTRY:
-        raise UnknownNameError("strategy", name, _REGISTRY)
-    return _REGISTRY[name]
+def strategies() -> dict[str, Strategy]:
+    _load()
+    return dict(_STRATEGIES)
 
 
-def _load_builtin() -> None:
-    """Importing a strategy module registers it; done lazily to keep imports light."""
-    from archipelago.strategies import galapagos, tensor_parallel  # noqa: F401
+def get_strategy(name: str) -> Strategy:
+    _load()
+    if name not in _STRATEGIES:
+        raise UnknownNameError("strategy", name, _STRATEGIES)
+    return _STRATEGIES[name]
+
+
+def get_kind(name: str) -> PlanKind:
+    _load()
+    if name not in _KINDS:
+        raise UnknownNameError("plan kind", name, _KINDS)
+    return _KINDS[name]
+
+
+def kinds() -> dict[str, PlanKind]:
+    _load()
+    return dict(_KINDS)
+
+
+def resolve(path: str) -> Any:
+    """`package.module:attribute` -> the attribute (imported now, not at registration)."""
+    module, _, attribute = path.partition(":")
+    return getattr(import_module(module), attribute) if attribute else import_module(module)
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _who_takes(option: str) -> str:
+    for kind in _KINDS.values():
+        if option in {o.name for o in kind.workload.options}:
+            users = sorted(s.name for s in _STRATEGIES.values() if s.kind == kind.name)
+            return f"applies to {kind.workload.name} strategies ({', '.join(users)})"
+    return "is not an option of any plan kind"
+
+
+def _load() -> None:
+    """Import the built-in strategy modules and every `archipelago.strategies` entry point,
+    once; importing a strategy module registers it."""
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    for module in ("archipelago.strategies.tensor_parallel", "archipelago.strategies.galapagos"):
+        import_module(module)
+    for entry in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            entry.load()
+        except Exception as err:  # a broken plug-in: one line naming it, no traceback
+            raise ArchipelagoError(f"entry point '{entry.name}' ({entry.value}) of group "
+                                   f"{ENTRY_POINT_GROUP} failed to load: {err}") from None

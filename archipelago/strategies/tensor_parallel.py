@@ -12,12 +12,12 @@ QKV, the attention projection, FC0 and FC1): four all-gathers and two all-reduce
 hidden behind compute by row packing, early broadcast and column-major traversal.
 """
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from archipelago.engines.dfx import DFXConfig, DFXEngine
 from archipelago.engines.systolic import SystolicConfig, SystolicEngine
-from archipelago.errors import ArchipelagoError, PartitionError
+from archipelago.errors import PartitionError
+from archipelago.estimate.workload import parse_tokens
 from archipelago.hardware.cluster import Cluster
 from archipelago.models.graph import Graph, Op, build_graph
 from archipelago.models.spec import ModelSpec
@@ -32,7 +32,13 @@ from archipelago.plan import (
     Step,
     split_bounds,
 )
-from archipelago.strategies.registry import register
+from archipelago.strategies.registry import (
+    PlanKind,
+    WorkloadOption,
+    WorkloadType,
+    register,
+    register_kind,
+)
 
 FP16_BYTES = 2
 # LayerNorm partial sums travel as FP32 pairs (sum, sum of squares) per row.
@@ -47,11 +53,17 @@ _LORA_GATHER = ("attn_norm", "attn_context", "ffn_norm", "ffn_act")
 _LORA_EARLY = frozenset({"attn_context"})
 
 
-@dataclass(frozen=True)
-class PlanOptions:
-    """Knobs a user may set on any strategy; `engine` overrides engine design parameters."""
-
-    engine: dict[str, Any] = field(default_factory=dict)
+GENERATION = WorkloadType("generation", (
+    WorkloadOption("tokens", "IN:OUT prompt and generated token counts", "64:64",
+                   {"emulate": "16:16", "explore": "32:256"}),),
+    parse_tokens)
+# An SPMD program every device runs on its own shards (`Plan`), costed over a text generation.
+register_kind(PlanKind(
+    "tensor-parallel", GENERATION,
+    estimator="archipelago.estimate.generation:estimate_generation",
+    report="archipelago.report.generation",
+    emulator="archipelago.emulate.generation:emulate",
+    utilization="archipelago.estimate.utilization:utilization"))
 
 
 def check_divisible(spec: ModelSpec, ranks: int) -> None:
@@ -182,21 +194,11 @@ def _plan(strategy: str, scheme: str, spec: ModelSpec, cluster: Cluster, engine:
                 devices=devices, numerics=numerics)
 
 
-def _engine_config(cls: type, defaults: dict[str, Any], overrides: dict[str, Any],
-                   strategy: str) -> Any:
-    try:
-        return cls(**{**defaults, **overrides})
-    except (TypeError, AssertionError) as err:
-        names = ", ".join(cls.__dataclass_fields__)
-        raise ArchipelagoError(f"invalid {strategy} engine parameters {overrides}: {err} "
-                               f"(parameters: {names})") from None
-
-
-@register("dfx", "tensor parallel, DFX sync scheme: 4 ring all-gathers per block (seeds/001)")
-def plan_dfx(spec: ModelSpec, cluster: Cluster, options: PlanOptions | None = None) -> Plan:
-    options = options or PlanOptions()
+@register("dfx", "tensor parallel, DFX sync scheme: 4 ring all-gathers per block (seeds/001)",
+          "tensor-parallel", DFXConfig, design_space="archipelago.explore.spaces:DFX")
+def plan_dfx(spec: ModelSpec, cluster: Cluster, config: DFXConfig) -> Plan:
     _check_inputs(spec, cluster, "dfx")
-    engine = DFXEngine(_engine_config(DFXConfig, {}, options.engine, "dfx"))
+    engine = DFXEngine(config)
     graph, ranks = build_graph(spec), cluster.size
     steps = ([_compute(op, ranks) for op in graph.embed], dfx_block_steps(graph, ranks),
              [s for op in graph.output for s in
@@ -205,11 +207,9 @@ def plan_dfx(spec: ModelSpec, cluster: Cluster, options: PlanOptions | None = No
     return _plan("dfx", "dfx", spec, cluster, engine, FP16_BYTES, steps, devices)
 
 
-def _plan_lora(strategy: str, defaults: dict[str, Any], spec: ModelSpec, cluster: Cluster,
-               options: PlanOptions | None) -> Plan:
-    options = options or PlanOptions()
+def _plan_lora(strategy: str, spec: ModelSpec, cluster: Cluster,
+               config: SystolicConfig) -> Plan:
     _check_inputs(spec, cluster, strategy)
-    config = _engine_config(SystolicConfig, defaults, options.engine, strategy)
     if cluster.devices[0].memory("ddr") is None:
         raise PartitionError(f"strategy '{strategy}' keeps prefill weights in DDR "
                              f"(seeds/002 §V-C); '{cluster.devices[0].key}' has none")
@@ -232,13 +232,15 @@ LORA_Q_DEFAULTS = {"precision": "w8a8", "clock_hz": 250e6, "d_sa": 64, "t_m": 64
 
 
 @register("lora-f", "tensor parallel, LORA sync (4 all-gathers + 2 all-reduces, overlapped), "
-                    "FP16 systolic engine at 200 MHz (seeds/002)")
-def plan_lora_f(spec: ModelSpec, cluster: Cluster, options: PlanOptions | None = None) -> Plan:
-    return _plan_lora("lora-f", {"precision": "fp16", "clock_hz": 200e6}, spec, cluster,
-                      options)
+                    "FP16 systolic engine at 200 MHz (seeds/002)", "tensor-parallel",
+          SystolicConfig, {"precision": "fp16", "clock_hz": 200e6},
+          design_space="archipelago.explore.spaces:LORA_F")
+def plan_lora_f(spec: ModelSpec, cluster: Cluster, config: SystolicConfig) -> Plan:
+    return _plan_lora("lora-f", spec, cluster, config)
 
 
 @register("lora-q", "tensor parallel, LORA sync, W8A8 systolic engine with two int8 "
-                    "products per DSP at 250 MHz (seeds/002)")
-def plan_lora_q(spec: ModelSpec, cluster: Cluster, options: PlanOptions | None = None) -> Plan:
-    return _plan_lora("lora-q", LORA_Q_DEFAULTS, spec, cluster, options)
+                    "products per DSP at 250 MHz (seeds/002)", "tensor-parallel",
+          SystolicConfig, LORA_Q_DEFAULTS, design_space="archipelago.explore.spaces:LORA_Q")
+def plan_lora_q(spec: ModelSpec, cluster: Cluster, config: SystolicConfig) -> Plan:
+    return _plan_lora("lora-q", spec, cluster, config)

@@ -26,8 +26,18 @@ from archipelago.emulate.galapagos.kernels import (
 from archipelago.emulate.galapagos.params import model_params
 from archipelago.emulate.galapagos.reference import reference
 from archipelago.emulate.galapagos.router import Endpoint, Router
+from archipelago.emulate.job import EmulationJob
 from archipelago.errors import ArchipelagoError
 from archipelago.strategies.galapagos.plan import DataflowPlan
+
+
+def emulate(plan: DataflowPlan, job: EmulationJob) -> dict[str, Any]:
+    """The dataflow kind's emulator: I-BERT's integer kernels with seeded weights, so a
+    checkpoint or another precision is refused rather than ignored."""
+    if job.checkpoint is not None or job.precision != "fp32":
+        raise ArchipelagoError(f"strategy '{plan.strategy}' emulates I-BERT's integer kernels "
+                               "with seeded weights; drop --checkpoint and --precision")
+    return emulate_galapagos(plan, job.workload.seq_len, job.seed, job.timeout_s)
 
 
 def emulate_galapagos(plan: DataflowPlan, seq_len: int, seed: int = 0,

@@ -8,32 +8,36 @@ network-attached FPGAs, wired by GMI kernels through gateways.
     plan      the DataflowPlan every consumer reads
 """
 
-from dataclasses import fields
-from typing import Any
-
 from archipelago.engines.aie import AIEEngine
 from archipelago.engines.hls_stream import HLSStreamEngine, StreamConfig
-from archipelago.errors import ArchipelagoError, PartitionError
+from archipelago.errors import PartitionError
+from archipelago.estimate.workload import parse_seq_len
 from archipelago.hardware.cluster import Cluster
 from archipelago.models.spec import ModelSpec
 from archipelago.strategies.galapagos.builder import build_plan
 from archipelago.strategies.galapagos.plan import DataflowPlan
-from archipelago.strategies.registry import register
+from archipelago.strategies.registry import (
+    PlanKind,
+    WorkloadOption,
+    WorkloadType,
+    register,
+    register_kind,
+)
 
 __all__ = ["DataflowPlan", "plan_galapagos"]
 
 
-def stream_config(options: dict[str, Any]) -> StreamConfig:
-    """Engine parameters from `--engine-config`, each name checked."""
-    known = {f.name for f in fields(StreamConfig)}
-    unknown = sorted(set(options) - known)
-    if unknown:
-        raise ArchipelagoError(f"unknown galapagos engine parameter(s) {', '.join(unknown)}; "
-                               f"valid: {', '.join(sorted(known))}")
-    try:
-        return StreamConfig(**options)
-    except (TypeError, AssertionError) as err:
-        raise ArchipelagoError(f"invalid galapagos engine parameters {options}: {err}") from None
+ENCODER = WorkloadType("encoder", (
+    WorkloadOption("seq_len", "tokens per sequence", "128", {"emulate": "16"}),),
+    parse_seq_len)
+# 128 is the GLUE-typical length the Galapagos encoder is built for (seeds/000 §2.3); a
+# 16-token emulation keeps the transformers reference quick.
+register_kind(PlanKind(
+    "dataflow", ENCODER,
+    estimator="archipelago.estimate.streaming:estimate",
+    report="archipelago.report.streaming",
+    emulator="archipelago.emulate.galapagos:emulate",
+    writers="archipelago.emit:write_build"))
 
 
 def _check_inputs(spec: ModelSpec, cluster: Cluster) -> None:
@@ -51,10 +55,9 @@ def _check_inputs(spec: ModelSpec, cluster: Cluster) -> None:
 
 
 @register("galapagos", "encoder as streaming I-BERT kernels on clusters of clusters, GMI "
-                       "collectives, Cluster Builder files (seeds/000)", workload="encoder")
-def plan_galapagos(spec: ModelSpec, cluster: Cluster, options: Any = None) -> DataflowPlan:
+                       "collectives, Cluster Builder files (seeds/000)", "dataflow", StreamConfig)
+def plan_galapagos(spec: ModelSpec, cluster: Cluster, config: StreamConfig) -> DataflowPlan:
     _check_inputs(spec, cluster)
-    config = stream_config(dict(getattr(options, "engine", None) or {}))
     engine = AIEEngine(config) if cluster.devices[0].resources.aie else HLSStreamEngine(config)
     row_interval = engine.config.row_interval or engine.default_row_interval(spec)
     return build_plan(spec, cluster, engine, row_interval)

@@ -1,0 +1,21 @@
+"""How much of each device limit a tensor-parallel plan uses: what a design-space search
+(seeds/002 §V-D, Eq. 13) constrains and minimizes."""
+
+from archipelago.estimate.generation import Estimate
+from archipelago.plan import Plan
+
+
+def utilization(plan: Plan, est: Estimate) -> dict[str, float]:
+    """Worst-device fraction used of each limited resource (memory capacity and the HBM
+    bandwidth the engine streams at included)."""
+    out = {"dsp": 0.0, "bram": 0.0, "uram": 0.0, "hbm": 0.0, "hbm_bandwidth": 0.0}
+    for use, dp in zip(est.devices, plan.devices, strict=True):
+        have, total = dp.device.resources, use.total
+        for res in ("dsp", "bram", "uram"):
+            out[res] = max(out[res], getattr(total, res) / max(getattr(have, res), 1))
+        hbm = dp.device.memory("hbm")
+        if hbm is not None:
+            out["hbm"] = max(out["hbm"], use.hbm_bytes / hbm.capacity_bytes)
+            streamed = plan.engine.hbm_bytes_per_cycle * plan.engine.config.clock_hz
+            out["hbm_bandwidth"] = max(out["hbm_bandwidth"], streamed / hbm.bandwidth_Bps)
+    return out
