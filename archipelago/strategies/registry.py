@@ -167,8 +167,11 @@ def register(name: str, summary: str, kind: str, engine_config: type[BaseModel],
 
 
 def unregister(name: str) -> None:
-    """Drop strategy `name` (a test's toy strategy, once the test is done)."""
-    _STRATEGIES.pop(name, None)
+    """Drop strategy `name`, and its plan kind if no other strategy makes plans of it (a
+    test's toy strategy, once the test is done)."""
+    strategy = _STRATEGIES.pop(name, None)
+    if strategy and all(s.kind != strategy.kind for s in _STRATEGIES.values()):
+        _KINDS.pop(strategy.kind, None)
 
 
 def strategies() -> dict[str, Strategy]:
