@@ -6,10 +6,13 @@ own weight shards, and the communication steps say exactly where data is exchang
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import ClassVar, Literal, Protocol
 
+import numpy as np
+
+from archipelago.engines.base import Engine, PhaseArrays
 from archipelago.hardware.cluster import Cluster
-from archipelago.hardware.device import Device
+from archipelago.hardware.device import Device, Resources
 from archipelago.models.graph import Graph, Op
 from archipelago.models.spec import ModelSpec
 from archipelago.models.weights import (
@@ -122,7 +125,7 @@ class DevicePlan:
         table = self.other_shards if tensor.layer is None else self.layer_shards
         return table[tensor.role]
 
-    def weight_bytes(self, spec: ModelSpec, bytes_per_param: float, memory: MemoryKind) -> float:
+    def held_bytes(self, spec: ModelSpec, bytes_per_param: float, memory: MemoryKind) -> float:
         """Bytes this device keeps in `memory`; every layer shares one shard template."""
 
         def held(tensors: Iterable[WeightTensor]) -> int:
@@ -133,16 +136,35 @@ class DevicePlan:
         return (per_layer * spec.layers + other) * bytes_per_param
 
 
+class StepEngine(Engine, Protocol):
+    """A core that runs a plan's steps: what the generation estimator and the search ask.
+    Cycles come from one handler per op kind; `token_serial_prefill` says whether the
+    prompt runs token by token (DFX) or as one matrix pass (LORA)."""
+
+    token_serial_prefill: ClassVar[bool]
+
+    @property
+    def hbm_bytes_per_cycle(self) -> float: ...
+
+    def seconds(self, step: ComputeStep, phase: PhaseArrays) -> np.ndarray: ...
+
+    def collective_seconds(self, step: CommStep, rows: int, cluster: Cluster) -> float: ...
+
+    def resources(self, spec: ModelSpec) -> dict[str, Resources]:
+        """Resources of one core for `spec`, by unit (matrix unit, vector unit, buffers)."""
+        ...
+
+
 @dataclass
 class Plan:
-    """Strategy output. `engine` holds the compute-core configuration every device runs."""
+    """Strategy output. `engine` is the compute core every device runs."""
 
     strategy: str
     scheme: str
     spec: ModelSpec
     graph: Graph
     cluster: Cluster
-    engine: Any
+    engine: StepEngine
     bytes_per_param: float
     embed_steps: list[Step]
     block_steps: list[Step]

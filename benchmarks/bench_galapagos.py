@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 
 from archipelago.api import make_plan
-from archipelago.emit import write_build
 from archipelago.engines import hls_stream
 from archipelago.errors import ArchipelagoError
-from archipelago.estimate.streaming import encoder_timing, estimate_stream
+from archipelago.strategies.galapagos.emit import write_build
+from archipelago.strategies.galapagos.estimate import encoder_timing, estimate_stream
 from archipelago.strategies.galapagos.plan import DataflowPlan
 
 # seeds/000 Table 1: one I-BERT encoder on six Sidewinders, cycles per sequence length:

@@ -5,6 +5,7 @@ import pytest
 
 from archipelago.engines.dsp_packing import (
     MAX_ACCUMULATIONS,
+    PRODUCTS_PER_DSP,
     dsp_multiply,
     pack_preadder,
     packed_dot,
@@ -18,6 +19,7 @@ def test_every_int8_triple_unpacks_exactly() -> None:
     """All 2^24 (weight, low, high) combinations: both products recovered bit-exactly."""
     w, a, b = np.meshgrid(INT8, INT8, INT8, indexing="ij", sparse=True)
     low, high = unpack_product(dsp_multiply(pack_preadder(a, b), w))
+    assert len((low, high)) == PRODUCTS_PER_DSP  # the factor the resource models use
     assert low.shape == (256, 256, 256)
     assert np.array_equal(low, np.broadcast_to(a * w, low.shape))
     assert np.array_equal(high, np.broadcast_to(b * w, high.shape))

@@ -10,9 +10,9 @@ import pytest
 
 from archipelago.api import build, make_plan
 from archipelago.comm.gmi import HOST
-from archipelago.emit import write_build
-from archipelago.emit.readback import read_build
 from archipelago.errors import ArchipelagoError
+from archipelago.strategies.galapagos.emit import write_build
+from tests.galapagos_readback import read_build
 from tests.test_galapagos_emulate import tiny_ibert_config
 
 

@@ -55,7 +55,7 @@ def expected_links(plan, seq_len: int) -> Counter:
 
 
 def _run(plan, seq_len: int) -> dict:
-    from archipelago.emulate.galapagos import emulate_galapagos
+    from archipelago.strategies.galapagos.emulate import emulate_galapagos
 
     report = emulate_galapagos(plan, seq_len, seed=3)
     assert report["bit_exact"], report["max_abs_diff"]
@@ -95,7 +95,7 @@ def test_integer_kernels_match_transformers_modules() -> None:
     """The fixed-point multiplier and the integer Softmax against transformers' own."""
     from transformers.models.ibert.quant_modules import IntSoftmax, batch_frexp
 
-    from archipelago.emulate.galapagos.ibert import Requant, int_softmax
+    from archipelago.strategies.galapagos.emulate.ibert import Requant, int_softmax
 
     torch.manual_seed(0)
     scales = (torch.rand(64) * 10.0 ** torch.randint(-6, 2, (64,))).float()
@@ -115,7 +115,7 @@ def test_integer_kernels_match_transformers_modules() -> None:
 
 
 def test_only_ibert_in_quant_mode_is_emulated(tmp_path: Path) -> None:
-    from archipelago.emulate.galapagos import emulate_galapagos
+    from archipelago.strategies.galapagos.emulate import emulate_galapagos
 
     config = dict(tiny_ibert_config(), quant_mode=False)
     plan = make_plan(_config(tmp_path, config), "4xsidewinder", "galapagos")

@@ -10,7 +10,7 @@ import pytest
 
 from archipelago.api import make_plan
 from archipelago.engines import hls_stream
-from archipelago.estimate.streaming import EncoderTiming, encoder_timing, estimate_stream
+from archipelago.strategies.galapagos.estimate import EncoderTiming, encoder_timing, estimate_stream
 from benchmarks.bench_galapagos import TABLE_1, fit_kernel_latency
 
 # seeds/000 Table 2: whole-model latency in ms, Eq. 1 with L = 12 (it leaves d out).

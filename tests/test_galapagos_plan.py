@@ -82,7 +82,7 @@ def test_a_matrix_fifo_takes_about_43_bram18() -> None:
 
 
 def test_fewer_fpgas_than_needed_is_infeasible_and_says_how_many() -> None:
-    from archipelago.estimate.streaming import estimate_stream
+    from archipelago.strategies.galapagos.estimate import estimate_stream
 
     plan = make_plan("ibert-base", "36xsidewinder", "galapagos")
     est = estimate_stream(plan, 128)

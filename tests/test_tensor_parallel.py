@@ -32,13 +32,13 @@ def test_each_rank_holds_a_quarter_of_the_block_matrices_and_of_the_lm_head() ->
     """HBM: the block matrices split four ways, plus this rank's vocabulary rows of the
     (tied) LM head; DDR keeps the whole WTE for the embedding lookup (seeds/001 §IV-B)."""
     plan = make_plan("gpt2-345m", "4xu280", "dfx")
-    hbm = [d.weight_bytes(plan.spec, 2, "hbm") for d in plan.devices]
+    hbm = [d.held_bytes(plan.spec, 2, "hbm") for d in plan.devices]
     matrices = sum(t.numel for t in all_weights(plan.spec)
                    if t.layer is not None and t.role.endswith("weight") and len(t.shape) == 2)
     rows = [d.vocab_slice[1] - d.vocab_slice[0] for d in plan.devices]
     assert sum(rows) == 50257
     assert hbm == [pytest.approx(2 * (matrices / 4 + r * 1024)) for r in rows]
-    ddr = plan.devices[0].weight_bytes(plan.spec, 2, "ddr")
+    ddr = plan.devices[0].held_bytes(plan.spec, 2, "ddr")
     assert ddr > 2 * 50257 * 1024
 
 

@@ -2,6 +2,7 @@
 
 from dataclasses import dataclass
 from math import ceil
+from typing import ClassVar, Protocol
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
@@ -14,6 +15,16 @@ class EngineConfig(BaseModel):
     (unknown keys and out-of-range values are refused, with the key named), then frozen."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Engine(Protocol):
+    """Every compute-core model: a name and its design parameters (`config`, the fields a
+    design-space search varies). Each plan kind extends this with what its estimator asks
+    (`plan.StepEngine`: seconds per plan step, resources of a core; the streaming engines:
+    kernel designs, cycles per row, resources of a design)."""
+
+    name: ClassVar[str]
+    config: EngineConfig
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,9 @@ in the DSP's P register before the low field would overflow its 18 bits.
 
 import numpy as np
 
+# What the packing buys: products one DSP48E2 computes per multiply when they share an
+# operand. The resource models of the LORA-Q array and the Galapagos Linears use it.
+PRODUCTS_PER_DSP = 2
 SHIFT = 18  # bit offset of the upper operand inside the pre-adder word
 PREADDER_BITS, MULT_B_BITS, PRODUCT_BITS = 27, 18, 45  # DSP48E2 widths (UG579)
 # The low field is an 18-bit signed integer: |sum| <= k * 2^14 must stay < 2^17.

@@ -22,6 +22,7 @@ from typing import Literal
 from pydantic import Field
 
 from archipelago.engines.base import EngineConfig, add_resources, memory_blocks
+from archipelago.engines.dsp_packing import PRODUCTS_PER_DSP
 from archipelago.hardware.device import Device, Resources
 from archipelago.models.spec import ModelSpec
 
@@ -43,7 +44,7 @@ DSP_A_BITS, DSP_B_BITS = 27, 18
 # input element by its own weight column, so tiles pair up on DSPs. seeds/000 needs this:
 # it builds each FFN Linear as one kernel (§7.2) on a 1,968-DSP XCZU19EG, yet its packets
 # leave every ~H = 768 cycles (Table 1, I), i.e. 3,072 int8 MACs per cycle.
-INT8_MACS_PER_DSP = 2
+INT8_MACS_PER_DSP = PRODUCTS_PER_DSP
 # A fully pipelined DSP48E2 multiply-accumulate: A/B, M and P registers (UG579).
 MAC_LATENCY = 4
 # Integer square root (LayerNorm, 32-bit radicand: one bit per cycle) and the integer

@@ -31,6 +31,7 @@ from archipelago.engines.base import (
     PhaseArrays,
     ceil_div,
 )
+from archipelago.engines.dsp_packing import PRODUCTS_PER_DSP
 from archipelago.hardware.cluster import Cluster
 from archipelago.hardware.device import Device, Resources
 from archipelago.models.spec import ModelSpec
@@ -42,7 +43,7 @@ Precision = Literal["fp16", "w8a8"]
 # board's DFX core (seeds/001 §V-C: multiplier 1 DSP, adder 2 DSPs, exponential 2 DSPs).
 PSI_FP16 = {"mul": 1.0, "add": 2.0, "exp": 2.0, "square": 1.0}
 # W8A8: two int8 products share one DSP48E2 (seeds/002 §V-A); int32 accumulation in LUTs.
-PSI_INT8_MAC = 0.5
+PSI_INT8_MAC = 1 / PRODUCTS_PER_DSP
 # UltraScale+ memory primitives (UG573): BRAM18 = 1024 x 18 (Eq. 5), BRAM36 = 512 x 72 in
 # the reshape mode Eq. 6 uses with 36-bit words; URAM288 = 288 Kb.
 URAM_BYTES = 288 * 1024 // 8

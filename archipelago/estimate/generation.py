@@ -110,8 +110,8 @@ def device_use(plan: Plan, workload: Generation) -> list[DeviceUse]:
     return [
         DeviceUse(
             rank=d.rank, device=d.device.key, units=units,
-            hbm_bytes=d.weight_bytes(plan.spec, plan.bytes_per_param, "hbm") + kv_per_device,
-            ddr_bytes=d.weight_bytes(plan.spec, plan.bytes_per_param, "ddr"),
+            hbm_bytes=d.held_bytes(plan.spec, plan.bytes_per_param, "hbm") + kv_per_device,
+            ddr_bytes=d.held_bytes(plan.spec, plan.bytes_per_param, "ddr"),
         )
         for d in plan.devices
     ]

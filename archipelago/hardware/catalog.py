@@ -1,5 +1,6 @@
 """The packaged device catalog. Numbers are written as {value, source} so every figure keeps
-its citation; loading strips the sources but `catalog_sources()` keeps them inspectable."""
+its citation; loading strips the sources, and `raw_catalog()` keeps them inspectable
+(`unsourced_numbers` finds any figure written without one)."""
 
 from functools import cache
 from importlib import resources
@@ -52,10 +53,6 @@ def device_from_dict(key: str, entry: dict[str, Any], source: str) -> Device:
 @cache
 def catalog() -> dict[str, Device]:
     return {k: device_from_dict(k, v, "catalog.yaml") for k, v in raw_catalog().items()}
-
-
-def device_names() -> list[str]:
-    return sorted(catalog())
 
 
 def get_device(key: str) -> Device:

@@ -6,6 +6,12 @@ network-attached FPGAs, wired by GMI kernels through gateways.
     mapping   kernels -> FPGAs (first fit under a cap), FPGAs -> Galapagos clusters
     builder   the Cluster Builder: gateways, GMI insertion, kernel IDs, routing tables (§4-6)
     plan      the DataflowPlan every consumer reads
+
+The dataflow plan kind's consumers live here too, imported only when a command needs them:
+    estimate  X, T, I per encoder by following rows through the kernels (§8)
+    report    estimates, emulations and builds as JSON or tables
+    emit      the build files (Cluster Builder JSON, logical/map XML, routing tables)
+    emulate   libGalapagos-style kernel threads and packet router, bit-exact to IBertModel
 """
 
 from archipelago.engines.aie import AIEEngine
@@ -34,10 +40,10 @@ ENCODER = WorkloadType("encoder", (
 # 16-token emulation keeps the transformers reference quick.
 register_kind(PlanKind(
     "dataflow", ENCODER,
-    estimator="archipelago.estimate.streaming:estimate",
-    report="archipelago.report.streaming",
-    emulator="archipelago.emulate.galapagos:emulate",
-    writers="archipelago.emit:write_build"))
+    estimator="archipelago.strategies.galapagos.estimate:estimate",
+    report="archipelago.strategies.galapagos.report",
+    emulator="archipelago.strategies.galapagos.emulate:emulate",
+    writers="archipelago.strategies.galapagos.emit:write_feasible_build"))
 
 
 def _check_inputs(spec: ModelSpec, cluster: Cluster) -> None:

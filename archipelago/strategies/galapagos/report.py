@@ -6,8 +6,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from archipelago.estimate.streaming import EncoderTiming, StreamEstimate
 from archipelago.estimate.workload import Sequence
+from archipelago.strategies.galapagos.estimate import EncoderTiming, StreamEstimate
 from archipelago.strategies.galapagos.plan import DataflowPlan
 
 

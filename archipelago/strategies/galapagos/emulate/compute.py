@@ -12,7 +12,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from archipelago.emulate.galapagos.ibert import (
+from archipelago.strategies.galapagos.emulate.ibert import (
     attention_context,
     attention_scores,
     int_gelu,
@@ -20,7 +20,7 @@ from archipelago.emulate.galapagos.ibert import (
     int_softmax,
     requantize,
 )
-from archipelago.emulate.galapagos.params import LayerParams, LinearParams
+from archipelago.strategies.galapagos.emulate.params import LayerParams, LinearParams
 from archipelago.strategies.galapagos.plan import ComputeKernel
 
 Operands = dict[str, torch.Tensor]  # name -> integers (M, width) in float32

@@ -8,9 +8,9 @@ import numpy as np
 import torch
 
 from archipelago.comm.gmi import HOST, Stream, unframe
-from archipelago.emulate.galapagos.compute import OPERAND, KernelCompute
-from archipelago.emulate.galapagos.params import LayerParams
-from archipelago.emulate.galapagos.router import Endpoint, Packet
+from archipelago.strategies.galapagos.emulate.compute import OPERAND, KernelCompute
+from archipelago.strategies.galapagos.emulate.params import LayerParams
+from archipelago.strategies.galapagos.emulate.router import Endpoint, Packet
 from archipelago.strategies.galapagos.plan import DataflowPlan
 
 # Element types on the wire, by the role that produced them: int8 activations, 9-bit

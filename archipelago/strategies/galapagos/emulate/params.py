@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
-from archipelago.emulate.galapagos.ibert import quantize, symmetric_scale
+from archipelago.strategies.galapagos.emulate.ibert import quantize, symmetric_scale
 
 
 @dataclass(frozen=True)

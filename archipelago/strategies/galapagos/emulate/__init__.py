@@ -16,18 +16,18 @@ import numpy as np
 import torch
 
 from archipelago.comm.gmi import HOST
-from archipelago.emulate.galapagos.kernels import (
+from archipelago.emulate.job import EmulationJob
+from archipelago.errors import ArchipelagoError
+from archipelago.strategies.galapagos.emulate.kernels import (
     Wiring,
     run_compute,
     run_gateway,
     run_gmi,
     run_host,
 )
-from archipelago.emulate.galapagos.params import model_params
-from archipelago.emulate.galapagos.reference import reference
-from archipelago.emulate.galapagos.router import Endpoint, Router
-from archipelago.emulate.job import EmulationJob
-from archipelago.errors import ArchipelagoError
+from archipelago.strategies.galapagos.emulate.params import model_params
+from archipelago.strategies.galapagos.emulate.reference import reference
+from archipelago.strategies.galapagos.emulate.router import Endpoint, Router
 from archipelago.strategies.galapagos.plan import DataflowPlan
 
 
