@@ -1,6 +1,6 @@
 """Operator graph FLOPs and KV-cache bytes against hand-computed small cases."""
 
-from archipelago.models.graph import Phase, build_graph, decode, encode, prefill
+from archipelago.models.graph import Phase, build_graph, decode, prefill
 from archipelago.models.hf_config import spec_from_hf_config
 from tests.conftest import TINY_GPT2
 
@@ -8,7 +8,7 @@ from tests.conftest import TINY_GPT2
 def test_attended_pairs_by_hand() -> None:
     assert prefill(4).attended_pairs == 1 + 2 + 3 + 4
     assert decode(7).attended_pairs == 7
-    assert encode(5).attended_pairs == 25
+    assert Phase(5, 5, causal=False).attended_pairs == 25  # an encoder sees every key
     assert Phase(2, 5).attended_pairs == 4 + 5
 
 

@@ -9,6 +9,7 @@ against the unsplit transformers model.
     galapagos    the dataflow kind's emulator: kernel threads and a packet router
     interpreter  walks a Plan's steps; compute and collectives hold one handler per step kind
     state        what a rank carries (weights, KV cache, positions, its Exchange)
+    exchange     the only way activations leave a rank: counted, watched collectives
     checkpoint   reads only a rank's slices from safetensors; hf_names maps tensor names
     numerics     norm epsilon and rotary base from the HF config
     reference    the transformers model (the only module here importing transformers)

@@ -8,9 +8,10 @@ from typing import Any
 import torch
 
 from archipelago.emulate.checkpoint import CheckpointReader, load_shard
-from archipelago.emulate.collectives import COMM, Exchange
+from archipelago.emulate.collectives import COMM
 from archipelago.emulate.compute import ACTIVATIONS, COMPUTE
 from archipelago.emulate.errors import EmulationError
+from archipelago.emulate.exchange import Exchange
 from archipelago.emulate.hf_names import ARCH_NAMES
 from archipelago.emulate.interpreter import generate
 from archipelago.emulate.job import EmulationJob

@@ -4,7 +4,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from archipelago.emulate.collectives import Exchange
+from archipelago.emulate.exchange import Exchange
 from archipelago.emulate.numerics import Numerics
 from archipelago.models.graph import Op
 from archipelago.models.spec import ModelSpec

@@ -14,8 +14,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from archipelago.emulate.collectives import Exchange, PeerFailure
 from archipelago.emulate.errors import EmulationError, RankFailure
+from archipelago.emulate.exchange import Exchange, PeerFailure
 from archipelago.emulate.job import EmulationJob
 from archipelago.emulate.watchdog import (
     FAULT_ENV,

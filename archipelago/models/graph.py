@@ -43,10 +43,6 @@ def decode(context: int) -> Phase:
     return Phase(1, context)
 
 
-def encode(seq_len: int) -> Phase:
-    return Phase(seq_len, seq_len, causal=False)
-
-
 @dataclass(frozen=True)
 class Op:
     """One operator. `weight` names the tensor role it reads (e.g. 'q' for q.weight/q.bias);

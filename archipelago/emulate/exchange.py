@@ -1,0 +1,57 @@
+"""The Exchange: the only way activations leave a rank. It counts collectives by kind, beats
+the watchdog before each, and turns a collective that fails under it (a peer died or timed
+out) into PeerFailure naming the step, so the launcher can tell victims from culprits.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable
+
+import torch
+import torch.distributed as dist
+
+from archipelago.emulate.watchdog import Heartbeat
+
+
+class PeerFailure(Exception):
+    """A collective failed on this rank because of another rank."""
+
+    @classmethod
+    def during(cls, doing: str, err: Exception) -> PeerFailure:
+        lines = str(err).strip().splitlines() or [type(err).__name__]
+        reason = re.sub(r"^\[[^\]]*\]\s*", "", lines[0])  # drop gloo's source location
+        return cls(f"{doing} failed: {reason}")
+
+
+class Exchange:
+    """This rank's collectives over the default gloo process group."""
+
+    def __init__(self, heartbeat: Heartbeat) -> None:
+        self.heartbeat = heartbeat
+        self.counts: Counter[str] = Counter()
+
+    def _run(self, kind: str, what: str, call: Callable[[], object]) -> None:
+        self.heartbeat.collective()
+        try:
+            call()
+        except (RuntimeError, dist.DistError) as err:
+            raise PeerFailure.during(f"{kind} of {what}", err) from None
+        self.counts[kind] += 1
+
+    def all_gather(self, x: torch.Tensor, kind: str, what: str) -> list[torch.Tensor]:
+        parts = [torch.empty_like(x) for _ in range(dist.get_world_size())]
+        self._run(kind, what, lambda: dist.all_gather(parts, x.contiguous()))
+        return parts
+
+    def all_reduce(self, x: torch.Tensor, kind: str, what: str) -> torch.Tensor:
+        total = x.clone()
+        self._run(kind, what, lambda: dist.all_reduce(total, op=dist.ReduceOp.SUM))
+        return total
+
+    def gather_to_root(self, result: object) -> list | None:
+        """Every rank's (picklable) result on rank 0, in rank order; None on other ranks."""
+        out = [None] * dist.get_world_size() if dist.get_rank() == 0 else None
+        self._run("gather", "the results", lambda: dist.gather_object(result, out, dst=0))
+        return out
