@@ -12,7 +12,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from archipelago.errors import ArchipelagoError, ConfigError
+from archipelago.errors import ArchipelagoError, load_mapping
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Plan, estimate and verify models split across FPGA clusters.")
@@ -46,17 +46,11 @@ def user_errors(command: Callable[..., None]) -> Callable[..., None]:
 
 
 def load_engine_config(path: Path | None) -> dict[str, Any]:
-    """An engine-config YAML/JSON file: a mapping of engine design parameters."""
+    """An engine-config YAML/JSON file: a mapping of engine design parameters (or a best-of
+    file from `archi explore`, which keeps them under `engine`)."""
     if path is None:
         return {}
-    try:
-        data = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(str(path), "file", "not found") from None
-    except yaml.YAMLError as err:
-        raise ConfigError(str(path), "yaml", str(err).splitlines()[0]) from None
-    if not isinstance(data, dict):
-        raise ConfigError(str(path), "engine", "must be a mapping of parameter: value")
+    data = load_mapping(path, "engine")
     return data.get("engine", data)
 
 

@@ -1,6 +1,10 @@
 """One exception family, so the CLI can print any user mistake on one line and exit 2."""
 
 from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import yaml
 
 
 class ArchipelagoError(Exception):
@@ -21,6 +25,31 @@ class ConfigError(ArchipelagoError):
     def __init__(self, source: str, field: str, problem: str) -> None:
         self.source, self.field = source, field
         super().__init__(f"{source}: field '{field}': {problem}")
+
+    @classmethod
+    def from_validation(cls, source: str, err: Any, prefix: str = "",
+                        whole: str = "config") -> "ConfigError":
+        """The first problem of a pydantic ValidationError, at its dotted field path
+        (`prefix.` before it; `whole` when the model as a whole is at fault)."""
+        first = err.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or whole
+        return cls(source, f"{prefix}.{field}" if prefix else field,
+                   first["msg"].removeprefix("Value error, "))
+
+
+def load_mapping(path: Path, what: str) -> dict[str, Any]:
+    """A YAML (or JSON) file whose top level is a mapping; a missing, unreadable or
+    malformed file is one ConfigError naming it."""
+    source = str(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (FileNotFoundError, IsADirectoryError):
+        raise ConfigError(source, "file", "not found") from None
+    except yaml.YAMLError as err:
+        raise ConfigError(source, "yaml", str(err).splitlines()[0]) from None
+    if not isinstance(data, dict):
+        raise ConfigError(source, what, "top level must be a mapping")
+    return data
 
 
 class PartitionError(ArchipelagoError):

@@ -23,7 +23,7 @@ from pydantic import Field
 
 from archipelago.engines.base import EngineConfig, add_resources, memory_blocks
 from archipelago.engines.dsp_packing import PRODUCTS_PER_DSP
-from archipelago.hardware.device import Device, Resources
+from archipelago.hardware.device import FABRIC, Device, Resources
 from archipelago.models.spec import ModelSpec
 
 OpKind = Literal["linear", "score", "context", "layernorm", "gmi"]  # gmi: GMI and gateways
@@ -300,9 +300,6 @@ class HLSStreamEngine:
     def fits(self, used: Resources, device: Device) -> bool:
         """Within the utilization cap of every fabric resource the device has."""
         return all(u <= c for u, c in zip(fabric(used), self.capacity(device), strict=True))
-
-
-FABRIC = ("dsp", "bram", "uram", "aie")
 
 
 @lru_cache(maxsize=4096)

@@ -130,12 +130,9 @@ def feasibility(plan: Plan, workload: Generation, devices: list[DeviceUse]) -> l
                 have = mem.capacity_bytes if mem else 0
                 reasons.append(f"device {use.rank} ({dev.key}): {kind.upper()} needs "
                                f"{need:.4g} bytes, has {have:.4g}")
-        total = use.total
-        for res in ("dsp", "bram", "uram"):
-            need, have = getattr(total, res), getattr(dev.resources, res)
-            if need > have:
-                reasons.append(f"device {use.rank} ({dev.key}): {res.upper()} needs {need}, "
-                               f"has {have}")
+        for res in use.total.exceeding(dev.resources):
+            reasons.append(f"device {use.rank} ({dev.key}): {res.upper()} needs "
+                           f"{getattr(use.total, res)}, has {getattr(dev.resources, res)}")
     return reasons
 
 

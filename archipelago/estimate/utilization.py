@@ -10,9 +10,9 @@ def utilization(plan: Plan, est: Estimate) -> dict[str, float]:
     bandwidth the engine streams at included)."""
     out = {"dsp": 0.0, "bram": 0.0, "uram": 0.0, "hbm": 0.0, "hbm_bandwidth": 0.0}
     for use, dp in zip(est.devices, plan.devices, strict=True):
-        have, total = dp.device.resources, use.total
+        used = use.total.fractions_of(dp.device.resources)
         for res in ("dsp", "bram", "uram"):
-            out[res] = max(out[res], getattr(total, res) / max(getattr(have, res), 1))
+            out[res] = max(out[res], used[res])
         hbm = dp.device.memory("hbm")
         if hbm is not None:
             out["hbm"] = max(out["hbm"], use.hbm_bytes / hbm.capacity_bytes)

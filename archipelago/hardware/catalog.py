@@ -45,9 +45,7 @@ def device_from_dict(key: str, entry: dict[str, Any], source: str) -> Device:
     try:
         return Device(key=key, **unwrap_sourced(entry))
     except ValidationError as err:
-        first = err.errors()[0]
-        field = ".".join(str(p) for p in first["loc"])
-        raise ConfigError(source, f"{key}.{field}", first["msg"]) from None
+        raise ConfigError.from_validation(source, err, prefix=key) from None
 
 
 @cache

@@ -4,10 +4,9 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from archipelago.errors import ArchipelagoError, ConfigError
+from archipelago.errors import ArchipelagoError, ConfigError, PartitionError, load_mapping
 from archipelago.hardware.catalog import catalog, device_from_dict, get_device
 from archipelago.hardware.device import Device, Link
 
@@ -49,6 +48,14 @@ class Cluster(BaseModel):
     @property
     def homogeneous(self) -> bool:
         return len({d.key for d in self.devices}) == 1
+
+    def require_identical(self, strategy: str) -> Device:
+        """The one device type of a homogeneous cluster; a PartitionError otherwise."""
+        if not self.homogeneous:
+            kinds = sorted({d.key for d in self.devices})
+            raise PartitionError(f"strategy '{strategy}' needs identical devices; cluster "
+                                 f"'{self.name}' mixes {kinds}")
+        return self.devices[0]
 
 
 def aurora_ring_link(device: Device) -> Link:
@@ -126,19 +133,11 @@ class _ClusterFile(BaseModel):
 def load_cluster_file(path: Path) -> Cluster:
     """A YAML cluster: device groups (catalog keys or `custom_devices`), topology, link."""
     source = str(path)
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(source, "file", "not found") from None
-    except yaml.YAMLError as err:
-        raise ConfigError(source, "yaml", str(err).splitlines()[0]) from None
-    if not isinstance(raw, dict):
-        raise ConfigError(source, "cluster", "top level must be a mapping")
+    raw = load_mapping(path, "cluster")
     try:
         spec = _ClusterFile(**raw)
     except ValidationError as err:
-        first = err.errors()[0]
-        raise ConfigError(source, ".".join(str(p) for p in first["loc"]), first["msg"]) from None
+        raise ConfigError.from_validation(source, err, whole="cluster") from None
     known = dict(catalog())
     for key, entry in spec.custom_devices.items():
         known[key] = device_from_dict(key, entry, source)

@@ -19,6 +19,20 @@ class Resources(_Frozen):
     ff: int = 0
     aie: int = 0
 
+    def exceeding(self, have: "Resources") -> list[str]:
+        """The fabric resources (of FABRIC) this needs more of than `have` offers."""
+        return [r for r in FABRIC if getattr(self, r) > getattr(have, r)]
+
+    def fractions_of(self, have: "Resources") -> dict[str, float]:
+        """Share of each of `have`'s fabric resources this uses (an absent one counts as 1
+        unit, so any use of it reads as over the limit)."""
+        return {r: getattr(self, r) / max(getattr(have, r), 1) for r in FABRIC}
+
+
+# The fabric resources every limit check and packer compares (LUTs and FFs are not modelled
+# as limits: no engine here is LUT-bound in its paper).
+FABRIC = ("dsp", "bram", "uram", "aie")
+
 
 class Memory(_Frozen):
     """An off-chip memory: HBM, DDR or GDDR."""

@@ -120,9 +120,7 @@ def spec_from_hf_config(config: Mapping[str, Any] | Any, name: str, source: str)
     try:
         return ModelSpec(name=name, hf_config=dict(config), **values)
     except ValidationError as err:
-        first = err.errors()[0]
-        field = ".".join(str(p) for p in first["loc"]) or "config"
-        raise ConfigError(source, field, first["msg"]) from None
+        raise ConfigError.from_validation(source, err) from None
 
 
 def spec_from_config_file(path: Path) -> ModelSpec:

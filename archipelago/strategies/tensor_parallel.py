@@ -78,11 +78,7 @@ def check_divisible(spec: ModelSpec, ranks: int) -> None:
 
 
 def _check_inputs(spec: ModelSpec, cluster: Cluster, strategy: str) -> None:
-    if not cluster.homogeneous:
-        kinds = sorted({d.key for d in cluster.devices})
-        raise PartitionError(f"strategy '{strategy}' needs identical devices; "
-                             f"cluster '{cluster.name}' mixes {kinds}")
-    device = cluster.devices[0]
+    device = cluster.require_identical(strategy)
     if device.kind != "fpga" or device.memory("hbm") is None:
         raise PartitionError(f"strategy '{strategy}' runs on HBM FPGAs; '{device.key}' is a "
                              f"{device.kind} without HBM")

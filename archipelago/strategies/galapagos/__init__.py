@@ -50,11 +50,7 @@ def _check_inputs(spec: ModelSpec, cluster: Cluster) -> None:
     if spec.is_decoder:
         raise PartitionError(f"strategy 'galapagos' builds encoders (I-BERT, BERT, RoBERTa); "
                              f"{spec.name} is a {spec.arch} decoder (try strategy 'dfx')")
-    if not cluster.homogeneous:
-        kinds = sorted({d.key for d in cluster.devices})
-        raise PartitionError(f"strategy 'galapagos' needs identical FPGAs; cluster "
-                             f"'{cluster.name}' mixes {kinds}")
-    device = cluster.devices[0]
+    device = cluster.require_identical("galapagos")
     if device.kind != "fpga" or not device.resources.dsp:
         raise PartitionError(f"strategy 'galapagos' maps kernels onto FPGA fabric; "
                              f"'{device.key}' is a {device.kind} without DSPs")

@@ -20,6 +20,7 @@ import numpy as np
 from archipelago.comm.gmi import HOST, gateway_name
 from archipelago.engines.hls_stream import flits
 from archipelago.estimate.workload import Sequence
+from archipelago.hardware.device import FABRIC
 from archipelago.strategies.galapagos.plan import DataflowPlan
 
 
@@ -175,9 +176,8 @@ def feasibility(plan: DataflowPlan, seq_len: int) -> list[str]:
     if seq_len > plan.spec.max_positions:
         reasons.append(f"sequence of {seq_len} tokens exceeds the model's "
                        f"{plan.spec.max_positions} positions")
-    for res in ("dsp", "bram", "uram", "aie"):
-        over = [u for u in plan.fpgas
-                if getattr(u.resources, res) > getattr(u.device.resources, res)]
+    for res in FABRIC:
+        over = [u for u in plan.fpgas if res in u.resources.exceeding(u.device.resources)]
         if over:
             worst = max(over, key=lambda u: getattr(u.resources, res))
             reasons.append(f"{len(over)} FPGA(s) exceed their {res.upper()}, e.g. FPGA "
