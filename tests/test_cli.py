@@ -46,3 +46,20 @@ def test_bad_input_is_one_line_and_exit_2(args: tuple[str, ...], message: str) -
     assert out.returncode == 2
     assert message in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize(("engine", "message"), [
+    ("d: 3", "dfx engine parameter 'd' = 3: must be a power of two"),
+    ("l: 0", "dfx engine parameter 'l' = 0: Input should be greater than or equal to 1"),
+    ("tile: 3", "unknown dfx engine parameter 'tile' (parameters: d, l, clock_hz"),
+])
+def test_engine_config_is_validated_even_under_python_O(tmp_path, engine: str,
+                                                       message: str) -> None:
+    """Validation is pydantic, not `assert`, so `python -O` refuses bad values too."""
+    path = tmp_path / "engine.yaml"
+    path.write_text(engine + "\n")
+    out = subprocess.run([sys.executable, "-O", "-m", "archipelago", "plan", "gpt2-345m",
+                          "--cluster", "1xu280", "--engine-config", str(path)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and message in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr
