@@ -60,9 +60,10 @@ class PlanKind:
     """A shape of plan and the code that consumes it. Paths are `module:attribute`:
 
     estimator    (plan, workload) -> estimate
-    report       a module with `estimate_dict(plan, workload, est) -> dict`,
+    report       a module with `estimate_to_dict(plan, workload, est) -> dict`,
                  `print_estimate(plan, workload, est, console)` and, where the kind has
-                 them, `print_emulation(report, console)`, `print_build(summary, console)`
+                 an emulator or writers, `print_emulation(report, console)` and
+                 `print_build(summary, console)`
     emulator     (plan, EmulationJob) -> report dict (None on torchrun ranks other than 0)
     writers      (plan, out, force) -> summary dict; files only inside `out`
     utilization  (plan, est) -> {limit: worst fraction used}, for design-space search
