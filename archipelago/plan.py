@@ -10,10 +10,10 @@ from typing import ClassVar, Literal, Protocol
 
 import numpy as np
 
-from archipelago.engines.base import Engine, PhaseArrays
+from archipelago.engines.base import Engine
 from archipelago.hardware.cluster import Cluster
 from archipelago.hardware.device import Device, Resources
-from archipelago.models.graph import Graph, Op
+from archipelago.models.graph import Graph, Op, Phase
 from archipelago.models.spec import ModelSpec
 from archipelago.models.weights import (
     WeightTensor,
@@ -146,7 +146,7 @@ class StepEngine(Engine, Protocol):
     @property
     def hbm_bytes_per_cycle(self) -> float: ...
 
-    def seconds(self, step: ComputeStep, phase: PhaseArrays) -> np.ndarray: ...
+    def seconds(self, step: ComputeStep, phase: Phase) -> np.ndarray: ...
 
     def collective_seconds(self, step: CommStep, rows: int, cluster: Cluster) -> float: ...
 

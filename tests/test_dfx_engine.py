@@ -4,14 +4,13 @@ import numpy as np
 import pytest
 
 from archipelago.engines import dfx
-from archipelago.engines.base import PhaseArrays
 from archipelago.engines.dfx import DFXConfig, DFXEngine
-from archipelago.models.graph import Op
+from archipelago.models.graph import Op, Phase
 from archipelago.models.zoo import resolve_model
 from archipelago.plan import ComputeStep
 
 ENGINE = DFXEngine()
-ONE = PhaseArrays(1, np.array([100]))
+ONE = Phase(1, np.array([100]))
 EFF = dfx.DFX_TILE_EFFICIENCY
 
 
@@ -29,7 +28,7 @@ def test_zigzag_accumulation_stalls_on_the_scalar_adder() -> None:
     op = Op("q", "linear", 1024, 1024, ("x",), weight="q")
     expected = 4 * (4 + 15 * 11) / EFF + 83
     assert ENGINE.cycles(ComputeStep(op, 256), ONE)[0] == pytest.approx(expected)
-    three = PhaseArrays(3, np.array([100]))  # matrix-matrix = a sequence of matrix-vector
+    three = Phase(3, np.array([100]))  # matrix-matrix = a sequence of matrix-vector
     assert ENGINE.cycles(ComputeStep(op, 256), three)[0] == pytest.approx(3 * (expected - 83) + 83)
 
 
@@ -53,7 +52,7 @@ def test_lm_head_streams_its_vocabulary_slice_from_hbm() -> None:
 
 def test_attention_grows_with_context() -> None:
     op = Op("attn_score", "attn_score", 64, 64, ("q", "k"), heads=16)
-    contexts = PhaseArrays(1, np.array([16, 32, 1024]))
+    contexts = Phase(1, np.array([16, 32, 1024]))
     cycles = ENGINE.cycles(ComputeStep(op, 64, 4), contexts)
     per_tile = 4 / EFF  # 4 heads, one tile per 16 keys
     assert np.diff(cycles) == pytest.approx([per_tile, per_tile * 62])

@@ -8,11 +8,10 @@ import numpy as np
 import pytest
 
 from archipelago.api import make_plan, plan_and_estimate
-from archipelago.engines.base import PhaseArrays
 from archipelago.engines.systolic import SystolicConfig, SystolicEngine
 from archipelago.estimate.overlap import collective_seconds, exposed_seconds
 from archipelago.hardware.catalog import get_device
-from archipelago.models.graph import Op
+from archipelago.models.graph import Op, Phase
 from archipelago.models.zoo import resolve_model
 from archipelago.plan import CommStep, ComputeStep
 
@@ -68,7 +67,7 @@ def test_vector_matrix_cycles_by_hand() -> None:
     eng = engine()
     assert eng.hbm_bytes_per_cycle == 2048  # 32 channels x 512 bits at 200 MHz
     op = Op("q", "linear", 1024, 1024, ("x",), weight="q")
-    cycles = eng.cycles(ComputeStep(op, 1024), PhaseArrays(1, np.array([10])))
+    cycles = eng.cycles(ComputeStep(op, 1024), Phase(1, np.array([10])))
     assert cycles[0] == 32 + 32 * 64 + 64
 
 
@@ -92,10 +91,10 @@ def test_w8a8_decode_matmul_is_bound_by_hbm() -> None:
     assert q.hbm_bytes_per_cycle == pytest.approx(32 * 14.375e9 / 250e6)
     op = Op("ffn_up", "linear", 1024, 4096, ("x",), weight="ffn_up")
     l_axi = 64 * 64 * 64 / q.hbm_bytes_per_cycle
-    cycles = q.cycles(ComputeStep(op, 4096), PhaseArrays(1, np.array([10])))[0]
+    cycles = q.cycles(ComputeStep(op, 4096), Phase(1, np.array([10])))[0]
     assert l_axi > 128 and cycles == pytest.approx(l_axi + 16 * l_axi + 128)
     f = engine(clock_hz=250e6, d_sa=64, t_m=64, t_v=64)
-    fp16 = f.cycles(ComputeStep(op, 4096), PhaseArrays(1, np.array([10])))[0]
+    fp16 = f.cycles(ComputeStep(op, 4096), Phase(1, np.array([10])))[0]
     assert fp16 == pytest.approx(2 * l_axi + 16 * 2 * l_axi + 128)
 
 
@@ -104,7 +103,7 @@ def test_layernorm_statistics_of_one_row_take_about_121_cycles() -> None:
     takes about 121 cycles". 384 local columns on 64 accumulators: 6 sweeps, the square, a
     6-level tree of 11-cycle adders, then two multiplies and a subtract: 101 cycles."""
     op = Op("attn_norm", "norm", 1536, 1536, ("x",), weight="attn_norm")
-    stats = engine().cycles(ComputeStep(op, 384, stage="stats"), PhaseArrays(1, np.array([1])))
+    stats = engine().cycles(ComputeStep(op, 384, stage="stats"), Phase(1, np.array([1])))
     assert stats[0] == 6 + 6 + 6 * 11 + 2 * 6 + 11
     assert stats[0] == pytest.approx(121, rel=0.2)
 
@@ -123,7 +122,7 @@ def test_kv_cache_spill_to_hbm_slows_attention() -> None:
     op = Op("attn_score", "attn_score", 64, 64, ("q", "k"), heads=16)
     edge = eng.kv_tokens_onchip
     before, after = eng.cycles(ComputeStep(op, 64, 16),
-                               PhaseArrays(1, np.array([edge, edge + 1])))
+                               Phase(1, np.array([edge, edge + 1])))
     assert after > before
 
 

@@ -1,6 +1,5 @@
 """What every compute-core model provides, and the shared arithmetic of on-chip memories."""
 
-from dataclasses import dataclass
 from math import ceil
 from typing import ClassVar, Protocol
 
@@ -25,15 +24,6 @@ class Engine(Protocol):
 
     name: ClassVar[str]
     config: EngineConfig
-
-
-@dataclass(frozen=True)
-class PhaseArrays:
-    """A phase vectorized over many context lengths: `new_tokens` rows each attending to
-    `context` keys (an array, so a whole decode run is costed in one numpy pass)."""
-
-    new_tokens: int
-    context: np.ndarray
 
 
 def ceil_div(a: np.ndarray | int, b: int) -> np.ndarray | int:

@@ -32,13 +32,13 @@ from archipelago.engines.base import (
     FP16_MUL_CYCLES,
     FP16_RECIP_CYCLES,
     EngineConfig,
-    PhaseArrays,
     add_resources,
     ceil_div,
     memory_blocks,
 )
 from archipelago.hardware.cluster import Cluster
 from archipelago.hardware.device import Resources
+from archipelago.models.graph import Phase
 from archipelago.models.spec import ModelSpec
 from archipelago.plan import CommStep, ComputeStep
 
@@ -133,10 +133,10 @@ class DFXEngine:
         c = self.config
         return min(c.d * c.l, c.hbm_values_per_cycle) * c.data_bits / 8
 
-    def seconds(self, step: ComputeStep, phase: PhaseArrays) -> np.ndarray:
+    def seconds(self, step: ComputeStep, phase: Phase) -> np.ndarray:
         return self.cycles(step, phase) / self.config.clock_hz
 
-    def cycles(self, step: ComputeStep, phase: PhaseArrays) -> np.ndarray:
+    def cycles(self, step: ComputeStep, phase: Phase) -> np.ndarray:
         handler = self._cycles.get(step.op.kind)
         if handler is None:
             raise AssertionError(f"DFX has no instruction for op kind {step.op.kind}")

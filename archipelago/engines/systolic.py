@@ -28,12 +28,12 @@ from archipelago.engines.base import (
     FP16_MUL_CYCLES,
     FP16_RECIP_CYCLES,
     EngineConfig,
-    PhaseArrays,
     ceil_div,
 )
 from archipelago.engines.dsp_packing import PRODUCTS_PER_DSP
 from archipelago.hardware.cluster import Cluster
 from archipelago.hardware.device import Device, Resources
+from archipelago.models.graph import Phase
 from archipelago.models.spec import ModelSpec
 from archipelago.plan import CommStep, ComputeStep
 
@@ -118,7 +118,7 @@ class SystolicEngine:
             "embedding": self._embedding,
         }
 
-    def seconds(self, step: ComputeStep, phase: PhaseArrays) -> np.ndarray:
+    def seconds(self, step: ComputeStep, phase: Phase) -> np.ndarray:
         return self.cycles(step, phase) / self.config.clock_hz
 
     def collective_seconds(self, step: CommStep, rows: int, cluster: Cluster) -> float:
@@ -233,7 +233,7 @@ class SystolicEngine:
             per_head = self._matrix_matrix(m, k, n, 0.0)
         return step.local_heads * per_head
 
-    def cycles(self, step: ComputeStep, phase: PhaseArrays) -> np.ndarray:
+    def cycles(self, step: ComputeStep, phase: Phase) -> np.ndarray:
         handler = self._cycles.get(step.op.kind)
         if handler is None:
             raise AssertionError(f"LORA has no unit for op kind {step.op.kind}")

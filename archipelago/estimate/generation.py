@@ -5,10 +5,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from archipelago.engines.base import PhaseArrays, add_resources
+from archipelago.engines.base import add_resources
 from archipelago.estimate.overlap import exposed_seconds
 from archipelago.estimate.workload import Generation
 from archipelago.hardware.device import Resources
+from archipelago.models.graph import Phase
 from archipelago.plan import CommStep, ComputeStep, Plan, Step
 
 # Where each op's time is reported (the DFX paper's Fig. 15 breakdown categories).
@@ -57,7 +58,7 @@ class Estimate:
     reasons: list[str] = field(default_factory=list)
 
 
-def _steps_seconds(plan: Plan, steps: list[Step], phase: PhaseArrays) -> list[np.ndarray]:
+def _steps_seconds(plan: Plan, steps: list[Step], phase: Phase) -> list[np.ndarray]:
     """Seconds of each step on the critical path: compute from the engine, collectives
     from what their overlap mode leaves exposed."""
     zeros = np.zeros(phase.context.shape)
@@ -67,7 +68,7 @@ def _steps_seconds(plan: Plan, steps: list[Step], phase: PhaseArrays) -> list[np
             if isinstance(s, CommStep) else compute[i] for i, s in enumerate(steps)]
 
 
-Part = tuple[list[Step], PhaseArrays, int]
+Part = tuple[list[Step], Phase, int]
 
 
 def _seconds(plan: Plan, parts: list[Part], shape: tuple[int, ...]) -> dict[str, np.ndarray]:
@@ -83,11 +84,11 @@ def _phase_seconds(plan: Plan, rows: int, context: np.ndarray,
                    output: bool = True) -> dict[str, np.ndarray]:
     """Seconds by category for `rows` new tokens at each context length: embedding for all
     rows, every block `layers` times, then (if `output`) the output ops on the last row."""
-    phase = PhaseArrays(rows, context)
+    phase = Phase(rows, context)
     parts: list[Part] = [(plan.embed_steps, phase, 1),
                          (plan.block_steps, phase, plan.spec.layers)]
     if output:
-        parts.append((plan.output_steps, PhaseArrays(1, context), 1))
+        parts.append((plan.output_steps, Phase(1, context), 1))
     return _seconds(plan, parts, context.shape)
 
 
@@ -99,7 +100,7 @@ def _prefill_seconds(plan: Plan, n_in: int) -> dict[str, float]:
     if not plan.engine.token_serial_prefill:
         return {c: float(v[0]) for c, v in _phase_seconds(plan, n_in, last).items()}
     body = _phase_seconds(plan, 1, np.arange(1, n_in + 1), output=False)
-    head = _seconds(plan, [(plan.output_steps, PhaseArrays(1, last), 1)], last.shape)
+    head = _seconds(plan, [(plan.output_steps, Phase(1, last), 1)], last.shape)
     return {c: float(body[c].sum() + head[c][0]) for c in CATEGORIES}
 
 

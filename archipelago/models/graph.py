@@ -7,6 +7,8 @@ any context length, and encoder passes.
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
+
 from archipelago.models.spec import ModelSpec
 
 OpKind = Literal[
@@ -17,14 +19,17 @@ OpKind = Literal[
 
 @dataclass(frozen=True)
 class Phase:
-    """`new_tokens` enter the model while attending to `context` keys (which include them)."""
+    """`new_tokens` enter the model while attending to `context` keys (which include them).
+    `context` may be an array of lengths: engines then cost a whole decode run in one numpy
+    pass, one entry per context length."""
 
     new_tokens: int
-    context: int
+    context: int | np.ndarray
     causal: bool = True
 
     def __post_init__(self) -> None:
-        assert 1 <= self.new_tokens <= self.context, (self.new_tokens, self.context)
+        assert self.new_tokens >= 1 and np.all(np.asarray(self.context) >= self.new_tokens), \
+            (self.new_tokens, self.context)
 
     @property
     def attended_pairs(self) -> int:
