@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 from archipelago.api import emulate
-from archipelago.emulate.generation import prompt_ids
 from archipelago.emulate.reference import greedy_generate, load_model, save_seeded_checkpoint
+from archipelago.emulate.tensor_parallel import prompt_ids
 from archipelago.estimate.workload import parse_tokens
 from archipelago.models.zoo import resolve_model
 

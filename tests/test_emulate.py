@@ -14,8 +14,8 @@ import torch
 import transformers
 
 from archipelago.api import emulate, make_plan
-from archipelago.emulate.generation import emulate as emulate_plan
 from archipelago.emulate.job import EmulationJob
+from archipelago.emulate.tensor_parallel import emulate as emulate_plan
 from archipelago.estimate.workload import parse_tokens
 from archipelago.plan import CommStep, ComputeStep, Plan, Shard
 from tests.conftest import TINY_GPT2

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
-from archipelago.emulate.collectives import COMM, NEXT_TOKEN
+from archipelago.emulate.comm_steps import COMM, NEXT_TOKEN
 from archipelago.emulate.compute import COMPUTE
 from archipelago.emulate.state import RankState
 from archipelago.plan import ComputeStep, Plan, Step

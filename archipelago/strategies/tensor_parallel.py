@@ -61,8 +61,8 @@ GENERATION = WorkloadType("generation", (
 register_kind(PlanKind(
     "tensor-parallel", GENERATION,
     estimator="archipelago.estimate.generation:estimate_generation",
-    report="archipelago.report.generation",
-    emulator="archipelago.emulate.generation:emulate",
+    report="archipelago.report.tensor_parallel",
+    emulator="archipelago.emulate.tensor_parallel:emulate",
     utilization="archipelago.estimate.utilization:utilization"))
 
 

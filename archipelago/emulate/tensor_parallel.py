@@ -8,7 +8,7 @@ from typing import Any
 import torch
 
 from archipelago.emulate.checkpoint import CheckpointReader, load_shard
-from archipelago.emulate.collectives import COMM
+from archipelago.emulate.comm_steps import COMM
 from archipelago.emulate.compute import ACTIVATIONS, COMPUTE
 from archipelago.emulate.errors import EmulationError
 from archipelago.emulate.exchange import Exchange
