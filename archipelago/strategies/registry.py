@@ -67,6 +67,7 @@ class PlanKind:
     emulator     (plan, EmulationJob) -> report dict (None on torchrun ranks other than 0)
     writers      (plan, out, force) -> summary dict; files only inside `out`
     utilization  (plan, est) -> {limit: worst fraction used}, for design-space search
+                 (`archi explore`; the estimate then has latency_s, tokens_per_s, feasible)
     """
 
     name: str
