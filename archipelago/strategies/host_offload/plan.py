@@ -1,0 +1,100 @@
+"""The host-offload plan: the recorded Program plus the static facts every consumer reads
+(which blocks each card holds, each card's overlay design and PCIe link)."""
+
+from dataclasses import dataclass
+
+from archipelago.engines.npu_overlay import NPUConfig, NPUDesign, npu_design
+from archipelago.engines.pcie import PCIeLink
+from archipelago.errors import PartitionError
+from archipelago.hardware.cluster import Cluster
+from archipelago.models.recurrent import LSTMSpec, MatvecSpec, NMTSpec, RecurrentSpec
+from archipelago.strategies.host_offload.apps import run_app
+from archipelago.strategies.host_offload.layout import Layout, WeightsMode, make_layout
+from archipelago.strategies.host_offload.partition import Grid
+from archipelago.strategies.host_offload.program import Program, Recorder, Sym
+
+
+@dataclass(frozen=True)
+class HostPlan:
+    """Everything `estimate`, `emulate` and the sizing search need; nothing re-derived."""
+
+    spec: RecurrentSpec
+    cluster: Cluster
+    layout: Layout
+    program: Program
+    designs: tuple[NPUDesign, ...]
+    links: tuple[PCIeLink, ...]
+    steps: int
+
+    @property
+    def cards(self) -> int:
+        return self.layout.cards
+
+    def card_weight_bytes(self, card: int) -> int:
+        """INT8 bytes the card's blocks take in its MRFs (padded to native tiles)."""
+        design = self.designs[card]
+        return sum(design.block_bytes(*b.shape) for b in self.layout.card_blocks(card))
+
+    def feasibility(self) -> list[str]:
+        """Why this plan cannot run as asked (empty when it can)."""
+        reasons = []
+        for card, design in enumerate(self.designs):
+            need = self.card_weight_bytes(card)
+            if self.layout.weights == "persistent" and need > design.onchip_bytes:
+                reasons.append(
+                    f"card {card} ({design.device.key}) needs {need} bytes of persistent "
+                    f"weights but holds {design.onchip_bytes} on chip (80% of its M20K"
+                    f"{' + TensorRAM' if design.chiplet_bytes else ''}); use more cards or "
+                    "--weights pcie|ddr4")
+            if self.layout.weights != "persistent":
+                biggest = max((design.block_bytes(*b.shape)
+                               for b in self.layout.card_blocks(card)), default=0)
+                if biggest > design.onchip_bytes:
+                    reasons.append(f"card {card}: a streamed block of {biggest} bytes exceeds "
+                                   f"its {design.onchip_bytes}-byte MRFs")
+            if self.layout.weights == "ddr4":
+                ddr = design.device.memory("ddr")
+                if ddr is None:
+                    reasons.append(f"card {card} ({design.device.key}) has no DDR4 to stream "
+                                   "weights from")
+                elif need > ddr.capacity_bytes:
+                    reasons.append(f"card {card} needs {need} bytes in DDR4, has "
+                                   f"{ddr.capacity_bytes}")
+        return reasons
+
+
+def host_shapes(spec: RecurrentSpec, steps: int) -> dict[str, Sym]:
+    """Host-side inputs of each application, as recorded shapes."""
+    if isinstance(spec, MatvecSpec):
+        return {"x": Sym(spec.cols)}
+    if isinstance(spec, LSTMSpec):
+        return {"inputs": Sym(steps, spec.input_size)}
+    return {"src_embedding": Sym(spec.src_vocab, spec.embedding),
+            "tgt_embedding": Sym(spec.tgt_vocab, spec.embedding), "att_v": Sym(spec.hidden)}
+
+
+def make_host_plan(spec: RecurrentSpec, cluster: Cluster, steps: int,
+                   weights: WeightsMode = "persistent", grid: Grid | None = None,
+                   engine: NPUConfig | None = None) -> HostPlan:
+    """Lay the model out over the cluster's cards and record its application."""
+    cards = cluster.size
+    if any(d.kind != "fpga" or d.host_link_Bps is None for d in cluster.devices):
+        bad = sorted({d.key for d in cluster.devices if d.kind != "fpga" or not d.host_link_Bps})
+        raise PartitionError(f"strategy 'persistent' needs PCIe FPGA cards; {', '.join(bad)} "
+                             "is not one (try a10-1150, s10-2800, s10-2100-tr)")
+    if grid is not None and not isinstance(spec, MatvecSpec):
+        raise PartitionError("--partition RxC applies to the matvec model only; LSTM and "
+                             "NMT split units and rows over all cards")
+    if grid is not None and grid.cards != cards:
+        raise PartitionError(f"--partition {grid.row_blocks}x{grid.col_blocks} uses "
+                             f"{grid.cards} cards; the cluster has {cards}")
+    if steps < 1:
+        raise PartitionError(f"--steps {steps}: at least one step")
+    if isinstance(spec, NMTSpec) and spec.beam > spec.tgt_vocab:
+        raise PartitionError(f"beam width {spec.beam} exceeds the vocabulary {spec.tgt_vocab}")
+    layout = make_layout(spec, cards, weights, grid)
+    recorder = Recorder(cards, layout.block_shapes(), host_shapes(spec, steps))
+    run_app(recorder, spec, layout, steps)
+    designs = tuple(npu_design(d, engine) for d in cluster.devices)
+    links = tuple(PCIeLink(d.host_link_Bps) for d in cluster.devices)  # type: ignore[arg-type]
+    return HostPlan(spec, cluster, layout, recorder.program, designs, links, steps)
