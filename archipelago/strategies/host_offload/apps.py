@@ -33,11 +33,12 @@ def fpga_matvec(api: HostAPI, layout: Layout, matrix: str, x: Vec) -> Vec:
     rows; the CPU adds column partials (C - 1 adds per row block) and concatenates."""
     blocks = layout.blocks[matrix]
     with api.parallel():
+        parts = {}
         for b in blocks:
             _stream(api, layout, b.card, b.name)
             api.fpga_ld_input(b.card, api.slice(x, *b.cols))
             api.fpga_execute(b.card, b.name)
-        parts = {b.card: api.fpga_get_out(b.card) for b in blocks}
+            parts[b.card] = api.fpga_get_out(b.card)
     by_rows: dict[tuple, list[Vec]] = {}
     for b in blocks:
         by_rows.setdefault(b.rows, []).append(parts[b.card])
@@ -56,14 +57,15 @@ def lstm_steps(api: HostAPI, layout: Layout, steps: list[tuple[str, Vec, Vec, tu
     bi-directional layer: (cell matrix, x, h_prev, (c read key, c write key)) each. Every
     card updates its units (its c stays on the card) and returns its h slice."""
     inputs = [api.cpu("cpu_concat", x, h) for _, x, h, _ in steps]
+    outs: list[list[Vec]] = []
     with api.parallel():
         for (matrix, _, _, state), inp in zip(steps, inputs, strict=True):
-            for b in layout.blocks[matrix]:
+            outs.append([])
+            for b in layout.blocks[matrix]:  # a card has one output buffer: read it each time
                 _stream(api, layout, b.card, b.name)
                 api.fpga_ld_input(b.card, inp)
                 api.fpga_execute(b.card, b.name, state)
-        outs = [[api.fpga_get_out(b.card) for b in layout.blocks[matrix]]
-                for matrix, *_ in steps]
+                outs[-1].append(api.fpga_get_out(b.card))
     return [parts[0] if len(parts) == 1 else api.cpu("cpu_concat", *parts) for parts in outs]
 
 
@@ -149,9 +151,10 @@ BOS = 1  # the start-of-sentence token fed to the first decoder step
 
 
 def run_nmt(api: HostAPI, spec: NMTSpec, layout: Layout, source: list[int], steps: int
-            ) -> list[int]:
+            ) -> dict[str, Any]:
     """Translate `source` for exactly `steps` target tokens (fixed length, so the recorded
-    Program and the run agree) with beam width `spec.beam` (1 = greedy)."""
+    Program and the run agree) with beam width `spec.beam` (1 = greedy). Returns the best
+    hypothesis' tokens, the encoder states and its last attentional state."""
     load_persistent(api, layout)
     states = encode(api, spec, layout, source)
     memory: dict[str, Any] = {"hs": api.stack(states, rows=True),
@@ -175,7 +178,7 @@ def run_nmt(api: HostAPI, spec: NMTSpec, layout: Layout, source: list[int], step
         candidates.sort(key=lambda c: (-c[0], c[1], c[2]))
         beams = [{"tokens": [*beams[j]["tokens"], tok], "score": score, "token": tok,
                   "slot": j, **states_of[j]} for score, j, tok in candidates[:spec.beam]]
-    return beams[0]["tokens"]
+    return {"tokens": beams[0]["tokens"], "encoder": states, "feed": beams[0]["feed"]}
 
 
 def run_app(api: HostAPI, spec: RecurrentSpec, layout: Layout, steps: int,
