@@ -31,36 +31,38 @@ class HostPlan:
         return self.layout.cards
 
     def card_weight_bytes(self, card: int) -> int:
-        """INT8 bytes the card's blocks take in its MRFs (padded to native tiles)."""
-        design = self.designs[card]
-        return sum(design.block_bytes(*b.shape) for b in self.layout.card_blocks(card))
+        return card_weight_bytes(self.layout, self.designs[card], card)
 
     def feasibility(self) -> list[str]:
-        """Why this plan cannot run as asked (empty when it can)."""
-        reasons = []
-        for card, design in enumerate(self.designs):
-            need = self.card_weight_bytes(card)
-            if self.layout.weights == "persistent" and need > design.onchip_bytes:
-                reasons.append(
-                    f"card {card} ({design.device.key}) needs {need} bytes of persistent "
-                    f"weights but holds {design.onchip_bytes} on chip (80% of its M20K"
-                    f"{' + TensorRAM' if design.chiplet_bytes else ''}); use more cards or "
-                    "--weights pcie|ddr4")
-            if self.layout.weights != "persistent":
-                biggest = max((design.block_bytes(*b.shape)
-                               for b in self.layout.card_blocks(card)), default=0)
-                if biggest > design.onchip_bytes:
-                    reasons.append(f"card {card}: a streamed block of {biggest} bytes exceeds "
-                                   f"its {design.onchip_bytes}-byte MRFs")
-            if self.layout.weights == "ddr4":
-                ddr = design.device.memory("ddr")
-                if ddr is None:
-                    reasons.append(f"card {card} ({design.device.key}) has no DDR4 to stream "
-                                   "weights from")
-                elif need > ddr.capacity_bytes:
-                    reasons.append(f"card {card} needs {need} bytes in DDR4, has "
-                                   f"{ddr.capacity_bytes}")
-        return reasons
+        return feasibility(self.layout, self.designs)
+
+
+def card_weight_bytes(layout: Layout, design: NPUDesign, card: int) -> int:
+    """INT8 bytes the card's blocks take in its MRFs (padded to native tiles)."""
+    return sum(design.block_bytes(*b.shape) for b in layout.card_blocks(card))
+
+
+def feasibility(layout: Layout, designs: tuple[NPUDesign, ...]) -> list[str]:
+    """Why a layout cannot run on these cards as asked (empty when it can). Streamed
+    weights pass through the MRFs in pieces, so only persistent ones must fit on chip."""
+    reasons = []
+    for card, design in enumerate(designs):
+        need = card_weight_bytes(layout, design, card)
+        if layout.weights == "persistent" and need > design.onchip_bytes:
+            reasons.append(
+                f"card {card} ({design.device.key}) needs {need} bytes of persistent weights "
+                f"but holds {design.onchip_bytes} on chip (80% of its M20K"
+                f"{' + TensorRAM' if design.chiplet_bytes else ''}); use more cards or "
+                "--weights pcie|ddr4")
+        if layout.weights == "ddr4":
+            ddr = design.device.memory("ddr")
+            if ddr is None:
+                reasons.append(f"card {card} ({design.device.key}) has no DDR4 to stream "
+                               "weights from")
+            elif need > ddr.capacity_bytes:
+                reasons.append(f"card {card} needs {need} bytes in DDR4, has "
+                               f"{ddr.capacity_bytes}")
+    return reasons
 
 
 def host_shapes(spec: RecurrentSpec, steps: int) -> dict[str, Sym]:
