@@ -250,3 +250,33 @@ def explore(
     console.print(f"engine config written to {target}; use it with "
                   f"`archi plan {model} --cluster {cluster} --strategy {strategy} "
                   f"--engine-config {target}`")
+
+
+@app.command()
+@user_errors
+def proxies(
+    model: Annotated[str | None, typer.Argument(
+        help="measure at the sizes this model's program uses (nmt-luong, nmt-li, lstm, "
+             "matvec); default: a grid of sizes")] = None,
+    cluster: ClusterOpt = "1xs10-2800",
+    hidden: Annotated[int | None, typer.Option(help="hidden size of MODEL")] = None,
+    steps: Annotated[int, typer.Option(help="input/output steps of MODEL's program")] = 50,
+    out: Annotated[Path | None, typer.Option(
+        help="profile file (default ~/.cache/archipelago/cpu-proxies.json, which `plan` "
+             "then uses)")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Time the cpu_* calls of the host-offload API (seeds/003 Table I) with numpy on this
+    machine and store them as the CPU proxies the modelling tool reads."""
+    from archipelago.strategies.host_offload.service import host_request, proxies_report
+
+    request = (host_request(model=model, cluster=cluster, hidden=hidden, steps=steps)
+               if model else None)
+    report = proxies_report(out, request)
+    if as_json:
+        print(json.dumps(report, indent=2))
+        return
+    for name, points in report["measured_s"].items():
+        shown = ", ".join(f"{n}: {t * 1e6:.2f} us" for n, t in points)
+        console.print(f"{name:12} {shown}")
+    console.print(f"stored in {report['file']} ({report['machine']})")

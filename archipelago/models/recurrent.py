@@ -24,8 +24,13 @@ class _Spec(BaseModel):
 
     @property
     def params(self) -> int:
-        """Weight-matrix elements (biases and embeddings counted where they exist)."""
-        return sum(r * c for r, c in self.matrices().values()) + self.extra_params
+        """Every parameter: weight matrices, biases and (CPU-side) embeddings."""
+        return self.matrix_params + self.extra_params
+
+    @property
+    def matrix_params(self) -> int:
+        """Elements of the weight matrices: what the cards keep persistent."""
+        return sum(r * c for r, c in self.matrices().values())
 
     @property
     def extra_params(self) -> int:
@@ -158,7 +163,7 @@ _NMT_SHAPES = {
     "nmt-li": {"variant": "li", "encoder_layers": 1, "decoder_layers": 1, "beam": 5},
 }
 DEFAULT_HIDDEN = 1024
-DEFAULT_VOCAB = 32000  # an 32K BPE vocabulary as in Luong's WMT setups (not stated by seeds/003)
+DEFAULT_VOCAB = 50_000  # Luong et al. 2015 §4.1 keep the top 50K words; seeds/003 states none
 
 
 def recurrent_names() -> list[str]:

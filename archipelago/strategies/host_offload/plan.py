@@ -6,7 +6,9 @@ from dataclasses import dataclass
 from archipelago.engines.npu_overlay import NPUConfig, NPUDesign, npu_design
 from archipelago.engines.pcie import PCIeLink
 from archipelago.errors import PartitionError
+from archipelago.hardware.catalog import catalog
 from archipelago.hardware.cluster import Cluster
+from archipelago.hardware.device import Device
 from archipelago.models.recurrent import LSTMSpec, MatvecSpec, NMTSpec, RecurrentSpec
 from archipelago.strategies.host_offload.apps import run_app
 from archipelago.strategies.host_offload.layout import Layout, WeightsMode, make_layout
@@ -65,6 +67,12 @@ def feasibility(layout: Layout, designs: tuple[NPUDesign, ...]) -> list[str]:
     return reasons
 
 
+def is_overlay_card(device: Device) -> bool:
+    """An Intel FPGA on a PCIe card: M20K MRFs (20 Kb blocks) and a host link."""
+    return (device.kind == "fpga" and device.vendor == "intel" and device.bram_block_kbit == 20
+            and device.host_link_Bps is not None)
+
+
 def host_shapes(spec: RecurrentSpec, steps: int) -> dict[str, Sym]:
     """Host-side inputs of each application, as recorded shapes."""
     if isinstance(spec, MatvecSpec):
@@ -80,10 +88,11 @@ def make_host_plan(spec: RecurrentSpec, cluster: Cluster, steps: int,
                    engine: NPUConfig | None = None) -> HostPlan:
     """Lay the model out over the cluster's cards and record its application."""
     cards = cluster.size
-    if any(d.kind != "fpga" or d.host_link_Bps is None for d in cluster.devices):
-        bad = sorted({d.key for d in cluster.devices if d.kind != "fpga" or not d.host_link_Bps})
-        raise PartitionError(f"strategy 'persistent' needs PCIe FPGA cards; {', '.join(bad)} "
-                             "is not one (try a10-1150, s10-2800, s10-2100-tr)")
+    bad = sorted({d.key for d in cluster.devices if not is_overlay_card(d)})
+    if bad:
+        cards = sorted(k for k, d in catalog().items() if is_overlay_card(d))
+        raise PartitionError(f"strategy 'persistent' runs the NPU overlay on Intel PCIe FPGA "
+                             f"cards; {', '.join(bad)} is not one (valid: {', '.join(cards)})")
     if grid is not None and not isinstance(spec, MatvecSpec):
         raise PartitionError("--partition RxC applies to the matvec model only; LSTM and "
                              "NMT split units and rows over all cards")

@@ -4,9 +4,10 @@ from a stored profile. Lookups interpolate linearly between measured sizes.
 """
 
 import json
+import os
 import platform
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -125,13 +126,39 @@ def cpu_model() -> str:
     return platform.machine()
 
 
+def program_sizes(calls: Iterable[Any]) -> dict[str, tuple[int, ...]]:
+    """The (call, size) pairs a recorded program's CPU calls use, to measure exactly."""
+    sizes: dict[str, set[int]] = {}
+    for call in calls:
+        if call.name in KERNELS:
+            sizes.setdefault(call.name, set()).add(max(call.elements, 1))
+    return {name: tuple(sorted(ns)) for name, ns in sizes.items()}
+
+
+def merged(base: CPUProfile, new: CPUProfile) -> CPUProfile:
+    """`base` with `new`'s points added (a size measured again takes the new time)."""
+    points = {name: dict(pts) for name, pts in base.points.items()}
+    for name, pts in new.points.items():
+        points.setdefault(name, {}).update(dict(pts))
+    return CPUProfile(new.machine, {k: tuple(sorted(v.items())) for k, v in points.items()})
+
+
+def default_profile_path() -> Path:
+    """Where `archi proxies` stores this machine's profile unless told otherwise."""
+    home = os.environ.get("ARCHIPELAGO_HOME")
+    return (Path(home) if home else Path.home() / ".cache" / "archipelago") / "cpu-proxies.json"
+
+
 def save_profile(profile: CPUProfile, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(profile.to_dict(), indent=1) + "\n")
 
 
 def load_profile(path: Path | None = None) -> CPUProfile:
-    """A stored profile (default: the one measured on the development host and shipped)."""
+    """A stored profile: `path`, else this machine's (`archi proxies` wrote it), else the one
+    measured on the development host and shipped with Archipelago."""
+    if path is None and default_profile_path().exists():
+        path = default_profile_path()
     if path is None:
         text = resources.files("archipelago.strategies.host_offload").joinpath(
             "profiles/dev-host.json").read_text()

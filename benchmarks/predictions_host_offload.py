@@ -1,0 +1,83 @@
+"""Predicted figures of the Intel CPU + multi-FPGA row (issue #12, seeds/003 §IV). These
+are predictions from the modelling tool (NPU overlay cycles, PCIe model, CPU proxies of
+the profile in use); the paper's measurements are held out.
+
+    python -m benchmarks.predictions_host_offload [--cpu-profile FILE]
+"""
+
+import argparse
+from pathlib import Path
+
+from archipelago.errors import ArchipelagoError
+from archipelago.strategies.host_offload.service import (
+    CARD_TYPES,
+    host_request,
+    largest_report,
+    plan_report,
+)
+
+COUNTS = (1, 2, 4, 8)
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1e3:8.3f} ms"
+
+
+def breakdown(report: dict) -> str:
+    b = report["breakdown_s"]
+    return f"cpu {ms(b['cpu'])}  fpga {ms(b['fpga'])}  comm {ms(b['comm'])}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--cpu-profile", type=Path, default=None)
+    profile = parser.parse_args().cpu_profile
+
+    print("== matrix-vector, 11,904 x 11,904 (11.9K, divisible by 8) on 8 x S10, by partition")
+    for grid in ("8x1", "4x2", "2x4", "1x8"):
+        r = plan_report(host_request(model="matvec", cluster="8xs10-2800", hidden=11904,
+                                     partition=grid, steps=1, cpu_profile=profile))
+        print(f"{grid:5} {ms(r['latency_s'])}   {breakdown(r)}   feasible {r['feasible']}")
+
+    print("\n== largest square matrix persistent on N x S10 (N x 1 row blocks)")
+    for n in COUNTS:
+        r = largest_report(host_request(model="matvec", cluster=f"{n}xs10-2800", steps=1,
+                                        partition=f"{n}x1", cpu_profile=profile),
+                           granularity=8 * n)
+        print(f"{n} x S10: {r['hidden']:6d}^2 = {r['params'] / 1e6:7.1f} M  {ms(r['latency_s'])}")
+
+    print("\n== largest persistent LSTM (input = hidden, 1 layer) on N x S10, 50 steps")
+    for n in COUNTS:
+        r = largest_report(host_request(model="lstm", cluster=f"{n}xs10-2800", steps=50,
+                                        cpu_profile=profile))
+        print(f"{n} x S10: hidden {r['hidden']:6d}  {r['params'] / 1e6:7.1f} M params  "
+              f"{ms(r['latency_s'])}   {breakdown(r)}")
+
+    print("\n== NMT-Luong (50K vocabulary) at the largest persistent size, 50-step input and "
+          "50 output steps")
+    for device in CARD_TYPES:
+        for n in COUNTS:
+            try:
+                r = largest_report(host_request(model="nmt-luong", cluster=f"{n}x{device}",
+                                                steps=50, cpu_profile=profile))
+            except ArchipelagoError as err:
+                print(f"{n} x {device:12} {err}")
+                continue
+            print(f"{n} x {device:12} hidden {r['hidden']:5d}  {r['params'] / 1e6:7.1f} M  "
+                  f"{ms(r['latency_s'])}   {breakdown(r)}")
+
+    print("\n== NMT-Li (beam 5): persistent on 8 x S10 vs streamed on one S10, 50 steps")
+    big = largest_report(host_request(model="nmt-li", cluster="8xs10-2800", steps=50,
+                                      cpu_profile=profile))
+    print(f"persistent 8 x S10: hidden {big['hidden']}  {big['params'] / 1e6:.1f} M  "
+          f"{ms(big['latency_s'])}   {breakdown(big)}")
+    for weights in ("pcie", "ddr4"):
+        r = plan_report(host_request(model="nmt-li", cluster="1xs10-2800", steps=50,
+                                     hidden=big["hidden"], weights=weights,
+                                     cpu_profile=profile))
+        print(f"{weights:4} 1 x S10:         {ms(r['latency_s'])}   {breakdown(r)}   "
+              f"x{r['latency_s'] / big['latency_s']:.1f} of persistent")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,79 @@
+"""The host-offload row from names to reports, and `archi proxies`."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from archipelago.errors import ArchipelagoError, ConfigError
+from archipelago.strategies.host_offload.service import (
+    host_request,
+    largest_report,
+    parse_latency,
+    plan_report,
+    sizing_report,
+)
+
+
+def test_plan_report_has_the_documented_keys() -> None:
+    r = plan_report(host_request(model="nmt-luong", cluster="8xs10-2800", hidden=256,
+                                 vocab=1000, steps=5))
+    for key in ("latency_s", "params", "breakdown_s", "per_call", "onchip_bytes", "feasible",
+                "reasons"):
+        assert key in r
+    assert set(r["breakdown_s"]) == {"cpu", "fpga", "comm"}
+    assert sum(r["breakdown_s"].values()) == pytest.approx(r["latency_s"])
+    assert len(r["onchip_bytes"]) == 8 and r["feasible"]
+    assert all({"count", "time_s"} == set(v) for v in r["per_call"].values())
+
+
+def test_largest_persistent_is_the_edge_of_fitting() -> None:
+    request = host_request(model="lstm", cluster="4xs10-2800", steps=2)
+    r = largest_report(request)
+    assert r["feasible"]
+    over = plan_report(request.model_copy(update={"hidden": r["hidden"] + 16}))
+    assert not over["feasible"] and "needs" in over["reasons"][0]
+
+
+def test_latency_target_sizing_lists_every_card_type() -> None:
+    r = sizing_report(host_request(model="lstm", cluster="1xs10-2800", hidden=1024, steps=2),
+                      "1ms")
+    assert set(r["devices"]) == {"a10-1150", "s10-2800", "s10-2100-tr"}
+    s10 = r["devices"]["s10-2800"]
+    assert s10["cards"] >= 1 and s10["latency_s"] <= 1e-3
+
+
+@pytest.mark.parametrize(("fields", "message"), [
+    ({"beam": 0}, "beam width 0"),
+    ({"steps": 0}, "--steps"),
+    ({"partition": "3x1", "model": "matvec", "hidden": 100}, "does not divide"),
+    ({"engine": {"lanes": 0}}, "lanes"),
+    ({"cluster": "2xu280"}, "PCIe FPGA cards"),
+])
+def test_bad_requests_are_one_line(fields: dict, message: str) -> None:
+    base = {"model": "nmt-li", "cluster": "3xs10-2800", "hidden": 64, "vocab": 50, "steps": 2}
+    with pytest.raises((ArchipelagoError, ConfigError), match=message):
+        plan_report(host_request(**{**base, **fields}))
+
+
+def test_latency_targets_parse_with_units() -> None:
+    assert parse_latency("10ms") == pytest.approx(0.01)
+    assert parse_latency("500us") == pytest.approx(5e-4)
+    assert parse_latency("0.2") == pytest.approx(0.2)
+    with pytest.raises(ArchipelagoError, match="positive time"):
+        parse_latency("fast")
+
+
+def test_archi_proxies_measures_the_program_sizes_and_stores_them(tmp_path) -> None:
+    out = tmp_path / "host.json"
+    env = {**os.environ, "ARCHIPELAGO_HOME": str(tmp_path)}
+    run = subprocess.run([sys.executable, "-m", "archipelago", "proxies", "lstm", "--hidden",
+                          "64", "--steps", "2", "--out", str(out), "--json"],
+                         capture_output=True, text=True, timeout=120, env=env)
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout)
+    assert report["measured_s"]["cpu_concat"][0][0] == 128  # [x; h] of a 64-wide LSTM
+    stored = json.loads(out.read_text())
+    assert all(t > 0 for pts in stored["calls"].values() for _, t in pts)
