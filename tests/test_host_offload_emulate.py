@@ -51,3 +51,12 @@ def test_a_failing_card_is_named() -> None:
     finally:
         for card in cards:
             card.close()
+
+
+def test_bidirectional_lstm_stack_matches_torch_on_3_cards() -> None:
+    from archipelago.models.recurrent import LSTMSpec
+
+    spec = LSTMSpec(name="bi", hidden=30, input_size=16, layers=2, bidirectional_layers=1)
+    plan = make_host_plan(spec, resolve_cluster("3xs10-2800"), steps=5)
+    r = emulate_host(plan, seed=3, in_process=True)
+    assert r["trace_matches_plan"] and 0 < r["max_state_diff"] <= STATE_TOLERANCE
