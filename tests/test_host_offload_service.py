@@ -33,8 +33,12 @@ def test_largest_persistent_is_the_edge_of_fitting() -> None:
     request = host_request(model="lstm", cluster="4xs10-2800", steps=2)
     r = largest_report(request)
     assert r["feasible"]
-    over = plan_report(request.model_copy(update={"hidden": r["hidden"] + 16}))
+    bigger = request.model_copy(update={"hidden": r["hidden"] + 16})
+    over = plan_report(bigger, strict=False)
     assert not over["feasible"] and "needs" in over["reasons"][0]
+    with pytest.raises(ArchipelagoError, match=r"does not fit 4xs10-2800: card 0 .* needs \d+ "
+                                                r"bytes of persistent weights but holds \d+"):
+        plan_report(bigger)
 
 
 def test_latency_target_sizing_lists_every_card_type() -> None:

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from archipelago.engines.npu_overlay import NPUConfig
-from archipelago.errors import ArchipelagoError, ConfigError
+from archipelago.errors import ArchipelagoError, ConfigError, PartitionError
 from archipelago.hardware.cluster import resolve_cluster
 from archipelago.models.recurrent import build_recurrent
 from archipelago.strategies.host_offload.estimate import HostEstimate, estimate_host
@@ -92,11 +92,16 @@ def estimate_to_dict(plan: HostPlan, est: HostEstimate) -> dict[str, Any]:
     }
 
 
-def plan_report(request: HostRequest) -> dict[str, Any]:
+def plan_report(request: HostRequest, strict: bool = True) -> dict[str, Any]:
+    """The estimate of one request. `strict`: weights that do not fit as asked are a user
+    error (one line, the bytes needed and held), as the CLI wants; else `reasons`."""
     plan = make_plan(request)
     profile = load_profile(request.cpu_profile)
-    return {**estimate_to_dict(plan, estimate_host(plan, profile)),
-            "cpu_profile": profile.machine}
+    est = estimate_host(plan, profile)
+    if strict and not est.feasible:
+        raise PartitionError(f"{plan.spec.name} does not fit {request.cluster}: "
+                             f"{est.reasons[0]}")
+    return {**estimate_to_dict(plan, est), "cpu_profile": profile.machine}
 
 
 def largest_report(request: HostRequest, granularity: int = 16) -> dict[str, Any]:

@@ -1,0 +1,56 @@
+"""Tables for the host-offload reports (the JSON forms are the report dicts themselves)."""
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:,.3f} ms"
+
+
+def print_host_estimate(report: dict[str, Any], console: Console) -> None:
+    title = (f"{report['model']} ({report['params'] / 1e6:,.1f} M params) on "
+             f"{report['cards']} x {', '.join(report['devices'])}, {report['steps']} steps, "
+             f"weights {report['weights']}")
+    table = Table(title=title)
+    table.add_column("")
+    table.add_column("time", justify="right")
+    table.add_column("share", justify="right")
+    latency = report["latency_s"] or 1.0
+    table.add_row("latency", _ms(report["latency_s"]), "")
+    for part, seconds in report["breakdown_s"].items():
+        table.add_row(f"  {part}", _ms(seconds), f"{100 * seconds / latency:.0f}%")
+    table.add_row("setup (programs, weights)", _ms(report["setup_s"]), "")
+    console.print(table)
+    calls = Table(title="costliest calls")
+    for col in ("call", "count", "time"):
+        calls.add_column(col, justify="left" if col == "call" else "right")
+    for name, v in report["per_call"].items():
+        calls.add_row(name, f"{v['count']:,}", _ms(v["time_s"]))
+    console.print(calls)
+    used = max(b / c for b, c in zip(report["onchip_bytes"], report["onchip_capacity_bytes"],
+                                     strict=True))
+    console.print(f"on-chip weights: up to {max(report['onchip_bytes']) / 2**20:,.1f} MiB per "
+                  f"card ({100 * used:.0f}% of what it holds)")
+    for reason in report["reasons"]:
+        console.print(f"[red]infeasible:[/red] {reason}")
+
+
+def print_host_emulation(report: dict[str, Any], console: Console) -> None:
+    table = Table(title=f"{report['model']} emulated on {report['cards']} card process(es)")
+    table.add_column("check")
+    table.add_column("result")
+    rows = [("trace equals the plan's program", report["trace_matches_plan"])]
+    if "tokens_match" in report:
+        rows += [("tokens", " ".join(map(str, report["tokens"]))),
+                 ("reference tokens", " ".join(map(str, report["reference_tokens"]))),
+                 ("tokens match", report["tokens_match"])]
+    rows += [("max state difference", f"{report['max_state_diff']:.2e} "
+              f"(tolerance {report['state_tolerance']})"),
+             ("integer checksum", report["integer_checksum"]),
+             ("INT8 bytes per card", ", ".join(f"{b:,}" for b in report["weight_bytes_per_card"]))]
+    for name, value in rows:
+        table.add_row(name, str(value))
+    console.print(table)
