@@ -144,6 +144,7 @@ class Recorder:
         self._group: int | None = None
         self._groups = 0
         self._log = self.program.setup
+        self._loaded: set[tuple[int, str]] = set()
 
     def begin_inference(self) -> None:
         self._log = self.program.calls
@@ -196,6 +197,7 @@ class Recorder:
 
     def fpga_pgm(self, card: int, program: OverlayProgram) -> None:
         self.program.overlays[program.name] = program
+        self._loaded.add((self._card(card), program.name))
         self._add(Call("fpga_pgm", self._card(card), target=program.name, group=self._group))
 
     def fpga_ld_mrfs(self, card: int, block: str, source: str = "host") -> None:
@@ -209,8 +211,9 @@ class Recorder:
 
     def fpga_execute(self, card: int, program: str, state: tuple[str, str] | None = None
                      ) -> None:
-        if program not in self.program.overlays:
-            raise ArchipelagoError(f"fpga_execute of '{program}' before fpga_pgm loaded it")
+        if (self._card(card), program) not in self._loaded:
+            raise ArchipelagoError(f"fpga_execute of '{program}' on card {card} before "
+                                   "fpga_pgm loaded it there")
         self._add(Call("fpga_execute", self._card(card), target=program, group=self._group))
 
     def fpga_get_out(self, card: int) -> Sym:
