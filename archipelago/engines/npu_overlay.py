@@ -120,7 +120,7 @@ class NPUDesign:
         """One `fpga_execute`: the chain's matvec, then each chained op's pipeline depth."""
         total = 0.0
         for i, instr in enumerate(instrs):
-            if instr.op == "fpga_matvec":
+            if instr.op == "fpga_matvec":  # the MVU runs each product in turn
                 total += self.matvec_s(instr.length, instr.cols, fabric_fraction)
             elif i == 0:
                 total += self.vector_s(instr.length)

@@ -40,7 +40,7 @@ class Card:
     def __init__(self, index: int) -> None:
         self.index = index
         self.programs: dict[str, str] = {}
-        self.mrfs: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self.mrfs: dict[str, tuple[list[tuple[np.ndarray, np.ndarray]], np.ndarray]] = {}
         self.biases: dict[str, np.ndarray] = {}
         self.cell_state: dict[str, np.ndarray] = {}
         self.uses: dict[str, int] = {}
@@ -55,9 +55,11 @@ class Card:
     def fpga_pgm(self, program: str, kind: str) -> None:
         self.programs[program] = kind
 
-    def fpga_ld_mrfs(self, block: str, q: np.ndarray, scale: np.ndarray, rows: np.ndarray,
-                     bias: np.ndarray | None) -> None:
-        self.mrfs[block] = (q, scale, rows)
+    def fpga_ld_mrfs(self, block: str, segments: list[tuple[np.ndarray, np.ndarray]],
+                     rows: np.ndarray, bias: np.ndarray | None) -> None:
+        """INT8 weights and per-row scales, one pair per matvec of the block's program;
+        `rows` are the block's global row indices (for the checksum)."""
+        self.mrfs[block] = (segments, rows)
         if bias is not None:
             self.biases[block] = bias
 
@@ -65,14 +67,22 @@ class Card:
         self.input = np.asarray(vector, dtype=np.float32)
 
     def _matvec(self, block: str) -> np.ndarray:
-        q, scale, rows = self.mrfs[block]
+        """Each segment: INT8 input slice (its own scale) times INT8 weights, int32 sums,
+        then both scales; the segments' results are added (the chain's fpga_add)."""
+        segments, rows = self.mrfs[block]
         assert self.input is not None
-        qx, sx = quantize_vector(self.input)
-        acc = q.astype(np.int32) @ qx
         use = self.uses.get(block, 0)
         self.uses[block] = use + 1
-        self._digest(block.split("@")[0], use, rows, acc)
-        return (acc.astype(np.float32) * scale * sx).astype(np.float32)
+        out, start = None, 0
+        for k, (q, scale) in enumerate(segments):
+            qx, sx = quantize_vector(self.input[start:start + q.shape[1]])
+            start += q.shape[1]
+            acc = q.astype(np.int32) @ qx
+            self._digest(f"{block.split('@')[0]}#{k}", use, rows, acc)
+            y = (acc.astype(np.float32) * scale * sx).astype(np.float32)
+            out = y if out is None else out + y
+        assert out is not None
+        return out
 
     def _digest(self, matrix: str, use: int, rows: np.ndarray, acc: np.ndarray) -> None:
         key = (zlib.crc32(matrix.encode()) << 20) ^ use
@@ -100,7 +110,7 @@ class Card:
         return self.output
 
     def report(self) -> dict[str, int]:
-        weight_bytes = sum(q.nbytes for q, *_ in self.mrfs.values())
+        weight_bytes = sum(q.nbytes for segments, _ in self.mrfs.values() for q, _ in segments)
         return {"checksum": self.checksum, "weight_bytes": weight_bytes,
                 "blocks": len(self.mrfs)}
 

@@ -2,6 +2,7 @@
 calls sent to the cards. Every call also goes through a Recorder, so the trace of what ran
 can be compared call for call with the Program the plan was estimated from."""
 
+import itertools
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
@@ -68,9 +69,11 @@ class Executor:
         self.trace.fpga_ld_mrfs(card, block, source)
         b = self.blocks[block]
         rows = np.concatenate([np.arange(a, z) for a, z in b.rows])
-        q, scale = quantize_rows(self.weights[b.matrix][rows, b.cols[0]:b.cols[1]])
+        part = self.weights[b.matrix][rows, b.cols[0]:b.cols[1]]
+        bounds = np.cumsum((0, *self.layout.program(b).segments))
+        segments = [quantize_rows(part[:, lo:hi]) for lo, hi in itertools.pairwise(bounds)]
         bias = self.biases[b.matrix][rows] if b.matrix in self.biases else None
-        self.links[card].send(("fpga_ld_mrfs", block, q, scale, rows, bias))
+        self.links[card].send(("fpga_ld_mrfs", block, segments, rows, bias))
 
     def fpga_ld_input(self, card: int, vector: np.ndarray) -> None:
         self.trace.fpga_ld_input(card, _sym(vector))

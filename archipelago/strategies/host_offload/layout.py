@@ -38,14 +38,18 @@ class Layout:
     def program(self, block: Block) -> OverlayProgram:
         """The overlay program that computes with `block` (one per block, loaded once)."""
         rows, cols = block.shape
-        mv = Instr("fpga_matvec", rows, matrix=block.name, cols=cols)
         if block.matrix not in self.hidden:
+            mv = Instr("fpga_matvec", rows, matrix=block.name, cols=cols)
             return OverlayProgram(block.name, "matvec", (mv,), cols, rows)
-        u = units_of(block)
-        # Brainwave-style LSTM chain (seeds/003 Fig. 3b): gates, bias, activations, cell update.
-        chain = (mv, Instr("fpga_add", 4 * u), Instr("fpga_sigmoid", 3 * u),
-                 Instr("fpga_tanh", u), Instr("fpga_mul", u), Instr("fpga_mul", u),
-                 Instr("fpga_add", u), Instr("fpga_tanh", u), Instr("fpga_mul", u))
+        u, hidden = units_of(block), self.hidden[block.matrix]
+        # The Brainwave LSTM (seeds/003 §IV-2: 8 matvecs per step): W x and U h per gate as
+        # two products over the card's gate rows, then bias, activations, cell update.
+        chain = (Instr("fpga_matvec", rows, matrix=block.name, cols=cols - hidden),
+                 Instr("fpga_matvec", rows, matrix=block.name, cols=hidden),
+                 Instr("fpga_add", 4 * u), Instr("fpga_add", 4 * u),
+                 Instr("fpga_sigmoid", 3 * u), Instr("fpga_tanh", u), Instr("fpga_mul", u),
+                 Instr("fpga_mul", u), Instr("fpga_add", u), Instr("fpga_tanh", u),
+                 Instr("fpga_mul", u))
         return OverlayProgram(block.name, "lstm_cell", chain, cols, u)
 
 

@@ -56,6 +56,12 @@ class OverlayProgram:
     in_len: int
     out_len: int
 
+    @property
+    def segments(self) -> tuple[int, ...]:
+        """Column widths of the chain's matvecs: each reads its own slice of the input
+        (x and h of an LSTM cell), quantized with its own scale."""
+        return tuple(i.cols for i in self.instrs if i.op == "fpga_matvec")
+
 
 @dataclass(frozen=True, slots=True)
 class Call:
