@@ -81,3 +81,15 @@ def test_largest_persistent_matches_brute_force() -> None:
         fitting = [k * 16 for k in range(1, 400) if fits(build(k * 16), devices)]
         assert fitting, name
         assert largest_persistent(build, devices, granularity=16) == max(fitting)
+
+
+def test_streamed_weights_cost_their_transfer_each_use() -> None:
+    spec = MatvecSpec(name="m", rows=800, cols=800)
+    one = resolve_cluster("1xs10-2800")
+    persistent, pcie, ddr4 = (estimate_host(make_host_plan(spec, one, 1, weights=w), FLAT_CPU)
+                              for w in ("persistent", "pcie", "ddr4"))
+    # 640,000 INT8 weights: over PCIe Gen3 x16 (1.993884 us + 640000 / 15.754 GB/s) or
+    # from the four DDR4-2400 banks of the card (640000 / 76.8 GB/s), before the execute
+    assert pcie.latency_s - persistent.latency_s == pytest.approx(1.993884e-6 + 40.6246e-6,
+                                                                  rel=1e-5)
+    assert ddr4.latency_s - persistent.latency_s == pytest.approx(8.33333e-6, rel=1e-5)

@@ -14,11 +14,12 @@ Vec = Any
 def load_persistent(api: HostAPI, layout: Layout) -> None:
     """Setup: every card gets its overlay programs (`fpga_pgm`), and persistent weights are
     placed in the MRFs once (`fpga_ld_mrfs`)."""
-    for card in range(layout.cards):
-        for block in layout.card_blocks(card):
-            api.fpga_pgm(card, layout.program(block))
-            if layout.weights == "persistent":
-                api.fpga_ld_mrfs(card, block.name)
+    with api.parallel():  # each card is loaded over its own link
+        for card in range(layout.cards):
+            for block in layout.card_blocks(card):
+                api.fpga_pgm(card, layout.program(block))
+                if layout.weights == "persistent":
+                    api.fpga_ld_mrfs(card, block.name)
     api.begin_inference()
 
 
