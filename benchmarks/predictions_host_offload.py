@@ -2,7 +2,7 @@
 are predictions from the modelling tool (NPU overlay cycles, PCIe model, CPU proxies of
 the profile in use); the paper's measurements are held out.
 
-    python -m benchmarks.predictions_host_offload [--cpu-profile FILE]
+    python -m benchmarks.predictions_host_offload [--cpu-profile FILE] [--vocab V]
 """
 
 import argparse
@@ -31,7 +31,9 @@ def breakdown(report: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--cpu-profile", type=Path, default=None)
-    profile = parser.parse_args().cpu_profile
+    parser.add_argument("--vocab", type=int, default=None, help="NMT vocabulary (50K)")
+    args = parser.parse_args()
+    profile, vocab = args.cpu_profile, args.vocab
 
     print("== matrix-vector, 11,904 x 11,904 (11.9K, divisible by 8) on 8 x S10, by partition")
     for grid in ("8x1", "4x2", "2x4", "1x8"):
@@ -53,13 +55,13 @@ def main() -> None:
         print(f"{n} x S10: hidden {r['hidden']:6d}  {r['params'] / 1e6:7.1f} M params  "
               f"{ms(r['latency_s'])}   {breakdown(r)}")
 
-    print("\n== NMT-Luong (50K vocabulary) at the largest persistent size, 50-step input and "
-          "50 output steps")
+    print(f"\n== NMT-Luong ({vocab or 'default 50K'} vocabulary) at the largest persistent "
+          "size, 50-step input and 50 output steps")
     for device in CARD_TYPES:
         for n in COUNTS:
             try:
                 r = largest_report(host_request(model="nmt-luong", cluster=f"{n}x{device}",
-                                                steps=50, cpu_profile=profile))
+                                                steps=50, vocab=vocab, cpu_profile=profile))
             except ArchipelagoError as err:
                 print(f"{n} x {device:12} {err}")
                 continue
@@ -68,13 +70,13 @@ def main() -> None:
 
     print("\n== NMT-Li (beam 5): persistent on 8 x S10 vs streamed on one S10, 50 steps")
     big = largest_report(host_request(model="nmt-li", cluster="8xs10-2800", steps=50,
-                                      cpu_profile=profile))
+                                      vocab=vocab, cpu_profile=profile))
     print(f"persistent 8 x S10: hidden {big['hidden']}  {big['params'] / 1e6:.1f} M  "
           f"{ms(big['latency_s'])}   {breakdown(big)}")
     for weights in ("pcie", "ddr4"):
         r = plan_report(host_request(model="nmt-li", cluster="1xs10-2800", steps=50,
                                      hidden=big["hidden"], weights=weights,
-                                     cpu_profile=profile))
+                                     vocab=vocab, cpu_profile=profile))
         print(f"{weights:4} 1 x S10:         {ms(r['latency_s'])}   {breakdown(r)}   "
               f"x{r['latency_s'] / big['latency_s']:.1f} of persistent")
 

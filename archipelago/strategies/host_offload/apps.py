@@ -81,8 +81,7 @@ def run_lstm(api: HostAPI, spec: LSTMSpec, layout: Layout, steps: int) -> list[V
     xs = [api.row(api.host("inputs"), t) for t in range(steps)]
     for layer in range(spec.layers):
         cells = [f"l{layer}.{d}.wu" for d in spec.directions(layer)]
-        outs = _run_layer(api, layout, cells, xs, spec.hidden)
-        xs = outs
+        xs = _run_layer(api, layout, cells, xs, spec.hidden)
     return xs
 
 
