@@ -8,7 +8,10 @@ the profile in use); the paper's measurements are held out.
 import argparse
 from pathlib import Path
 
+from archipelago.engines.pcie import PCIeLink, concurrent_s
 from archipelago.errors import ArchipelagoError
+from archipelago.hardware.catalog import get_device
+from archipelago.strategies.host_offload.proxies import load_profile
 from archipelago.strategies.host_offload.service import (
     CARD_TYPES,
     host_request,
@@ -35,7 +38,19 @@ def main() -> None:
     args = parser.parse_args()
     profile, vocab = args.cpu_profile, args.vocab
 
-    print("== matrix-vector, 11,904 x 11,904 (11.9K, divisible by 8) on 8 x S10, by partition")
+    print("== API primitives (Fig. 4a/4b form): CPU calls at 8K elements, transfers to N cards")
+    cpu = load_profile(profile)
+    print("  ".join(f"{name[4:]} {cpu.time_s(name, 8192) * 1e6:.2f} us"
+                    for name in ("cpu_add", "cpu_mul", "cpu_dot", "cpu_tanh", "cpu_exp",
+                                 "cpu_softmax", "cpu_pickTop")) + f"   ({cpu.machine})")
+    for device in ("a10-1150", "s10-2800"):
+        link = PCIeLink(get_device(device).host_link_Bps)
+        for size in (1024, 8192, 32768, 262144):
+            row = "  ".join(f"{n} cards {concurrent_s([(link, size)] * n) * 1e6:7.2f} us"
+                            for n in (1, 2, 4))
+            print(f"{device:9} {size:7d} B   {row}")
+
+    print("\n== matrix-vector, 11,904 x 11,904 (11.9K, divisible by 8) on 8 x S10, by partition")
     for grid in ("8x1", "4x2", "2x4", "1x8"):
         r = plan_report(host_request(model="matvec", cluster="8xs10-2800", hidden=11904,
                                      partition=grid, steps=1, cpu_profile=profile))
