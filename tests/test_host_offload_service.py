@@ -81,3 +81,20 @@ def test_archi_proxies_measures_the_program_sizes_and_stores_them(tmp_path) -> N
     assert report["measured_s"]["cpu_concat"][0][0] == 128  # [x; h] of a 64-wide LSTM
     stored = json.loads(out.read_text())
     assert all(t > 0 for pts in stored["calls"].values() for _, t in pts)
+
+
+def test_a_cluster_file_names_the_host_and_its_cards(tmp_path) -> None:
+    from archipelago.strategies.host_offload.proxies import KERNELS, CPUProfile, save_profile
+
+    slow = CPUProfile("a slow host", {k: ((1, 1e-3), (10**8, 1e-3)) for k in KERNELS})
+    save_profile(slow, tmp_path / "slow-host.json")
+    (tmp_path / "server.yaml").write_text(
+        "devices:\n  - {device: s10-2800, count: 4}\ntopology: host_star\n"
+        "host_profile: slow-host.json\n")
+    base = {"model": "lstm", "hidden": 512, "steps": 2}
+    named = plan_report(host_request(cluster=str(tmp_path / "server.yaml"), **base))
+    local = plan_report(host_request(cluster="4xs10-2800", **base))
+    assert named["cards"] == local["cards"] == 4
+    assert named["cpu_profile"] == "a slow host"
+    assert named["breakdown_s"]["cpu"] > 100 * local["breakdown_s"]["cpu"]
+    assert named["breakdown_s"]["comm"] == pytest.approx(local["breakdown_s"]["comm"])

@@ -34,6 +34,9 @@ class Cluster(BaseModel):
     topology: Topology = "ring"
     link: Link | None = None
     switch_latency_s: float = Field(default=0.0, ge=0)
+    # The host CPU of PCIe cards: a CPU proxy profile file (`archi proxies` writes one);
+    # None means the machine Archipelago runs on.
+    host_profile: Path | None = None
 
     @model_validator(mode="after")
     def _needs_link(self) -> "Cluster":
@@ -128,6 +131,7 @@ class _ClusterFile(BaseModel):
     link: _LinkSpec | None = None
     switch_latency_ns: float = Field(default=0.0, ge=0)
     custom_devices: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    host_profile: str | None = None  # relative to the YAML file
 
 
 def load_cluster_file(path: Path) -> Cluster:
@@ -154,7 +158,9 @@ def load_cluster_file(path: Path) -> Cluster:
     try:
         return Cluster(name=spec.name or path.stem, devices=tuple(devices),
                        topology=spec.topology, link=link,
-                       switch_latency_s=spec.switch_latency_ns * 1e-9)
+                       switch_latency_s=spec.switch_latency_ns * 1e-9,
+                       host_profile=(path.parent / spec.host_profile
+                                     if spec.host_profile else None))
     except ValidationError as err:
         raise ConfigError(source, "cluster", err.errors()[0]["msg"]) from None
 

@@ -9,12 +9,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from archipelago.engines.npu_overlay import NPUConfig
 from archipelago.errors import ArchipelagoError, ConfigError, PartitionError
-from archipelago.hardware.cluster import resolve_cluster
+from archipelago.hardware.cluster import Cluster, resolve_cluster
 from archipelago.models.recurrent import build_recurrent
 from archipelago.strategies.host_offload.estimate import HostEstimate, estimate_host
 from archipelago.strategies.host_offload.partition import parse_grid
 from archipelago.strategies.host_offload.plan import HostPlan, make_host_plan
-from archipelago.strategies.host_offload.proxies import load_profile
+from archipelago.strategies.host_offload.proxies import CPUProfile, load_profile
 from archipelago.strategies.host_offload.sizing import (
     MAX_CARDS,
     fewest_cards,
@@ -92,11 +92,16 @@ def estimate_to_dict(plan: HostPlan, est: HostEstimate) -> dict[str, Any]:
     }
 
 
+def host_profile(request: HostRequest, cluster: Cluster) -> CPUProfile:
+    """CPU proxies: `--cpu-profile`, else the cluster file's host, else this machine's."""
+    return load_profile(request.cpu_profile or cluster.host_profile)
+
+
 def plan_report(request: HostRequest, strict: bool = True) -> dict[str, Any]:
     """The estimate of one request. `strict`: weights that do not fit as asked are a user
     error (one line, the bytes needed and held), as the CLI wants; else `reasons`."""
     plan = make_plan(request)
-    profile = load_profile(request.cpu_profile)
+    profile = host_profile(request, plan.cluster)
     est = estimate_host(plan, profile)
     if strict and not est.feasible:
         raise PartitionError(f"{plan.spec.name} does not fit {request.cluster}: "
@@ -131,7 +136,7 @@ def parse_latency(text: str) -> float:
 def sizing_report(request: HostRequest, target: str) -> dict[str, Any]:
     """For each card type, the fewest cards whose plan meets the latency target."""
     target_s = parse_latency(target)
-    profile = load_profile(request.cpu_profile)
+    profile = host_profile(request, resolve_cluster(request.cluster))
     spec = request.spec()
     rows = {}
     for device in CARD_TYPES:
