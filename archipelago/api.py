@@ -25,9 +25,14 @@ class Result(NamedTuple):
 
 
 def make_plan(model: str, cluster: str, strategy: str,
-              engine: dict[str, Any] | None = None) -> Any:
-    """Strategy `strategy`'s plan of `model` on `cluster`, engine parameters validated."""
-    return get_strategy(strategy).plan(resolve_model(model), resolve_cluster(cluster), engine)
+              engine: dict[str, Any] | None = None,
+              workload: dict[str, str] | None = None, command: str = "plan") -> Any:
+    """Strategy `strategy`'s plan of `model` on `cluster`, engine parameters validated; the
+    kind's plan-shaping options among `workload` join the engine parameters."""
+    chosen = get_strategy(strategy)
+    shaping = chosen.plan_kind.workload.plan_texts(workload or {}, command)
+    return chosen.plan(resolve_model(model), resolve_cluster(cluster),
+                       {**(engine or {}), **shaping})
 
 
 def parse_workload(strategy: str, workload: dict[str, str] | None = None,
@@ -40,7 +45,7 @@ def plan_and_estimate(model: str, cluster: str, strategy: str,
                       engine: dict[str, Any] | None = None) -> Result:
     kind = get_strategy(strategy).plan_kind
     work = parse_workload(strategy, workload)
-    plan = make_plan(model, cluster, strategy, engine)
+    plan = make_plan(model, cluster, strategy, engine, workload)
     return Result(plan, work, kind.hook("estimator")(plan, work))
 
 
@@ -55,7 +60,8 @@ def emulate(model: str, cluster: str, strategy: str, workload: dict[str, str] | 
     emulator = kind.hook("emulator")  # a kind without one fails before planning
     job = EmulationJob(parse_workload(strategy, workload, "emulate"), seed, precision,
                        checkpoint, timeout_s)
-    return emulator(make_plan(model, cluster, strategy), job)
+    return emulator(make_plan(model, cluster, strategy, workload=workload, command="emulate"),
+                    job)
 
 
 def build(model: str, cluster: str, strategy: str, out: str, force: bool = False,

@@ -63,10 +63,8 @@ def workload_options(ctx: typer.Context) -> dict[str, str]:
         if not flag.startswith("--"):
             raise ArchipelagoError(f"unexpected argument '{flag}'; options look like --name "
                                    "value")
-        if not eq:
-            if not words:
-                raise ArchipelagoError(f"{flag} needs a value")
-            value = words.pop(0)
+        if not eq:  # a bare flag (nothing after it, or another flag) means "true"
+            value = "true" if not words or words[0].startswith("--") else words.pop(0)
         given[flag[2:].replace("-", "_")] = value
     return given
 
@@ -153,16 +151,20 @@ def build(
 def catalog(as_json: JsonOpt = False) -> None:
     """List built-in models, devices and strategies."""
     from archipelago.hardware.catalog import catalog as devices
+    from archipelago.models.recurrent import build_recurrent, recurrent_names
     from archipelago.models.weights import parameter_count
     from archipelago.models.zoo import model_names, resolve_model
     from archipelago.strategies.registry import kinds, strategies
 
     models = {name: resolve_model(name) for name in model_names()}
+    recurrent = {name: build_recurrent(name) for name in recurrent_names()}
     if as_json:
         print(json.dumps({
             "models": {n: {"arch": s.arch, "layers": s.layers, "hidden": s.hidden,
                            "heads": s.heads, "parameters": parameter_count(s)}
                        for n, s in models.items()},
+            "recurrent_models": {n: {"family": s.family, "parameters": s.params}
+                                 for n, s in recurrent.items()},
             "devices": {k: {"name": d.name, "kind": d.kind} for k, d in devices().items()},
             "strategies": {n: s.summary for n, s in strategies().items()},
             "plan_kinds": {n: {"workload": k.workload.name,
@@ -176,6 +178,12 @@ def catalog(as_json: JsonOpt = False) -> None:
     for name, s in models.items():
         table.add_row(name, s.arch, str(s.layers), str(s.hidden), str(s.heads), str(s.ffn),
                       f"{parameter_count(s) / 1e6:,.0f} M")
+    console.print(table)
+    table = Table(title="recurrent models (sized with --hidden, --layers, --vocab)")
+    for col in ("name", "family", "parameters at the default size"):
+        table.add_column(col)
+    for name, r in recurrent.items():
+        table.add_row(name, r.family, f"{r.params / 1e6:,.0f} M")
     console.print(table)
     table = Table(title="devices")
     for col in ("key", "name", "kind", "DSP", "memories"):
@@ -216,8 +224,16 @@ def explore(
     from archipelago.strategies.registry import get_strategy
 
     given = workload_options(ctx)
+    kind = get_strategy(strategy).plan_kind
+    if kind.explorer is not None:  # the kind sizes servers instead of searching engines
+        summary = kind.hook("explorer")(model, cluster, strategy, given)
+        if as_json:
+            print(json.dumps(summary, indent=2))
+        else:
+            kind.hook("report").print_explore(summary, console)
+        return
     work = parse_workload(strategy, given, "explore")
-    texts = get_strategy(strategy).plan_kind.workload.texts(given, "explore")
+    texts = kind.workload.texts(given, "explore")
     inputs = "-".join(t.replace(":", "x") for t in texts.values())
     name = study or f"{Path(model).stem}-{cluster}-{strategy}-{inputs}"
     request = SearchRequest(model, cluster, strategy, work, trials, storage, name, seed)

@@ -33,7 +33,7 @@ def test_largest_persistent_is_the_edge_of_fitting() -> None:
     request = host_request(model="lstm", cluster="4xs10-2800", steps=2)
     r = largest_report(request)
     assert r["feasible"]
-    bigger = request.model_copy(update={"hidden": r["hidden"] + 16})
+    bigger = request.with_options(hidden=r["hidden"] + 16)
     over = plan_report(bigger, strict=False)
     assert not over["feasible"] and "needs" in over["reasons"][0]
     with pytest.raises(ArchipelagoError, match=r"does not fit 4xs10-2800: card 0 .* needs \d+ "
@@ -51,9 +51,10 @@ def test_latency_target_sizing_lists_every_card_type() -> None:
 
 @pytest.mark.parametrize(("fields", "message"), [
     ({"beam": 0}, "beam width 0"),
-    ({"steps": 0}, "--steps"),
+    ({"steps": 0}, "'steps' = 0"),
     ({"partition": "3x1", "model": "matvec", "hidden": 100}, "does not divide"),
-    ({"engine": {"lanes": 0}}, "lanes"),
+    ({"lanes": 0}, "'lanes' = 0"),
+    ({"weights": "flash"}, "'weights' = 'flash'"),
     ({"cluster": "2xu280"}, "PCIe FPGA cards"),
 ])
 def test_bad_requests_are_one_line(fields: dict, message: str) -> None:

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from math import ceil, log2
 from typing import Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from archipelago.engines.base import EngineConfig
 from archipelago.hardware.device import Device
 
 
@@ -41,10 +42,8 @@ CLOCK_HZ = 200e6
 M20K_BYTES = 20 * 1024 // 8  # one M20K holds 20 Kb
 
 
-class NPUConfig(BaseModel):
+class NPUConfig(EngineConfig):
     """Design parameters (`--engine-config`), each validated once here."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     native_dim: int = Field(default=BRAINWAVE_NATIVE_DIM, gt=0)
     lanes: int = Field(default=BRAINWAVE_LANES, gt=0)

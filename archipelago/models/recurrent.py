@@ -195,3 +195,22 @@ def build_recurrent(name: str, hidden: int | None = None, layers: int | None = N
                        **shape)
     except ValueError as err:
         raise ArchipelagoError(f"model {name}: {err}") from None
+
+
+def builtin_of(spec: RecurrentSpec) -> str:
+    """The built-in a spec is an instance of (nmt-luong, nmt-li, lstm, matvec)."""
+    return f"nmt-{spec.variant}" if isinstance(spec, NMTSpec) else spec.family
+
+
+def resize(spec: RecurrentSpec, hidden: int | None = None, layers: int | None = None,
+           vocab: int | None = None, beam: int | None = None) -> RecurrentSpec:
+    """The same built-in at another size; unchanged when nothing is given."""
+    if hidden is None and layers is None and vocab is None and beam is None:
+        return spec
+    size = spec.rows if isinstance(spec, MatvecSpec) else spec.hidden
+    if isinstance(spec, NMTSpec):
+        layers = layers or spec.encoder_layers
+        vocab, beam = vocab or spec.tgt_vocab, beam or spec.beam
+    elif isinstance(spec, LSTMSpec):
+        layers = layers or spec.layers
+    return build_recurrent(builtin_of(spec), hidden or size, layers, vocab, beam)

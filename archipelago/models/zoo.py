@@ -9,6 +9,7 @@ import yaml
 
 from archipelago.errors import UnknownNameError
 from archipelago.models.hf_config import spec_from_config_file, spec_from_hf_config
+from archipelago.models.recurrent import RecurrentSpec, build_recurrent, recurrent_names
 from archipelago.models.spec import ModelSpec
 
 
@@ -23,12 +24,17 @@ def model_names() -> list[str]:
     return sorted(zoo_configs())
 
 
-def resolve_model(name_or_path: str) -> ModelSpec:
-    """A zoo name, or a path to a local config.json / checkpoint directory (never a download)."""
+def resolve_model(name_or_path: str) -> ModelSpec | RecurrentSpec:
+    """A zoo name, a recurrent built-in (at its default size; a strategy for recurrent
+    models resizes it), or a path to a local config.json / checkpoint directory (never a
+    download)."""
     configs = zoo_configs()
+    if name_or_path in recurrent_names():
+        return build_recurrent(name_or_path)
     if name_or_path in configs:
         return spec_from_hf_config(configs[name_or_path], name=name_or_path, source="zoo.yaml")
     path = Path(name_or_path)
     if path.exists() or path.suffix == ".json":
         return spec_from_config_file(path)
-    raise UnknownNameError("model", name_or_path, [*configs, "<path to config.json>"])
+    raise UnknownNameError("model", name_or_path,
+                           [*configs, *recurrent_names(), "<path to config.json>"])

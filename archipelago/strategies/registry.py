@@ -20,6 +20,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from archipelago.errors import ArchipelagoError, UnknownNameError
+from archipelago.models.spec import ModelSpec
 
 ENTRY_POINT_GROUP = "archipelago.strategies"
 _ROLE_WORDS = {"writers": "build files", "utilization": "a resource model to explore"}
@@ -28,12 +29,18 @@ _ROLE_WORDS = {"writers": "build files", "utilization": "a resource model to exp
 @dataclass(frozen=True)
 class WorkloadOption:
     """One command-line option of a workload, e.g. `--tokens`; `command_defaults` overrides
-    `default` per command (a short `archi emulate` keeps the reference check quick)."""
+    `default` per command (a short `archi emulate` keeps the reference check quick).
+
+    `role` "plan" marks an option that shapes the plan rather than the run (a host
+    program's model size, weight placement and step count, all fixed in the program it
+    records): its text joins the engine parameters, validated by the strategy's config
+    model, and the config's own default applies when it is left out."""
 
     name: str  # the flag without dashes; a keyword of the workload parser
     help: str
     default: str
     command_defaults: dict[str, str] = field(default_factory=dict)
+    role: str = "workload"
 
 
 @dataclass(frozen=True)
@@ -47,9 +54,21 @@ class WorkloadType:
     parse: Callable[..., Any]
 
     def texts(self, given: dict[str, str], command: str = "plan") -> dict[str, str]:
-        """Every option's text: the given ones, `command`'s defaults for the rest."""
-        defaults = {o.name: o.command_defaults.get(command, o.default) for o in self.options}
-        return {**defaults, **given}
+        """Every workload option's text: the given ones, `command`'s defaults for the rest
+        (plan options are left to `plan_texts`)."""
+        run = {o.name for o in self.options if o.role == "workload"}
+        defaults = {o.name: o.command_defaults.get(command, o.default) for o in self.options
+                    if o.name in run}
+        return {**defaults, **{k: v for k, v in given.items() if k in run}}
+
+    def plan_texts(self, given: dict[str, str], command: str = "plan") -> dict[str, str]:
+        """The options that shape the plan, to join the engine parameters: the given ones,
+        and `command`'s own defaults where it has them (else the config's default holds)."""
+        shaping = [o for o in self.options if o.role == "plan"]
+        defaults = {o.name: o.command_defaults[command] for o in shaping
+                    if command in o.command_defaults}
+        return {**defaults, **{k: v for k, v in given.items()
+                               if k in {o.name for o in shaping}}}
 
     def from_args(self, given: dict[str, str], command: str = "plan") -> Any:
         return self.parse(**self.texts(given, command))
@@ -68,6 +87,9 @@ class PlanKind:
     writers      (plan, out, force) -> summary dict; files only inside `out`
     utilization  (plan, est) -> {limit: worst fraction used}, for design-space search
                  (`archi explore`; the estimate then has latency_s, tokens_per_s, feasible)
+    explorer     (model, cluster, strategy, options) -> summary dict: a kind whose
+                 exploration is not an engine-parameter search (server sizing) answers
+                 `archi explore` itself; its report then has `print_explore(summary, console)`
     """
 
     name: str
@@ -77,6 +99,7 @@ class PlanKind:
     emulator: str | None = None
     writers: str | None = None
     utilization: str | None = None
+    explorer: str | None = None
 
     def hook(self, role: str) -> Any:
         """The estimator, report, emulator, writers or utilization, imported now."""
@@ -103,6 +126,7 @@ class Strategy:
     planner: Callable[..., Any]
     engine_defaults: dict[str, Any] = field(default_factory=dict)
     design_space: str | None = None
+    models: type | tuple[type, ...] = ModelSpec  # the model specs its planner takes
 
     @property
     def plan_kind(self) -> PlanKind:
@@ -127,6 +151,10 @@ class Strategy:
                                    f"(parameters: {names})") from None
 
     def plan(self, spec: Any, cluster: Any, engine: dict[str, Any] | None = None) -> Any:
+        if not isinstance(spec, self.models):
+            raise ArchipelagoError(f"strategy '{self.name}' plans {_model_words(self.models)}; "
+                                   f"{spec.name} is a {type(spec).__name__} "
+                                   f"({_planners_of(spec)})")
         return self.planner(spec, cluster, self.config(engine))
 
     def workload(self, given: dict[str, str] | None = None, command: str = "plan") -> Any:
@@ -155,14 +183,16 @@ def register_kind(kind: PlanKind) -> PlanKind:
 
 def register(name: str, summary: str, kind: str, engine_config: type[BaseModel],
              engine_defaults: dict[str, Any] | None = None,
-             design_space: str | None = None) -> Callable[[Callable], Callable]:
-    """Decorate a planner to register it as strategy `name` making plans of `kind`."""
+             design_space: str | None = None,
+             models: type | tuple[type, ...] = ModelSpec) -> Callable[[Callable], Callable]:
+    """Decorate a planner to register it as strategy `name` making plans of `kind` from
+    model specs of type `models` (transformer `ModelSpec`s unless it says otherwise)."""
 
     def wrap(planner: Callable) -> Callable:
         if name in _STRATEGIES:
             raise ValueError(f"strategy '{name}' registered twice")
         _STRATEGIES[name] = Strategy(name, summary, kind, engine_config, planner,
-                                     dict(engine_defaults or {}), design_space)
+                                     dict(engine_defaults or {}), design_space, models)
         return planner
 
     return wrap
@@ -206,6 +236,16 @@ def resolve(path: str) -> Any:
     return getattr(import_module(module), attribute) if attribute else import_module(module)
 
 
+def _model_words(models: type | tuple[type, ...]) -> str:
+    types = models if isinstance(models, tuple) else (models,)
+    return " or ".join(t.__name__ for t in types)
+
+
+def _planners_of(spec: Any) -> str:
+    takers = sorted(s.name for s in _STRATEGIES.values() if isinstance(spec, s.models))
+    return f"strategies for it: {', '.join(takers)}" if takers else "no strategy plans it"
+
+
 def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
@@ -225,7 +265,8 @@ def _load() -> None:
     if _loaded:
         return
     _loaded = True
-    for module in ("archipelago.strategies.tensor_parallel", "archipelago.strategies.galapagos"):
+    for module in ("archipelago.strategies.tensor_parallel", "archipelago.strategies.galapagos",
+                   "archipelago.strategies.host_offload"):
         import_module(module)
     for entry in entry_points(group=ENTRY_POINT_GROUP):
         try:

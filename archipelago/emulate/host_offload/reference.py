@@ -87,16 +87,19 @@ class ReferenceNMT:
         h = self.spec.hidden
         zero = (torch.zeros(1, 1, h), torch.zeros(1, 1, h))
         beams = [([], 0.0, bos, {"hc": [zero] * len(self.decoder), "feed": torch.zeros(h)})]
+        k, margin = self.spec.beam, float("inf")
         for _ in range(steps):
             candidates, states = [], []
             for j, (_, score, token, state) in enumerate(beams):
                 logp, new = self.step(memory, token, state)
-                values, indices = torch.topk(logp, self.spec.beam)
+                values, indices = torch.topk(logp, min(k + 1, logp.numel()))
                 candidates += [(score + float(v), j, int(i)) for v, i in zip(values, indices,
                                                                              strict=True)]
                 states.append(new)
             candidates.sort(key=lambda c: (-c[0], c[1], c[2]))
+            if len(candidates) > k:  # how far the last kept candidate is from the first out
+                margin = min(margin, candidates[k - 1][0] - candidates[k][0])
             beams = [([*beams[j][0], tok], score, tok, states[j])
-                     for score, j, tok in candidates[:self.spec.beam]]
+                     for score, j, tok in candidates[:k]]
         return {"tokens": beams[0][0], "encoder": memory.numpy(),
-                "feed": beams[0][3]["feed"].numpy()}
+                "feed": beams[0][3]["feed"].numpy(), "min_margin": margin}

@@ -6,7 +6,73 @@ communication API of Table I, weights persistent in the cards' on-chip memories.
     layout     which blocks each card holds, their overlay programs
     apps       matvec, LSTM, NMT-Luong and NMT-Li written with the API
     plan       HostPlan: layout + Program + per-card NPU designs and PCIe links
+    config     the strategy's typed options (NPU design + program shape)
+
+The host-program kind's consumers, imported only when a command needs them:
     proxies    CPU call proxies measured with numpy, stored as profiles
     estimate   the modelling tool: aggregate latency, breakdown, bottleneck calls
     sizing     fewest cards per device type for a latency target; largest persistent model
+    service    `archi explore` (largest model, latency target) and `archi proxies`
+    report     estimates, emulations and sizings as JSON or tables
+The emulator is `archipelago.emulate.host_offload`.
 """
+
+from archipelago.errors import PartitionError
+from archipelago.hardware.cluster import Cluster
+from archipelago.models.recurrent import LSTMSpec, MatvecSpec, NMTSpec, RecurrentSpec
+from archipelago.strategies.host_offload.config import HostConfig
+from archipelago.strategies.host_offload.plan import HostPlan, configured_plan
+from archipelago.strategies.registry import (
+    PlanKind,
+    WorkloadOption,
+    WorkloadType,
+    register,
+    register_kind,
+)
+
+__all__ = ["HostPlan", "plan_persistent"]
+
+
+def no_workload() -> None:
+    """A host program fixes its run (steps, beam) when it is recorded: nothing is left for
+    the estimate or the emulation to be told."""
+
+
+def _shaping(name: str, help_text: str, default: str, emulate: str | None = None
+             ) -> WorkloadOption:
+    return WorkloadOption(name, help_text, default,
+                          {"emulate": emulate} if emulate else {}, role="plan")
+
+
+# An emulation defaults to a short run of a small-vocabulary model: the torch reference
+# stays quick, and a random model's top two words rarely tie within INT8 error.
+HOST_PROGRAM = WorkloadType("host program", (
+    _shaping("steps", "input and output steps the program runs", "50", emulate="8"),
+    _shaping("hidden", "hidden size of nmt-luong, nmt-li, lstm; side of matvec", "1024",
+             emulate="64"),
+    _shaping("layers", "LSTM layers (encoder and decoder layers of an NMT)", "built-in's"),
+    _shaping("vocab", "NMT source and target vocabulary", "50000", emulate="64"),
+    _shaping("beam", "beam width of an NMT (1: greedy)", "luong 1, li 5"),
+    _shaping("weights", "persistent, or streamed each use over pcie / from ddr4", "persistent"),
+    _shaping("partition", "RxC row x column blocks of the matvec", "Nx1"),
+    _shaping("cpu_profile", "CPU proxy profile (`archi proxies` writes one)", "this machine"),
+), no_workload)
+register_kind(PlanKind(
+    "host-program", HOST_PROGRAM,
+    estimator="archipelago.strategies.host_offload.estimate:estimate",
+    report="archipelago.strategies.host_offload.report",
+    emulator="archipelago.emulate.host_offload:emulate",
+    explorer="archipelago.strategies.host_offload.service:explore"))
+
+
+@register("persistent", "a CPU host with PCIe FPGA cards: an API program of CPU, FPGA and "
+          "transfer calls, weights persistent in on-chip MRFs (seeds/003)", "host-program",
+          HostConfig, models=(MatvecSpec, LSTMSpec, NMTSpec))
+def plan_persistent(spec: RecurrentSpec, cluster: Cluster, config: HostConfig) -> HostPlan:
+    """Size the built-in, lay its weights over the cards, record its application. Weights
+    that do not fit as asked are the user's to change (more cards, --weights)."""
+    plan = configured_plan(spec, cluster, config)
+    reasons = plan.feasibility()
+    if reasons:
+        raise PartitionError(f"{plan.spec.name} does not fit {cluster.name}: {reasons[0]}")
+    return plan

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from archipelago.engines.pcie import concurrent_s
 from archipelago.strategies.host_offload.plan import HostPlan
 from archipelago.strategies.host_offload.program import Call, Category
-from archipelago.strategies.host_offload.proxies import CPUProfile
+from archipelago.strategies.host_offload.proxies import CPUProfile, load_profile
 
 # seeds/003 §IV: "The biggest overlay program within our benchmarks is 2.9 KB".
 PROGRAM_BYTES = 2900
@@ -30,6 +30,7 @@ class HostEstimate:
     onchip_capacity_bytes: list[int]
     feasible: bool
     reasons: list[str] = field(default_factory=list)
+    cpu_profile: str = ""  # whose CPU proxies priced the cpu_* calls
 
     def top_calls(self, n: int = 5) -> list[tuple[str, dict[str, float]]]:
         """The bottleneck calls: the ones that account for the most time."""
@@ -123,4 +124,10 @@ def estimate_host(plan: HostPlan, profile: CPUProfile) -> HostEstimate:
         latency_s=latency, setup_s=setup_s, breakdown_s=dict(breakdown), per_call=per_call,
         onchip_bytes=[plan.card_weight_bytes(k) for k in range(plan.cards)],
         onchip_capacity_bytes=[d.onchip_bytes for d in plan.designs],
-        feasible=not reasons, reasons=reasons)
+        feasible=not reasons, reasons=reasons, cpu_profile=profile.machine)
+
+
+def estimate(plan: HostPlan, workload: None = None) -> HostEstimate:
+    """The host-program kind's estimator: the plan's program priced with its host's CPU
+    proxies (the plan names them, else this machine's are used)."""
+    return estimate_host(plan, load_profile(plan.cpu_profile))

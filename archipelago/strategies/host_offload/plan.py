@@ -2,6 +2,7 @@
 (which blocks each card holds, each card's overlay design and PCIe link)."""
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from archipelago.engines.npu_overlay import NPUConfig, NPUDesign, npu_design
 from archipelago.engines.pcie import PCIeLink
@@ -9,10 +10,11 @@ from archipelago.errors import PartitionError
 from archipelago.hardware.catalog import catalog
 from archipelago.hardware.cluster import Cluster
 from archipelago.hardware.device import Device
-from archipelago.models.recurrent import LSTMSpec, MatvecSpec, NMTSpec, RecurrentSpec
+from archipelago.models.recurrent import LSTMSpec, MatvecSpec, NMTSpec, RecurrentSpec, resize
 from archipelago.strategies.host_offload.apps import run_app
+from archipelago.strategies.host_offload.config import HostConfig
 from archipelago.strategies.host_offload.layout import Layout, WeightsMode, make_layout
-from archipelago.strategies.host_offload.partition import Grid
+from archipelago.strategies.host_offload.partition import Grid, parse_grid
 from archipelago.strategies.host_offload.program import Program, Recorder, Sym
 
 
@@ -27,6 +29,7 @@ class HostPlan:
     designs: tuple[NPUDesign, ...]
     links: tuple[PCIeLink, ...]
     steps: int
+    cpu_profile: Path | None = None  # the host's CPU proxies (None: this machine's)
 
     @property
     def cards(self) -> int:
@@ -85,7 +88,8 @@ def host_shapes(spec: RecurrentSpec, steps: int) -> dict[str, Sym]:
 
 def make_host_plan(spec: RecurrentSpec, cluster: Cluster, steps: int,
                    weights: WeightsMode = "persistent", grid: Grid | None = None,
-                   engine: NPUConfig | None = None) -> HostPlan:
+                   engine: NPUConfig | None = None, cpu_profile: Path | None = None
+                   ) -> HostPlan:
     """Lay the model out over the cluster's cards and record its application."""
     cards = cluster.size
     bad = sorted({d.key for d in cluster.devices if not is_overlay_card(d)})
@@ -108,4 +112,14 @@ def make_host_plan(spec: RecurrentSpec, cluster: Cluster, steps: int,
     run_app(recorder, spec, layout, steps)
     designs = tuple(npu_design(d, engine) for d in cluster.devices)
     links = tuple(PCIeLink(d.host_link_Bps) for d in cluster.devices)  # type: ignore[arg-type]
-    return HostPlan(spec, cluster, layout, recorder.program, designs, links, steps)
+    return HostPlan(spec, cluster, layout, recorder.program, designs, links, steps,
+                    cpu_profile or cluster.host_profile)
+
+
+def configured_plan(spec: RecurrentSpec, cluster: Cluster, config: HostConfig) -> HostPlan:
+    """The plan the `persistent` strategy's options ask for: the built-in resized, its
+    weights laid out over the cards as `config` says, its application recorded."""
+    sized = resize(spec, config.hidden, config.layers, config.vocab, config.beam)
+    grid = parse_grid(config.partition) if config.partition else None
+    return make_host_plan(sized, cluster, config.steps, config.weights, grid, config,
+                          config.cpu_profile)

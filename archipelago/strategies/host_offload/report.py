@@ -1,9 +1,37 @@
-"""Tables for the host-offload reports (the JSON forms are the report dicts themselves)."""
+"""The host-program kind's report: estimates, emulations and sizings as one JSON object or
+rich tables for people."""
 
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+
+from archipelago.strategies.host_offload.estimate import HostEstimate
+from archipelago.strategies.host_offload.plan import HostPlan
+
+TOP_CALLS = 8  # the costliest calls a report names
+
+
+def estimate_to_dict(plan: HostPlan, workload: None, est: HostEstimate) -> dict[str, Any]:
+    design = plan.designs[0]
+    return {
+        "model": plan.spec.name, "params": plan.spec.params,
+        "matrix_params": plan.spec.matrix_params, "cards": plan.cards,
+        "devices": sorted({d.device.key for d in plan.designs}), "steps": plan.steps,
+        "weights": plan.layout.weights, "latency_s": est.latency_s, "setup_s": est.setup_s,
+        "breakdown_s": est.breakdown_s,
+        "per_call": {name: {"count": int(v["count"]), "time_s": v["time_s"]}
+                     for name, v in est.top_calls(TOP_CALLS)},
+        "onchip_bytes": est.onchip_bytes, "onchip_capacity_bytes": est.onchip_capacity_bytes,
+        "npu": {"tiles": design.tiles, "native_dim": design.native_dim,
+                "lanes": design.lanes, "clock_hz": design.clock_hz},
+        "feasible": est.feasible, "reasons": est.reasons, "cpu_profile": est.cpu_profile,
+    }
+
+
+def print_estimate(plan: HostPlan, workload: None, est: HostEstimate, console: Console
+                   ) -> None:
+    print_host_estimate(estimate_to_dict(plan, workload, est), console)
 
 
 def _ms(seconds: float) -> str:
@@ -38,7 +66,7 @@ def print_host_estimate(report: dict[str, Any], console: Console) -> None:
         console.print(f"[red]infeasible:[/red] {reason}")
 
 
-def print_host_emulation(report: dict[str, Any], console: Console) -> None:
+def print_emulation(report: dict[str, Any], console: Console) -> None:
     table = Table(title=f"{report['model']} emulated on {report['cards']} card process(es)")
     table.add_column("check")
     table.add_column("result")
@@ -46,11 +74,29 @@ def print_host_emulation(report: dict[str, Any], console: Console) -> None:
     if "tokens_match" in report:
         rows += [("tokens", " ".join(map(str, report["tokens"]))),
                  ("reference tokens", " ".join(map(str, report["reference_tokens"]))),
-                 ("tokens match", report["tokens_match"])]
+                 ("tokens match", report["tokens_match"]),
+                 ("reference's closest call", f"{report['reference_min_margin']:.2e} "
+                  "(log-probability)")]
     rows += [("max state difference", f"{report['max_state_diff']:.2e} "
               f"(tolerance {report['state_tolerance']})"),
              ("integer checksum", report["integer_checksum"]),
              ("INT8 bytes per card", ", ".join(f"{b:,}" for b in report["weight_bytes_per_card"]))]
     for name, value in rows:
         table.add_row(name, str(value))
+    console.print(table)
+
+
+def print_explore(summary: dict[str, Any], console: Console) -> None:
+    """`--largest`: the model and its estimate; `--latency-target`: cards per type."""
+    if summary["mode"] == "largest":
+        console.print(f"largest persistent {summary['model']}: hidden {summary['hidden']}")
+        print_host_estimate(summary, console)
+        return
+    table = Table(title=f"{summary['model']}: fewest cards for "
+                        f"{_ms(summary['latency_target_s'])} ({summary['steps']} steps)")
+    for col in ("card", "cards", "latency"):
+        table.add_column(col)
+    for device, row in summary["devices"].items():
+        table.add_row(device, str(row["cards"] or "-"),
+                      _ms(row["latency_s"]) if row["cards"] else row["reason"])
     console.print(table)

@@ -1,0 +1,29 @@
+"""What the `persistent` strategy is told: the NPU overlay's design parameters plus the
+options that shape the recorded program (model size, steps, weight placement, partition,
+the host's CPU proxies). Validated once; `--hidden 64` on the command line and
+`hidden: 64` in an engine-config file land here alike."""
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from archipelago.engines.npu_overlay import NPUConfig
+
+
+class HostConfig(NPUConfig):
+    steps: int = Field(default=50, ge=1)  # input tokens encoded and output tokens decoded
+    hidden: int | None = Field(default=None, ge=2)  # None: the built-in's default size
+    layers: int | None = Field(default=None, ge=1)
+    vocab: int | None = Field(default=None, ge=2)
+    beam: int | None = None
+    weights: Literal["persistent", "pcie", "ddr4"] = "persistent"
+    partition: str | None = None  # RxC row x column blocks, for the matvec model
+    cpu_profile: Path | None = None  # CPU proxies; None: the cluster's host or this machine
+
+    @field_validator("beam")
+    @classmethod
+    def _beam(cls, beam: int | None) -> int | None:
+        if beam is not None and beam < 1:
+            raise ValueError(f"beam width {beam}: a beam search keeps at least one hypothesis")
+        return beam
