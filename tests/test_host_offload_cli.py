@@ -1,15 +1,10 @@
 """`archi` with the `persistent` strategy (seeds/003): the commands of issue #12."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 
-
-def archi(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "archipelago", *args],
-                          capture_output=True, text=True, timeout=300)
+from tests.test_cli import archi
 
 
 def test_plan_json_has_the_documented_keys() -> None:

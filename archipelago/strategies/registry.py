@@ -251,10 +251,13 @@ def _flag(name: str) -> str:
 
 
 def _who_takes(option: str) -> str:
+    takers = []
     for kind in _KINDS.values():
         if option in {o.name for o in kind.workload.options}:
             users = sorted(s.name for s in _STRATEGIES.values() if s.kind == kind.name)
-            return f"applies to {kind.workload.name} strategies ({', '.join(users)})"
+            takers.append(f"{kind.workload.name} strategies ({', '.join(users)})")
+    if takers:
+        return f"applies to {' and '.join(takers)}"
     return "is not an option of any plan kind"
 
 
