@@ -1,0 +1,337 @@
+"""Layer DAGs of multi-modal multi-task (MMMT) models (seeds/004 §VI, *Definition of the
+MMMT model*): Conv, FC and LSTM layers, plus the pooling and element-wise layers backbones
+need, with named dependencies that may cross modalities.
+
+A layer with several dependencies concatenates them (channels for Conv/Pool, flattened
+features for FC/LSTM); an `add` layer sums its dependencies. All data is FP32 (§I: five
+DSPs per FP32 MAC), so every byte count below is four bytes per element.
+"""
+
+import json
+from functools import cached_property
+from pathlib import Path
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from archipelago.errors import ConfigError
+
+BYTES_PER_ELEMENT = 4  # FP32 weights and features (seeds/004 §I)
+
+LayerType = Literal["conv", "fc", "lstm", "pool", "add"]
+COMPUTE_TYPES: tuple[str, ...] = ("conv", "fc", "lstm")
+
+
+class _Layer(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(min_length=1)
+    modality: str = "m0"
+    deps: tuple[str, ...] = ()
+
+    @property
+    def is_compute(self) -> bool:
+        return self.type in COMPUTE_TYPES  # type: ignore[attr-defined]
+
+    @property
+    def weight_elements(self) -> int:
+        return 0
+
+    @property
+    def out_shape(self) -> tuple[int, ...]:
+        raise NotImplementedError
+
+    @property
+    def out_elements(self) -> int:
+        total = 1
+        for dim in self.out_shape:
+            total *= dim
+        return total
+
+
+class Conv(_Layer):
+    """Output channels M, input channels N, output rows R and cols C, kernel K (§VI)."""
+
+    type: Literal["conv"] = "conv"
+    out_ch: int = Field(gt=0)
+    in_ch: int = Field(gt=0)
+    out_rows: int = Field(gt=0)
+    out_cols: int = Field(gt=0)
+    kernel: int = Field(gt=0)
+    stride: int = Field(default=1, gt=0)
+    padding: int = Field(default=0, ge=0)
+    relu: bool = True
+
+    @property
+    def in_rows(self) -> int:
+        return (self.out_rows - 1) * self.stride + self.kernel - 2 * self.padding
+
+    @property
+    def in_cols(self) -> int:
+        return (self.out_cols - 1) * self.stride + self.kernel - 2 * self.padding
+
+    @property
+    def macs(self) -> int:
+        return (self.out_ch * self.in_ch * self.kernel ** 2 * self.out_rows * self.out_cols)
+
+    @property
+    def weight_elements(self) -> int:
+        return self.out_ch * self.in_ch * self.kernel ** 2 + self.out_ch
+
+    @property
+    def out_shape(self) -> tuple[int, ...]:
+        return (self.out_ch, self.out_rows, self.out_cols)
+
+
+class FC(_Layer):
+    type: Literal["fc"] = "fc"
+    out_features: int = Field(gt=0)
+    in_features: int = Field(gt=0)
+    relu: bool = False
+
+    @property
+    def macs(self) -> int:
+        return self.out_features * self.in_features
+
+    @property
+    def weight_elements(self) -> int:
+        return self.out_features * self.in_features + self.out_features
+
+    @property
+    def out_shape(self) -> tuple[int, ...]:
+        return (self.out_features,)
+
+
+class LSTM(_Layer):
+    """Embedded vector dimension E, hidden states H, cells (time steps) T (§VI)."""
+
+    type: Literal["lstm"] = "lstm"
+    embed: int = Field(gt=0)
+    hidden: int = Field(gt=0)
+    cells: int = Field(gt=0)
+
+    @property
+    def macs(self) -> int:
+        return self.cells * 4 * self.hidden * (self.embed + self.hidden)
+
+    @property
+    def weight_elements(self) -> int:
+        return 4 * self.hidden * (self.embed + self.hidden) + 8 * self.hidden  # two biases
+
+    @property
+    def out_shape(self) -> tuple[int, ...]:
+        return (self.cells, self.hidden)
+
+
+class Pool(_Layer):
+    type: Literal["pool"] = "pool"
+    kind: Literal["max", "avg"] = "max"
+    channels: int = Field(gt=0)
+    out_rows: int = Field(gt=0)
+    out_cols: int = Field(gt=0)
+    kernel: int = Field(gt=0)
+    stride: int = Field(default=1, gt=0)
+    padding: int = Field(default=0, ge=0)
+
+    @property
+    def macs(self) -> int:
+        return 0
+
+    @property
+    def out_shape(self) -> tuple[int, ...]:
+        return (self.channels, self.out_rows, self.out_cols)
+
+
+class Add(_Layer):
+    """Element-wise sum of its dependencies (a residual join), optionally followed by ReLU."""
+
+    type: Literal["add"] = "add"
+    shape: tuple[int, ...] = Field(min_length=1)
+    relu: bool = True
+
+    @property
+    def macs(self) -> int:
+        return 0
+
+    @property
+    def out_shape(self) -> tuple[int, ...]:
+        return tuple(self.shape)
+
+
+Layer = Annotated[Conv | FC | LSTM | Pool | Add, Field(discriminator="type")]
+
+
+def _product(shape: tuple[int, ...]) -> int:
+    total = 1
+    for dim in shape:
+        total *= dim
+    return total
+
+
+def conv_out(size: int, kernel: int, stride: int, padding: int) -> int:
+    """Output size of a convolution or pooling window (floor, as torch computes it)."""
+    return (size + 2 * padding - kernel) // stride + 1
+
+
+class ModelDAG(BaseModel):
+    """A validated MMMT model: layers in any order, their dependencies forming a DAG."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    layers: tuple[Layer, ...] = Field(min_length=1)
+    inputs: dict[str, tuple[int, ...]] = Field(default_factory=dict)
+    """Shape of the external input of each layer without dependencies (default: the
+    smallest input its parameters imply)."""
+
+    @cached_property
+    def by_name(self) -> dict[str, _Layer]:
+        return {layer.name: layer for layer in self.layers}
+
+    @cached_property
+    def successors(self) -> dict[str, tuple[str, ...]]:
+        succ: dict[str, list[str]] = {layer.name: [] for layer in self.layers}
+        for layer in self.layers:
+            for dep in layer.deps:
+                succ[dep].append(layer.name)
+        return {k: tuple(v) for k, v in succ.items()}
+
+    @cached_property
+    def levels(self) -> tuple[tuple[str, ...], ...]:
+        """Kahn waves: each wave holds the layers whose dependencies all lie in earlier
+        waves (the ready sets of CHEF-M2A's list mapping, §V-A)."""
+        indeg = {layer.name: len(layer.deps) for layer in self.layers}
+        wave = [layer.name for layer in self.layers if not layer.deps]
+        waves: list[tuple[str, ...]] = []
+        while wave:
+            waves.append(tuple(wave))
+            nxt = []
+            for name in wave:
+                for succ in self.successors[name]:
+                    indeg[succ] -= 1
+                    if indeg[succ] == 0:
+                        nxt.append(succ)
+            wave = nxt
+        return tuple(waves)
+
+    @cached_property
+    def order(self) -> tuple[str, ...]:
+        return tuple(name for wave in self.levels for name in wave)
+
+    @property
+    def compute_layers(self) -> int:
+        return sum(1 for layer in self.layers if layer.is_compute)
+
+    def input_shape(self, layer: _Layer) -> tuple[int, ...]:
+        """What flows into `layer`: its dependencies concatenated, or its external input."""
+        if not layer.deps:
+            return self.inputs.get(layer.name) or _implied_input(layer)
+        shapes = [self.by_name[d].out_shape for d in layer.deps]
+        if isinstance(layer, Conv | Pool) and all(len(s) == 3 for s in shapes):
+            return (sum(s[0] for s in shapes), *shapes[0][1:])
+        return (sum(_product(s) for s in shapes),)
+
+    def in_elements(self, layer: _Layer) -> int:
+        if isinstance(layer, Add):
+            return len(layer.deps) * layer.out_elements if layer.deps else layer.out_elements
+        return _product(self.input_shape(layer))
+
+
+def _implied_input(layer: _Layer) -> tuple[int, ...]:
+    if isinstance(layer, Conv):
+        return (layer.in_ch, layer.in_rows, layer.in_cols)
+    if isinstance(layer, Pool):
+        return (layer.channels, (layer.out_rows - 1) * layer.stride + layer.kernel
+                - 2 * layer.padding, (layer.out_cols - 1) * layer.stride + layer.kernel
+                - 2 * layer.padding)
+    if isinstance(layer, FC):
+        return (layer.in_features,)
+    if isinstance(layer, LSTM):
+        return (layer.cells * layer.embed,)
+    return tuple(layer.out_shape)
+
+
+def validate_dag(dag: ModelDAG, source: str) -> ModelDAG:
+    """Names unique, dependencies existing, no cycle, shapes agreeing: else one line naming
+    the layer and the numbers."""
+    seen: set[str] = set()
+    for layer in dag.layers:
+        if layer.name in seen:
+            raise ConfigError(source, f"layers.{layer.name}", "duplicate layer name")
+        seen.add(layer.name)
+    for layer in dag.layers:
+        for dep in layer.deps:
+            if dep not in seen:
+                raise ConfigError(source, f"layers.{layer.name}.deps",
+                                  f"depends on '{dep}', which is no layer of {dag.name}")
+            if dep == layer.name:
+                raise ConfigError(source, f"layers.{layer.name}.deps", "depends on itself")
+    if len(dag.order) != len(dag.layers):
+        stuck = sorted(set(seen) - set(dag.order))
+        raise ConfigError(source, "layers", f"dependency cycle through {', '.join(stuck[:6])}")
+    for layer in dag.layers:
+        problem = _shape_problem(dag, layer)
+        if problem:
+            raise ConfigError(source, f"layers.{layer.name}", problem)
+    return dag
+
+
+def _shape_problem(dag: ModelDAG, layer: _Layer) -> str | None:
+    if not layer.deps:
+        return None
+    got = dag.input_shape(layer)
+    if isinstance(layer, Add):
+        shapes = {dag.by_name[d].out_shape for d in layer.deps}
+        if shapes != {tuple(layer.shape)}:
+            return f"adds inputs of shapes {sorted(shapes)}, declared shape {layer.shape}"
+        return None
+    if isinstance(layer, Conv | Pool):
+        channels = layer.in_ch if isinstance(layer, Conv) else layer.channels
+        if len(got) != 3:
+            return f"takes a feature map, its dependencies give {got}"
+        if got[0] != channels:
+            return f"expects {channels} input channels, its dependencies give {got[0]}"
+        rows = conv_out(got[1], layer.kernel, layer.stride, layer.padding)
+        cols = conv_out(got[2], layer.kernel, layer.stride, layer.padding)
+        if (rows, cols) != (layer.out_rows, layer.out_cols):
+            return (f"input {got[1]}x{got[2]} gives output {rows}x{cols}, declared "
+                    f"{layer.out_rows}x{layer.out_cols}")
+        return None
+    expected = _implied_input(layer)[0]
+    if got[0] != expected:
+        return f"expects {expected} input features, its dependencies give {got[0]}"
+    return None
+
+
+def dag_from_dict(data: dict, source: str) -> ModelDAG:
+    try:
+        dag = ModelDAG(**data)
+    except ValidationError as err:
+        first = err.errors()[0]
+        field = ".".join(str(p) for p in first["loc"])
+        raise ConfigError(source, field, first["msg"]) from None
+    except TypeError as err:
+        raise ConfigError(source, "model", str(err)) from None
+    return validate_dag(dag, source)
+
+
+def load_dag(path: Path) -> ModelDAG:
+    """A DAG from a YAML or JSON file (`name`, `layers: [{name, type, deps, ...}]`)."""
+    source = str(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ConfigError(source, "file", "not found") from None
+    try:
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as err:
+        raise ConfigError(source, "syntax", str(err).splitlines()[0]) from None
+    if not isinstance(data, dict):
+        raise ConfigError(source, "model", "top level must be a mapping")
+    data.setdefault("name", path.stem)
+    return dag_from_dict(data, source)
+
+
+def dag_to_dict(dag: ModelDAG) -> dict:
+    return dag.model_dump(mode="json", exclude_defaults=False)
