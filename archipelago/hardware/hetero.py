@@ -1,0 +1,168 @@
+"""Heterogeneous FPGA clusters as CHEF describes them (seeds/004 §VI *Configuration of the
+cluster*): per FPGA its clock, DSPs, BRAMs and DRAM banks (size, bandwidth); per pair of
+FPGAs a P2P bandwidth BW_inter, or a host relaying between them at half its bandwidth (§III:
+"using half of the BW parameter in (3) as the P2P communication BW").
+
+Cluster files are YAML; numbers may be written `{value, source}` like the catalog. Unset
+DSP/BRAM/bank counts come from the catalog device.
+"""
+
+from functools import cached_property
+from importlib import resources
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from archipelago.errors import ArchipelagoError, ConfigError, UnknownNameError
+from archipelago.hardware.catalog import get_device, unwrap_sourced
+
+GB = 1e9
+# A kernel reaches a DRAM bank through one 512-bit AXI port (the width Vitis gives HBM and
+# DDR ports on Alveo cards, UG1393), so a bank gives an accelerator at most 64 B per cycle.
+AXI_PORT_BYTES = 64
+
+
+class DramBank(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    size_bytes: int = Field(gt=0)
+    bandwidth_Bps: float = Field(gt=0)
+
+
+class FPGANode(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    name: str
+    device: str
+    freq_hz: float = Field(gt=0)
+    dsp: int = Field(gt=0)
+    bram: int = Field(gt=0)
+    banks: tuple[DramBank, ...] = Field(min_length=1)
+
+    @property
+    def dram_bytes(self) -> int:
+        return sum(b.size_bytes for b in self.banks)
+
+
+class HeteroCluster(BaseModel):
+    """FPGAs and the bandwidth between every pair (bytes/s, the effective BW_inter)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    name: str
+    fpgas: tuple[FPGANode, ...] = Field(min_length=1)
+    inter_Bps: tuple[tuple[float, ...], ...]
+
+    @cached_property
+    def index(self) -> dict[str, int]:
+        return {f.name: i for i, f in enumerate(self.fpgas)}
+
+    def with_bandwidth(self, gbps: float) -> "HeteroCluster":
+        """Every FPGA pair at `gbps` GB/s: the 0.125 / 3 / 15 GB/s presets of §VII-A."""
+        if gbps <= 0:
+            raise ArchipelagoError(f"--bandwidth {gbps}: a bandwidth must be positive (GB/s)")
+        n = len(self.fpgas)
+        return self.model_copy(update={"inter_Bps": tuple(
+            tuple(0.0 if i == j else gbps * GB for j in range(n)) for i in range(n))})
+
+
+class _Banks(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    count: int | None = Field(default=None, gt=0)
+    size_bytes: int | None = Field(default=None, gt=0)
+    bandwidth_gbps: float | None = Field(default=None, gt=0)
+
+
+class _FPGAEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str | None = None
+    device: str
+    freq_mhz: float = Field(gt=0)
+    dsp: int | None = Field(default=None, gt=0)
+    bram: int | None = Field(default=None, gt=0)
+    banks: _Banks = _Banks()
+
+
+class _Pair(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    a: str
+    b: str
+    gbps: float = Field(gt=0)
+
+
+class _ClusterFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    fpgas: list[_FPGAEntry] = Field(min_length=1)
+    p2p_gbps: float = Field(gt=0)
+    host_relay: bool = False
+    pairs: list[_Pair] = Field(default_factory=list)
+
+
+def _node(entry: _FPGAEntry, index: int, source: str) -> FPGANode:
+    device = get_device(entry.device)
+    memory = device.memory("hbm") or device.memory("ddr")
+    if memory is None:
+        raise ConfigError(source, f"fpgas.{index}.device", f"'{entry.device}' has no DRAM")
+    count = entry.banks.count or memory.channels
+    size = entry.banks.size_bytes or memory.capacity_bytes // count
+    freq = entry.freq_mhz * 1e6
+    # Default bank bandwidth: the bank's share of the datasheet peak, capped by one port.
+    bandwidth = (entry.banks.bandwidth_gbps * GB if entry.banks.bandwidth_gbps
+                 else min(memory.bandwidth_Bps / memory.channels, AXI_PORT_BYTES * freq))
+    return FPGANode(name=entry.name or f"{entry.device}_{index}", device=device.key,
+                    freq_hz=freq, dsp=entry.dsp or device.resources.dsp,
+                    bram=entry.bram or device.resources.bram,
+                    banks=(DramBank(size_bytes=size, bandwidth_Bps=bandwidth),) * count)
+
+
+def cluster_from_dict(data: object, source: str) -> HeteroCluster:
+    if not isinstance(data, dict):
+        raise ConfigError(source, "cluster", "top level must be a mapping")
+    try:
+        spec = _ClusterFile(**unwrap_sourced(data))
+    except ValidationError as err:
+        first = err.errors()[0]
+        raise ConfigError(source, ".".join(str(p) for p in first["loc"]), first["msg"]) from None
+    try:
+        nodes = tuple(_node(e, i, source) for i, e in enumerate(spec.fpgas))
+    except UnknownNameError as err:
+        raise ConfigError(source, "fpgas.device", str(err)) from None
+    names = [n.name for n in nodes]
+    if len(set(names)) != len(names):
+        raise ConfigError(source, "fpgas.name", f"FPGA names must be unique, got {names}")
+    factor = 0.5 if spec.host_relay else 1.0
+    table = [[0.0 if i == j else spec.p2p_gbps * GB * factor for j in range(len(nodes))]
+             for i in range(len(nodes))]
+    for k, pair in enumerate(spec.pairs):
+        for end in (pair.a, pair.b):
+            if end not in names:
+                raise ConfigError(source, f"pairs.{k}", f"unknown FPGA '{end}'; FPGAs: "
+                                  f"{', '.join(names)}")
+        i, j = names.index(pair.a), names.index(pair.b)
+        table[i][j] = table[j][i] = pair.gbps * GB * factor
+    return HeteroCluster(name=spec.name, fpgas=nodes,
+                         inter_Bps=tuple(tuple(row) for row in table))
+
+
+def builtin_hetero_clusters() -> list[str]:
+    folder = resources.files("archipelago.hardware").joinpath("clusters")
+    return sorted(p.name.removesuffix(".yaml") for p in folder.iterdir()
+                  if p.name.endswith(".yaml"))
+
+
+def resolve_hetero_cluster(text: str, bandwidth_gbps: float | None = None) -> HeteroCluster:
+    """A built-in cluster name (`hacc`, `chef-cluster1`..3) or a cluster YAML path."""
+    if text in builtin_hetero_clusters():
+        source = f"clusters/{text}.yaml"
+        raw = resources.files("archipelago.hardware").joinpath(source).read_text()
+    else:
+        path = Path(text)
+        if not path.exists():
+            raise UnknownNameError("heterogeneous cluster", text,
+                                   [*builtin_hetero_clusters(), "<cluster YAML path>"])
+        source, raw = str(path), path.read_text()
+    try:
+        data = yaml.safe_load(raw)
+    except yaml.YAMLError as err:
+        raise ConfigError(source, "yaml", str(err).splitlines()[0]) from None
+    cluster = cluster_from_dict(data, source)
+    return cluster if bandwidth_gbps is None else cluster.with_bandwidth(bandwidth_gbps)
