@@ -1,0 +1,164 @@
+"""CHEF-A2F (seeds/004 §IV): which accelerator IPs to deploy on which FPGA.
+
+Stage 1, coarse-grained initial deploying (§IV-A): the integer program of Eq. (2) under
+Eq. (1): maximise the summed throughput of the deployed accelerators subject to each FPGA's
+DSPs and BRAMs, with at least one accelerator of every layer type. The paper solves it with
+PuLP; here OR-Tools CP-SAT solves it exactly (throughputs scaled to integers). Throughput of
+IP a on FPGA i is the MAC rate it reaches on the model's layers of its type (their MACs over
+their summed latency at that FPGA's clock and bank bandwidth).
+Stage 2, idle-aware re-deployment (§IV-B steps 1-4): remove the accelerator with the lowest
+duty cycle (never the last of its type), try replacing each remaining accelerator of its
+FPGA by another IP of the same type within the DSP/BRAM budget, re-map every candidate with
+CHEF-M2A and keep the best only if it shortens the latency; repeat from the new duty
+cycles, moving to the next-least-busy accelerator when a removal gains nothing.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from archipelago.engines.ip_templates import IPTemplate
+from archipelago.errors import PartitionError
+from archipelago.hardware.hetero import HeteroCluster
+from archipelago.models.dag import ModelDAG
+from archipelago.strategies.chef.deployment import Deployment, deploy, fits
+from archipelago.strategies.chef.m2a import m2a
+from archipelago.strategies.chef.simulate import LayerCosts, Schedule, Tables, simulate
+
+THROUGHPUT_SCALE = 10**6  # CP-SAT needs integer objective weights
+Placed = list[tuple[int, IPTemplate]]
+
+
+def layer_types(dag: ModelDAG) -> list[str]:
+    return sorted({la.type for la in dag.layers if la.is_compute})
+
+
+def check_candidates(dag: ModelDAG, cluster: HeteroCluster, ips: list[IPTemplate]) -> None:
+    """One line for a layer type no IP runs, or an IP that fits no FPGA."""
+    for ip in ips:
+        if not any(ip.dsp <= f.dsp and ip.bram <= f.bram for f in cluster.fpgas):
+            big = max(cluster.fpgas, key=lambda f: f.dsp)
+            raise PartitionError(f"IP '{ip.name}' needs {ip.dsp} DSPs and {ip.bram} BRAMs; "
+                                 f"it fits no FPGA of '{cluster.name}' (largest: {big.name} "
+                                 f"with {big.dsp} DSPs, {big.bram} BRAMs)")
+    have = {ip.type for ip in ips}
+    for layer in dag.layers:
+        if layer.is_compute and layer.type not in have:
+            raise PartitionError(f"layer '{layer.name}' ({layer.type}): no candidate IP runs "
+                                 f"it; IPs: {', '.join(ip.name for ip in ips)}")
+
+
+def throughput(costs: LayerCosts, cluster: HeteroCluster, fpga: int, ip: IPTemplate) -> float:
+    """MAC/s of `ip` on FPGA `fpga` over the model's layers of its type (bank unshared)."""
+    node = cluster.fpgas[fpga]
+    column = costs.column(ip, node.freq_hz, node.banks[0].bandwidth_Bps)
+    layers = [costs.dag.by_name[n] for n in costs.dag.order]
+    picked = [(la.macs, s) for la, s in zip(layers, column, strict=True) if la.type == ip.type]
+    return sum(m for m, _ in picked) / sum(s for _, s in picked)
+
+
+def objective_weights(costs: LayerCosts, cluster: HeteroCluster,
+                      ips: list[IPTemplate]) -> dict[tuple[int, str], int]:
+    """thp_ita of Eq. (2), scaled so the best is THROUGHPUT_SCALE, as integers."""
+    thp = {(i, ip.name): throughput(costs, cluster, i, ip)
+           for i in range(len(cluster.fpgas)) for ip in ips}
+    top = max(thp.values())
+    return {k: round(THROUGHPUT_SCALE * v / top) for k, v in thp.items()}
+
+
+def initial_deployment(costs: LayerCosts, cluster: HeteroCluster, ips: list[IPTemplate],
+                       max_per_fpga: int) -> Placed:
+    """Eq. (2) under Eq. (1), solved exactly with CP-SAT."""
+    from ortools.sat.python import cp_model
+
+    types = layer_types(costs.dag)
+    usable = [ip for ip in ips if ip.type in types]
+    weight = objective_weights(costs, cluster, usable)
+    model = cp_model.CpModel()
+    x = {}
+    for i, f in enumerate(cluster.fpgas):
+        for ip in usable:
+            bound = min(f.dsp // ip.dsp, f.bram // max(ip.bram, 1), max_per_fpga)
+            x[i, ip.name] = model.new_int_var(0, bound, f"x_{i}_{ip.name}")
+        model.add(sum(ip.dsp * x[i, ip.name] for ip in usable) <= f.dsp)
+        model.add(sum(ip.bram * x[i, ip.name] for ip in usable) <= f.bram)
+        model.add(sum(x[i, ip.name] for ip in usable) <= max_per_fpga)
+    for t in types:
+        model.add(sum(x[i, ip.name] for i in range(len(cluster.fpgas))
+                      for ip in usable if ip.type == t) >= 1)
+    model.maximize(sum(weight[k] * v for k, v in x.items()))
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = 1
+    solver.parameters.random_seed = 0
+    status = solver.solve(model)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        raise PartitionError(f"no deployment on '{cluster.name}' holds one IP of each layer "
+                             f"type ({', '.join(types)}) within the FPGAs' DSPs and BRAMs")
+    by_name = {ip.name: ip for ip in usable}
+    return [(i, by_name[name]) for (i, name), v in x.items() for _ in range(solver.value(v))]
+
+
+@dataclass(frozen=True)
+class Evaluated:
+    placed: Placed
+    deployment: Deployment
+    tables: Tables
+    initial: list[int]
+    mapping: list[int]
+    schedule: Schedule
+
+    @property
+    def latency_s(self) -> float:
+        return self.schedule.latency_s
+
+
+def evaluate(costs: LayerCosts, cluster: HeteroCluster, placed: Placed) -> Evaluated:
+    deployment = deploy(cluster, placed)
+    tables = Tables(costs, cluster, deployment)
+    initial, mapping = m2a(tables)
+    return Evaluated(placed, deployment, tables, initial, mapping, simulate(tables, mapping))
+
+
+def _replacements(cluster: HeteroCluster, ips: list[IPTemplate], current: Evaluated,
+                  removed: int) -> list[Placed]:
+    """§IV-B step 2: without accelerator `removed`, each other accelerator of its FPGA
+    swapped for another IP of its type that fits (and the removal alone)."""
+    accs = current.deployment.accs
+    base = [(a.fpga, a.ip) for j, a in enumerate(accs) if j != removed]
+    options = [base]
+    fpga = accs[removed].fpga
+    for k, (f, ip) in enumerate(base):
+        if f != fpga:
+            continue
+        for other in ips:
+            if other.type == ip.type and other.name != ip.name:
+                candidate = [*base[:k], (f, other), *base[k + 1:]]
+                if fits(cluster, candidate):
+                    options.append(candidate)
+    return options
+
+
+def redeploy(costs: LayerCosts, cluster: HeteroCluster, ips: list[IPTemplate],
+             start: Evaluated, progress: Callable[[], None] | None = None) -> Evaluated:
+    """§IV-B steps 1-4 until no removal and replacement shortens the latency."""
+    current = start
+    while True:
+        accs = current.deployment.accs
+        per_type: dict[str, int] = {}
+        for a in accs:
+            per_type[a.ip.type] = per_type.get(a.ip.type, 0) + 1
+        duty = current.schedule.duty_cycles(len(accs))
+        order = sorted((j for j, a in enumerate(accs) if per_type[a.ip.type] > 1),
+                       key=lambda j: (duty[j], j))
+        better = None
+        for removed in order:
+            tried = [evaluate(costs, cluster, p)
+                     for p in _replacements(cluster, ips, current, removed)]
+            if progress:
+                progress()
+            best = min(tried, key=lambda e: e.latency_s)
+            if best.latency_s < current.latency_s * (1 - 1e-9):
+                better = best
+                break
+        if better is None:
+            return current
+        current = better

@@ -1,0 +1,164 @@
+"""CHEF-M2A (seeds/004 §V): map the DAG's layers onto the deployed accelerators.
+
+Step A, computation- and communication-aware mapping (§V-A): take the ready layers (those
+whose predecessors are all mapped, one DAG wave), enumerate their placements on the
+accelerators that can run them, keep those passing the DRAM budget check, and choose the
+one with the smallest latency increment (the latest end among the wave). Waves with more
+than `WAVE_COMBINATIONS` placements are placed one layer at a time, each where it ends
+first (the paper enumerates all; the cap keeps 141-layer searches under a second).
+Step B, data-locality-aware re-mapping (§V-B): move a layer next to a neighbour when the
+DRAM budget allows and the latency shrinks; repeat until nothing improves. "Next to" is any
+accelerator on a neighbour's FPGA, not only the neighbour's own: in a heterogeneous
+deployment the neighbour often sits on an IP of another type (a Conv feeding an FC), and
+moving onto its FPGA is what removes the inter-FPGA transfer.
+"""
+
+from itertools import product
+from math import prod
+
+from archipelago.errors import PartitionError
+from archipelago.strategies.chef.simulate import INF, Tables, dram_use, makespan
+
+WAVE_COMBINATIONS = 256
+
+
+class _Budget:
+    """§V-A step 2, the DRAM budget check: after a placement, every FPGA still fits what
+    it holds; the rest of each layer type fits the free DRAM of the FPGAs with an
+    accelerator of that type; and the largest remaining layer fits the FPGA with most free
+    DRAM."""
+
+    def __init__(self, t: Tables) -> None:
+        self.t = t
+        self.use = [0] * len(t.capacity)
+        self.type_fpgas: dict[str, set[int]] = {}
+        for a, acc in enumerate(t.deployment.accs):
+            self.type_fpgas.setdefault(acc.ip.type, set()).add(t.fpga_of[a])
+        self.remaining = set(range(t.n_layers))
+
+    def ok(self, placed: list[tuple[int, int]]) -> bool:
+        t = self.t
+        use = list(self.use)
+        for i, acc in placed:
+            use[t.fpga_of[acc]] += t.dram[i]
+        free = [c - u for c, u in zip(t.capacity, use, strict=True)]
+        if min(free) < 0:
+            return False
+        rest = self.remaining - {i for i, _ in placed}
+        if not rest:
+            return True
+        by_type: dict[str, int] = {}
+        for i in rest:
+            key = t.type_of[i] if t.compute[i] else "*"
+            by_type[key] = by_type.get(key, 0) + t.dram[i]
+        for key, need in by_type.items():
+            fpgas = self.type_fpgas.get(key, range(len(free)))
+            if need > sum(free[f] for f in fpgas):
+                return False
+        return max(t.dram[i] for i in rest) <= max(free)
+
+    def commit(self, placed: list[tuple[int, int]]) -> None:
+        for i, acc in placed:
+            self.use[self.t.fpga_of[acc]] += self.t.dram[i]
+            self.remaining.discard(i)
+
+
+def _place(t: Tables, i: int, acc: int, mapping: list[int], free: list[float],
+           end: list[float]) -> float:
+    ready, xfer, row = free[acc], 0.0, t.per_byte[acc]
+    for p, nbytes in t.preds[i]:
+        ready = max(ready, end[p])
+        xfer += nbytes * row[mapping[p]]
+    return ready + xfer + t.cost[i][acc]
+
+
+def _try_wave(t: Tables, wave: list[int], accs: tuple[int, ...], mapping: list[int],
+              free: list[float], end: list[float]) -> tuple[float, float]:
+    """(latency increment, sum of ends) of placing `wave` on `accs`, in wave order."""
+    free = list(free)
+    worst, total = 0.0, 0.0
+    for i, acc in zip(wave, accs, strict=True):
+        mapping[i] = acc
+        e = free[acc] = _place(t, i, acc, mapping, free, end)
+        worst, total = max(worst, e), total + e
+    return worst, total
+
+
+def list_mapping(t: Tables) -> list[int]:
+    """§V-A: wave by wave, the admissible placement with the smallest latency increment."""
+    n = t.n_layers
+    mapping, free, end = [-1] * n, [0.0] * t.n_accs, [0.0] * n
+    budget = _Budget(t)
+    waves: list[list[int]] = [[] for _ in range(max(t.wave_of) + 1)]
+    for i in range(n):
+        waves[t.wave_of[i]].append(i)
+    for wave in waves:
+        options = [[a for a in range(t.n_accs) if t.cost[i][a] < INF] for i in wave]
+        for i, opts in zip(wave, options, strict=True):
+            if not opts:
+                raise PartitionError(f"layer '{t.names[i]}' ({t.type_of[i]}): no deployed "
+                                     f"accelerator runs it")
+        if prod(len(o) for o in options) <= WAVE_COMBINATIONS:
+            groups = [(wave, options)]
+        else:
+            groups = [([i], [opts]) for i, opts in zip(wave, options, strict=True)]
+        for layers, opts in groups:
+            best, best_key = None, (INF, INF)
+            for accs in product(*opts):
+                placed = list(zip(layers, accs, strict=True))
+                if not budget.ok(placed):
+                    continue
+                key = _try_wave(t, layers, accs, mapping, free, end)
+                if key < best_key:
+                    best, best_key = accs, key
+            if best is None:
+                raise PartitionError(_no_room(t, layers[0], budget))
+            for i, acc in zip(layers, best, strict=True):
+                mapping[i] = acc
+                end[i] = free[acc] = _place(t, i, acc, mapping, free, end)
+            budget.commit(list(zip(layers, best, strict=True)))
+    return mapping
+
+
+def _no_room(t: Tables, i: int, budget: _Budget) -> str:
+    free = {t.cluster.fpgas[f].name: c - u for f, (c, u) in
+            enumerate(zip(t.capacity, budget.use, strict=True))}
+    rest = sum(t.dram[j] for j in budget.remaining)
+    return (f"layer '{t.names[i]}': the model's remaining weights and features "
+            f"({rest / 2**20:,.1f} MiB) exceed the cluster's free DRAM "
+            f"({', '.join(f'{k} {v / 2**20:,.1f} MiB' for k, v in free.items())})")
+
+
+def remap(t: Tables, mapping: list[int]) -> list[int]:
+    """§V-B: move layers next to their neighbours while the latency shrinks."""
+    mapping = list(mapping)
+    use = dram_use(t, mapping)
+    best = makespan(t, mapping)
+    improved = True
+    while improved:
+        improved = False
+        for i in range(t.n_layers):
+            current = mapping[i]
+            near = {t.fpga_of[mapping[j]] for j, _ in t.preds[i]} | \
+                {t.fpga_of[mapping[j]] for j in t.succs[i]}
+            for acc in [a for f in sorted(near) for a in t.accs_on[f] if a != current]:
+                src, dst = t.fpga_of[current], t.fpga_of[acc]
+                if t.cost[i][acc] == INF or (
+                        src != dst and use[dst] + t.dram[i] > t.capacity[dst]):
+                    continue
+                mapping[i] = acc
+                latency = makespan(t, mapping)
+                if latency < best * (1 - 1e-12):
+                    best, improved = latency, True
+                    use[src] -= t.dram[i]
+                    use[dst] += t.dram[i]
+                    current = acc
+                else:
+                    mapping[i] = current
+    return mapping
+
+
+def m2a(t: Tables) -> tuple[list[int], list[int]]:
+    """The initial mapping and the re-mapped one."""
+    initial = list_mapping(t)
+    return initial, remap(t, initial)

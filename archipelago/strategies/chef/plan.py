@@ -1,0 +1,82 @@
+"""The plan kind CHEF and H2H produce: a scheduled DAG (which IPs on which FPGA, which
+layer on which accelerator from when to when), and the engine configuration both read."""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from archipelago.engines.ip_templates import IPTemplate, builtin_ips, load_ips
+from archipelago.errors import ArchipelagoError, PartitionError
+from archipelago.hardware.hetero import HeteroCluster
+from archipelago.models.dag import ModelDAG
+from archipelago.strategies.chef.deployment import Deployment, describe
+from archipelago.strategies.chef.simulate import Schedule, Tables
+
+
+class ChefConfig(BaseModel):
+    """`--engine-config` for chef, h2h and chef-exact."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    ips: tuple[str, ...] | None = None
+    """Candidate IP names (default: every IP of the model's layer types)."""
+    ip_file: str | None = None
+    """A YAML file of IP templates replacing the built-in ones."""
+    max_accs_per_fpga: int = Field(default=4, gt=0)
+    """Assumption beyond Eq. (1): Fig. 5 shows up to three IPs per FPGA; more only slow
+    the search."""
+    bandwidth_gbps: float | None = Field(default=None, gt=0)
+
+    def candidates(self) -> list[IPTemplate]:
+        table = load_ips(Path(self.ip_file)) if self.ip_file else builtin_ips()
+        if self.ips is None:
+            return list(table.values())
+        unknown = [n for n in self.ips if n not in table]
+        if unknown:
+            raise ArchipelagoError(f"unknown IP(s) {', '.join(unknown)}; valid: "
+                                   f"{', '.join(table)}")
+        return [table[n] for n in self.ips]
+
+
+def check_dram(dag: ModelDAG, cluster: HeteroCluster, dram: list[int]) -> None:
+    need, have = sum(dram), sum(f.dram_bytes for f in cluster.fpgas)
+    if need > have:
+        raise PartitionError(f"model '{dag.name}' keeps {need / 2**30:.2f} GiB of weights and "
+                             f"features; cluster '{cluster.name}' has {have / 2**30:.2f} GiB "
+                             f"of DRAM")
+
+
+@dataclass(frozen=True)
+class ScheduledDAG:
+    strategy: str
+    dag: ModelDAG
+    cluster: HeteroCluster
+    deployment: Deployment
+    tables: Tables
+    schedule: Schedule
+    steps_latency_s: tuple[float, ...]
+    search_s: float
+
+    @property
+    def latency_s(self) -> float:
+        return self.schedule.latency_s
+
+    def placement(self) -> dict[str, int]:
+        """Layer name -> FPGA index (what the emulator needs)."""
+        return {name: self.deployment.accs[acc].fpga
+                for name, acc in zip(self.tables.names, self.schedule.mapping, strict=True)}
+
+    def to_dict(self) -> dict:
+        s = self.schedule
+        return {
+            "strategy": self.strategy, "model": self.dag.name, "cluster": self.cluster.name,
+            "latency_s": s.latency_s, "comm_ratio": s.comm_ratio,
+            "steps_latency_s": list(self.steps_latency_s), "search_s": self.search_s,
+            "layers": len(self.dag.layers), "compute_layers": self.dag.compute_layers,
+            "deployment": describe(self.cluster, self.deployment),
+            "mapping": [{"layer": name, "type": self.tables.type_of[i],
+                         "accelerator": f"acc{s.mapping[i]}",
+                         "fpga": self.cluster.fpgas[self.tables.fpga_of[s.mapping[i]]].name,
+                         "start_s": s.start[i], "end_s": s.end[i], "comm_s": s.comm_s[i]}
+                        for i, name in enumerate(self.tables.names)],
+        }

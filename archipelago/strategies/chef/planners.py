@@ -1,0 +1,62 @@
+"""The three planners of the row: `chef` (A2F + M2A), `chef-exact` (exhaustive, small DAGs)
+and, in h2h.py, the H2H baseline. Each takes a DAG, a heterogeneous cluster and a
+ChefConfig and returns a ScheduledDAG."""
+
+import time
+from collections.abc import Callable
+
+from archipelago.engines.ip_templates import dram_bytes
+from archipelago.hardware.hetero import HeteroCluster
+from archipelago.models.dag import ModelDAG
+from archipelago.strategies.chef.a2f import (
+    check_candidates,
+    evaluate,
+    initial_deployment,
+    redeploy,
+)
+from archipelago.strategies.chef.deployment import deploy
+from archipelago.strategies.chef.exact import all_deployments, optimal_mapping
+from archipelago.strategies.chef.plan import ChefConfig, ScheduledDAG, check_dram
+from archipelago.strategies.chef.simulate import LayerCosts, Tables, makespan, simulate
+
+
+def prepare(dag: ModelDAG, cluster: HeteroCluster, config: ChefConfig) -> tuple:
+    cluster = cluster if config.bandwidth_gbps is None else \
+        cluster.with_bandwidth(config.bandwidth_gbps)
+    ips = config.candidates()
+    check_candidates(dag, cluster, ips)
+    check_dram(dag, cluster, [dram_bytes(dag, la) for la in dag.layers])
+    return cluster, ips, LayerCosts(dag)
+
+
+def plan_chef(dag: ModelDAG, cluster: HeteroCluster, config: ChefConfig,
+              progress: Callable[[], None] | None = None) -> ScheduledDAG:
+    """§IV-§V: LP deployment, M2A (list mapping, re-mapping), idle-aware re-deployment.
+    `steps_latency_s` are Fig. 7's three steps."""
+    started = time.perf_counter()
+    cluster, ips, costs = prepare(dag, cluster, config)
+    first = evaluate(costs, cluster,
+                     initial_deployment(costs, cluster, ips, config.max_accs_per_fpga))
+    final = redeploy(costs, cluster, ips, first, progress)
+    steps = (makespan(first.tables, first.initial), first.latency_s, final.latency_s)
+    return ScheduledDAG("chef", dag, cluster, final.deployment, final.tables, final.schedule,
+                        steps, time.perf_counter() - started)
+
+
+def plan_exact(dag: ModelDAG, cluster: HeteroCluster, config: ChefConfig,
+               progress: Callable[[], None] | None = None) -> ScheduledDAG:
+    """Every deployment Eq. (1) allows, each mapped optimally: the joint optimum."""
+    started = time.perf_counter()
+    cluster, ips, costs = prepare(dag, cluster, config)
+    best = None
+    for placed in all_deployments(dag, cluster, ips, config.max_accs_per_fpga):
+        tables = Tables(costs, cluster, deploy(cluster, placed))
+        mapping, latency = optimal_mapping(tables)
+        if best is None or latency < best[0]:
+            best = (latency, tables, mapping)
+        if progress:
+            progress()
+    assert best is not None  # check_candidates guarantees a deployment exists
+    latency, tables, mapping = best
+    return ScheduledDAG("chef-exact", dag, cluster, tables.deployment, tables,
+                        simulate(tables, mapping), (latency,), time.perf_counter() - started)

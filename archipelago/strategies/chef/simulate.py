@@ -1,0 +1,150 @@
+"""CHEF's simulator (seeds/004 §VI): the cost tables of one deployment, and the schedule a
+layer-to-accelerator mapping gives.
+
+Every accelerator runs its layers in the DAG's wave order (the order CHEF-M2A maps them
+in). A layer starts when its accelerator is free and its predecessors have finished; its
+box (Fig. 6) is the transfer of its inputs plus its compute. Transfers (§V-A, Features 3-4):
+same accelerator or same DRAM bank: none; same FPGA, other bank: through the chip at the
+slower bank's bandwidth; other FPGA: BW_inter. Accelerators sharing a bank divide its
+bandwidth.
+"""
+
+from collections import Counter
+from dataclasses import dataclass
+
+from archipelago.engines.ip_templates import IPTemplate, dram_bytes, layer_cost
+from archipelago.hardware.hetero import HeteroCluster
+from archipelago.models.dag import ModelDAG
+from archipelago.strategies.chef.deployment import Deployment
+
+INF = float("inf")
+
+
+class Tables:
+    """Everything the mapping loops read, as plain lists indexed by wave-order position."""
+
+    def __init__(self, costs: "LayerCosts", cluster: HeteroCluster,
+                 deployment: Deployment) -> None:
+        dag = costs.dag
+        self.dag, self.cluster, self.deployment = dag, cluster, deployment
+        self.names = dag.order
+        pos = {name: i for i, name in enumerate(self.names)}
+        layers = [dag.by_name[n] for n in self.names]
+        self.preds = [[(pos[d], dag.by_name[d].out_elements * 4) for d in la.deps]
+                      for la in layers]
+        self.succs = [[pos[s] for s in dag.successors[n]] for n in self.names]
+        self.wave_of = [0] * len(layers)
+        for w, wave in enumerate(dag.levels):
+            for name in wave:
+                self.wave_of[pos[name]] = w
+        self.type_of = [la.type for la in layers]
+        self.compute = [la.is_compute for la in layers]
+        self.dram = [dram_bytes(dag, la) for la in layers]
+        accs = deployment.accs
+        self.fpga_of = [a.fpga for a in accs]
+        sharers = Counter((a.fpga, a.bank) for a in accs)
+        self.dram_Bps = [cluster.fpgas[a.fpga].banks[a.bank].bandwidth_Bps
+                         / sharers[(a.fpga, a.bank)] for a in accs]
+        columns = [costs.column(a.ip, cluster.fpgas[a.fpga].freq_hz, bw)
+                   for a, bw in zip(accs, self.dram_Bps, strict=True)]
+        self.cost = [list(row) for row in zip(*columns, strict=True)]
+        self.per_byte = [[_per_byte(cluster, a, b) for b in accs] for a in accs]
+        self.capacity = [f.dram_bytes for f in cluster.fpgas]
+        self.accs_on = [[a for a, f in enumerate(self.fpga_of) if f == i]
+                        for i in range(len(cluster.fpgas))]
+
+    @property
+    def n_layers(self) -> int:
+        return len(self.names)
+
+    @property
+    def n_accs(self) -> int:
+        return len(self.deployment.accs)
+
+
+class LayerCosts:
+    """Each layer's latency on an IP at a clock and bandwidth, computed once per search
+    (A2F builds hundreds of deployments out of the same few columns)."""
+
+    def __init__(self, dag: ModelDAG) -> None:
+        self.dag = dag
+        self._columns: dict[tuple[str, float, float], tuple[float, ...]] = {}
+
+    def column(self, ip: IPTemplate, freq_hz: float, dram_Bps: float) -> tuple[float, ...]:
+        key = (ip.name, freq_hz, dram_Bps)
+        if key not in self._columns:
+            layers = [self.dag.by_name[n] for n in self.dag.order]
+            self._columns[key] = tuple(
+                layer_cost(ip, self.dag, la, freq_hz, dram_Bps).latency_s if ip.runs(la)
+                else INF for la in layers)
+        return self._columns[key]
+
+
+def _per_byte(cluster: HeteroCluster, a, b) -> float:
+    if a is b or (a.fpga == b.fpga and a.bank == b.bank):
+        return 0.0
+    if a.fpga == b.fpga:
+        banks = cluster.fpgas[a.fpga].banks
+        return 1.0 / min(banks[a.bank].bandwidth_Bps, banks[b.bank].bandwidth_Bps)
+    return 1.0 / cluster.inter_Bps[a.fpga][b.fpga]
+
+
+def makespan(t: Tables, mapping: list[int]) -> float:
+    """The latency of `mapping` (layer position -> accelerator); the hot loop of M2A."""
+    free = [0.0] * t.n_accs
+    end = [0.0] * t.n_layers
+    cost, preds, per_byte = t.cost, t.preds, t.per_byte
+    for i, acc in enumerate(mapping):
+        ready, xfer = free[acc], 0.0
+        row = per_byte[acc]
+        for p, nbytes in preds[i]:
+            if end[p] > ready:
+                ready = end[p]
+            xfer += nbytes * row[mapping[p]]
+        end[i] = free[acc] = ready + xfer + cost[i][acc]
+    return max(end)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Start and end of every layer on its accelerator; `comm_s` is each layer's transfer."""
+
+    mapping: tuple[int, ...]
+    start: tuple[float, ...]
+    end: tuple[float, ...]
+    comm_s: tuple[float, ...]
+
+    @property
+    def latency_s(self) -> float:
+        return max(self.end)
+
+    @property
+    def comm_ratio(self) -> float:
+        """Table V: accelerator-to-accelerator transfer time over all layer boxes."""
+        busy = sum(e - s for s, e in zip(self.start, self.end, strict=True))
+        return sum(self.comm_s) / busy if busy else 0.0
+
+    def duty_cycles(self, n_accs: int) -> list[float]:
+        busy = [0.0] * n_accs
+        for acc, s, e in zip(self.mapping, self.start, self.end, strict=True):
+            busy[acc] += e - s
+        return [b / self.latency_s for b in busy]
+
+
+def simulate(t: Tables, mapping: list[int]) -> Schedule:
+    free = [0.0] * t.n_accs
+    start, end, comm = [0.0] * t.n_layers, [0.0] * t.n_layers, [0.0] * t.n_layers
+    for i, acc in enumerate(mapping):
+        ready = max([free[acc], *(end[p] for p, _ in t.preds[i])])
+        comm[i] = sum(nbytes * t.per_byte[acc][mapping[p]] for p, nbytes in t.preds[i])
+        start[i] = ready
+        end[i] = free[acc] = ready + comm[i] + t.cost[i][acc]
+    assert max(end) < INF, "a layer was mapped to an accelerator that cannot run it"
+    return Schedule(tuple(mapping), tuple(start), tuple(end), tuple(comm))
+
+
+def dram_use(t: Tables, mapping: list[int]) -> list[int]:
+    use = [0] * len(t.capacity)
+    for i, acc in enumerate(mapping):
+        use[t.fpga_of[acc]] += t.dram[i]
+    return use
