@@ -24,6 +24,9 @@ def prepare(dag: ModelDAG, cluster: HeteroCluster, config: ChefConfig) -> tuple:
     cluster = cluster if config.bandwidth_gbps is None else \
         cluster.with_bandwidth(config.bandwidth_gbps)
     ips = config.candidates()
+    if config.ips is None:  # the built-in list spans all boards; keep those that fit here
+        ips = [ip for ip in ips if any(ip.dsp <= f.dsp and ip.bram <= f.bram
+                                       for f in cluster.fpgas)]
     check_candidates(dag, cluster, ips)
     check_dram(dag, cluster, [dram_bytes(dag, la) for la in dag.layers])
     return cluster, ips, LayerCosts(dag)
