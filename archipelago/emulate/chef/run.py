@@ -1,0 +1,111 @@
+"""Emulate a scheduled DAG: one OS process per FPGA, each creating only the weights of the
+layers mapped to it, running its layers in schedule order, and sending a layer's output to
+another FPGA only when a layer there reads it (seeds/004 §VII-B's end-to-end run, in
+software). The outputs are compared with the unsplit DAG on the same weights and inputs.
+
+The emulator takes plain data (the DAG, layer -> FPGA, the schedule order), not a plan
+object, so it does not depend on the strategy that made the schedule.
+"""
+
+import multiprocessing as mp
+import queue
+from collections import Counter
+from typing import Any
+
+import torch
+
+from archipelago.emulate.chef.dag_torch import (
+    layer_weights,
+    model_inputs,
+    run_dag,
+    run_layer,
+    sinks,
+)
+from archipelago.errors import ArchipelagoError
+from archipelago.models.dag import ModelDAG
+
+
+# Tensors travel between processes as numpy arrays: pickled by value, so a receiver never
+# depends on the sender's shared-memory handles outliving it (torch's own reductions do).
+
+
+def _fpga_process(rank: int, dag: ModelDAG, order: list[str], placement: dict[str, int],
+                  seed: int, inboxes: list, results, timeout_s: float) -> None:
+    torch.set_num_threads(1)
+    mine = [n for n in order if placement[n] == rank]
+    weights = {n: layer_weights(dag, n, seed) for n in mine}
+    inputs = model_inputs(dag, seed)
+    values: dict[str, torch.Tensor] = {}
+    sent: Counter = Counter()
+    try:
+        with torch.no_grad():
+            for name in mine:
+                layer = dag.by_name[name]
+                for dep in layer.deps:
+                    while dep not in values:
+                        src, array = inboxes[rank].get(timeout=timeout_s)
+                        values[src] = torch.from_numpy(array)
+                args = [values[d] for d in layer.deps] if layer.deps else [inputs[name]]
+                values[name] = run_layer(dag, name, args, weights[name])
+                readers = {placement[s] for s in dag.successors[name]} - {rank}
+                for dst in sorted(readers):
+                    inboxes[dst].put((name, values[name].numpy()))
+                    sent[dst] += values[name].numel() * values[name].element_size()
+    except queue.Empty:
+        results.put((rank, None, f"waited {timeout_s} s for an input that never came"))
+        return
+    outputs = {n: values[n].numpy() for n in sinks(dag) if placement[n] == rank}
+    results.put((rank, {"outputs": outputs, "sent": dict(sent),
+                        "weight_layers": sorted(weights)}, None))
+
+
+def expected_link_bytes(dag: ModelDAG, placement: dict[str, int]) -> Counter:
+    """What the schedule says must cross FPGAs: each output once per reading FPGA."""
+    links: Counter = Counter()
+    for name in dag.order:
+        for dst in {placement[s] for s in dag.successors[name]} - {placement[name]}:
+            links[placement[name], dst] += dag.by_name[name].out_elements * 4
+    return links
+
+
+def emulate_dag(dag: ModelDAG, placement: dict[str, int], order: list[str],
+                fpga_names: list[str], seed: int = 0, timeout_s: float = 60.0) -> dict[str, Any]:
+    ctx = mp.get_context("fork")
+    inboxes = [ctx.Queue() for _ in fpga_names]
+    results = ctx.Queue()
+    procs = [ctx.Process(target=_fpga_process, args=(r, dag, order, placement, seed, inboxes,
+                                                     results, timeout_s), daemon=True)
+             for r in range(len(fpga_names))]
+    for p in procs:
+        p.start()
+    reports: dict[int, dict] = {}
+    try:
+        for _ in procs:
+            rank, report, error = results.get(timeout=timeout_s * 2)
+            if error:
+                raise ArchipelagoError(f"FPGA '{fpga_names[rank]}': {error}")
+            reports[rank] = report
+    except queue.Empty:
+        raise ArchipelagoError(f"an FPGA process gave no result within {timeout_s * 2} s") \
+            from None
+    finally:
+        for p in procs:
+            p.join(timeout=5)
+            if p.is_alive():
+                p.terminate()
+    weights = {n: layer_weights(dag, n, seed) for n in dag.order}
+    reference = run_dag(dag, model_inputs(dag, seed), weights)
+    outputs = {n: torch.from_numpy(a) for r in reports.values()
+               for n, a in r["outputs"].items()}
+    diff = max(float((outputs[n] - reference[n]).abs().max()) for n in sinks(dag))
+    link = {f"{fpga_names[s]}->{fpga_names[d]}": b
+            for s in sorted(reports) for d, b in sorted(reports[s]["sent"].items())}
+    return {
+        "model": dag.name, "processes": len(procs),
+        "outputs_equal": all(torch.equal(outputs[n], reference[n]) for n in sinks(dag)),
+        "max_abs_diff": diff, "outputs": sinks(dag),
+        "bytes_per_link": link,
+        "expected_bytes_per_link": {f"{fpga_names[s]}->{fpga_names[d]}": b for (s, d), b
+                                    in sorted(expected_link_bytes(dag, placement).items())},
+        "layers_per_fpga": {fpga_names[r]: reports[r]["weight_layers"] for r in sorted(reports)},
+    }
