@@ -4,11 +4,11 @@ import pytest
 
 pytest.importorskip("torch")
 
-from archipelago.emulate.chef.run import emulate_dag  # noqa: E402
-from archipelago.hardware.hetero import resolve_hetero_cluster  # noqa: E402
-from archipelago.models.dag_zoo import builtin_dag  # noqa: E402
-from archipelago.strategies.chef.plan import ChefConfig  # noqa: E402
-from archipelago.strategies.chef.planners import plan_chef  # noqa: E402
+from archipelago.emulate.chef.run import emulate_dag
+from archipelago.hardware.hetero import resolve_hetero_cluster
+from archipelago.models.dag_zoo import builtin_dag
+from archipelago.strategies.chef.plan import ChefConfig
+from archipelago.strategies.chef.planners import plan_chef
 
 
 def _emulate(plan):

@@ -24,7 +24,6 @@ from archipelago.emulate.chef.dag_torch import (
 from archipelago.errors import ArchipelagoError
 from archipelago.models.dag import ModelDAG
 
-
 # Tensors travel between processes as numpy arrays: pickled by value, so a receiver never
 # depends on the sender's shared-memory handles outliving it (torch's own reductions do).
 

@@ -8,9 +8,11 @@ IP a on FPGA i is the MAC rate it reaches on the model's layers of its type (the
 their summed latency at that FPGA's clock and bank bandwidth).
 Stage 2, idle-aware re-deployment (§IV-B steps 1-4): remove the accelerator with the lowest
 duty cycle (never the last of its type), try replacing each remaining accelerator of its
-FPGA by another IP of the same type within the DSP/BRAM budget, re-map every candidate with
-CHEF-M2A and keep the best only if it shortens the latency; repeat from the new duty
-cycles, moving to the next-least-busy accelerator when a removal gains nothing.
+FPGA by another IP of the same type within the DSP/BRAM budget, map every candidate, re-map
+the best with CHEF-M2A and keep it only if it shortens the latency; repeat from the new
+duty cycles, moving to the next-least-busy accelerator when a removal gains nothing.
+Candidates are ranked by M2A's list mapping alone and only the best is re-mapped (the paper
+re-maps each): re-mapping is 3/4 of M2A's time and rarely reorders candidates.
 """
 
 from collections.abc import Callable
@@ -21,7 +23,7 @@ from archipelago.errors import PartitionError
 from archipelago.hardware.hetero import HeteroCluster
 from archipelago.models.dag import ModelDAG
 from archipelago.strategies.chef.deployment import Deployment, deploy, fits
-from archipelago.strategies.chef.m2a import m2a
+from archipelago.strategies.chef.m2a import list_mapping, m2a
 from archipelago.strategies.chef.simulate import LayerCosts, Schedule, Tables, simulate
 
 THROUGHPUT_SCALE = 10**6  # CP-SAT needs integer objective weights
@@ -111,10 +113,15 @@ class Evaluated:
         return self.schedule.latency_s
 
 
-def evaluate(costs: LayerCosts, cluster: HeteroCluster, placed: Placed) -> Evaluated:
+def evaluate(costs: LayerCosts, cluster: HeteroCluster, placed: Placed,
+             remapped: bool = True) -> Evaluated:
+    """Deploy and map; `remapped=False` stops after M2A's list mapping (a cheap ranking)."""
     deployment = deploy(cluster, placed)
     tables = Tables(costs, cluster, deployment)
-    initial, mapping = m2a(tables)
+    if remapped:
+        initial, mapping = m2a(tables)
+    else:
+        initial = mapping = list_mapping(tables)
     return Evaluated(placed, deployment, tables, initial, mapping, simulate(tables, mapping))
 
 
@@ -151,11 +158,11 @@ def redeploy(costs: LayerCosts, cluster: HeteroCluster, ips: list[IPTemplate],
                        key=lambda j: (duty[j], j))
         better = None
         for removed in order:
-            tried = [evaluate(costs, cluster, p)
-                     for p in _replacements(cluster, ips, current, removed)]
+            ranked = [evaluate(costs, cluster, p, remapped=False)
+                      for p in _replacements(cluster, ips, current, removed)]
             if progress:
                 progress()
-            best = min(tried, key=lambda e: e.latency_s)
+            best = evaluate(costs, cluster, min(ranked, key=lambda e: e.latency_s).placed)
             if best.latency_s < current.latency_s * (1 - 1e-9):
                 better = best
                 break

@@ -19,7 +19,7 @@ from math import prod
 from archipelago.errors import PartitionError
 from archipelago.strategies.chef.simulate import INF, Tables, dram_use, makespan
 
-WAVE_COMBINATIONS = 256
+WAVE_COMBINATIONS = 64
 
 
 class _Budget:
@@ -31,36 +31,48 @@ class _Budget:
     def __init__(self, t: Tables) -> None:
         self.t = t
         self.use = [0] * len(t.capacity)
-        self.type_fpgas: dict[str, set[int]] = {}
+        self.type_fpgas: dict[str, list[int]] = {}
         for a, acc in enumerate(t.deployment.accs):
-            self.type_fpgas.setdefault(acc.ip.type, set()).add(t.fpga_of[a])
-        self.remaining = set(range(t.n_layers))
+            fpgas = self.type_fpgas.setdefault(acc.ip.type, [])
+            if t.fpga_of[a] not in fpgas:
+                fpgas.append(t.fpga_of[a])
+        self.key = [t.type_of[i] if t.compute[i] else "*" for i in range(t.n_layers)]
+        self.need: dict[str, int] = {}
+        for i in range(t.n_layers):
+            self.need[self.key[i]] = self.need.get(self.key[i], 0) + t.dram[i]
+        self.largest = sorted(range(t.n_layers), key=lambda i: -t.dram[i])
+        self.mapped = [False] * t.n_layers
 
     def ok(self, placed: list[tuple[int, int]]) -> bool:
         t = self.t
-        use = list(self.use)
+        free = [c - u for c, u in zip(t.capacity, self.use, strict=True)]
+        need = dict(self.need)
         for i, acc in placed:
-            use[t.fpga_of[acc]] += t.dram[i]
-        free = [c - u for c, u in zip(t.capacity, use, strict=True)]
+            free[t.fpga_of[acc]] -= t.dram[i]
+            need[self.key[i]] -= t.dram[i]
         if min(free) < 0:
             return False
-        rest = self.remaining - {i for i, _ in placed}
-        if not rest:
-            return True
-        by_type: dict[str, int] = {}
-        for i in rest:
-            key = t.type_of[i] if t.compute[i] else "*"
-            by_type[key] = by_type.get(key, 0) + t.dram[i]
-        for key, need in by_type.items():
+        for key, bytes_left in need.items():
             fpgas = self.type_fpgas.get(key, range(len(free)))
-            if need > sum(free[f] for f in fpgas):
+            if bytes_left > sum(free[f] for f in fpgas):
                 return False
-        return max(t.dram[i] for i in rest) <= max(free)
+        placing = {i for i, _ in placed}
+        while self.largest and self.mapped[self.largest[0]]:
+            self.largest.pop(0)
+        for i in self.largest:
+            if i not in placing:
+                return t.dram[i] <= max(free)
+        return True
 
     def commit(self, placed: list[tuple[int, int]]) -> None:
         for i, acc in placed:
             self.use[self.t.fpga_of[acc]] += self.t.dram[i]
-            self.remaining.discard(i)
+            self.need[self.key[i]] -= self.t.dram[i]
+            self.mapped[i] = True
+
+    @property
+    def remaining(self) -> list[int]:
+        return [i for i in range(self.t.n_layers) if not self.mapped[i]]
 
 
 def _place(t: Tables, i: int, acc: int, mapping: list[int], free: list[float],
@@ -129,6 +141,40 @@ def _no_room(t: Tables, i: int, budget: _Budget) -> str:
             f"({', '.join(f'{k} {v / 2**20:,.1f} MiB' for k, v in free.items())})")
 
 
+def _snapshots(t: Tables, mapping: list[int]) -> tuple[list[float], list[list[float]]]:
+    """Layer ends, and each accelerator's free time before every layer: a move of layer i
+    re-simulates from i on, the prefix being unchanged."""
+    free, end, before = [0.0] * t.n_accs, [0.0] * t.n_layers, []
+    for i, acc in enumerate(mapping):
+        before.append(list(free))
+        ready, xfer, row = free[acc], 0.0, t.per_byte[acc]
+        for p, nbytes in t.preds[i]:
+            ready = max(ready, end[p])
+            xfer += nbytes * row[mapping[p]]
+        end[i] = free[acc] = ready + xfer + t.cost[i][acc]
+    return end, before
+
+
+def _suffix_makespan(t: Tables, mapping: list[int], start: int, end: list[float],
+                     free: list[float], prefix_max: float, bound: float) -> float:
+    end, free = list(end), list(free)
+    cost, preds, per_byte = t.cost, t.preds, t.per_byte
+    latest = prefix_max
+    for i in range(start, t.n_layers):
+        acc = mapping[i]
+        ready, xfer, row = free[acc], 0.0, per_byte[acc]
+        for p, nbytes in preds[i]:
+            if end[p] > ready:
+                ready = end[p]
+            xfer += nbytes * row[mapping[p]]
+        e = end[i] = free[acc] = ready + xfer + cost[i][acc]
+        if e >= bound:
+            return INF
+        if e > latest:
+            latest = e
+    return latest
+
+
 def remap(t: Tables, mapping: list[int]) -> list[int]:
     """§V-B: move layers next to their neighbours while the latency shrinks."""
     mapping = list(mapping)
@@ -137,6 +183,10 @@ def remap(t: Tables, mapping: list[int]) -> list[int]:
     improved = True
     while improved:
         improved = False
+        end, before = _snapshots(t, mapping)
+        prefix_max = [0.0] * (t.n_layers + 1)
+        for i in range(t.n_layers):
+            prefix_max[i + 1] = max(prefix_max[i], end[i])
         for i in range(t.n_layers):
             current = mapping[i]
             near = {t.fpga_of[mapping[j]] for j, _ in t.preds[i]} | \
@@ -147,12 +197,16 @@ def remap(t: Tables, mapping: list[int]) -> list[int]:
                         src != dst and use[dst] + t.dram[i] > t.capacity[dst]):
                     continue
                 mapping[i] = acc
-                latency = makespan(t, mapping)
+                latency = _suffix_makespan(t, mapping, i, end, before[i], prefix_max[i],
+                                           best * (1 - 1e-12))
                 if latency < best * (1 - 1e-12):
                     best, improved = latency, True
                     use[src] -= t.dram[i]
                     use[dst] += t.dram[i]
                     current = acc
+                    end, before = _snapshots(t, mapping)
+                    for k in range(t.n_layers):
+                        prefix_max[k + 1] = max(prefix_max[k], end[k])
                 else:
                     mapping[i] = current
     return mapping

@@ -89,8 +89,9 @@ def _per_byte(cluster: HeteroCluster, a, b) -> float:
     return 1.0 / cluster.inter_Bps[a.fpga][b.fpga]
 
 
-def makespan(t: Tables, mapping: list[int]) -> float:
-    """The latency of `mapping` (layer position -> accelerator); the hot loop of M2A."""
+def makespan(t: Tables, mapping: list[int], bound: float = INF) -> float:
+    """The latency of `mapping` (layer position -> accelerator); the hot loop of M2A. Stops
+    early, returning INF, once a layer ends at or after `bound` (ends only grow)."""
     free = [0.0] * t.n_accs
     end = [0.0] * t.n_layers
     cost, preds, per_byte = t.cost, t.preds, t.per_byte
@@ -102,6 +103,8 @@ def makespan(t: Tables, mapping: list[int]) -> float:
                 ready = end[p]
             xfer += nbytes * row[mapping[p]]
         end[i] = free[acc] = ready + xfer + cost[i][acc]
+        if end[i] >= bound:
+            return INF
     return max(end)
 
 
