@@ -36,7 +36,7 @@ def test_plan_table_and_catalog() -> None:
 @pytest.mark.parametrize(("args", "message"), [
     (("plan", "gpt9"), "unknown model 'gpt9'; valid choices:"),
     (("plan", "gpt2-345m", "--cluster", "2xfoo"), "unknown device 'foo'"),
-    (("plan", "gpt2-345m", "--strategy", "magic"), "unknown strategy 'magic'; valid choices: dfx"),
+    (("plan", "gpt2-345m", "--strategy", "magic"), "unknown strategy 'magic'; valid choices: chef"),
     (("plan", "gpt2-345m", "--cluster", "3xu280"), "not divisible by the device count (3)"),
     (("plan", "gpt2-345m", "--tokens", "64"), "must look like IN:OUT"),
     (("plan", "/nonexistent/config.json"), "config.json: field 'config.json': file not found"),

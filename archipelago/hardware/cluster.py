@@ -2,13 +2,16 @@
 
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from archipelago.errors import ArchipelagoError, ConfigError, PartitionError, load_mapping
 from archipelago.hardware.catalog import catalog, device_from_dict, get_device
 from archipelago.hardware.device import Device, Link
+
+if TYPE_CHECKING:
+    from archipelago.hardware.hetero import HeteroCluster
 
 Topology = Literal["ring", "switch", "host_star"]
 
@@ -165,15 +168,25 @@ def load_cluster_file(path: Path) -> Cluster:
         raise ConfigError(source, "cluster", err.errors()[0]["msg"]) from None
 
 
-def resolve_cluster(text: str) -> Cluster:
-    """Shorthand (`4xu280`) or a path to a cluster YAML file."""
+def resolve_cluster(text: str) -> "Cluster | HeteroCluster":
+    """Shorthand (`4xu280`), a built-in heterogeneous cluster (`hacc`, `chef-cluster1`..3),
+    or a path to a cluster YAML file (one listing `fpgas` is a heterogeneous cluster)."""
+    from archipelago.hardware.hetero import (
+        builtin_hetero_clusters,
+        is_hetero_file,
+        resolve_hetero_cluster,
+    )
+
     cluster = parse_shorthand(text)
     if cluster is not None:
         return cluster
+    if text in builtin_hetero_clusters():
+        return resolve_hetero_cluster(text)
     path = Path(text)
     if path.suffix in {".yaml", ".yml"} or path.exists():
-        return load_cluster_file(path)
+        return resolve_hetero_cluster(text) if is_hetero_file(path) else load_cluster_file(path)
     raise ArchipelagoError(
-        f"cluster '{text}' is neither NxDEVICE shorthand (e.g. 4xu280) nor a YAML file; "
-        f"devices: {', '.join(sorted(catalog()))}"
+        f"cluster '{text}' is neither NxDEVICE shorthand (e.g. 4xu280), a built-in "
+        f"heterogeneous cluster (hacc, chef-cluster1, chef-cluster2, chef-cluster3) nor a "
+        f"YAML file; devices: {', '.join(sorted(catalog()))}"
     )

@@ -143,6 +143,31 @@ def cluster_from_dict(data: object, source: str) -> HeteroCluster:
                          inter_Bps=tuple(tuple(row) for row in table))
 
 
+def is_hetero_file(path: Path) -> bool:
+    """A cluster YAML in this module's format lists `fpgas` (the other format `devices`)."""
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return False  # the loader of the other format reports it
+    return isinstance(data, dict) and "fpgas" in data
+
+
+# Clock for a catalog FPGA without one: seeds/004 §VII-B runs its U280 kernels at 200 MHz.
+DEFAULT_KERNEL_HZ = 200e6
+
+
+def hetero_from_devices(name: str, devices: list, link_Bps: float) -> HeteroCluster:
+    """A cluster of catalog devices (e.g. `2xu280`) in CHEF's terms: each at its catalog
+    clock (else 200 MHz), banks from its memory, every pair at the cluster link's bandwidth."""
+    entries = [_FPGAEntry(name=f"{d.key}_{i}", device=d.key,
+                          freq_mhz=(d.clock_hz or DEFAULT_KERNEL_HZ) / 1e6)
+               for i, d in enumerate(devices)]
+    nodes = tuple(_node(e, i, name) for i, e in enumerate(entries))
+    n = len(nodes)
+    return HeteroCluster(name=name, fpgas=nodes, inter_Bps=tuple(
+        tuple(0.0 if i == j else link_Bps for j in range(n)) for i in range(n)))
+
+
 def builtin_hetero_clusters() -> list[str]:
     folder = resources.files("archipelago.hardware").joinpath("clusters")
     return sorted(p.name.removesuffix(".yaml") for p in folder.iterdir()

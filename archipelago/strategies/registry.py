@@ -20,6 +20,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from archipelago.errors import ArchipelagoError, UnknownNameError
+from archipelago.hardware.cluster import Cluster
 from archipelago.models.spec import ModelSpec
 
 ENTRY_POINT_GROUP = "archipelago.strategies"
@@ -127,6 +128,7 @@ class Strategy:
     engine_defaults: dict[str, Any] = field(default_factory=dict)
     design_space: str | None = None
     models: type | tuple[type, ...] = ModelSpec  # the model specs its planner takes
+    clusters: type | tuple[type, ...] = Cluster  # the cluster descriptions it plans on
 
     @property
     def plan_kind(self) -> PlanKind:
@@ -155,6 +157,13 @@ class Strategy:
             raise ArchipelagoError(f"strategy '{self.name}' plans {_model_words(self.models)}; "
                                    f"{spec.name} is a {type(spec).__name__} "
                                    f"({_planners_of(spec)})")
+        if not isinstance(cluster, self.clusters):
+            takers = sorted(s.name for s in _STRATEGIES.values()
+                            if isinstance(cluster, s.clusters))
+            raise ArchipelagoError(f"strategy '{self.name}' plans on a "
+                                   f"{_model_words(self.clusters)}; '{cluster.name}' is a "
+                                   f"{type(cluster).__name__} (strategies for it: "
+                                   f"{', '.join(takers)})")
         return self.planner(spec, cluster, self.config(engine))
 
     def workload(self, given: dict[str, str] | None = None, command: str = "plan") -> Any:
@@ -184,7 +193,8 @@ def register_kind(kind: PlanKind) -> PlanKind:
 def register(name: str, summary: str, kind: str, engine_config: type[BaseModel],
              engine_defaults: dict[str, Any] | None = None,
              design_space: str | None = None,
-             models: type | tuple[type, ...] = ModelSpec) -> Callable[[Callable], Callable]:
+             models: type | tuple[type, ...] = ModelSpec,
+             clusters: type | tuple[type, ...] = Cluster) -> Callable[[Callable], Callable]:
     """Decorate a planner to register it as strategy `name` making plans of `kind` from
     model specs of type `models` (transformer `ModelSpec`s unless it says otherwise)."""
 
@@ -192,7 +202,8 @@ def register(name: str, summary: str, kind: str, engine_config: type[BaseModel],
         if name in _STRATEGIES:
             raise ValueError(f"strategy '{name}' registered twice")
         _STRATEGIES[name] = Strategy(name, summary, kind, engine_config, planner,
-                                     dict(engine_defaults or {}), design_space, models)
+                                     dict(engine_defaults or {}), design_space, models,
+                                     clusters)
         return planner
 
     return wrap
@@ -269,7 +280,7 @@ def _load() -> None:
         return
     _loaded = True
     for module in ("archipelago.strategies.tensor_parallel", "archipelago.strategies.galapagos",
-                   "archipelago.strategies.host_offload"):
+                   "archipelago.strategies.host_offload", "archipelago.strategies.chef"):
         import_module(module)
     for entry in entry_points(group=ENTRY_POINT_GROUP):
         try:

@@ -25,7 +25,8 @@ class ChefConfig(BaseModel):
     max_accs_per_fpga: int = Field(default=4, gt=0)
     """Assumption beyond Eq. (1): Fig. 5 shows up to three IPs per FPGA; more only slow
     the search."""
-    bandwidth_gbps: float | None = Field(default=None, gt=0)
+    bandwidth: float | None = Field(default=None, gt=0)
+    """BW_inter in GB/s for every FPGA pair (`--bandwidth`; presets 0.125, 3, 15)."""
 
     def candidates(self) -> list[IPTemplate]:
         table = load_ips(Path(self.ip_file)) if self.ip_file else builtin_ips()

@@ -21,8 +21,8 @@ from archipelago.strategies.chef.simulate import LayerCosts, Tables, makespan, s
 
 
 def prepare(dag: ModelDAG, cluster: HeteroCluster, config: ChefConfig) -> tuple:
-    cluster = cluster if config.bandwidth_gbps is None else \
-        cluster.with_bandwidth(config.bandwidth_gbps)
+    cluster = cluster if config.bandwidth is None else \
+        cluster.with_bandwidth(config.bandwidth)
     ips = config.candidates()
     if config.ips is None:  # the built-in list spans all boards; keep those that fit here
         ips = [ip for ip in ips if any(ip.dsp <= f.dsp and ip.bram <= f.bram

@@ -1,0 +1,108 @@
+"""CHEF (seeds/004): MMMT layer DAGs on heterogeneous FPGA clusters, and its baselines.
+
+    deployment  accelerators on FPGAs and banks (Eq. 1's resources)
+    simulate    cost tables of a deployment; the schedule of a mapping (§VI)
+    a2f         CHEF-A2F: the ILP of Eq. (2) and idle-aware re-deployment (§IV)
+    m2a         CHEF-M2A: list mapping with the DRAM budget, data-locality re-mapping (§V)
+    exact       exhaustive deployment and mapping for small DAGs (Tables VI, VII)
+    h2h         the H2H baseline (fixed accelerators, host memory, four steps)
+    plan        the scheduled-DAG plan kind and the engine configuration
+"""
+
+import time
+from dataclasses import dataclass
+
+from archipelago.hardware.cluster import Cluster
+from archipelago.hardware.hetero import HeteroCluster, hetero_from_devices
+from archipelago.models.dag import ModelDAG
+from archipelago.strategies.chef.h2h import plan_h2h
+from archipelago.strategies.chef.plan import ChefConfig, ScheduledDAG
+from archipelago.strategies.chef.planners import plan_chef, plan_exact
+from archipelago.strategies.registry import (
+    PlanKind,
+    WorkloadOption,
+    WorkloadType,
+    register,
+    register_kind,
+)
+
+__all__ = ["ChefConfig", "ScheduledDAG"]
+
+
+@dataclass(frozen=True)
+class DagRun:
+    """One inference of the DAG; `gantt` is where to write its Gantt chart (HTML)."""
+
+    gantt: str | None = None
+
+
+def _parse(gantt: str = "") -> DagRun:
+    return DagRun(gantt or None)
+
+
+SCHEDULED_DAG = WorkloadType("scheduled DAG", (
+    WorkloadOption("bandwidth", "GB/s between every pair of FPGAs (presets 0.125, 3, 15)",
+                   "the cluster's", role="plan"),
+    WorkloadOption("gantt", "write the schedule's Gantt chart to this HTML file", ""),
+), _parse)
+
+register_kind(PlanKind(
+    "scheduled-dag", SCHEDULED_DAG,
+    estimator="archipelago.strategies.chef.report:estimate",
+    report="archipelago.strategies.chef.report",
+    emulator="archipelago.emulate.chef:emulate_plan",
+))
+
+
+def as_hetero(cluster: Cluster | HeteroCluster) -> HeteroCluster:
+    """`NxDEVICE` shorthand and classic cluster files work too: every pair at their link."""
+    if isinstance(cluster, HeteroCluster):
+        return cluster
+    bandwidth = cluster.link.bandwidth_Bps if cluster.link else 1e9
+    return hetero_from_devices(cluster.name, list(cluster.devices), bandwidth)
+
+
+class _SlowProgress:
+    """A progress bar on stderr, shown only once a search has run for a second."""
+
+    def __init__(self, what: str) -> None:
+        self.what, self.started, self.bar, self.task = what, time.perf_counter(), None, None
+
+    def __call__(self) -> None:
+        if self.bar is None and time.perf_counter() - self.started > 1.0:
+            from rich.console import Console
+            from rich.progress import Progress
+
+            self.bar = Progress(console=Console(stderr=True), transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task(self.what, total=None)
+        if self.bar is not None:
+            self.bar.advance(self.task)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def _with_progress(planner, what: str):
+    def run(dag: ModelDAG, cluster: Cluster | HeteroCluster, config: ChefConfig):
+        progress = _SlowProgress(f"{what} {dag.name}")
+        try:
+            return planner(dag, as_hetero(cluster), config, progress)
+        finally:
+            progress.close()
+
+    return run
+
+
+_CLUSTERS = (Cluster, HeteroCluster)
+register("chef", "MMMT layer DAGs on heterogeneous FPGAs: IPs deployed by ILP + idle-aware "
+         "re-deployment, layers mapped communication- and DRAM-aware (seeds/004)",
+         "scheduled-dag", ChefConfig, models=ModelDAG, clusters=_CLUSTERS)(
+    _with_progress(plan_chef, "CHEF search:"))
+register("h2h", "baseline of seeds/004: one fixed accelerator per FPGA, weights and "
+         "features in host memory, H2H's four mapping steps", "scheduled-dag", ChefConfig,
+         models=ModelDAG, clusters=_CLUSTERS)(_with_progress(plan_h2h, "H2H mapping:"))
+register("chef-exact", "exact optimum of small layer DAGs (<= ~10 layers): every "
+         "deployment, every mapping (seeds/004 Tables VI, VII)", "scheduled-dag", ChefConfig,
+         models=ModelDAG, clusters=_CLUSTERS)(_with_progress(plan_exact, "exact search:"))

@@ -1,0 +1,56 @@
+"""Scheduled-DAG results: the JSON the issue asks for, a rich summary, the Gantt chart."""
+
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+
+def estimate(plan, workload) -> dict[str, Any]:
+    """The plan already holds its schedule (the simulator ran inside the search)."""
+    return plan.to_dict()
+
+
+def _gantt(plan, workload, est: dict[str, Any]) -> str | None:
+    if workload.gantt is None:
+        return None
+    from archipelago.report.gantt import write_gantt
+
+    modality = {la.name: la.modality for la in plan.dag.layers}
+    return str(write_gantt(est, modality, Path(workload.gantt)))
+
+
+def estimate_to_dict(plan, workload, est: dict[str, Any]) -> dict[str, Any]:
+    gantt = _gantt(plan, workload, est)
+    return {**est, **({"gantt": gantt} if gantt else {})}
+
+
+def print_estimate(plan, workload, est: dict[str, Any], console: Console) -> None:
+    gantt = _gantt(plan, workload, est)
+    table = Table(title=f"{est['model']} on {est['cluster']} ({est['strategy']})")
+    for col in ("FPGA", "accelerators", "DSP used", "BRAM used", "layers"):
+        table.add_column(col)
+    per_fpga: dict[str, int] = {}
+    for m in est["mapping"]:
+        per_fpga[m["fpga"]] = per_fpga.get(m["fpga"], 0) + 1
+    for f in est["deployment"]:
+        accs = ", ".join(f"{a['acc']} {a['ip']}" for a in f["accelerators"]) or "-"
+        table.add_row(f["fpga"], accs, f"{f['dsp_used']}/{f['dsp_available']}",
+                      f"{f['bram_used']}/{f['bram_available']}",
+                      str(per_fpga.get(f["fpga"], 0)))
+    console.print(table)
+    steps = " -> ".join(f"{s * 1e3:.3f}" for s in est["steps_latency_s"])
+    console.print(f"latency {est['latency_s'] * 1e3:.3f} ms (steps {steps} ms), "
+                  f"communication ratio {100 * est['comm_ratio']:.2f}%, "
+                  f"search {est['search_s']:.2f} s")
+    if gantt:
+        console.print(f"Gantt chart written to {gantt}")
+
+
+def print_emulation(report: dict[str, Any], console: Console) -> None:
+    verdict = "equal" if report["outputs_equal"] else "DIFFERENT"
+    console.print(f"{report['model']}: {report['processes']} FPGA processes; outputs "
+                  f"{verdict} to the unsplit model (max |diff| {report['max_abs_diff']:.3g})")
+    for link, nbytes in report["bytes_per_link"].items():
+        console.print(f"  {link}: {nbytes:,} bytes")

@@ -1,0 +1,58 @@
+"""`archi` with the scheduled-DAG strategies: chef, h2h, chef-exact."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def archi(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "archipelago", *args],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_plan_vfs_on_hacc_json():
+    out = archi("plan", "vfs", "--cluster", "hacc", "--strategy", "chef", "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    for key in ("latency_s", "deployment", "mapping", "comm_ratio", "steps_latency_s",
+                "search_s"):
+        assert key in data
+    assert {"accelerator", "start_s", "end_s"} <= set(data["mapping"][0])
+    assert {"dsp_used", "dsp_available", "bram_used", "bram_available"} <= set(
+        data["deployment"][0])
+
+
+def test_h2h_bandwidth_and_gantt(tmp_path):
+    gantt = tmp_path / "g.html"
+    out = archi("plan", "cnn-lstm", "--cluster", "chef-cluster1", "--strategy", "h2h",
+                "--bandwidth", "15", "--gantt", str(gantt), "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert len(data["steps_latency_s"]) == 4 and data["gantt"] == str(gantt)
+    assert gantt.exists()
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("plan", "vfs", "--cluster", "hacc", "--strategy", "chef-exact"), "exact deployment"),
+    (("plan", "vfs", "--cluster", "4xu280", "--strategy", "dfx"),
+     "strategy 'dfx' plans ModelSpec; vfs is a ModelDAG (strategies for it: chef"),
+    (("plan", "gpt2-345m", "--cluster", "hacc", "--strategy", "dfx"),
+     "'hacc' is a HeteroCluster"),
+    (("plan", "vfs", "--cluster", "hacc", "--strategy", "chef", "--bandwidth", "0"),
+     "parameter 'bandwidth'"),
+])
+def test_bad_input_is_one_line_exit_2(args, message):
+    out = archi(*args)
+    assert out.returncode == 2 and message in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
+
+
+def test_user_dag_with_a_cycle(tmp_path):
+    path = tmp_path / "m.yaml"
+    path.write_text("name: m\nlayers:\n"
+                    "  - {name: a, type: fc, in_features: 4, out_features: 4, deps: [b]}\n"
+                    "  - {name: b, type: fc, in_features: 4, out_features: 4, deps: [a]}\n")
+    out = archi("plan", str(path), "--cluster", "hacc", "--strategy", "chef")
+    assert out.returncode == 2 and "cycle through a, b" in out.stderr
