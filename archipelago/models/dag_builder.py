@@ -91,28 +91,30 @@ class DagBuilder:
         return self._add_layer(LSTM(name=name, modality=modality, deps=deps,
                                     embed=features // cells, hidden=hidden, cells=cells))
 
+    def _shortcut(self, prefix: str, source: str, out: int, stride: int,
+                  modality: str) -> str:
+        """The identity, or a strided 1x1 projection when the shape changes."""
+        if stride == 1 and self.shapes[source][0] == out:
+            return source
+        return self.conv(f"{prefix}ds", [source], out, 1, stride, relu=False,
+                         modality=modality)
+
     def bottleneck(self, prefix: str, source: str, mid: int, out: int, stride: int,
                    modality: str) -> str:
         """ResNet-50 bottleneck (1x1, 3x3 with the stride, 1x1) plus its shortcut."""
         a = self.conv(f"{prefix}a", [source], mid, 1, modality=modality)
         b = self.conv(f"{prefix}b", [a], mid, 3, stride, modality=modality)
         c = self.conv(f"{prefix}c", [b], out, 1, relu=False, modality=modality)
-        shortcut = source
-        if stride != 1 or self.shapes[source][0] != out:
-            shortcut = self.conv(f"{prefix}ds", [source], out, 1, stride, relu=False,
-                                 modality=modality)
-        return self.add(f"{prefix}add", [c, shortcut], modality=modality)
+        return self.add(f"{prefix}add", [c, self._shortcut(prefix, source, out, stride,
+                                                           modality)], modality=modality)
 
     def basic_block(self, prefix: str, source: str, out: int, stride: int,
                     modality: str) -> str:
         """ResNet-18 basic block (two 3x3 convolutions) plus its shortcut."""
         a = self.conv(f"{prefix}a", [source], out, 3, stride, modality=modality)
         b = self.conv(f"{prefix}b", [a], out, 3, relu=False, modality=modality)
-        shortcut = source
-        if stride != 1 or self.shapes[source][0] != out:
-            shortcut = self.conv(f"{prefix}ds", [source], out, 1, stride, relu=False,
-                                 modality=modality)
-        return self.add(f"{prefix}add", [b, shortcut], modality=modality)
+        return self.add(f"{prefix}add", [b, self._shortcut(prefix, source, out, stride,
+                                                           modality)], modality=modality)
 
     def stage(self, prefix: str, source: str, blocks: int, out: int, stride: int,
               modality: str, mid: int | None = None) -> str:
