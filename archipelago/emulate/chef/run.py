@@ -10,6 +10,7 @@ object, so it does not depend on the strategy that made the schedule.
 import multiprocessing as mp
 import queue
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -24,16 +25,32 @@ from archipelago.emulate.chef.dag_torch import (
 from archipelago.errors import ArchipelagoError
 from archipelago.models.dag import ModelDAG
 
+
+@dataclass(frozen=True)
+class Given:
+    """Weights and inputs to use instead of seeded ones (an imported module's own). A
+    forked process reads only the entries of its own layers."""
+
+    weights: dict[str, list[torch.Tensor]] | None = None
+    inputs: dict[str, torch.Tensor] | None = None
+
+
+def _weights(dag: ModelDAG, name: str, seed: int, given: Given) -> list[torch.Tensor]:
+    if given.weights is not None:
+        return given.weights.get(name, [])
+    return layer_weights(dag, name, seed)
+
+
 # Tensors travel between processes as numpy arrays: pickled by value, so a receiver never
 # depends on the sender's shared-memory handles outliving it (torch's own reductions do).
 
 
 def _fpga_process(rank: int, dag: ModelDAG, order: list[str], placement: dict[str, int],
-                  seed: int, inboxes: list, results, timeout_s: float) -> None:
+                  seed: int, given: Given, inboxes: list, results, timeout_s: float) -> None:
     torch.set_num_threads(1)
     mine = [n for n in order if placement[n] == rank]
-    weights = {n: layer_weights(dag, n, seed) for n in mine}
-    inputs = model_inputs(dag, seed)
+    weights = {n: _weights(dag, n, seed, given) for n in mine}
+    inputs = given.inputs if given.inputs is not None else model_inputs(dag, seed)
     values: dict[str, torch.Tensor] = {}
     sent: Counter = Counter()
     try:
@@ -68,12 +85,16 @@ def expected_link_bytes(dag: ModelDAG, placement: dict[str, int]) -> Counter:
 
 
 def emulate_dag(dag: ModelDAG, placement: dict[str, int], order: list[str],
-                fpga_names: list[str], seed: int = 0, timeout_s: float = 60.0) -> dict[str, Any]:
+                fpga_names: list[str], seed: int = 0, timeout_s: float = 60.0,
+                given: Given | None = None) -> dict[str, Any]:
+    """Run the split DAG and compare with the unsplit one on the same weights and inputs:
+    seeded, or `given` (an imported module's parameters and the user's inputs)."""
+    given = given or Given()
     ctx = mp.get_context("fork")
     inboxes = [ctx.Queue() for _ in fpga_names]
     results = ctx.Queue()
-    procs = [ctx.Process(target=_fpga_process, args=(r, dag, order, placement, seed, inboxes,
-                                                     results, timeout_s), daemon=True)
+    procs = [ctx.Process(target=_fpga_process, args=(r, dag, order, placement, seed, given,
+                                                     inboxes, results, timeout_s), daemon=True)
              for r in range(len(fpga_names))]
     for p in procs:
         p.start()
@@ -92,8 +113,9 @@ def emulate_dag(dag: ModelDAG, placement: dict[str, int], order: list[str],
             p.join(timeout=5)
             if p.is_alive():
                 p.terminate()
-    weights = {n: layer_weights(dag, n, seed) for n in dag.order}
-    reference = run_dag(dag, model_inputs(dag, seed), weights)
+    weights = {n: _weights(dag, n, seed, given) for n in dag.order}
+    inputs = given.inputs if given.inputs is not None else model_inputs(dag, seed)
+    reference = run_dag(dag, inputs, weights)
     outputs = {n: torch.from_numpy(a) for r in reports.values()
                for n, a in r["outputs"].items()}
     diff = max(float((outputs[n] - reference[n]).abs().max()) for n in sinks(dag))
