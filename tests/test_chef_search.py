@@ -127,3 +127,24 @@ def test_budget_rejects_what_no_fpga_can_hold():
     t = Tables(LayerCosts(FIVE), cluster, deploy(cluster, placed))
     with pytest.raises(PartitionError, match="exceed the cluster's free DRAM"):
         list_mapping(t)
+
+
+@pytest.mark.parametrize("size", [1 << 20, 3 << 20, 5 << 20, 1 << 30])
+def test_budget_fast_path_never_admits_what_the_check_rejects(size):
+    from archipelago.strategies.chef.m2a import _Budget
+
+    cluster = _cluster(_fpga("x", banks=1, size=size), _fpga("y", banks=1, size=5 << 20))
+    placed = [(0, IPS["fc_8_16"]), (0, IPS["conv_16_32"]), (1, IPS["conv_8_16"])]
+    t = Tables(LayerCosts(FIVE), cluster, deploy(cluster, placed))
+    budget = _Budget(t)
+    for wave in FIVE.levels:
+        layers = [t.names.index(n) for n in wave]
+        options = [[a for a in range(t.n_accs) if t.cost[i][a] < INF] for i in layers]
+        verdicts = [budget.ok(list(zip(layers, accs, strict=True)))
+                    for accs in product(*options)]
+        if budget.always_ok(layers):
+            assert all(verdicts)
+        admitted = [accs for accs, ok in zip(product(*options), verdicts, strict=True) if ok]
+        if not admitted:
+            return
+        budget.commit(list(zip(layers, admitted[0], strict=True)))

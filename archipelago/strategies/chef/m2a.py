@@ -64,6 +64,21 @@ class _Budget:
                 return t.dram[i] <= max(free)
         return True
 
+    def always_ok(self, layers: list[int]) -> bool:
+        """True when every placement of `layers` passes: checked as if all of them landed
+        on every FPGA at once while still counting as remaining (each condition only gets
+        harder with less free DRAM and more remaining bytes)."""
+        t = self.t
+        added = sum(t.dram[i] for i in layers)
+        free = [c - u - added for c, u in zip(t.capacity, self.use, strict=True)]
+        if min(free) < 0:
+            return False
+        for key, bytes_left in self.need.items():
+            if bytes_left > sum(free[f] for f in self.type_fpgas.get(key, range(len(free)))):
+                return False
+        unmapped = next((i for i in self.largest if not self.mapped[i]), None)
+        return unmapped is None or t.dram[unmapped] <= max(free)
+
     def commit(self, placed: list[tuple[int, int]]) -> None:
         for i, acc in placed:
             self.use[self.t.fpga_of[acc]] += self.t.dram[i]
@@ -116,9 +131,9 @@ def list_mapping(t: Tables) -> list[int]:
             groups = [([i], [opts]) for i, opts in zip(wave, options, strict=True)]
         for layers, opts in groups:
             best, best_key = None, (INF, INF)
+            roomy = budget.always_ok(layers)
             for accs in product(*opts):
-                placed = list(zip(layers, accs, strict=True))
-                if not budget.ok(placed):
+                if not roomy and not budget.ok(list(zip(layers, accs, strict=True))):
                     continue
                 key = _try_wave(t, layers, accs, mapping, free, end)
                 if key < best_key:
