@@ -2,16 +2,19 @@
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from archipelago.errors import ArchipelagoError, ConfigError, PartitionError, load_mapping
 from archipelago.hardware.catalog import catalog, device_from_dict, get_device
 from archipelago.hardware.device import Device, Link
-
-if TYPE_CHECKING:
-    from archipelago.hardware.hetero import HeteroCluster
+from archipelago.hardware.hetero import (
+    HeteroCluster,
+    builtin_hetero_clusters,
+    is_hetero_file,
+    resolve_hetero_cluster,
+)
 
 Topology = Literal["ring", "switch", "host_star"]
 
@@ -168,15 +171,9 @@ def load_cluster_file(path: Path) -> Cluster:
         raise ConfigError(source, "cluster", err.errors()[0]["msg"]) from None
 
 
-def resolve_cluster(text: str) -> "Cluster | HeteroCluster":
+def resolve_cluster(text: str) -> Cluster | HeteroCluster:
     """Shorthand (`4xu280`), a built-in heterogeneous cluster (`hacc`, `chef-cluster1`..3),
     or a path to a cluster YAML file (one listing `fpgas` is a heterogeneous cluster)."""
-    from archipelago.hardware.hetero import (
-        builtin_hetero_clusters,
-        is_hetero_file,
-        resolve_hetero_cluster,
-    )
-
     cluster = parse_shorthand(text)
     if cluster is not None:
         return cluster
