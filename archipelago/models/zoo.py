@@ -37,6 +37,10 @@ def resolve_model(name_or_path: str) -> ModelSpec | RecurrentSpec | ModelDAG:
         return builtin_dag(name_or_path)
     if Path(name_or_path).suffix in {".yaml", ".yml"}:
         return load_dag(Path(name_or_path))
+    if Path(name_or_path).suffix == ".onnx":
+        from archipelago.models.onnx_import import dag_from_onnx
+
+        return dag_from_onnx(Path(name_or_path))
     if name_or_path in configs:
         return spec_from_hf_config(configs[name_or_path], name=name_or_path, source="zoo.yaml")
     path = Path(name_or_path)
@@ -44,4 +48,4 @@ def resolve_model(name_or_path: str) -> ModelSpec | RecurrentSpec | ModelDAG:
         return spec_from_config_file(path)
     raise UnknownNameError("model", name_or_path,
                            [*configs, *recurrent_names(), *BUILTIN_DAGS,
-                            "<path to config.json>", "<layer-DAG YAML>"])
+                            "<path to config.json>", "<layer-DAG YAML>", "<model.onnx>"])

@@ -1,0 +1,202 @@
+"""Bring your own multi-modal model as an ONNX file: infer shapes with ONNX's own shape
+inference and write the graph as a layer DAG (the same DAG `torch_import` builds from a
+torch module). The onnx package is imported here only.
+
+Data flows from the graph inputs; nodes that only compute shapes or constants (Shape,
+Gather on a shape, Expand of zeros for an LSTM's initial state, ...) carry no data and are
+skipped. Conv, Gemm and MatMul with a weight initializer (a bias Add after it folds in),
+LSTM (one direction), Max/AveragePool, GlobalAveragePool, Add of two data values, Relu
+(folded into the layer before it), Concat on channels, and the value-preserving reshapes
+(Flatten, Reshape, Squeeze, Unsqueeze, Transpose, Identity, Dropout) are understood;
+anything else is named in a one-line error. Batch size 1 is assumed.
+"""
+
+from pathlib import Path
+from typing import Any
+
+from archipelago.errors import ConfigError
+from archipelago.models.dag import FC, LSTM, Add, Conv, ModelDAG, Pool, validate_dag
+
+_PASS_OPS = {"Flatten", "Reshape", "Squeeze", "Unsqueeze", "Transpose", "Identity",
+             "Dropout"}
+_SHAPE_OPS = {"Shape", "Size"}  # outputs describe a tensor, they are not its data
+
+
+class _Graph:
+    """Walks one ONNX graph, mapping every data value to the DAG layers that produce it."""
+
+    def __init__(self, model: Any, source: str) -> None:
+        from onnx import numpy_helper
+
+        self.source = source
+        graph = model.graph
+        self.weights = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+        self.shapes: dict[str, tuple[int, ...]] = {}
+        for info in (*graph.input, *graph.value_info, *graph.output):
+            dims = info.type.tensor_type.shape.dim
+            self.shapes[info.name] = tuple(d.dim_value for d in dims)
+        self.value: dict[str, list] = {}  # data value -> layer names or ("input", shape)
+        self.consumers: dict[str, int] = {}
+        for node in graph.node:
+            for name in node.input:
+                self.consumers[name] = self.consumers.get(name, 0) + 1
+        self.layers: dict[str, Any] = {}
+        self.inputs: dict[str, tuple[int, ...]] = {}
+        for info in graph.input:
+            if info.name not in self.weights:
+                self.value[info.name] = [("input", self.shape(info.name)[1:])]
+
+    def fail(self, node: Any, why: str) -> None:
+        raise ConfigError(self.source, f"node {node.name or node.op_type}", why)
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        if name not in self.shapes or not all(self.shapes[name]):
+            raise ConfigError(self.source, name, "shape inference left this value's shape "
+                              "unknown; export with static input shapes")
+        return self.shapes[name]
+
+    def data_inputs(self, node: Any) -> list[str]:
+        return [n for n in node.input if n in self.value]
+
+    def deps(self, node: Any, name: str) -> tuple[str, ...]:
+        sources = self.value[name]
+        names = tuple(s for s in sources if isinstance(s, str))
+        if names and len(names) != len(sources):
+            self.fail(node, "mixes a model input with layer outputs")
+        return names
+
+    def add(self, node: Any, layer: Any, src: str) -> None:
+        first = self.value[src]
+        if not layer.deps and not isinstance(first[0], str):
+            self.inputs[layer.name] = first[0][1]
+        self.layers[layer.name] = layer
+        self.value[node.output[0]] = [layer.name]
+
+    def weight(self, node: Any, index: int) -> Any:
+        if len(node.input) <= index or node.input[index] not in self.weights:
+            self.fail(node, f"input {index} must be a weight initializer")
+        return self.weights[node.input[index]]
+
+    def attr(self, node: Any, name: str, default: Any) -> Any:
+        from onnx import helper
+
+        for attribute in node.attribute:
+            if attribute.name == name:
+                return helper.get_attribute_value(attribute)
+        return default
+
+    def square(self, node: Any, name: str, default: int) -> int:
+        values = list(self.attr(node, name, [default, default]))
+        if len(set(values)) != 1:
+            self.fail(node, f"non-square {name} {values}")
+        return int(values[0])
+
+    def fold_relu(self, node: Any) -> None:
+        src = node.input[0]
+        sources = self.value[src]
+        layer = self.layers.get(sources[0]) if len(sources) == 1 else None
+        if layer is None or not hasattr(layer, "relu") or self.consumers.get(src, 0) != 1:
+            self.fail(node, "Relu must follow a single Conv, Gemm or Add it alone consumes")
+        self.layers[layer.name] = layer.model_copy(update={"relu": True})
+        self.value[node.output[0]] = sources
+
+
+def _name(node: Any) -> str:
+    return (node.name or node.output[0]).strip("/").replace("/", "_").replace(".", "_")
+
+
+def _conv(g: _Graph, node: Any, src: str) -> None:
+    if g.attr(node, "group", 1) != 1 or g.square(node, "dilations", 1) != 1:
+        g.fail(node, "grouped or dilated convolutions are not supported")
+    weight = g.weight(node, 1)
+    out = g.shape(node.output[0])[1:]
+    g.add(node, Conv(name=_name(node), deps=g.deps(node, src), out_ch=out[0],
+                     in_ch=int(weight.shape[1]), out_rows=out[1], out_cols=out[2],
+                     kernel=int(weight.shape[2]), stride=g.square(node, "strides", 1),
+                     padding=g.square(node, "pads", 0), relu=False), src)
+
+
+def _fc(g: _Graph, node: Any, src: str) -> None:
+    weight = g.weight(node, 1)
+    transposed = node.op_type == "Gemm" and g.attr(node, "transB", 0)
+    out_features, in_features = weight.shape if transposed else weight.shape[::-1]
+    g.add(node, FC(name=_name(node), deps=g.deps(node, src), out_features=int(out_features),
+                   in_features=int(in_features)), src)
+
+
+def _lstm(g: _Graph, node: Any, src: str) -> None:
+    weight = g.weight(node, 1)  # [directions, 4 hidden, embed]
+    if weight.shape[0] != 1:
+        g.fail(node, "only one-direction LSTMs")
+    steps = g.shape(src)[1 if g.attr(node, "layout", 0) else 0]
+    g.add(node, LSTM(name=_name(node), deps=g.deps(node, src), embed=int(weight.shape[2]),
+                     hidden=int(weight.shape[1]) // 4, cells=steps), src)
+
+
+def _pool(g: _Graph, node: Any, src: str) -> None:
+    out = g.shape(node.output[0])[1:]
+    if node.op_type == "GlobalAveragePool":
+        rows = g.shape(src)[2]
+        kernel, stride, padding, kind = rows, rows, 0, "avg"
+    else:
+        kernel = g.square(node, "kernel_shape", 1)
+        stride, padding = g.square(node, "strides", 1), g.square(node, "pads", 0)
+        kind = "max" if node.op_type == "MaxPool" else "avg"
+    g.add(node, Pool(name=_name(node), deps=g.deps(node, src), kind=kind, channels=out[0],
+                     out_rows=out[1], out_cols=out[2], kernel=kernel, stride=stride,
+                     padding=padding), src)
+
+
+def _add(g: _Graph, node: Any, data: list[str]) -> None:
+    if len(data) == 1:  # a bias added to a MatMul's output folds into it
+        g.value[node.output[0]] = g.value[data[0]]
+        return
+    deps = tuple(d for name in data for d in g.deps(node, name))
+    g.add(node, Add(name=_name(node), deps=deps, shape=g.shape(node.output[0])[1:],
+                    relu=False), data[0])
+
+
+_LAYERS = {"Conv": _conv, "Gemm": _fc, "MatMul": _fc, "LSTM": _lstm, "MaxPool": _pool,
+           "AveragePool": _pool, "GlobalAveragePool": _pool}
+
+
+def _visit(g: _Graph, node: Any) -> None:
+    data = g.data_inputs(node)
+    if not data or node.op_type in _SHAPE_OPS:
+        return  # shape or constant plumbing
+    op = node.op_type
+    if op in _LAYERS:
+        _LAYERS[op](g, node, data[0])
+    elif op == "Add":
+        _add(g, node, data)
+    elif op == "Relu":
+        g.fold_relu(node)
+    elif op == "Concat":
+        if g.attr(node, "axis", 0) != 1:
+            g.fail(node, "concatenation on an axis other than channels (1)")
+        g.value[node.output[0]] = [s for name in data for s in g.value[name]]
+    elif op in _PASS_OPS:
+        g.value[node.output[0]] = g.value[data[0]]
+    else:
+        g.fail(node, f"operator {op} is not supported")
+
+
+def dag_from_onnx(path: Path, name: str | None = None) -> ModelDAG:
+    """The layer DAG of the ONNX model at `path`."""
+    import onnx
+    from onnx import shape_inference
+
+    source = str(path)
+    if not path.is_file():
+        raise ConfigError(source, "file", "not a readable ONNX file")
+    try:
+        model = shape_inference.infer_shapes(onnx.load(str(path)))
+    except Exception as err:  # onnx raises DecodeError, ValidationError, ... by version
+        raise ConfigError(source, "onnx", str(err).splitlines()[0] if str(err) else
+                          type(err).__name__) from None
+    graph = _Graph(model, source)
+    for node in model.graph.node:
+        _visit(graph, node)
+    dag = ModelDAG(name=name or path.stem, layers=tuple(graph.layers.values()),
+                   inputs=graph.inputs)
+    return validate_dag(dag, source)

@@ -1,0 +1,66 @@
+"""ONNX importer: the ONNX export of a torch module imports to the same layer DAG as the
+module traced with torch.fx (an independent path through another framework's graph)."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("onnx")
+# torch's TorchScript ONNX exporter warns about its own deprecation and tracing.
+pytestmark = pytest.mark.filterwarnings("ignore")
+
+from archipelago.errors import ConfigError  # noqa: E402
+from archipelago.models.dag import ModelDAG  # noqa: E402
+from archipelago.models.onnx_import import dag_from_onnx  # noqa: E402
+from archipelago.models.torch_import import dag_from_module  # noqa: E402
+from archipelago.models.zoo import resolve_model  # noqa: E402
+from tests.test_torch_import import TwoModalitiesSafe  # noqa: E402
+
+
+def _signatures(dag: ModelDAG) -> list[tuple]:
+    """Each layer as its type, sizes and the signatures of what it reads: names aside,
+    equal lists mean equal graphs."""
+    memo: dict[str, tuple] = {}
+
+    def sign(name: str) -> tuple:
+        if name not in memo:
+            layer = dag.by_name[name]
+            sizes = layer.model_dump(exclude={"name", "deps", "modality"})
+            memo[name] = (tuple(sorted(sizes.items())), tuple(sorted(map(sign, layer.deps))))
+        return memo[name]
+
+    return sorted(sign(layer.name) for layer in dag.layers)
+
+
+def _export(module: torch.nn.Module, inputs: tuple, path) -> None:
+    torch.onnx.export(module, inputs, str(path), dynamo=False)
+
+
+def test_onnx_export_imports_to_the_traced_dag(tmp_path) -> None:
+    module = TwoModalitiesSafe().eval()
+    inputs = (torch.randn(1, 3, 8, 8), torch.randn(1, 1, 8, 8))
+    traced, _ = dag_from_module(module, inputs, "two")
+    _export(module, inputs, tmp_path / "two.onnx")
+    imported = dag_from_onnx(tmp_path / "two.onnx")
+    assert len(imported.layers) == len(traced.layers) == 8
+    assert _signatures(imported) == _signatures(traced)
+    assert sorted(imported.inputs.values()) == sorted(traced.inputs.values())
+    assert resolve_model(str(tmp_path / "two.onnx")).name == "two"  # `archi plan x.onnx`
+
+
+def test_unsupported_operators_and_bad_files_are_one_line_errors(tmp_path) -> None:
+    class Dilated(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 4, 3, dilation=2)
+
+        def forward(self, x):
+            return torch.sigmoid(self.conv(x))
+
+    _export(Dilated(), (torch.randn(1, 3, 9, 9),), tmp_path / "d.onnx")
+    with pytest.raises(ConfigError, match=r"d\.onnx.*dilated"):
+        dag_from_onnx(tmp_path / "d.onnx")
+    (tmp_path / "junk.onnx").write_bytes(b"\x00not a model")
+    with pytest.raises(ConfigError, match="junk.onnx"):
+        dag_from_onnx(tmp_path / "junk.onnx")
+    with pytest.raises(ConfigError, match="not a readable ONNX file"):
+        dag_from_onnx(tmp_path)
