@@ -60,7 +60,7 @@ def test_unsupported_operators_and_bad_files_are_one_line_errors(tmp_path) -> No
     with pytest.raises(ConfigError, match=r"d\.onnx.*dilated"):
         dag_from_onnx(tmp_path / "d.onnx")
     (tmp_path / "junk.onnx").write_bytes(b"\x00not a model")
-    with pytest.raises(ConfigError, match="junk.onnx"):
+    with pytest.raises(ConfigError, match=r"junk\.onnx"):
         dag_from_onnx(tmp_path / "junk.onnx")
     with pytest.raises(ConfigError, match="not a readable ONNX file"):
         dag_from_onnx(tmp_path)
