@@ -23,6 +23,7 @@ ClusterOpt = Annotated[str, typer.Option(help="NxDEVICE shorthand (e.g. 4xu280) 
 StrategyOpt = Annotated[str, typer.Option(help="partitioning strategy (see `archi catalog`)")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON object")]
 EngineOpt = Annotated[Path | None, typer.Option(help="engine parameters (YAML)")]
+ForceReportOpt = Annotated[bool, typer.Option("--force", help="replace an existing report file")]
 # The workload options (--tokens IN:OUT, --seq-len N, ...) belong to the strategy's plan kind:
 # typer passes them through as extra words, and the kind parses them.
 KIND_OPTIONS = {"allow_extra_args": True, "ignore_unknown_options": True}
@@ -79,17 +80,57 @@ def plan(
     strategy: StrategyOpt = "dfx",
     engine_config: EngineOpt = None,
     as_json: JsonOpt = False,
+    report_file: Annotated[Path | None, typer.Option(
+        "--report", help="also write the HTML report page (as `archi report`) to this file")
+    ] = None,
+    force: ForceReportOpt = False,
 ) -> None:
     from archipelago.api import plan_and_estimate
     from archipelago.strategies.registry import get_strategy
 
+    kind = get_strategy(strategy).plan_kind
+    if report_file is not None:  # a kind without a page, or a bad path, fails before planning
+        from archipelago.report.html import check_target
+
+        kind.hook("page")
+        check_target(report_file, force)
     result = plan_and_estimate(model, cluster, strategy, workload_options(ctx),
                                load_engine_config(engine_config))
-    report = get_strategy(strategy).plan_kind.hook("report")
+    report = kind.hook("report")
     if as_json:
         print(json.dumps(report.estimate_to_dict(*result), indent=2))
     else:
         report.print_estimate(*result, console)
+    if report_file is not None:
+        from archipelago.report.html import write_report
+
+        write_report(strategy, result, report_file, force)
+        if not as_json:
+            console.print(f"report page written to {report_file}")
+
+
+@app.command(context_settings=KIND_OPTIONS, help=f"Write MODEL's plan on CLUSTER as one "
+             f"self-contained HTML page of charts (opens offline).{KIND_HELP}")
+@user_errors
+def report(
+    ctx: typer.Context,
+    model: ModelArg,
+    out: Annotated[Path, typer.Option(help="the HTML file to write")],
+    cluster: ClusterOpt = "4xu280",
+    strategy: StrategyOpt = "dfx",
+    engine_config: EngineOpt = None,
+    force: ForceReportOpt = False,
+) -> None:
+    from archipelago.api import plan_and_estimate
+    from archipelago.report.html import check_target, write_report
+    from archipelago.strategies.registry import get_strategy
+
+    get_strategy(strategy).plan_kind.hook("page")  # no page, or a bad path: fail before planning
+    check_target(out, force)
+    result = plan_and_estimate(model, cluster, strategy, workload_options(ctx),
+                               load_engine_config(engine_config))
+    path = write_report(strategy, result, out, force)
+    console.print(f"report page written to {path} ({path.stat().st_size / 1e6:.2f} MB)")
 
 
 @app.command(context_settings=KIND_OPTIONS, help=f"Run the plan with one process per device "

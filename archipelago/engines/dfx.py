@@ -133,6 +133,13 @@ class DFXEngine:
         c = self.config
         return min(c.d * c.l, c.hbm_values_per_cycle) * c.data_bits / 8
 
+    @property
+    def peak_ops_per_s(self) -> float:
+        """The MFU's roof: l lanes of d multipliers feeding adder trees, one d x l tile
+        per cycle (seeds/001 §V-B, §V-C), a multiply and an add per weight."""
+        c = self.config
+        return 2 * c.d * c.l * c.clock_hz
+
     def seconds(self, step: ComputeStep, phase: Phase) -> np.ndarray:
         return self.cycles(step, phase) / self.config.clock_hz
 

@@ -118,6 +118,12 @@ class SystolicEngine:
             "embedding": self._embedding,
         }
 
+    @property
+    def peak_ops_per_s(self) -> float:
+        """The array's roof: D_sa^2 PEs, one multiply-accumulate each per cycle (Fig. 3b's
+        T_m^3 / D_sa^2 cycles per tile pair, seeds/002)."""
+        return 2 * self.config.d_sa ** 2 * self.config.clock_hz
+
     def seconds(self, step: ComputeStep, phase: Phase) -> np.ndarray:
         return self.cycles(step, phase) / self.config.clock_hz
 

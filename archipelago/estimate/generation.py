@@ -53,12 +53,13 @@ class Estimate:
     decode_s_first: float
     decode_s_last: float
     breakdown_s: dict[str, float]
+    prefill_breakdown_s: dict[str, float]  # the prompt's share of breakdown_s
     devices: list[DeviceUse]
     feasible: bool
     reasons: list[str] = field(default_factory=list)
 
 
-def _steps_seconds(plan: Plan, steps: list[Step], phase: Phase) -> list[np.ndarray]:
+def steps_seconds(plan: Plan, steps: list[Step], phase: Phase) -> list[np.ndarray]:
     """Seconds of each step on the critical path: compute from the engine, collectives
     from what their overlap mode leaves exposed."""
     zeros = np.zeros(phase.context.shape)
@@ -75,7 +76,7 @@ def _seconds(plan: Plan, parts: list[Part], shape: tuple[int, ...]) -> dict[str,
     """Seconds by category of each (steps, phase, repeat) part, summed."""
     out = {c: np.zeros(shape) for c in CATEGORIES}
     for steps, phase, repeat in parts:
-        for step, seconds in zip(steps, _steps_seconds(plan, steps, phase), strict=True):
+        for step, seconds in zip(steps, steps_seconds(plan, steps, phase), strict=True):
             out[step_category(step)] += repeat * seconds
     return out
 
@@ -156,6 +157,7 @@ def estimate_generation(plan: Plan, workload: Generation) -> Estimate:
         decode_s_first=float(per_token[0]) if per_token.size else 0.0,
         decode_s_last=float(per_token[-1]) if per_token.size else 0.0,
         breakdown_s=breakdown,
+        prefill_breakdown_s=pre,
         devices=devices,
         feasible=not reasons,
         reasons=reasons,

@@ -24,6 +24,7 @@ def estimate_to_dict(plan: Plan, workload: Generation, est: Estimate) -> dict[st
         "decode_s_first": est.decode_s_first,
         "decode_s_last": est.decode_s_last,
         "breakdown_s": est.breakdown_s,
+        "prefill_breakdown_s": est.prefill_breakdown_s,
         "devices": [
             {
                 "rank": d.rank, "device": d.device,

@@ -24,7 +24,8 @@ from archipelago.hardware.cluster import Cluster
 from archipelago.models.spec import ModelSpec
 
 ENTRY_POINT_GROUP = "archipelago.strategies"
-_ROLE_WORDS = {"writers": "build files", "utilization": "a resource model to explore"}
+_ROLE_WORDS = {"writers": "build files", "utilization": "a resource model to explore",
+               "page": "an HTML report page"}
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,9 @@ class PlanKind:
     explorer     (model, cluster, strategy, options) -> summary dict: a kind whose
                  exploration is not an engine-parameter search (server sizing) answers
                  `archi explore` itself; its report then has `print_explore(summary, console)`
+    page         (plan, workload, est, summary) -> report.page.KindPage: the headline keys
+                 of `summary` (estimate_to_dict's object) and the kind's charts for
+                 `archi report` / `plan --report`; the only place plotly is imported
     """
 
     name: str
@@ -101,9 +105,10 @@ class PlanKind:
     writers: str | None = None
     utilization: str | None = None
     explorer: str | None = None
+    page: str | None = None
 
     def hook(self, role: str) -> Any:
-        """The estimator, report, emulator, writers or utilization, imported now."""
+        """The estimator, report, emulator, writers, utilization or page, imported now."""
         path = getattr(self, role)
         if path is None:
             having = sorted(s.name for s in _STRATEGIES.values()

@@ -63,7 +63,8 @@ register_kind(PlanKind(
     estimator="archipelago.estimate.generation:estimate_generation",
     report="archipelago.report.tensor_parallel",
     emulator="archipelago.emulate.tensor_parallel:emulate",
-    utilization="archipelago.estimate.utilization:utilization"))
+    utilization="archipelago.estimate.utilization:utilization",
+    page="archipelago.report.tensor_parallel_page:page"))
 
 
 def check_divisible(spec: ModelSpec, ranks: int) -> None:

@@ -10,6 +10,7 @@ network-attached FPGAs, wired by GMI kernels through gateways.
 The dataflow plan kind's consumers live here too, imported only when a command needs them:
     estimate  X, T, I per encoder by following rows through the kernels (§8)
     report    estimates, emulations and builds as JSON or tables
+    page      the charts of `archi report` (plotly, imported only there)
     emit      the build files (Cluster Builder JSON, logical/map XML, routing tables)
     emulate   libGalapagos-style kernel threads and packet router, bit-exact to IBertModel
 """
@@ -43,7 +44,8 @@ register_kind(PlanKind(
     estimator="archipelago.strategies.galapagos.estimate:estimate",
     report="archipelago.strategies.galapagos.report",
     emulator="archipelago.strategies.galapagos.emulate:emulate",
-    writers="archipelago.strategies.galapagos.emit:write_feasible_build"))
+    writers="archipelago.strategies.galapagos.emit:write_feasible_build",
+    page="archipelago.strategies.galapagos.page:page"))
 
 
 def _check_inputs(spec: ModelSpec, cluster: Cluster) -> None:

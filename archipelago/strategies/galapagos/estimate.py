@@ -101,6 +101,7 @@ class _LayerGraph:
                 else:
                     self.edges[b].append((a, self._hop(a, b, nbytes), whole and b == s.dst))
         self.order = self._stream_order(members)
+        self.sent: dict[str, np.ndarray] = {}  # each kernel's row send cycles, once run
 
     def _hop(self, a: str, b: str, nbytes: int) -> float:
         na, nb = self.plan.nodes[a], self.plan.nodes[b]
@@ -155,6 +156,7 @@ class _LayerGraph:
             sent[name] = start + latency
             if interval * m > busiest:
                 busiest, busiest_kernel = interval * m, name
+        self.sent = sent
         out = np.max([sent[a] + hop for a, hop in self.exit], axis=0)
         return EncoderTiming(m, float(out[0]), float(out[-1]), busiest, busiest_kernel)
 
@@ -162,6 +164,15 @@ class _LayerGraph:
 def encoder_timing(plan: DataflowPlan, seq_len: int, layer: int = 0) -> EncoderTiming:
     """X, T, I of one encoder at `seq_len` tokens (every encoder is built the same)."""
     return _LayerGraph(plan, layer, seq_len).run()
+
+
+def kernel_outputs(plan: DataflowPlan, seq_len: int, layer: int = 0
+                   ) -> dict[str, tuple[float, float]]:
+    """Cycle at which each kernel of one encoder sends its first and its last row, in
+    stream order (the schedule behind X and T)."""
+    graph = _LayerGraph(plan, layer, seq_len)
+    graph.run()
+    return {n: (float(graph.sent[n][0]), float(graph.sent[n][-1])) for n in graph.order}
 
 
 def feasibility(plan: DataflowPlan, seq_len: int) -> list[str]:

@@ -1,0 +1,197 @@
+"""Chart shapes any plan kind can fill: a stacked time breakdown, the cluster as a graph,
+resources against capacity, sweeps, a roofline and a Gantt timeline. Kinds pass numbers
+they read from their plan and estimate; these only draw them (axis titles with units)."""
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import plotly.graph_objects as go
+
+# Colours by category, reused across charts so a part keeps its colour on the page.
+PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#eeca3b",
+           "#9d755d", "#bab0ac", "#ff9da6")
+
+
+def _colours(names: Sequence[str], order: Sequence[str] = ()) -> dict[str, str]:
+    """A colour per name: by place in `order` where listed (so a category keeps its colour
+    from chart to chart), the rest after."""
+    every = list(dict.fromkeys([*order, *names]))
+    return {n: PALETTE[every.index(n) % len(PALETTE)] for n in names}
+
+
+def stacked_breakdown(parts: dict[str, dict[str, float]], scale: float, unit: str,
+                      x_title: str, order: Sequence[str] = ()) -> go.Figure:
+    """One stacked bar per group (`parts[group][category]` seconds), shown x `scale`;
+    `order` fixes the categories' colours."""
+    groups = list(parts)
+    categories = list(dict.fromkeys(c for g in parts.values() for c in g))
+    colour = _colours(categories, order)
+    fig = go.Figure([
+        go.Bar(name=c, x=groups, y=[parts[g].get(c, 0.0) * scale for g in groups],
+               marker_color=colour[c],
+               hovertemplate=f"%{{x}} · {c}: %{{y:,.3f}} {unit}<extra></extra>")
+        for c in categories])
+    fig.update_layout(barmode="stack", xaxis_title=x_title, yaxis_title=f"time ({unit})")
+    return fig
+
+
+@dataclass(frozen=True)
+class Node:
+    """A device drawn at (x, y): `use` is its binding resource's fraction used."""
+
+    label: str
+    x: float
+    y: float
+    use: float
+    binding: str
+
+
+def cluster_graph(nodes: Sequence[Node], links: dict[tuple[int, int], float], per: str,
+                  axis_titles: tuple[str, str]) -> go.Figure:
+    """Devices coloured by their binding resource's use; links between node indices drawn
+    with a width proportional to the bytes they carry `per` token or inference."""
+    fig = go.Figure()
+    most = max(links.values(), default=0.0) or 1.0
+    for (a, b), nbytes in links.items():
+        na, nb = nodes[a], nodes[b]
+        fig.add_trace(go.Scatter(
+            x=[na.x, nb.x], y=[na.y, nb.y], mode="lines", showlegend=False,
+            line={"width": 1 + 11 * nbytes / most, "color": "#8896ab"}, hoverinfo="skip"))
+    if links:  # hover the middle of each link for its bytes
+        mids = [((nodes[a].x + nodes[b].x) / 2, (nodes[a].y + nodes[b].y) / 2,
+                 f"{nodes[a].label} → {nodes[b].label}: {n:,.0f} bytes per {per}")
+                for (a, b), n in links.items()]
+        fig.add_trace(go.Scatter(
+            x=[m[0] for m in mids], y=[m[1] for m in mids], mode="markers", name="link",
+            marker={"size": 6, "color": "#8896ab"}, text=[m[2] for m in mids],
+            hovertemplate="%{text}<extra></extra>", showlegend=False))
+    fig.add_trace(go.Scatter(
+        x=[n.x for n in nodes], y=[n.y for n in nodes], mode="markers+text",
+        text=[n.label for n in nodes] if len(nodes) <= 16 else None, textposition="top center",
+        customdata=[[n.label, n.binding, 100 * n.use] for n in nodes], showlegend=False,
+        hovertemplate="%{customdata[0]}: %{customdata[1]} %{customdata[2]:.0f}% used"
+                      "<extra></extra>",
+        marker={"size": 26 if len(nodes) <= 16 else 12, "color": [100 * n.use for n in nodes],
+                "colorscale": "YlOrRd", "cmin": 0, "cmax": 100, "line": {"width": 1},
+                "colorbar": {"title": {"text": "binding resource used (%)"}}}))
+    fig.update_layout(xaxis_title=axis_titles[0], yaxis_title=axis_titles[1])
+    fig.update_xaxes(showgrid=False, zeroline=False)
+    fig.update_yaxes(showgrid=False, zeroline=False)
+    return fig
+
+
+def ring_positions(count: int) -> list[tuple[float, float]]:
+    """Devices round a circle, rank 0 at the top, clockwise."""
+    if count == 1:
+        return [(0.0, 0.0)]
+    return [(math.sin(2 * math.pi * r / count), math.cos(2 * math.pi * r / count))
+            for r in range(count)]
+
+
+def resource_bars(devices: Sequence[str], fractions: dict[str, Sequence[float]],
+                  details: dict[str, Sequence[str]]) -> go.Figure:
+    """One bar group per device, one bar per resource as % of capacity; each device's
+    binding (largest) resource drawn with a thick black outline."""
+    names = list(fractions)
+    table = np.array([fractions[n] for n in names]) * 100  # resources x devices
+    binding = table.argmax(axis=0)
+    fig = go.Figure()
+    for i, name in enumerate(names):
+        fig.add_trace(go.Bar(
+            name=name, x=list(devices), y=table[i], marker_color=PALETTE[i % len(PALETTE)],
+            marker_line_width=[3 if b == i else 0 for b in binding],
+            marker_line_color="black", customdata=list(details[name]),
+            hovertemplate=f"%{{x}} · {name}: %{{y:.1f}}% (%{{customdata}})<extra></extra>"))
+    fig.add_hline(y=100, line_dash="dash", line_color="#b00",
+                  annotation_text="capacity", annotation_position="top left")
+    fig.update_layout(barmode="group", xaxis_title="device",
+                      yaxis_title="used (% of the device's capacity)")
+    return fig
+
+
+def sweep_lines(x: Sequence[float], series: dict[str, Sequence[float]], x_title: str,
+                y_title: str, log_x: bool = False, mark: tuple[float, float] | None = None
+                ) -> go.Figure:
+    """Lines over a sweep; `mark` is the plan's own point."""
+    fig = go.Figure([go.Scatter(x=list(x), y=list(y), mode="lines+markers", name=name,
+                                line={"color": PALETTE[i % len(PALETTE)]})
+                     for i, (name, y) in enumerate(series.items())])
+    if mark is not None:
+        fig.add_trace(go.Scatter(x=[mark[0]], y=[mark[1]], mode="markers", name="this plan",
+                                 marker={"size": 14, "symbol": "star", "color": "#e45756"}))
+    fig.update_layout(xaxis_title=x_title, yaxis_title=y_title)
+    if log_x:
+        fig.update_xaxes(type="log")
+    return fig
+
+
+@dataclass(frozen=True)
+class OpPoint:
+    """One operator on the roofline: `ops` operations moving `nbytes` in `seconds`."""
+
+    name: str
+    group: str
+    ops: float
+    nbytes: float
+    seconds: float
+
+
+def roofline(points: Sequence[OpPoint], peak_ops: float, bandwidth_Bps: float,
+             ops_unit: str, memory: str) -> go.Figure:
+    """Operators by arithmetic intensity against the compute roof and the `memory`
+    bandwidth slope (log-log)."""
+    useful = [p for p in points if p.ops > 0 and p.nbytes > 0 and p.seconds > 0]
+    intensity = [p.ops / p.nbytes for p in useful]
+    low = min([*intensity, peak_ops / bandwidth_Bps]) / 4
+    high = max([*intensity, peak_ops / bandwidth_Bps]) * 4
+    xs = np.geomspace(low, high, 64)
+    fig = go.Figure([go.Scatter(
+        x=xs, y=np.minimum(peak_ops, xs * bandwidth_Bps) / 1e9, mode="lines",
+        name=f"roof: {peak_ops / 1e9:,.0f} G{ops_unit}/s, {memory} {bandwidth_Bps / 1e9:,.0f} GB/s",
+        line={"color": "#222"})])
+    for i, group in enumerate(dict.fromkeys(p.group for p in useful)):
+        mine = [p for p in useful if p.group == group]
+        fig.add_trace(go.Scatter(
+            x=[p.ops / p.nbytes for p in mine], y=[p.ops / p.seconds / 1e9 for p in mine],
+            mode="markers", name=group, text=[p.name for p in mine],
+            marker={"size": 10, "color": PALETTE[i % len(PALETTE)]},
+            hovertemplate="%{text}: %{x:.3g} " + ops_unit + "/byte, %{y:.3g} G" + ops_unit
+                          + "/s<extra></extra>"))
+    fig.update_xaxes(type="log", title_text=f"arithmetic intensity ({ops_unit} per byte)")
+    fig.update_yaxes(type="log", title_text=f"attained performance (G{ops_unit}/s)")
+    return fig
+
+
+@dataclass(frozen=True)
+class Span:
+    """One bar of a timeline: `row` (a device, a kernel), [start, finish) seconds."""
+
+    row: str
+    start: float
+    finish: float
+    label: str
+    kind: str
+
+
+def gantt(spans: Sequence[Span], scale: float, unit: str, row_title: str,
+          order: Sequence[str] = ()) -> go.Figure:
+    """Horizontal bars per row, coloured by kind (`order` fixes the colours), time x
+    `scale` in `unit`."""
+    fig = go.Figure()
+    kinds = list(dict.fromkeys(s.kind for s in spans))
+    colour = _colours(kinds, order)
+    for kind in kinds:
+        mine = [s for s in spans if s.kind == kind]
+        fig.add_trace(go.Bar(
+            orientation="h", name=kind, y=[s.row for s in mine],
+            base=[s.start * scale for s in mine],
+            x=[(s.finish - s.start) * scale for s in mine], text=[s.label for s in mine],
+            marker_color=colour[kind], textposition="none",
+            hovertemplate="%{y} · %{text}: from %{base:,.3f} for %{x:,.3f} " + unit
+                          + "<extra></extra>"))
+    rows = list(dict.fromkeys(s.row for s in spans))
+    fig.update_layout(barmode="overlay", xaxis_title=f"time ({unit})", yaxis_title=row_title)
+    fig.update_yaxes(categoryorder="array", categoryarray=rows[::-1])
+    return fig

@@ -1,0 +1,167 @@
+"""The report page every plan kind shares: a headline of figures read from the kind's JSON
+summary, feasibility with its reasons, then the kind's charts, as one self-contained HTML
+file that opens offline.
+
+A kind contributes a `KindPage` (headline keys and charts) from the `page` hook it
+registers; this module owns the layout, so a new kind adds a page without touching it.
+plotly.js (4.8 MB minified) is inlined gzip-compressed and unpacked by the browser's own
+DecompressionStream, which keeps a page well under 5 MB. A tiny collector records every
+JavaScript error into the page (`#js-errors`), and `body[data-rendered]` says how many
+charts finished drawing, so a headless browser's DOM dump tells whether the page works.
+"""
+
+import base64
+import gzip
+import html
+import json
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+import plotly.graph_objects as go
+from plotly.offline import get_plotlyjs
+
+from archipelago.errors import ArchipelagoError
+
+
+@dataclass(frozen=True)
+class Headline:
+    """One headline figure: `key` is its dotted path in the kind's JSON summary (so the page
+    and `--json` show the same number), shown as value x `scale` with `unit`."""
+
+    label: str
+    key: str
+    unit: str = ""
+    scale: float = 1.0
+    digits: int = 3
+
+
+@dataclass(frozen=True)
+class Chart:
+    """A titled figure with the one line that says what to read from it."""
+
+    title: str
+    caption: str
+    figure: go.Figure
+
+
+@dataclass
+class KindPage:
+    """What a plan kind puts on the page; `notes` are lines shown under the charts (e.g. a
+    sweep the strategy does not allow)."""
+
+    headline: list[Headline]
+    charts: list[Chart]
+    notes: list[str] = field(default_factory=list)
+
+
+def lookup(summary: dict[str, Any], key: str) -> Any:
+    value: Any = summary
+    for part in key.split("."):
+        value = value[part]
+    return value
+
+
+def _figure(h: Headline, summary: dict[str, Any]) -> str:
+    value = lookup(summary, h.key)
+    shown = f"{value * h.scale:,.{h.digits}f}" if isinstance(value, float) else f"{value:,}"
+    return (f'<div class="figure" data-key="{html.escape(h.key)}" '
+            f'data-value="{html.escape(json.dumps(value))}" data-scale="{h.scale!r}">'
+            f'<span class="label">{html.escape(h.label)}</span>'
+            f'<span class="value">{shown}</span> <span class="unit">{html.escape(h.unit)}'
+            f'</span></div>')
+
+
+def _feasibility(summary: dict[str, Any]) -> str:
+    ok = bool(summary["feasible"])
+    reasons = "".join(f"<li>{html.escape(r)}</li>" for r in summary["reasons"])
+    verdict = "feasible: fits every device's resources" if ok else "infeasible"
+    return (f'<div id="feasibility" class="{"ok" if ok else "bad"}" data-feasible='
+            f'"{str(ok).lower()}"><b>{verdict}</b>{f"<ul>{reasons}</ul>" if reasons else ""}'
+            "</div>")
+
+
+def _chart(index: int, chart: Chart) -> tuple[str, str]:
+    """The chart's section and the JavaScript call that draws it."""
+    fig = chart.figure
+    if not fig.layout.xaxis.title.text or not fig.layout.yaxis.title.text:
+        raise ArchipelagoError(f"chart '{chart.title}' lacks an axis title")  # a kind's bug
+    fig.update_layout(margin={"t": 30, "b": 60, "l": 70, "r": 20}, height=420,
+                      template="plotly_white")
+    div = f"chart-{index}"
+    section = (f'<section class="chart"><h2>{html.escape(chart.title)}</h2>'
+               f'<p class="caption">{html.escape(chart.caption)}</p>'
+               f'<div id="{div}" class="plot"></div></section>')
+    return section, f"draw('{div}', {fig.to_json()});"
+
+
+@lru_cache(maxsize=1)
+def _packed_plotly() -> str:
+    return base64.b64encode(gzip.compress(get_plotlyjs().encode(), 9, mtime=0)).decode()
+
+
+_COLLECTOR = """<script>
+window.__errors = [];
+function noteError(text) {
+  window.__errors.push(text);
+  var box = document.getElementById('js-errors');
+  if (box) box.textContent = window.__errors.join('\\n');
+}
+window.addEventListener('error', function (e) { noteError(String(e.message)); });
+window.addEventListener('unhandledrejection', function (e) { noteError(String(e.reason)); });
+var started = performance.now(), pending = [];
+function draw(div, fig) { pending.push([div, fig]); }
+</script>"""
+
+_LOADER = """<script>
+async function loadPlotly() {
+  var packed = await fetch('data:application/gzip;base64,' +
+                           document.getElementById('plotly-gz').textContent);
+  var stream = packed.body.pipeThrough(new DecompressionStream('gzip'));
+  var script = document.createElement('script');
+  script.textContent = await new Response(stream).text();
+  document.head.appendChild(script);
+}
+loadPlotly().then(function () {
+  document.body.dataset.plotlyMs = String(Math.round(performance.now() - started));
+  return Promise.all(pending.map(function (p) {
+    return Plotly.newPlot(p[0], p[1].data, p[1].layout, {responsive: true,
+                                                         displaylogo: false});
+  }));
+}).then(function () {
+  document.body.dataset.renderMs = String(Math.round(performance.now() - started));
+  document.body.dataset.rendered = String(pending.length);
+}).catch(function (e) { noteError('drawing failed: ' + e); });
+</script>"""
+
+_STYLE = """<style>
+body { font-family: system-ui, sans-serif; margin: 24px auto; max-width: 1100px;
+       color: #222; }
+h1 { margin-bottom: 4px; } .sub { color: #555; margin-top: 0; }
+#headline { display: flex; flex-wrap: wrap; gap: 12px; margin: 16px 0; }
+.figure { border: 1px solid #ddd; border-radius: 6px; padding: 8px 14px; min-width: 150px; }
+.figure .label { display: block; color: #555; font-size: 13px; }
+.figure .value { font-size: 24px; font-weight: 600; }
+#feasibility { padding: 8px 14px; border-radius: 6px; }
+#feasibility.ok { background: #e8f5e9; } #feasibility.bad { background: #fdecea; }
+.chart { margin-top: 28px; } .chart h2 { margin-bottom: 2px; font-size: 19px; }
+.caption { color: #444; margin-top: 0; font-size: 14px; }
+.notes { color: #555; font-size: 14px; } #js-errors { color: #b00; }
+</style>"""
+
+
+def render(title: str, subtitle: str, summary: dict[str, Any], page: KindPage) -> str:
+    """The whole HTML document of one plan's report."""
+    sections, calls = zip(*(_chart(i, c) for i, c in enumerate(page.charts)), strict=True) \
+        if page.charts else ((), ())
+    notes = "".join(f"<li>{html.escape(n)}</li>" for n in page.notes)
+    return "\n".join([
+        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{html.escape(title)}</title>", _COLLECTOR, _STYLE, "</head><body>",
+        f"<h1>{html.escape(title)}</h1><p class='sub'>{html.escape(subtitle)}</p>",
+        '<section id="headline">', *(_figure(h, summary) for h in page.headline), "</section>",
+        _feasibility(summary), *sections,
+        f'<ul class="notes">{notes}</ul>' if notes else "",
+        '<pre id="js-errors"></pre>',
+        f'<script type="application/octet-stream" id="plotly-gz">{_packed_plotly()}</script>',
+        "<script>", *calls, "</script>", _LOADER, "</body></html>"])

@@ -1,0 +1,205 @@
+"""The tensor-parallel kind's report page: charts read from its Plan and generation
+Estimate; the sweeps (decode time against context, tokens/s against device count) are
+asked of the estimator here."""
+
+from typing import Any
+
+import numpy as np
+
+from archipelago.estimate.generation import (
+    CATEGORIES,
+    Estimate,
+    decode_seconds,
+    step_category,
+    steps_seconds,
+)
+from archipelago.estimate.overlap import collective_seconds
+from archipelago.estimate.workload import Generation
+from archipelago.models.graph import Phase
+from archipelago.plan import CommStep, ComputeStep, Plan
+from archipelago.report.charts import (
+    Node,
+    OpPoint,
+    Span,
+    cluster_graph,
+    gantt,
+    resource_bars,
+    ring_positions,
+    roofline,
+    stacked_breakdown,
+    sweep_lines,
+)
+from archipelago.report.page import Chart, Headline, KindPage
+from archipelago.report.sweep import device_count_sweep
+
+MS = 1e3
+# Bytes one link carries per byte of a collective's full result, on a ring of N: an
+# all-gather forwards N-1 parts of 1/N each, an all-reduce twice that (comm/collectives.py).
+_LINK_SHARE = {"all_gather": 1.0, "argmax_gather": 1.0, "all_reduce": 2.0}
+_COLOUR_ORDER = (*CATEGORIES, "collective")
+
+
+def _mean_decode_context(work: Generation) -> int:
+    return work.input_tokens + max(1, work.output_tokens // 2)
+
+
+def _link_bytes_per_token(plan: Plan) -> float:
+    """Bytes each ring link carries for one generated token: every collective of every
+    block, then the output's (e.g. the argmax gather)."""
+    n = plan.ranks
+
+    def on_link(steps: list) -> float:
+        return sum(_LINK_SHARE[s.kind] * (n - 1) / n * s.width * s.value_bytes
+                   for s in steps if isinstance(s, CommStep))
+
+    return on_link(plan.block_steps) * plan.spec.layers + on_link(plan.output_steps)
+
+
+def _fractions(plan: Plan, est: Estimate) -> tuple[dict[str, list[float]],
+                                                     dict[str, list[str]]]:
+    """Per device, the share of each capacity used (fabric and off-chip memories)."""
+    fractions: dict[str, list[float]] = {}
+    details: dict[str, list[str]] = {}
+    for use, dp in zip(est.devices, plan.devices, strict=True):
+        have = dp.device.resources
+        rows = [(r.upper(), getattr(use.total, r), getattr(have, r), "")
+                for r in ("dsp", "bram", "uram") if getattr(have, r)]
+        for kind, need in (("hbm", use.hbm_bytes), ("ddr", use.ddr_bytes)):
+            mem = dp.device.memory(kind)
+            if mem is not None:
+                rows.append((kind.upper(), need / 1e9, mem.capacity_bytes / 1e9, " GB"))
+        for name, used, cap, unit in rows:
+            fractions.setdefault(name, []).append(used / cap)
+            details.setdefault(name, []).append(f"{used:,.4g}{unit} of {cap:,.4g}{unit}")
+    return fractions, details
+
+
+def _cluster_chart(plan: Plan, est: Estimate) -> Chart:
+    fractions, _ = _fractions(plan, est)
+    nodes = []
+    for i, (x, y) in enumerate(ring_positions(plan.ranks)):
+        binding = max(fractions, key=lambda r: fractions[r][i])
+        nodes.append(Node(f"device {i}", x, y, fractions[binding][i], binding))
+    per_link = _link_bytes_per_token(plan)
+    links = ({(r, (r + 1) % plan.ranks): per_link for r in range(plan.ranks)}
+             if plan.ranks > 1 else {})
+    if plan.ranks == 2:
+        links = {(0, 1): 2 * per_link}  # both directions of the one pair of ports
+    return Chart("the cluster", f"{plan.ranks} {plan.devices[0].device.key} on a "
+                 f"{plan.cluster.topology}; colour = the binding resource's use, link width "
+                 f"= bytes the collectives move per generated token "
+                 f"({per_link:,.0f} bytes per link).",
+                 cluster_graph(nodes, links, "token",
+                               ("position round the ring (layout only)",
+                                "position round the ring (layout only)")))
+
+
+def _block_timeline(plan: Plan, context: int) -> Chart:
+    """One decoder block at a decode step: each device's compute steps and, on its link
+    row, every collective from start to finish (the exposed part stalls compute)."""
+    phase = Phase(1, np.array([context]))
+    seconds = [float(s[0]) for s in steps_seconds(plan, plan.block_steps, phase)]
+    spans = []
+    for rank in range(plan.ranks):
+        now = 0.0
+        for step, exposed in zip(plan.block_steps, seconds, strict=True):
+            if isinstance(step, ComputeStep):
+                label = step.op.name + ("" if step.stage == "whole" else f" ({step.stage})")
+                spans.append(Span(f"device {rank}", now, now + exposed, label,
+                                  step_category(step)))
+            elif whole := collective_seconds(plan, step, 1):
+                spans.append(Span(f"device {rank} link", now, now + whole,
+                                  f"{step.kind} of {step.tensor}", "collective"))
+                if exposed:
+                    spans.append(Span(f"device {rank}", now, now + exposed,
+                                      f"waits for {step.kind} of {step.tensor}", "sync"))
+            now += exposed
+    return Chart("one decoder block, step by step",
+                 f"A decode step at context {context}: every device runs the same steps on "
+                 "its shards (SPMD); collectives run on the link row, and compute waits only "
+                 "where they are not hidden.",
+                 gantt(spans, 1e6, "µs", "device", _COLOUR_ORDER))
+
+
+def _op_points(plan: Plan, phase: Phase, group: str) -> list[OpPoint]:
+    """The block's compute steps on one device: its share of each op's operations, the
+    bytes it reads (weights or the KV cache) and writes, and the engine's time."""
+    points, value = [], plan.bytes_per_param
+    for step in plan.block_steps:
+        if not isinstance(step, ComputeStep):
+            continue
+        op = step.op
+        share = step.local_heads / op.heads if op.heads else step.local_out / op.fan_out
+        share *= 0.5 if step.stage != "whole" else 1.0  # a LayerNorm's two stages
+        ops = op.flops(phase) * share
+        rows = phase.new_tokens
+        if op.kind in {"linear", "lm_head"}:
+            nbytes = op.fan_in * step.local_out * value + rows * (op.fan_in + step.local_out) * 2
+        elif op.kind in {"attn_score", "attn_context"}:
+            nbytes = step.local_heads * op.fan_in * int(np.max(phase.context)) * 2
+        else:
+            nbytes = rows * 2 * step.local_out * 2
+        seconds = float(np.max(plan.engine.seconds(step, phase)))
+        points.append(OpPoint(op.name, group, float(np.max(ops)), nbytes, seconds))
+    return points
+
+
+def _roofline(plan: Plan, work: Generation) -> Chart:
+    engine = plan.engine
+    points = _op_points(plan, Phase(1, _mean_decode_context(work)), "decode")
+    if not engine.token_serial_prefill:  # else the prompt runs as decode-like passes
+        points += _op_points(plan, Phase(work.input_tokens, work.input_tokens), "prefill")
+    bandwidth = engine.hbm_bytes_per_cycle * engine.config.clock_hz
+    unit = "FLOP" if plan.numerics == "fp16" else "OP"
+    return Chart("roofline of one device",
+                 "Each decoder-block operator on one device at decode (and prefill where the "
+                 "prompt runs as one matrix pass): points near the slope are bound by HBM "
+                 "streaming, near the flat roof by the matrix unit; the gap is idle hardware.",
+                 roofline(points, engine.peak_ops_per_s, bandwidth, unit, "HBM stream"))
+
+
+def _sweeps(plan: Plan, work: Generation, est: Estimate) -> tuple[list[Chart], list[str]]:
+    contexts = np.unique(np.geomspace(1, plan.spec.max_positions, 48).astype(int))
+    per_token = decode_seconds(plan, contexts) * MS
+    context_chart = Chart(
+        "decode time per token against context length",
+        "How one generated token's time grows as the KV cache grows (attention reads more "
+        "keys); the star is this plan's mean decode step.",
+        sweep_lines(contexts, {plan.strategy: per_token}, "context length (tokens)",
+                    "decode time per token (ms)", log_x=True,
+                    mark=(_mean_decode_context(work), est.decode_s_per_token * MS)))
+    counts, rates, refused = device_count_sweep(plan, work, lambda e: e.tokens_per_s)
+    scale_chart = Chart(
+        "tokens/s against device count",
+        f"The same strategy and engine re-planned on 1, 2, 4 and 8 "
+        f"{plan.devices[0].device.key} at {work.input_tokens}:{work.output_tokens} tokens: "
+        "how far tensor parallelism scales before the collectives dominate.",
+        sweep_lines(counts, {plan.strategy: rates}, "devices", "output tokens per second",
+                    mark=(plan.ranks, est.tokens_per_s)))
+    return [context_chart, scale_chart], refused
+
+
+def page(plan: Plan, work: Generation, est: Estimate, summary: dict[str, Any]) -> KindPage:
+    """The tensor-parallel kind's `page` hook."""
+    decode = {c: est.breakdown_s[c] - est.prefill_breakdown_s[c] for c in CATEGORIES}
+    breakdown = Chart(
+        "where the time goes",
+        "End-to-end time split into the prompt (prefill) and the generated tokens (decode), "
+        "by part of the model; 'sync' is collective time compute could not hide.",
+        stacked_breakdown({"prefill": est.prefill_breakdown_s, "decode": decode}, MS, "ms",
+                          "phase", _COLOUR_ORDER))
+    fractions, details = _fractions(plan, est)
+    resources = Chart(
+        "per-device resources against capacity",
+        "Each device's DSP, BRAM, URAM, HBM and DDR use as a share of what it has; the "
+        "outlined bar is the binding resource, and a bar over the dashed line does not fit.",
+        resource_bars([f"device {d.rank}" for d in est.devices], fractions, details))
+    sweeps, refused = _sweeps(plan, work, est)
+    return KindPage(
+        headline=[Headline("end-to-end latency", "latency_s", "ms", MS, 2),
+                  Headline("tokens/s", "tokens_per_s", "tokens/s", 1, 2),
+                  Headline("prefill", "prefill_s", "ms", MS, 2),
+                  Headline("decode per token (mean)", "decode_s_per_token", "ms", MS, 3)],
+        charts=[breakdown, _cluster_chart(plan, est), resources, *sweeps,
+                _roofline(plan, work), _block_timeline(plan, _mean_decode_context(work))],
+        notes=[f"not in the device-count sweep: {r}" for r in refused])

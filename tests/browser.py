@@ -1,0 +1,146 @@
+"""A headless Chromium driven over the DevTools protocol (websocket-client): open report
+pages one after another in one browser, read what they drew, and take screenshots.
+
+What a page reports comes from two independent places: the page's own error collector
+(`window.__errors`) and the browser's `Runtime.exceptionThrown` events, which catch errors
+the collector could miss (a script that fails before it is installed)."""
+
+import base64
+import json
+import shutil
+import subprocess
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import websocket
+
+# In the page: its errors, its headline figures, and per chart what plotly drew.
+_READ_PAGE = """JSON.stringify({
+  errors: window.__errors || ['no error collector'],
+  rendered: document.body.dataset.rendered || null,
+  headline: [...document.querySelectorAll('#headline .figure')].map(e => ({
+    key: e.dataset.key, value: JSON.parse(e.dataset.value), scale: +e.dataset.scale,
+    shown: e.querySelector('.value').textContent})),
+  charts: [...document.querySelectorAll('div.plot')].map(d => ({
+    id: d.id, svg: d.querySelectorAll('svg.main-svg').length,
+    height: d.getBoundingClientRect().height,
+    marks: d.querySelectorAll('.trace path, .trace .point, .trace text').length,
+    xtitle: (d.querySelector('.g-xtitle') || {}).textContent || '',
+    ytitle: (d.querySelector('.g-ytitle') || {}).textContent || ''}))
+})"""
+
+
+def find_chromium() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
+        if path := shutil.which(name):
+            return path
+    return None
+
+
+@dataclass
+class PageState:
+    errors: list[str]
+    exceptions: list[str]
+    rendered: int | None
+    headline: list[dict[str, Any]]
+    charts: list[dict[str, Any]]
+    open_s: float
+
+
+class Chromium:
+    """One headless browser process and a websocket to its first tab."""
+
+    def __init__(self, executable: str, width: int = 1200, height: int = 900) -> None:
+        self._profile = tempfile.TemporaryDirectory(prefix="archi-chromium-")
+        self._proc = subprocess.Popen(
+            [executable, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+             "--remote-debugging-port=0", "--remote-allow-origins=*", "--no-first-run",
+             f"--user-data-dir={self._profile.name}", f"--window-size={width},{height}",
+             "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        port = self._port()
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as r:
+            tab = next(t for t in json.load(r) if t["type"] == "page")
+        self._ws = websocket.create_connection(tab["webSocketDebuggerUrl"], timeout=30,
+                                               suppress_origin=True)
+        self._next_id, self._events = 0, []
+        self.call("Page.enable")
+        self.call("Runtime.enable")
+
+    def _port(self) -> int:
+        marker = Path(self._profile.name) / "DevToolsActivePort"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if marker.exists() and (text := marker.read_text().split()):
+                return int(text[0])
+            if self._proc.poll() is not None:
+                raise RuntimeError(f"chromium exited with status {self._proc.returncode}")
+            time.sleep(0.05)
+        raise TimeoutError("chromium did not open its DevTools port in 30 s")
+
+    def call(self, method: str, **params: Any) -> dict[str, Any]:
+        self._next_id += 1
+        self._ws.send(json.dumps({"id": self._next_id, "method": method, "params": params}))
+        while True:
+            message = json.loads(self._ws.recv())
+            if message.get("id") == self._next_id:
+                if "error" in message:
+                    raise RuntimeError(f"{method}: {message['error']}")
+                return message.get("result", {})
+            self._events.append(message)
+
+    def evaluate(self, expression: str) -> Any:
+        result = self.call("Runtime.evaluate", expression=expression, returnByValue=True)
+        return result["result"].get("value")
+
+    def open(self, page: Path, timeout_s: float = 30.0) -> PageState:
+        """Navigate to `page` and wait until its charts say they are drawn (or time out);
+        `open_s` is the wall time from navigation to drawn."""
+        self._events.clear()
+        started = time.perf_counter()
+        self.call("Page.navigate", url=page.resolve().as_uri())
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            state = self.evaluate("document.readyState === 'complete' && "
+                                  "(document.body.dataset.rendered || "
+                                  "(window.__errors || []).length > 0)")
+            if state:
+                break
+            time.sleep(0.02)
+        open_s = time.perf_counter() - started
+        data = json.loads(self.evaluate(_READ_PAGE))
+        exceptions = [e["params"]["exceptionDetails"].get("exception", {}).get(
+            "description", e["params"]["exceptionDetails"]["text"])
+            for e in self._events if e.get("method") == "Runtime.exceptionThrown"]
+        rendered = data["rendered"]
+        return PageState(data["errors"], exceptions, None if rendered is None else int(rendered),
+                         data["headline"], data["charts"], open_s)
+
+    def screenshot(self, out: Path) -> Path:
+        """The whole page (not just the window) as a PNG."""
+        size = self.call("Page.getLayoutMetrics")["cssContentSize"]
+        shot = self.call("Page.captureScreenshot", format="png", captureBeyondViewport=True,
+                         clip={"x": 0, "y": 0, "width": size["width"],
+                               "height": size["height"], "scale": 1})
+        out.write_bytes(base64.b64decode(shot["data"]))
+        return out
+
+    def close(self) -> None:
+        try:
+            self._ws.close()
+        finally:
+            self._proc.terminate()
+            try:
+                self._proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+            self._profile.cleanup()
+
+    def __enter__(self) -> "Chromium":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
