@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint bench clean
+.PHONY: run test lint bench browser clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,9 +17,17 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/archi plan gpt2-1.5b --cluster 4xu280 --strategy dfx --tokens 64:64
 
-test: $(STAMP)
+test: $(STAMP) browser
 	$(BIN)/ruff check archipelago tests benchmarks
 	$(BIN)/pytest
+
+# The report pages are checked in a real headless Chromium (tests/test_report_browser.py):
+# installed from the system's Debian packages when missing (needs root or sudo).
+browser:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update; \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; }
 
 lint: $(STAMP)
 	$(BIN)/ruff check archipelago tests benchmarks

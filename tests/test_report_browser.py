@@ -1,0 +1,71 @@
+"""Report pages in a real headless Chromium (installed by `make browser`): no JavaScript
+error, every chart drawn with its axis titles, the headline equal to `--json`'s, and a
+screenshot per page (into $ARCHI_SCREENSHOTS when set, for the note). One browser opens
+every page in turn; a deliberately broken page shows the checks can fail."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from archipelago.cli import app
+from tests.browser import Chromium, PageState, find_chromium
+
+CHROMIUM = find_chromium()
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium: run `make browser`")
+
+PAGES = {
+    "dfx": ("gpt2-1.5b", "4xu280", "dfx"),
+    "lora-q": ("gpt2-345m", "1xu280", "lora-q"),
+    "galapagos": ("ibert-base", "72xsidewinder", "galapagos"),
+}
+
+
+def _write_pages(out: Path) -> dict[str, tuple[Path, dict]]:
+    pages = {}
+    for name, (model, cluster, strategy) in PAGES.items():
+        args = [model, "--cluster", cluster, "--strategy", strategy]
+        page = out / f"{name}.html"
+        run = CliRunner().invoke(app, ["report", *args, "--out", str(page)])
+        assert run.exit_code == 0, run.output
+        summary = CliRunner().invoke(app, ["plan", *args, "--json"])
+        pages[name] = (page, json.loads(summary.output))
+    return pages
+
+
+def _check(state: PageState, summary: dict, charts: int) -> None:
+    assert state.errors == [] and state.exceptions == []
+    assert state.rendered == charts
+    assert len(state.charts) == charts
+    for chart in state.charts:
+        assert chart["svg"] >= 1 and chart["height"] > 100, chart
+        assert chart["marks"] > 0, chart  # traces drew bars, lines or points
+        assert chart["xtitle"] and chart["ytitle"], chart
+    assert state.headline
+    for figure in state.headline:
+        value = summary
+        for part in figure["key"].split("."):
+            value = value[part]
+        assert figure["value"] == value, figure
+        shown = float(figure["shown"].replace(",", ""))
+        assert shown == pytest.approx(value * figure["scale"], rel=1e-3, abs=1e-2), figure
+
+
+def test_pages_open_without_errors_and_show_the_json_numbers(tmp_path: Path) -> None:
+    shots = Path(os.environ.get("ARCHI_SCREENSHOTS", tmp_path))
+    shots.mkdir(parents=True, exist_ok=True)
+    pages = _write_pages(tmp_path)
+    broken = tmp_path / "broken.html"
+    text = pages["lora-q"][0].read_text()
+    broken.write_text(text.replace("draw('chart-0', ", "draw('chart-0', undefinedThing, "))
+    with Chromium(CHROMIUM) as browser:
+        for name, (page, summary) in pages.items():
+            assert page.stat().st_size < 5e6
+            state = browser.open(page)
+            _check(state, summary, page.read_text().count('class="plot"'))
+            assert browser.screenshot(shots / f"{name}.png").stat().st_size > 10_000
+        state = browser.open(broken)
+    assert any("undefinedThing" in e for e in state.errors)  # the page's own collector
+    assert any("undefinedThing" in e for e in state.exceptions)  # and the browser agree
