@@ -20,6 +20,7 @@ PAGES = {
     "dfx": ("gpt2-1.5b", "4xu280", "dfx"),
     "lora-q": ("gpt2-345m", "1xu280", "lora-q"),
     "galapagos": ("ibert-base", "72xsidewinder", "galapagos"),
+    "persistent": ("nmt-luong", "8xs10-2800", "persistent"),
 }
 
 

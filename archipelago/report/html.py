@@ -15,9 +15,11 @@ def report_html(strategy: str, result: tuple[Any, Any, Any]) -> str:
     page_hook = kind.hook("page")  # a kind without one says so before any work
     summary = kind.hook("report").estimate_to_dict(*result)
     page = page_hook(*result, summary)
-    title = f"{summary['model']} on {summary['cluster']} · strategy {strategy}"
-    texts = ", ".join(f"{k} {v}" for k, v in vars(result[1]).items())
-    return render(title, f"plan kind {kind.name} · {texts}", summary, page)
+    plan = result[0]  # every kind's plan names its model spec and its cluster
+    title = f"{plan.spec.name} on {plan.cluster.name} · strategy {strategy}"
+    texts = ", ".join(f"{k} {v}" for k, v in getattr(result[1], "__dict__", {}).items())
+    return render(title, f"plan kind {kind.name}" + (f" · {texts}" if texts else ""),
+                  summary, page)
 
 
 def check_target(out: Path, force: bool = False) -> None:

@@ -14,6 +14,7 @@ The host-program kind's consumers, imported only when a command needs them:
     sizing     fewest cards per device type for a latency target; largest persistent model
     service    `archi explore` (largest model, latency target) and `archi proxies`
     report     estimates, emulations and sizings as JSON or tables
+    page       the charts of `archi report` (plotly, imported only there)
 The emulator is `archipelago.emulate.host_offload`.
 """
 
@@ -62,7 +63,8 @@ register_kind(PlanKind(
     estimator="archipelago.strategies.host_offload.estimate:estimate",
     report="archipelago.strategies.host_offload.report",
     emulator="archipelago.emulate.host_offload:emulate",
-    explorer="archipelago.strategies.host_offload.service:explore"))
+    explorer="archipelago.strategies.host_offload.service:explore",
+    page="archipelago.strategies.host_offload.page:page"))
 
 
 @register("persistent", "a CPU host with PCIe FPGA cards: an API program of CPU, FPGA and "

@@ -9,6 +9,7 @@ model, transfers the per-card PCIe model. What overlaps:
 """
 
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from archipelago.engines.pcie import concurrent_s
@@ -93,24 +94,44 @@ def _regions(calls: list[Call]) -> list[list[Call]]:
     return out
 
 
+def positions(calls: list[Call], coster: _Coster) -> Iterator[tuple[list[Call], float, Call]]:
+    """The program as the host issues it: each position's concurrent calls (one alone
+    outside parallel regions), its time and the call that set it, in order."""
+    for region in _regions(calls):
+        chains: dict[int | None, list[Call]] = defaultdict(list)
+        for call in region:
+            chains[call.device].append(call)
+        for pos in range(max(len(chain) for chain in chains.values())):
+            at = [chain[pos] for chain in chains.values() if pos < len(chain)]
+            yield (at, *coster.position_s(at))
+
+
 def aggregate(calls: list[Call], coster: _Coster) -> tuple[float, dict[Category, float],
                                                            dict[str, dict[str, float]]]:
     """Total time of a call list, by category and by call name."""
     breakdown: dict[Category, float] = {"cpu": 0.0, "fpga": 0.0, "comm": 0.0}
     per_call: dict[str, dict[str, float]] = defaultdict(lambda: {"count": 0, "time_s": 0.0})
     total = 0.0
-    for region in _regions(calls):
-        chains: dict[int | None, list[Call]] = defaultdict(list)
-        for call in region:
-            chains[call.device].append(call)
+    for at, t, setter in positions(calls, coster):
+        for call in at:
             per_call[call.name]["count"] += 1
-        for pos in range(max(len(chain) for chain in chains.values())):
-            at = [chain[pos] for chain in chains.values() if pos < len(chain)]
-            t, setter = coster.position_s(at)
-            total += t
-            breakdown[setter.category] += t
-            per_call[setter.name]["time_s"] += t
+        total += t
+        breakdown[setter.category] += t
+        per_call[setter.name]["time_s"] += t
     return total, breakdown, dict(per_call)
+
+
+def call_timeline(plan: HostPlan, limit: int) -> list[tuple[Call, float, float]]:
+    """The first `limit` calls of one inference as (call, start, seconds) on the host's
+    clock: each position starts when the one before it has finished."""
+    coster = _Coster(plan, load_profile(plan.cpu_profile))
+    out, now = [], 0.0
+    for at, t, _ in positions(plan.program.calls, coster):
+        out.extend((call, now, coster.time_s(call)) for call in at)
+        now += t
+        if len(out) >= limit:
+            break
+    return out
 
 
 def estimate_host(plan: HostPlan, profile: CPUProfile) -> HostEstimate:
