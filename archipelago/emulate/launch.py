@@ -8,12 +8,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 import torch.multiprocessing as mp
+from rich.console import Console
+from rich.progress import Progress
 
 from archipelago.emulate import worker
 from archipelago.emulate.job import EmulationJob
-from archipelago.emulate.watchdog import FAULT_ENV, ProgressBoard, stop, watch
+from archipelago.emulate.watchdog import DONE, FAULT_ENV, ProgressBoard, stop, watch
 from archipelago.emulate.worker import RankProgram
 from archipelago.plan import Plan
 
@@ -68,7 +71,35 @@ def run_ranks(plan: Plan, job: EmulationJob, program: RankProgram,
     try:
         for proc in procs:
             proc.start()
-        watch(procs, board, run_dir, job.timeout_s)
+        with _TokenBars(plan, job, program) as bars:
+            watch(procs, board, run_dir, job.timeout_s, bars.update)
     finally:
         stop(procs)
     return torch.load(run_dir / "result.pt")
+
+
+class _TokenBars:
+    """One rich progress bar per rank on stderr: tokens generated, read from the
+    collectives the rank has counted onto the board (the program says how many per token)."""
+
+    def __init__(self, plan: Plan, job: EmulationJob, program: RankProgram) -> None:
+        self.pace = program.pace(plan, job) if program.pace else None
+        self.bar = Progress(console=Console(stderr=True), transient=True)
+        total = self.pace[1] if self.pace else None
+        self.tasks = [self.bar.add_task(f"rank {r} tokens", total=total)
+                      for r in range(plan.ranks)]
+
+    def update(self, counts: np.ndarray) -> None:
+        for task, count in zip(self.tasks, counts, strict=True):
+            if self.pace is None:
+                continue
+            per_token, tokens = self.pace
+            done = tokens if count == DONE else min(int(count) // max(per_token, 1), tokens)
+            self.bar.update(task, completed=done)
+
+    def __enter__(self) -> "_TokenBars":
+        self.bar.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.stop()

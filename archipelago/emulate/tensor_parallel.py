@@ -141,7 +141,17 @@ def summarize(plan: Plan, job: EmulationJob, ranks: list[dict[str, Any]]) -> dic
     }
 
 
-PROGRAM = RankProgram(run_rank, summarize)
+def pace(plan: Plan, job: EmulationJob) -> tuple[int, int]:
+    """Collectives each rank runs per generated token (one forward pass), and the tokens."""
+    def count(steps: list) -> int:
+        return sum(isinstance(s, CommStep) for s in steps)
+
+    per_token = (count(plan.embed_steps) + plan.spec.layers * count(plan.block_steps)
+                 + count(plan.output_steps))
+    return per_token, job.workload.output_tokens
+
+
+PROGRAM = RankProgram(run_rank, summarize, pace)
 
 
 def emulate(plan: Plan, job: EmulationJob) -> dict[str, Any] | None:

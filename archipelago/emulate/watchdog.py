@@ -8,6 +8,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.process import BaseProcess
 from pathlib import Path
@@ -135,11 +136,14 @@ def _settle(procs: list[BaseProcess], seconds: float) -> None:
 
 
 def watch(procs: list[BaseProcess], board: ProgressBoard, run_dir: Path,
-          timeout_s: float) -> None:
+          timeout_s: float, on_poll: Callable[[np.ndarray], None] | None = None) -> None:
     """Return when every rank exited cleanly. Raise RankFailure when one exits with an error
-    or, once all have begun collectives, none progresses for `timeout_s` (+ grace)."""
+    or, once all have begun collectives, none progresses for `timeout_s` (+ grace).
+    `on_poll` sees the board's counts at every poll (a progress bar)."""
     last, changed = board.read(), time.monotonic()
     while True:
+        if on_poll is not None:
+            on_poll(board.read())
         codes = [p.exitcode for p in procs]
         if all(c == 0 for c in codes):
             return

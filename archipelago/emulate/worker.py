@@ -36,6 +36,9 @@ class RankProgram:
 
     run_rank: Callable[[Plan, EmulationJob, int, Exchange], dict[str, Any]]
     summarize: Callable[[Plan, EmulationJob, list[dict[str, Any]]], dict[str, Any]]
+    # (plan, job) -> (collectives per generated token, tokens): what the launcher's progress
+    # bar counts the ranks' collectives against
+    pace: Callable[[Plan, EmulationJob], tuple[int, int]] | None = None
 
 
 def run_rank(plan: Plan, job: EmulationJob, program: RankProgram, rank: int, world: int,
