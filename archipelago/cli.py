@@ -104,7 +104,7 @@ def plan(
     if report_file is not None:
         from archipelago.report.html import write_report
 
-        write_report(strategy, result, report_file, force)
+        write_report(f"{model} on {cluster}", strategy, result, report_file, force)
         if not as_json:
             console.print(f"report page written to {report_file}")
 
@@ -129,7 +129,7 @@ def report(
     check_target(out, force)
     result = plan_and_estimate(model, cluster, strategy, workload_options(ctx),
                                load_engine_config(engine_config))
-    path = write_report(strategy, result, out, force)
+    path = write_report(f"{model} on {cluster}", strategy, result, out, force)
     console.print(f"report page written to {path} ({path.stat().st_size / 1e6:.2f} MB)")
 
 

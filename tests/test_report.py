@@ -136,3 +136,21 @@ def test_page_headline_comes_from_the_json_summary(tmp_path: Path) -> None:
     for key in ("latency_s", "throughput_per_s", "fpgas_needed"):
         assert f'data-key="{key}" data-value="{json.dumps(data[key])}"' in text
     assert np.isfinite(data["latency_s"])
+
+
+def test_host_call_timeline_replays_the_estimate() -> None:
+    """Every call of the program appears once; each ends before the next position starts
+    (calls of one position run together), and the last ends by the estimated latency."""
+    from collections import Counter
+
+    from archipelago.strategies.host_offload.estimate import call_timeline
+
+    plan, _, est = plan_and_estimate("nmt-luong", "2xs10-2800", "persistent",
+                                     {"steps": "3", "hidden": "64", "vocab": "64"})
+    calls = call_timeline(plan, len(plan.program.calls))
+    assert Counter(c for c, _, _ in calls) == Counter(plan.program.calls)
+    starts = sorted({start for _, start, _ in calls})
+    next_start = dict(zip(starts, [*starts[1:], est.latency_s], strict=True))
+    assert all(start + seconds <= next_start[start] * (1 + 1e-9) + 1e-15
+               for _, start, seconds in calls)
+    assert len(starts) > 1 and starts[-1] < est.latency_s

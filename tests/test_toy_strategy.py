@@ -82,13 +82,27 @@ def write(plan: OneDevicePlan, out: str, force: bool) -> dict[str, Any]:
     return {"files": target.written, "out": str(target.root)}
 
 
+def page(plan: OneDevicePlan, workload: Steps, est: dict, summary: dict) -> Any:
+    """The kind's report page: its own headline and one chart, in the shared layout."""
+    from archipelago.report.charts import sweep_lines
+    from archipelago.report.page import Chart, Headline, KindPage
+
+    steps = list(range(1, workload.steps + 1))
+    per_step = est["latency_s"] / workload.steps
+    return KindPage([Headline("latency", "latency_s", "ms", 1e3)],
+                    [Chart("latency against steps", "Grows linearly: every step costs the same.",
+                           sweep_lines(steps, {"toy": [per_step * 1e3 * n for n in steps]},
+                                       "steps", "latency (ms)"))])
+
+
 @pytest.fixture(scope="module", autouse=True)
 def one_device() -> Any:
     registry.register_kind(registry.PlanKind(
         "single-device",
         registry.WorkloadType("steps", (registry.WorkloadOption("steps", "steps to run", "2"),),
                               parse_steps),
-        estimator=f"{HERE}:estimate", report=HERE, writers=f"{HERE}:write"))
+        estimator=f"{HERE}:estimate", report=HERE, writers=f"{HERE}:write",
+        page=f"{HERE}:page"))
 
     @registry.register("one-device", "one device runs everything (a test's toy)",
                        "single-device", OneDeviceConfig)
@@ -156,6 +170,20 @@ def test_other_kinds_do_not_take_the_toy_option() -> None:
     assert out.exit_code == 2
     assert "--steps applies to" in out.output  # every kind taking it, the toy's among them
     assert "steps strategies (one-device)" in out.output
+
+
+def test_the_kind_adds_its_report_page(model: str, tmp_path: Path) -> None:
+    """A page from the kind's own hook, laid out by the shared report page, with the
+    headline number that --json prints."""
+    target = tmp_path / "toy.html"
+    out = archi("report", model, "--cluster", "1xu280", "--strategy", "one-device",
+                "--steps", "3", "--out", str(target))
+    assert out.exit_code == 0, out.output
+    latency = json.loads(archi("plan", model, "--cluster", "1xu280", "--strategy",
+                               "one-device", "--steps", "3", "--json").output)["latency_s"]
+    text = target.read_text()
+    assert f'data-key="latency_s" data-value="{json.dumps(latency)}"' in text
+    assert "latency against steps" in text and text.count('class="plot"') == 1
 
 
 def test_a_kind_without_an_emulator_says_so(model: str) -> None:

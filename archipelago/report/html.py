@@ -9,14 +9,14 @@ from archipelago.report.page import render
 from archipelago.strategies.registry import get_strategy
 
 
-def report_html(strategy: str, result: tuple[Any, Any, Any]) -> str:
-    """The page of `result`, a (plan, workload, estimate) from api.plan_and_estimate."""
+def report_html(subject: str, strategy: str, result: tuple[Any, Any, Any]) -> str:
+    """The page of `result`, a (plan, workload, estimate) from api.plan_and_estimate;
+    `subject` says what was planned where (the user's model and cluster)."""
     kind = get_strategy(strategy).plan_kind
     page_hook = kind.hook("page")  # a kind without one says so before any work
     summary = kind.hook("report").estimate_to_dict(*result)
     page = page_hook(*result, summary)
-    plan = result[0]  # every kind's plan names its model spec and its cluster
-    title = f"{plan.spec.name} on {plan.cluster.name} · strategy {strategy}"
+    title = f"{subject} · strategy {strategy}"
     texts = ", ".join(f"{k} {v}" for k, v in getattr(result[1], "__dict__", {}).items())
     return render(title, f"plan kind {kind.name}" + (f" · {texts}" if texts else ""),
                   summary, page)
@@ -33,9 +33,9 @@ def check_target(out: Path, force: bool = False) -> None:
         raise ArchipelagoError(f"report file '{out}': directory '{out.parent}' does not exist")
 
 
-def write_report(strategy: str, result: tuple[Any, Any, Any], out: Path,
+def write_report(subject: str, strategy: str, result: tuple[Any, Any, Any], out: Path,
                  force: bool = False) -> Path:
     """The page at `out` (a .html file; an existing one only with `force`)."""
     check_target(out, force)
-    out.write_text(report_html(strategy, result), encoding="utf-8")
+    out.write_text(report_html(subject, strategy, result), encoding="utf-8")
     return out

@@ -73,8 +73,11 @@ def _figure(h: Headline, summary: dict[str, Any]) -> str:
 
 
 def _feasibility(summary: dict[str, Any]) -> str:
+    """The verdict and its reasons, where the kind's summary gives them."""
+    if "feasible" not in summary:
+        return ""
     ok = bool(summary["feasible"])
-    reasons = "".join(f"<li>{html.escape(r)}</li>" for r in summary["reasons"])
+    reasons = "".join(f"<li>{html.escape(r)}</li>" for r in summary.get("reasons", []))
     verdict = "feasible: fits every device's resources" if ok else "infeasible"
     return (f'<div id="feasibility" class="{"ok" if ok else "bad"}" data-feasible='
             f'"{str(ok).lower()}"><b>{verdict}</b>{f"<ul>{reasons}</ul>" if reasons else ""}'
