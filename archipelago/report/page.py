@@ -21,8 +21,6 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
-from archipelago.errors import ArchipelagoError
-
 
 @dataclass(frozen=True)
 class Headline:
@@ -88,7 +86,7 @@ def _chart(index: int, chart: Chart) -> tuple[str, str]:
     """The chart's section and the JavaScript call that draws it."""
     fig = chart.figure
     if not fig.layout.xaxis.title.text or not fig.layout.yaxis.title.text:
-        raise ArchipelagoError(f"chart '{chart.title}' lacks an axis title")  # a kind's bug
+        raise ValueError(f"chart '{chart.title}' lacks an axis title")  # a kind's bug, not input
     fig.update_layout(margin={"t": 30, "b": 60, "l": 70, "r": 20}, height=420,
                       template="plotly_white")
     div = f"chart-{index}"
