@@ -154,3 +154,16 @@ def test_host_call_timeline_replays_the_estimate() -> None:
     assert all(start + seconds <= next_start[start] * (1 + 1e-9) + 1e-15
                for _, start, seconds in calls)
     assert len(starts) > 1 and starts[-1] < est.latency_s
+
+
+def test_chef_link_bytes_from_the_mapping() -> None:
+    """The CHEF cluster chart's bytes: every layer input (4-byte elements of its producer's
+    output) whose producer the JSON mapping puts on another FPGA."""
+    from archipelago.strategies.chef.page import _link_bytes
+
+    plan, _, est = plan_and_estimate("vfs", "hacc", "chef")
+    fpga = {m["layer"]: m["fpga"] for m in est["mapping"]}
+    by_hand = sum(plan.dag.by_name[d].out_elements * 4 for layer in plan.dag.layers
+                  for d in layer.deps if layer.name in fpga and fpga[d] != fpga[layer.name])
+    assert by_hand > 0
+    assert sum(_link_bytes(plan).values()) == by_hand

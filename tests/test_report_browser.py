@@ -21,6 +21,7 @@ PAGES = {
     "lora-q": ("gpt2-345m", "1xu280", "lora-q"),
     "galapagos": ("ibert-base", "72xsidewinder", "galapagos"),
     "persistent": ("nmt-luong", "8xs10-2800", "persistent"),
+    "chef": ("vfs", "hacc", "chef"),
 }
 
 

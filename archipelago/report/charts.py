@@ -86,8 +86,8 @@ def ring_positions(count: int) -> list[tuple[float, float]]:
     """Devices round a circle, rank 0 at the top, clockwise."""
     if count == 1:
         return [(0.0, 0.0)]
-    return [(math.sin(2 * math.pi * r / count), math.cos(2 * math.pi * r / count))
-            for r in range(count)]
+    return [(round(math.sin(2 * math.pi * r / count), 9),
+             round(math.cos(2 * math.pi * r / count), 9)) for r in range(count)]
 
 
 def resource_bars(devices: Sequence[str], fractions: dict[str, Sequence[float]],

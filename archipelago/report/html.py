@@ -17,7 +17,8 @@ def report_html(subject: str, strategy: str, result: tuple[Any, Any, Any]) -> st
     summary = kind.hook("report").estimate_to_dict(*result)
     page = page_hook(*result, summary)
     title = f"{subject} · strategy {strategy}"
-    texts = ", ".join(f"{k} {v}" for k, v in getattr(result[1], "__dict__", {}).items())
+    texts = ", ".join(f"{k} {v}" for k, v in getattr(result[1], "__dict__", {}).items()
+                      if v is not None)
     return render(title, f"plan kind {kind.name}" + (f" · {texts}" if texts else ""),
                   summary, page)
 

@@ -7,6 +7,7 @@
     exact       exhaustive deployment and mapping for small DAGs (Tables VI, VII)
     h2h         the H2H baseline (fixed accelerators, host memory, four steps)
     plan        the scheduled-DAG plan kind and the engine configuration
+    page        the charts of `archi report` (plotly, imported only there)
 """
 
 import time
@@ -51,6 +52,7 @@ register_kind(PlanKind(
     estimator="archipelago.strategies.chef.report:estimate",
     report="archipelago.strategies.chef.report",
     emulator="archipelago.emulate.chef:emulate_plan",
+    page="archipelago.strategies.chef.page:page",
 ))
 
 
