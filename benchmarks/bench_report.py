@@ -14,15 +14,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from archipelago.cli import app
-from tests.browser import Chromium, find_chromium
-
-PAGES = {
-    "dfx": ("gpt2-1.5b", "4xu280", "dfx"),
-    "lora-q": ("gpt2-345m", "1xu280", "lora-q"),
-    "galapagos": ("ibert-base", "72xsidewinder", "galapagos"),
-    "persistent": ("nmt-luong", "8xs10-2800", "persistent"),
-    "chef": ("vfs", "hacc", "chef"),
-}
+from tests.browser import PAGES, Chromium, find_chromium
 
 
 def main() -> None:

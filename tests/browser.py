@@ -18,6 +18,15 @@ from typing import Any
 
 import websocket
 
+# The pages the issue's note shows: name -> (model, cluster, strategy).
+PAGES = {
+    "dfx": ("gpt2-1.5b", "4xu280", "dfx"),
+    "lora-q": ("gpt2-345m", "1xu280", "lora-q"),
+    "galapagos": ("ibert-base", "72xsidewinder", "galapagos"),
+    "persistent": ("nmt-luong", "8xs10-2800", "persistent"),
+    "chef": ("vfs", "hacc", "chef"),
+}
+
 # In the page: its errors, its headline figures, and per chart what plotly drew.
 _READ_PAGE = """JSON.stringify({
   errors: window.__errors || ['no error collector'],

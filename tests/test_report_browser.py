@@ -11,18 +11,10 @@ import pytest
 from typer.testing import CliRunner
 
 from archipelago.cli import app
-from tests.browser import Chromium, PageState, find_chromium
+from tests.browser import PAGES, Chromium, PageState, find_chromium
 
 CHROMIUM = find_chromium()
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium: run `make browser`")
-
-PAGES = {
-    "dfx": ("gpt2-1.5b", "4xu280", "dfx"),
-    "lora-q": ("gpt2-345m", "1xu280", "lora-q"),
-    "galapagos": ("ibert-base", "72xsidewinder", "galapagos"),
-    "persistent": ("nmt-luong", "8xs10-2800", "persistent"),
-    "chef": ("vfs", "hacc", "chef"),
-}
 
 
 def _write_pages(out: Path) -> dict[str, tuple[Path, dict]]:
