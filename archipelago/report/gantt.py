@@ -25,7 +25,8 @@ def write_gantt(plan: dict[str, Any], modality: dict[str, str], path: Path) -> P
             text=[m["layer"] for m in rows], hovertemplate=(
                 "%{text}<br>start %{base:.6f} s<br>duration %{x:.6f} s<extra></extra>")))
     fig.update_layout(barmode="overlay", xaxis_title="time (s)",
+                      yaxis_title="FPGA / accelerator",
                       title=(f"{plan['model']} on {plan['cluster']} ({plan['strategy']}): "
                              f"{plan['latency_s'] * 1e3:.3f} ms"))
-    fig.write_html(str(path), include_plotlyjs="cdn")
+    fig.write_html(str(path), include_plotlyjs=True)  # inlined: it opens offline
     return path
