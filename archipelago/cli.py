@@ -12,7 +12,8 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from archipelago.errors import ArchipelagoError, load_mapping
+from archipelago.errors import ArchipelagoError
+from archipelago.safe_read import load_mapping
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Plan, estimate and verify models split across FPGA clusters.")

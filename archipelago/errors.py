@@ -1,10 +1,7 @@
 """One exception family, so the CLI can print any user mistake on one line and exit 2."""
 
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
-
-import yaml
 
 
 class ArchipelagoError(Exception):
@@ -33,23 +30,10 @@ class ConfigError(ArchipelagoError):
         (`prefix.` before it; `whole` when the model as a whole is at fault)."""
         first = err.errors()[0]
         field = ".".join(str(p) for p in first["loc"]) or whole
-        return cls(source, f"{prefix}.{field}" if prefix else field,
-                   first["msg"].removeprefix("Value error, "))
-
-
-def load_mapping(path: Path, what: str) -> dict[str, Any]:
-    """A YAML (or JSON) file whose top level is a mapping; a missing, unreadable or
-    malformed file is one ConfigError naming it."""
-    source = str(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except (FileNotFoundError, IsADirectoryError):
-        raise ConfigError(source, "file", "not found") from None
-    except yaml.YAMLError as err:
-        raise ConfigError(source, "yaml", str(err).splitlines()[0]) from None
-    if not isinstance(data, dict):
-        raise ConfigError(source, what, "top level must be a mapping")
-    return data
+        problem = first["msg"].removeprefix("Value error, ")
+        if first["loc"] and first["type"] != "missing":
+            problem += f" (got {repr(first.get('input'))[:40]})"
+        return cls(source, f"{prefix}.{field}" if prefix else field, problem)
 
 
 class PartitionError(ArchipelagoError):

@@ -9,6 +9,10 @@ from typing import Any
 from archipelago.errors import ArchipelagoError, UnknownNameError
 
 PRECISIONS = ("fp32", "fp16")
+# torch.manual_seed takes a signed 64-bit seed; negative ones are refused as user mistakes.
+MAX_SEED = 2**63 - 1
+# A day: a longer watchdog patience is a typo, and past ~2^31 s gloo's timeout overflows.
+MAX_TIMEOUT_S = 86_400.0
 
 
 @dataclass(frozen=True)
@@ -26,6 +30,8 @@ class EmulationJob:
     def __post_init__(self) -> None:
         if self.precision not in PRECISIONS:
             raise UnknownNameError("precision", self.precision, PRECISIONS)
-        if not self.timeout_s > 0:
-            raise ArchipelagoError(f"--timeout {self.timeout_s}: must be a positive number of "
-                                   "seconds")
+        if not 0 < self.timeout_s <= MAX_TIMEOUT_S:
+            raise ArchipelagoError(f"--timeout {self.timeout_s}: must be a number of seconds "
+                                   f"in (0, {MAX_TIMEOUT_S:g}]")
+        if not 0 <= self.seed <= MAX_SEED:
+            raise ArchipelagoError(f"--seed {self.seed}: must be in 0..{MAX_SEED}")

@@ -61,11 +61,11 @@ def run_rank(plan: Plan, job: EmulationJob, program: RankProgram, rank: int, wor
     return gathered
 
 
-def run_torchrun_rank(plan: Plan, job: EmulationJob,
-                      program: RankProgram) -> dict[str, Any] | None:
+def run_torchrun_rank(plan: Plan, job: EmulationJob, program: RankProgram, rank: int,
+                      world: int) -> dict[str, Any] | None:
     """This process is one rank of a torchrun launch (RANK, WORLD_SIZE, MASTER_ADDR,
-    MASTER_PORT set; each rank built the same `plan`): rank 0 returns the report."""
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    MASTER_PORT set, RANK and WORLD_SIZE read by the launcher; each rank built the same
+    `plan`): rank 0 returns the report."""
     if job.checkpoint is None:
         from archipelago.emulate.reference import cached_seeded_checkpoint
 

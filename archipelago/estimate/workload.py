@@ -5,6 +5,10 @@ from dataclasses import dataclass
 
 from archipelago.errors import ArchipelagoError
 
+# A token count far above any model's context (the zoo's longest is 4096): larger numbers are
+# typos, and would overflow the estimators' integer arrays.
+MAX_TOKENS = 2**20
+
 
 @dataclass(frozen=True)
 class Generation:
@@ -15,9 +19,9 @@ class Generation:
     output_tokens: int
 
     def __post_init__(self) -> None:
-        if self.input_tokens < 1 or self.output_tokens < 1:
-            raise ArchipelagoError(
-                f"tokens {self.input_tokens}:{self.output_tokens}: both counts must be >= 1")
+        if not (1 <= self.input_tokens <= MAX_TOKENS and 1 <= self.output_tokens <= MAX_TOKENS):
+            raise ArchipelagoError(f"--tokens {self.input_tokens}:{self.output_tokens}: both "
+                                   f"counts must be in 1..{MAX_TOKENS}")
 
     @property
     def total_tokens(self) -> int:
@@ -28,7 +32,10 @@ def parse_tokens(tokens: str) -> Generation:
     """`IN:OUT`, e.g. `64:64`."""
     match = re.fullmatch(r"\s*(\d+)\s*:\s*(\d+)\s*", tokens)
     if not match:
-        raise ArchipelagoError(f"--tokens '{tokens}' must look like IN:OUT, e.g. 64:64")
+        raise ArchipelagoError(f"--tokens '{tokens[:40]}' must look like IN:OUT, e.g. 64:64")
+    if max(len(g.lstrip("0")) for g in match.groups()) > len(str(MAX_TOKENS)):
+        raise ArchipelagoError(f"--tokens '{tokens[:40]}': both counts must be in "
+                               f"1..{MAX_TOKENS}")
     return Generation(int(match.group(1)), int(match.group(2)))
 
 
@@ -41,11 +48,10 @@ class Sequence:
 
 def parse_seq_len(seq_len: str) -> Sequence:
     """`--seq-len N`: a whole number of tokens, at least one."""
-    try:
-        length = int(seq_len)
-    except ValueError:
-        raise ArchipelagoError(f"--seq-len '{seq_len}' must be a whole number of tokens") \
-            from None
-    if length < 1:
-        raise ArchipelagoError(f"--seq-len {length}: a sequence has at least one token")
+    text = seq_len.strip()
+    if not re.fullmatch(r"[+-]?\d+", text):
+        raise ArchipelagoError(f"--seq-len '{seq_len[:40]}' must be a whole number of tokens")
+    if len(text.lstrip("+-0")) > len(str(MAX_TOKENS)) or not 1 <= int(text) <= MAX_TOKENS:
+        raise ArchipelagoError(f"--seq-len {text[:40]}: must be in 1..{MAX_TOKENS} tokens")
+    length = int(text)
     return Sequence(length)

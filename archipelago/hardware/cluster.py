@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from archipelago.errors import ArchipelagoError, ConfigError, PartitionError, load_mapping
+from archipelago.errors import ArchipelagoError, ConfigError, PartitionError
 from archipelago.hardware.catalog import catalog, device_from_dict, get_device
 from archipelago.hardware.device import Device, Link
 from archipelago.hardware.hetero import (
@@ -15,6 +15,7 @@ from archipelago.hardware.hetero import (
     is_hetero_file,
     resolve_hetero_cluster,
 )
+from archipelago.safe_read import load_mapping
 
 Topology = Literal["ring", "switch", "host_star"]
 
@@ -28,6 +29,9 @@ AURORA_LINK_LATENCY_S = 300e-9
 # be about 1.1us" (§8.2.2), paid where traffic crosses from one switch to the next (Fig. 17).
 SWITCHED_LINK_LATENCY_S = 0.17e-6 / 2
 SWITCH_TO_SWITCH_LATENCY_S = 1.1e-6
+# The largest cluster in the seeds is Galapagos' 72 FPGAs (seeds/000 §8.1); a bound far above
+# it keeps a typo (`100000000000000000000xu280`) from exhausting memory in the planner.
+MAX_DEVICES = 4096
 
 
 class Cluster(BaseModel):
@@ -92,9 +96,11 @@ def parse_shorthand(text: str) -> Cluster | None:
     match = _SHORTHAND.match(text.strip())
     if not match:
         return None
-    count, key = int(match.group(1)), match.group(2).lower()
-    if count < 1:
-        raise ArchipelagoError(f"cluster '{text}': device count must be at least 1")
+    digits, key = match.group(1).lstrip("0") or "0", match.group(2).lower()
+    if not 1 <= len(digits) <= len(str(MAX_DEVICES)) or not 1 <= int(digits) <= MAX_DEVICES:
+        raise ArchipelagoError(f"cluster '{text}': device count {digits[:24]} is out of range "
+                               f"1..{MAX_DEVICES}")
+    count = int(digits)
     device = get_device(key)
     ports = device.network.ports if device.network is not None else 0
     if ports == 1:
@@ -112,9 +118,9 @@ def switched_link(device: Device) -> Link:
 
 
 class _LinkSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    latency_ns: float = Field(ge=0)
-    bandwidth_gbps: float = Field(gt=0)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    latency_ns: float = Field(ge=0, le=1e9)  # up to a second
+    bandwidth_gbps: float = Field(gt=0, le=1e6)  # up to a petabit per second
     encoding: Literal["none", "64b66b"] = "none"
 
     def to_link(self) -> Link:
@@ -126,16 +132,16 @@ class _LinkSpec(BaseModel):
 class _DeviceGroup(BaseModel):
     model_config = ConfigDict(extra="forbid")
     device: str
-    count: int = Field(default=1, ge=1)
+    count: int = Field(default=1, ge=1, le=MAX_DEVICES)
 
 
 class _ClusterFile(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     name: str | None = None
-    devices: list[_DeviceGroup] = Field(min_length=1)
+    devices: list[_DeviceGroup] = Field(min_length=1, max_length=MAX_DEVICES)
     topology: Topology = "ring"
     link: _LinkSpec | None = None
-    switch_latency_ns: float = Field(default=0.0, ge=0)
+    switch_latency_ns: float = Field(default=0.0, ge=0, le=1e9)
     custom_devices: dict[str, dict[str, Any]] = Field(default_factory=dict)
     host_profile: str | None = None  # relative to the YAML file
 
@@ -151,6 +157,10 @@ def load_cluster_file(path: Path) -> Cluster:
     known = dict(catalog())
     for key, entry in spec.custom_devices.items():
         known[key] = device_from_dict(key, entry, source)
+    total = sum(group.count for group in spec.devices)
+    if total > MAX_DEVICES:
+        raise ConfigError(source, "devices", f"{total} devices in all; the limit is "
+                          f"{MAX_DEVICES}")
     devices: list[Device] = []
     for i, group in enumerate(spec.devices):
         if group.device.lower() not in known:

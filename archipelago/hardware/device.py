@@ -6,18 +6,19 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # Catalog entries and a user's `custom_devices` alike: no NaN or infinite figure.
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class Resources(_Frozen):
     """Fabric resources; BRAM counts blocks of `Device.bram_block_kbit` kilobits."""
 
-    dsp: int = 0
-    bram: int = 0
-    uram: int = 0
-    lut: int = 0
-    ff: int = 0
-    aie: int = 0
+    dsp: int = Field(default=0, ge=0)
+    bram: int = Field(default=0, ge=0)
+    uram: int = Field(default=0, ge=0)
+    lut: int = Field(default=0, ge=0)
+    ff: int = Field(default=0, ge=0)
+    aie: int = Field(default=0, ge=0)
 
     def exceeding(self, have: "Resources") -> list[str]:
         """The fabric resources (of FABRIC) this needs more of than `have` offers."""
@@ -46,7 +47,7 @@ class NetworkPorts(_Frozen):
     """Device-to-device ports (QSFP on FPGA cards, NVLink on GPUs)."""
 
     kind: str
-    ports: int = Field(ge=0)
+    ports: int = Field(ge=0, le=64)
     gbps: float = Field(gt=0)
 
 
@@ -58,15 +59,15 @@ class Device(_Frozen):
     kind: Literal["fpga", "gpu", "cpu"]
     vendor: str
     resources: Resources = Resources()
-    bram_block_kbit: float = 36.0
-    uram_block_kbit: float = 288.0
+    bram_block_kbit: float = Field(default=36.0, gt=0)
+    uram_block_kbit: float = Field(default=288.0, gt=0)
     memories: dict[str, Memory] = Field(default_factory=dict)
     network: NetworkPorts | None = None
-    host_link_Bps: float | None = None
-    clock_hz: float | None = None
-    peak_fp16_flops: float | None = None
-    power_w: float | None = None
-    price_usd: float | None = None
+    host_link_Bps: float | None = Field(default=None, gt=0)
+    clock_hz: float | None = Field(default=None, gt=0)
+    peak_fp16_flops: float | None = Field(default=None, gt=0)
+    power_w: float | None = Field(default=None, gt=0)
+    price_usd: float | None = Field(default=None, gt=0)
 
     def memory(self, kind: str) -> Memory | None:
         return self.memories.get(kind)

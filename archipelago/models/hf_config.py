@@ -4,7 +4,6 @@ Each architecture has its own field names; one small reader per `model_type` map
 ModelSpec. A missing or ill-typed field is reported with the file and field name.
 """
 
-import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ from pydantic import ValidationError
 
 from archipelago.errors import ConfigError, UnknownNameError
 from archipelago.models.spec import ModelSpec
+from archipelago.safe_read import load_json
 
 
 class _Fields:
@@ -114,7 +114,7 @@ def spec_from_hf_config(config: Mapping[str, Any] | Any, name: str, source: str)
         config = config.to_dict()
     fields = _Fields(config, source)
     model_type = config.get("model_type")
-    if model_type not in _READERS:
+    if not isinstance(model_type, str) or model_type not in _READERS:
         raise UnknownNameError(f"model_type in {source}", str(model_type), _READERS)
     values = _READERS[model_type](fields)
     try:
@@ -126,12 +126,7 @@ def spec_from_hf_config(config: Mapping[str, Any] | Any, name: str, source: str)
 def spec_from_config_file(path: Path) -> ModelSpec:
     """Read a local config.json (a file, or a checkpoint directory that holds one)."""
     file = path / "config.json" if path.is_dir() else path
-    try:
-        config = json.loads(file.read_text())
-    except FileNotFoundError:
-        raise ConfigError(str(file), "config.json", "file not found") from None
-    except json.JSONDecodeError as err:
-        raise ConfigError(str(file), f"line {err.lineno}", f"invalid JSON: {err.msg}") from None
+    config = load_json(file, "config.json")
     if not isinstance(config, dict):
         raise ConfigError(str(file), "config", "top level must be a JSON object")
     return spec_from_hf_config(config, name=file.parent.name or file.stem, source=str(file))

@@ -8,6 +8,15 @@ Arch = Literal["gpt2", "opt", "llama", "bert", "roberta", "ibert"]
 DECODER_ARCHS: frozenset[str] = frozenset({"gpt2", "opt", "llama"})
 
 
+# Bounds far above any published transformer (the largest have ~128 layers, hidden 16384,
+# a 256k vocabulary): a size beyond them is a typo that would only make the planner crawl.
+MAX_LAYERS = 1024
+MAX_WIDTH = 2**18  # hidden, ffn and embedding projection widths
+MAX_HEADS = 4096
+MAX_VOCAB = 2**22
+MAX_POSITIONS = 2**22
+
+
 class ModelSpec(BaseModel):
     """Architecture hyper-parameters of a transformer, independent of any framework."""
 
@@ -15,13 +24,13 @@ class ModelSpec(BaseModel):
 
     name: str
     arch: Arch
-    layers: int = Field(gt=0)
-    hidden: int = Field(gt=0)
-    heads: int = Field(gt=0)
-    kv_heads: int = Field(gt=0)
-    ffn: int = Field(gt=0)
-    vocab: int = Field(gt=0)
-    max_positions: int = Field(gt=0)
+    layers: int = Field(gt=0, le=MAX_LAYERS)
+    hidden: int = Field(gt=0, le=MAX_WIDTH)
+    heads: int = Field(gt=0, le=MAX_HEADS)
+    kv_heads: int = Field(gt=0, le=MAX_HEADS)
+    ffn: int = Field(gt=0, le=MAX_WIDTH)
+    vocab: int = Field(gt=0, le=MAX_VOCAB)
+    max_positions: int = Field(gt=0, le=MAX_POSITIONS)
     activation: str
     norm: Literal["layernorm", "rmsnorm"] = "layernorm"
     pre_norm: bool = True
@@ -30,11 +39,11 @@ class ModelSpec(BaseModel):
     mlp_bias: bool = True
     tied_embeddings: bool = True
     learned_positions: bool = True
-    position_offset: int = 0
-    type_vocab: int = 0
+    position_offset: int = Field(default=0, ge=0, le=MAX_POSITIONS)
+    type_vocab: int = Field(default=0, ge=0, le=MAX_VOCAB)
     embedding_norm: bool = False
     final_norm: bool = True
-    embed_proj_dim: int | None = None
+    embed_proj_dim: int | None = Field(default=None, gt=0, le=MAX_WIDTH)
     hf_config: dict[str, Any] = Field(default_factory=dict, repr=False)
 
     @model_validator(mode="after")

@@ -11,11 +11,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from archipelago.errors import ConfigError
+from archipelago.safe_read import load_json
 
 Setup = Callable[[int, np.random.Generator], tuple]
 
@@ -154,29 +156,36 @@ def save_profile(profile: CPUProfile, path: Path) -> None:
     path.write_text(json.dumps(profile.to_dict(), indent=1) + "\n")
 
 
+class _ProfileFile(BaseModel):
+    """A stored profile as a user may hand it over: (size, seconds) points per call."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    machine: str | None = None
+    calls: dict[str, list[tuple[Annotated[int, Field(gt=0, le=2**40)],
+                                Annotated[float, Field(ge=0, le=1e6)]]]]
+
+
 def load_profile(path: Path | None = None) -> CPUProfile:
     """A stored profile: `path`, else this machine's (`archi proxies` wrote it), else the one
     measured on the development host and shipped with Archipelago."""
     if path is None and default_profile_path().exists():
         path = default_profile_path()
     if path is None:
-        text = resources.files("archipelago.strategies.host_offload").joinpath(
-            "profiles/dev-host.json").read_text()
+        raw = json.loads(resources.files("archipelago.strategies.host_offload").joinpath(
+            "profiles/dev-host.json").read_text())
         source = "profiles/dev-host.json"
     else:
         source = str(path)
-        try:
-            text = Path(path).read_text()
-        except FileNotFoundError:
-            raise ConfigError(source, "file", "not found") from None
+        raw = load_json(path, "profile")
+    if not isinstance(raw, dict):
+        raise ConfigError(source, "profile", "top level must be a JSON object")
     try:
-        raw = json.loads(text)
-        points = {name: tuple(sorted((int(n), float(t)) for n, t in pts))
-                  for name, pts in raw["calls"].items()}
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
-        raise ConfigError(source, "calls", f"not a CPU proxy profile ({err})") from None
+        profile = _ProfileFile.model_validate(raw)
+    except ValidationError as err:
+        raise ConfigError.from_validation(source, err, whole="profile") from None
+    points = {name: tuple(sorted(pts)) for name, pts in profile.calls.items()}
     unknown = sorted(set(points) - set(KERNELS))
     if unknown:
         raise ConfigError(source, "calls", f"unknown API call(s) {', '.join(unknown)}; "
                           f"valid: {', '.join(KERNELS)}")
-    return CPUProfile(str(raw.get("machine", source)), points)
+    return CPUProfile(profile.machine or source, points)

@@ -82,7 +82,7 @@ def largest_report(request: HostRequest, granularity: int = 16) -> dict[str, Any
     return {"hidden": hidden, **plan_report(request.with_options(hidden=hidden))}
 
 
-_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(s|ms|us)?\s*$")
+_DURATION = re.compile(r"^\s*([0-9]{0,9}\.?[0-9]{1,9})\s*(s|ms|us)?\s*$")
 _UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, None: 1.0}
 
 

@@ -1,0 +1,123 @@
+"""The one way Archipelago reads a user's file: every loader (cluster and engine YAML, model
+config.json, CPU proxy profiles) comes through here, so a file that is not what it claims
+(a directory, a FIFO, /dev/zero, a huge or binary file, a document nested thousands deep,
+a YAML alias bomb) is one ConfigError naming it instead of a hang or a traceback."""
+
+import errno
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from archipelago.errors import ConfigError
+
+# Input files are hand-written configurations of a few kilobytes; 16 MiB is far beyond
+# any of them and still read in well under a second.
+MAX_BYTES = 16 * 2**20
+# Real configs nest a handful of levels (cluster -> custom_devices -> memories -> hbm).
+MAX_DEPTH = 32
+# Values a document may hold once YAML aliases are followed: stops "billion laughs" files,
+# whose aliases expand exponentially, before any loader walks them.
+MAX_VALUES = 100_000
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISSOCK, "a socket"))
+
+
+def read_text(path: Path | str, what: str = "file") -> str:
+    """The UTF-8 text of the regular file `path`: checked with stat before it is opened,
+    so a FIFO or device is refused without blocking, and read with a size cap."""
+    source = str(path)
+    try:
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):
+            kind = next((word for test, word in _KINDS if test(info.st_mode)), "not a file")
+            raise ConfigError(source, what, f"is {kind}, not a regular file")
+        if info.st_size > MAX_BYTES:
+            raise ConfigError(source, what, f"is {info.st_size} bytes; the limit is "
+                              f"{MAX_BYTES} bytes")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as handle:
+            data = handle.read(MAX_BYTES + 1)
+    except FileNotFoundError:
+        raise ConfigError(source, what, "not found") from None
+    except PermissionError:
+        raise ConfigError(source, what, "permission denied (cannot read it)") from None
+    except OSError as err:  # ELOOP, ENAMETOOLONG, ENOTDIR, EIO ...
+        reason = err.strerror or errno.errorcode.get(err.errno or 0, "unreadable")
+        raise ConfigError(source, what, f"cannot be read: {reason}") from None
+    if len(data) > MAX_BYTES:  # grew while being read (procfs-like files report size 0)
+        raise ConfigError(source, what, f"is larger than the limit of {MAX_BYTES} bytes")
+    return decode_utf8(data, source, what)
+
+
+def decode_utf8(data: bytes, source: str, what: str = "file") -> str:
+    """UTF-8 text (a leading byte-order mark is allowed); UTF-16 or binary is one line."""
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise ConfigError(source, what, "is UTF-16 encoded; save it as UTF-8")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise ConfigError(source, what, f"is not UTF-8 text (byte 0x{data[err.start]:02x} "
+                          f"at offset {err.start}); save it as UTF-8") from None
+
+
+def check_shape(data: Any, source: str, what: str = "file") -> Any:
+    """`data` itself, once it is known to nest at most MAX_DEPTH deep and hold at most
+    MAX_VALUES values (walked iteratively, so the check itself cannot recurse too deep)."""
+    stack, seen = [(data, 1)], 0
+    while stack:
+        value, depth = stack.pop()
+        seen += 1
+        if seen > MAX_VALUES:
+            raise ConfigError(source, what, f"holds more than {MAX_VALUES} values (YAML "
+                              "aliases expanding?)")
+        if depth > MAX_DEPTH:
+            raise ConfigError(source, what, f"nests deeper than {MAX_DEPTH} levels")
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1) for v in value.values())
+            stack.extend((k, depth + 1) for k in value if isinstance(k, tuple))
+        elif isinstance(value, list | tuple):
+            stack.extend((v, depth + 1) for v in value)
+    return data
+
+
+def load_yaml(path: Path | str, what: str = "file") -> Any:
+    """A YAML (or JSON) document, parsed by the safe loader only (no Python tags)."""
+    source = str(path)
+    text = read_text(path, what)
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise ConfigError(source, "yaml", str(err).splitlines()[0]) from None
+    except RecursionError:
+        raise ConfigError(source, what, f"nests deeper than {MAX_DEPTH} levels") from None
+    return check_shape(data, source, what)
+
+
+def load_json(path: Path | str, what: str = "file") -> Any:
+    """A JSON document; a syntax error names its line."""
+    source = str(path)
+    text = read_text(path, what)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ConfigError(source, f"line {err.lineno}", f"invalid JSON: {err.msg}") from None
+    except RecursionError:
+        raise ConfigError(source, what, f"nests deeper than {MAX_DEPTH} levels") from None
+    return check_shape(data, source, what)
+
+
+def load_mapping(path: Path | str, what: str) -> dict[str, Any]:
+    """A YAML (or JSON) file whose top level is a mapping with text keys."""
+    data = load_yaml(path, what)
+    if not isinstance(data, dict):
+        raise ConfigError(str(path), what, "top level must be a mapping")
+    bad = next((k for k in data if not isinstance(k, str)), None)
+    if bad is not None:
+        raise ConfigError(str(path), what, f"key {bad!r} is not text")
+    return data
