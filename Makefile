@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint bench browser clean
+.PHONY: run test lint bench browser fuzz clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,10 @@ browser:
 
 lint: $(STAMP)
 	$(BIN)/ruff check archipelago tests benchmarks
+
+# 10,000 hostile inputs per kind through the loaders and the plan path; prints the counts.
+fuzz: $(STAMP)
+	$(BIN)/python -m tests.fuzz 10000
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.bench_plan

@@ -13,7 +13,20 @@ class EngineConfig(BaseModel):
     """Design parameters of a compute core: validated once where the user gives them
     (unknown keys and out-of-range values are refused, with the key named), then frozen."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+
+# Upper bounds shared by every engine's parameters: far past any design in the seeds (the
+# fastest kernel clock there is 500 MHz, the widest datapath 512 bits, the largest array
+# 128 x 128), they only stop typos whose sizes overflow or stall the estimators.
+MAX_CLOCK_HZ = 2e9
+MAX_BITS = 4096
+MAX_DIM = 2**16
+MAX_CHANNELS = 1024
+MAX_BANDWIDTH_BPS = 1e14
+# A token count far above any model's context (the zoo's longest is 4096): larger numbers
+# are typos, and overflow the estimators' integer arrays. Bounds --tokens and --seq-len too.
+MAX_TOKENS = 2**20
 
 
 class Engine(Protocol):

@@ -31,6 +31,12 @@ from archipelago.engines.base import (
     FP16_EXP_CYCLES,
     FP16_MUL_CYCLES,
     FP16_RECIP_CYCLES,
+    MAX_BANDWIDTH_BPS,
+    MAX_BITS,
+    MAX_CHANNELS,
+    MAX_CLOCK_HZ,
+    MAX_DIM,
+    MAX_TOKENS,
     EngineConfig,
     add_resources,
     ceil_div,
@@ -61,15 +67,19 @@ DFX_TILE_EFFICIENCY = 0.9265
 class DFXConfig(EngineConfig):
     """Design parameters of one DFX core."""
 
-    d: int = Field(64, ge=2)  # tile dimension = adder-tree inputs per lane (seeds/001 §V-B)
-    l: int = Field(16, ge=1)  # noqa: E741  lanes of the MFU (seeds/001 §V-B)
-    clock_hz: float = Field(200e6, gt=0)  # kernel clock (seeds/001 §VI)
-    hbm_channels: int = Field(32, ge=1)  # DMA reads all 32 HBM channels (seeds/001 §V-B)
-    channel_bits: int = Field(512, ge=1)  # per-channel data width at the kernel clock (§V-B)
-    data_bits: int = Field(16, ge=1)  # FP16 (seeds/001 §IV-B)
-    ddr_Bps: float = Field(19e9, gt=0)  # one DDR channel: half of the 38 GB/s of two (§IV-B)
-    window_tokens: int = Field(64, ge=1)  # summarization sliding window held on chip (§IV-C
-    #                                       Conv1D); taken equal to d, the tile height
+    # tile dimension = adder-tree inputs per lane (seeds/001 §V-B)
+    d: int = Field(64, ge=2, le=MAX_DIM)
+    l: int = Field(16, ge=1, le=MAX_DIM)  # noqa: E741  lanes of the MFU (seeds/001 §V-B)
+    clock_hz: float = Field(200e6, gt=0, le=MAX_CLOCK_HZ)  # kernel clock (seeds/001 §VI)
+    # DMA reads all 32 HBM channels (seeds/001 §V-B)
+    hbm_channels: int = Field(32, ge=1, le=MAX_CHANNELS)
+    # per-channel data width at the kernel clock (§V-B)
+    channel_bits: int = Field(512, ge=1, le=MAX_BITS)
+    data_bits: int = Field(16, ge=1, le=64)  # FP16 (seeds/001 §IV-B)
+    # one DDR channel: half of the 38 GB/s of two (§IV-B)
+    ddr_Bps: float = Field(19e9, gt=0, le=MAX_BANDWIDTH_BPS)
+    # summarization sliding window held on chip (§IV-C Conv1D); taken equal to d, the tile height
+    window_tokens: int = Field(64, ge=1, le=MAX_TOKENS)
 
     @field_validator("d")
     @classmethod

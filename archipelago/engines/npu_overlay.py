@@ -16,7 +16,7 @@ from typing import Protocol
 
 from pydantic import Field
 
-from archipelago.engines.base import EngineConfig
+from archipelago.engines.base import MAX_CLOCK_HZ, MAX_DIM, EngineConfig
 from archipelago.hardware.device import Device
 
 
@@ -45,10 +45,12 @@ M20K_BYTES = 20 * 1024 // 8  # one M20K holds 20 Kb
 class NPUConfig(EngineConfig):
     """Design parameters (`--engine-config`), each validated once here."""
 
-    native_dim: int = Field(default=BRAINWAVE_NATIVE_DIM, gt=0)
-    lanes: int = Field(default=BRAINWAVE_LANES, gt=0)
-    tiles: int | None = Field(default=None, gt=0)  # None: as many as the DSP budget allows
-    clock_hz: float | None = Field(default=None, gt=0)  # None: the device's (200 MHz)
+    native_dim: int = Field(default=BRAINWAVE_NATIVE_DIM, gt=0, le=MAX_DIM)
+    lanes: int = Field(default=BRAINWAVE_LANES, gt=0, le=MAX_DIM)
+    # None: as many as the DSP budget allows
+    tiles: int | None = Field(default=None, gt=0, le=MAX_DIM)
+    # None: the device's (200 MHz)
+    clock_hz: float | None = Field(default=None, gt=0, le=MAX_CLOCK_HZ)
     dsp_utilization: float = Field(default=UTILIZATION, gt=0, le=1)
     m20k_utilization: float = Field(default=UTILIZATION, gt=0, le=1)
 

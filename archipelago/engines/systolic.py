@@ -27,6 +27,11 @@ from archipelago.engines.base import (
     FP16_EXP_CYCLES,
     FP16_MUL_CYCLES,
     FP16_RECIP_CYCLES,
+    MAX_BITS,
+    MAX_CHANNELS,
+    MAX_CLOCK_HZ,
+    MAX_DIM,
+    MAX_TOKENS,
     EngineConfig,
     ceil_div,
 )
@@ -62,15 +67,19 @@ class SystolicConfig(EngineConfig):
     """Design parameters of one LORA core (the variables the §V-D search explores)."""
 
     precision: Precision = "fp16"
-    clock_hz: float = Field(200e6, gt=0)  # LORA-F 200 MHz, LORA-Q 250 MHz (seeds/002 Table IV)
-    d_sa: int = Field(32, ge=1)  # systolic array side (seeds/002 §V-C example: 32 x 32)
-    t_m: int = Field(32, ge=1)  # matrix tile side (Fig. 3b)
-    t_v: int = Field(32, ge=1)  # tiles per vector-matrix iteration (Fig. 8)
-    n_acc: int = Field(64, ge=1)  # VFU accumulators (Eq. 2, 7)
-    hbm_axi_bits: int = Field(512, ge=8)  # per-channel AXI width at the kernel clock
-    hbm_channels: int = Field(32, ge=1)  # U280 HBM pseudo-channels (seeds/001 §V-B)
-    kv_uram: int = Field(864, ge=0)  # URAMs for the KV cache (seeds/002 §VI-A-d: "All 864")
-    token_window: int = Field(64, ge=1)  # rows of activations buffered on chip for prefill
+    # LORA-F 200 MHz, LORA-Q 250 MHz (seeds/002 Table IV)
+    clock_hz: float = Field(200e6, gt=0, le=MAX_CLOCK_HZ)
+    d_sa: int = Field(32, ge=1, le=MAX_DIM)  # systolic array side (seeds/002 §V-C example: 32 x 32)
+    t_m: int = Field(32, ge=1, le=MAX_DIM)  # matrix tile side (Fig. 3b)
+    t_v: int = Field(32, ge=1, le=MAX_DIM)  # tiles per vector-matrix iteration (Fig. 8)
+    n_acc: int = Field(64, ge=1, le=MAX_DIM)  # VFU accumulators (Eq. 2, 7)
+    hbm_axi_bits: int = Field(512, ge=8, le=MAX_BITS)  # per-channel AXI width at the kernel clock
+    # U280 HBM pseudo-channels (seeds/001 §V-B)
+    hbm_channels: int = Field(32, ge=1, le=MAX_CHANNELS)
+    # URAMs for the KV cache (seeds/002 §VI-A-d: "All 864")
+    kv_uram: int = Field(864, ge=0, le=MAX_DIM)
+    # rows of activations buffered on chip for prefill
+    token_window: int = Field(64, ge=1, le=MAX_TOKENS)
 
     @model_validator(mode="after")
     def _tiles_fit_the_array(self) -> "SystolicConfig":

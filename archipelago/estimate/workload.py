@@ -3,11 +3,8 @@
 import re
 from dataclasses import dataclass
 
+from archipelago.engines.base import MAX_TOKENS
 from archipelago.errors import ArchipelagoError
-
-# A token count far above any model's context (the zoo's longest is 4096): larger numbers are
-# typos, and would overflow the estimators' integer arrays.
-MAX_TOKENS = 2**20
 
 
 @dataclass(frozen=True)

@@ -8,15 +8,17 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
+from archipelago.engines.base import MAX_DIM, MAX_TOKENS
 from archipelago.engines.npu_overlay import NPUConfig
 
 
 class HostConfig(NPUConfig):
-    steps: int = Field(default=50, ge=1)  # input tokens encoded and output tokens decoded
-    hidden: int | None = Field(default=None, ge=2)  # None: the built-in's default size
-    layers: int | None = Field(default=None, ge=1)
-    vocab: int | None = Field(default=None, ge=2)
-    beam: int | None = None
+    # input tokens encoded and output tokens decoded
+    steps: int = Field(default=50, ge=1, le=MAX_TOKENS)
+    hidden: int | None = Field(default=None, ge=2, le=MAX_DIM)  # None: the built-in's default size
+    layers: int | None = Field(default=None, ge=1, le=1024)
+    vocab: int | None = Field(default=None, ge=2, le=2**22)
+    beam: int | None = Field(default=None, le=1024)
     weights: Literal["persistent", "pcie", "ddr4"] = "persistent"
     partition: str | None = None  # RxC row x column blocks, for the matvec model
     cpu_profile: Path | None = None  # CPU proxies; None: the cluster's host or this machine

@@ -1,0 +1,92 @@
+"""Each input kind driven through the real loaders and the `plan` path, in-process. A case
+returns the plan's figures (the dict `--json` prints) for the harness to check."""
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from typer.testing import CliRunner
+
+from archipelago.api import plan_and_estimate
+from archipelago.cli import app, load_engine_config
+from archipelago.emulate.job import EmulationJob
+from archipelago.emulate.launch import torchrun_place
+from archipelago.errors import ArchipelagoError
+from archipelago.strategies.host_offload.proxies import load_profile
+from archipelago.strategies.registry import get_strategy
+
+# The model each strategy plans in the engine-config and cluster cases.
+PLANNED = {"dfx": ("gpt2-345m", "4xu280"), "lora-f": ("gpt2-345m", "4xu280"),
+           "lora-q": ("gpt2-345m", "4xu280"), "galapagos": ("bert-base", "72xsidewinder"),
+           "persistent": ("lstm", "1xs10-2800")}
+# The strategy that plans each model family.
+FAMILY_STRATEGY = {"gpt2": "dfx", "opt": "lora-f", "llama": "lora-q", "bert": "galapagos",
+                   "ibert": "galapagos", "roberta": "galapagos"}
+
+
+def figures(model: str, cluster: str, strategy: str, engine: dict[str, Any] | None = None,
+            workload: dict[str, str] | None = None) -> dict[str, Any]:
+    result = plan_and_estimate(model, cluster, strategy, workload, engine)
+    return get_strategy(strategy).plan_kind.hook("report").estimate_to_dict(*result)
+
+
+def engine_case(strategy: str, config: dict[str, Any], tmp: Path) -> dict[str, Any]:
+    """The config as a user's YAML file, read by the CLI's loader, then planned."""
+    path = tmp / "engine.yaml"
+    path.write_text(yaml.safe_dump(config))
+    model, cluster = PLANNED[strategy]
+    return figures(model, cluster, strategy, load_engine_config(path))
+
+
+def cluster_case(data: bytes, strategy: str, tmp: Path) -> dict[str, Any]:
+    path = tmp / "cluster.yaml"
+    path.write_bytes(data)
+    model, _ = PLANNED[strategy]
+    return figures(model, str(path), strategy)
+
+
+def model_case(config: Any, family: str, tmp: Path) -> dict[str, Any]:
+    path = tmp / "config.json"
+    path.write_text(json.dumps(config))
+    strategy = FAMILY_STRATEGY[family]
+    return figures(str(path), PLANNED[strategy][1], strategy)
+
+
+def file_case(data: bytes, loader: str, tmp: Path) -> Any:
+    """Raw bytes handed to each file loader in turn (cluster, engine, model, CPU profile)."""
+    path = tmp / f"input.{'json' if loader in ('model', 'profile') else 'yaml'}"
+    path.write_bytes(data)
+    if loader == "cluster":
+        return figures("gpt2-345m", str(path), "dfx")
+    if loader == "engine":
+        return figures("gpt2-345m", "4xu280", "dfx", load_engine_config(path))
+    if loader == "model":
+        return figures(str(path), "4xu280", "dfx")
+    load_profile(path)
+    return None
+
+
+_RUNNER = CliRunner()
+
+
+def cli_case(args: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
+    """`archi` itself: exit 0 with JSON figures, or exit 2 with one `error:` line."""
+    result = _RUNNER.invoke(app, args, env=env)
+    if result.exit_code == 0:
+        return json.loads(result.stdout)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    lines = result.stderr.strip().splitlines()
+    if result.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error: "):
+        raise ArchipelagoError(lines[0].removeprefix("error: "))
+    if result.exit_code == 2 and "Usage:" in result.stderr:  # typer's own usage error
+        raise ArchipelagoError(lines[-1])
+    raise RuntimeError(f"exit {result.exit_code}: {result.stderr[-300:]!r}")
+
+
+def emulate_edge_case(seed: int, timeout: float, env: dict[str, str]) -> None:
+    """What `archi emulate` checks before it starts a process: the job and the torchrun
+    environment (the emulation itself is the fault tests' subject)."""
+    EmulationJob(get_strategy("dfx").workload({}, "emulate"), seed, "fp32", None, timeout)
+    torchrun_place(env)

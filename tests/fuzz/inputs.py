@@ -1,0 +1,187 @@
+"""Hypothesis strategies for every kind of user input, hostile and plausible mixed, so the
+fuzzer both reaches deep into the planners (plausible values) and probes the edge (ints past
+2^63, NaN, infinities, wrong types, odd text)."""
+
+from typing import Any
+
+import yaml
+from hypothesis import strategies as st
+
+from archipelago.hardware.catalog import raw_catalog
+from archipelago.models.zoo import zoo_configs
+from archipelago.strategies.registry import strategies as registered
+
+# Any YAML/JSON scalar or small container a user might type by mistake.
+HOSTILE = st.one_of(
+    st.integers(-2**70, 2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([0, -1, 1, 2**31, 2**63, -2**63, 10**30, 0.5, 1.3, 1e308, -0.0]),
+    st.text(max_size=12),
+    st.booleans(),
+    st.none(),
+    st.lists(st.integers(-3, 3), max_size=3),
+    st.dictionaries(st.text(max_size=4), st.integers(), max_size=2),
+)
+
+
+def rarely(one_in: int) -> st.SearchStrategy[bool]:
+    """True about once in `one_in` draws (a middle value: hypothesis favours the ends)."""
+    return st.integers(0, one_in - 1).map(lambda n: n == one_in // 2)
+
+
+def mostly(plausible: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    """`plausible` nine times in ten, else a hostile value."""
+    return st.tuples(rarely(10), plausible, HOSTILE).map(lambda t: t[2] if t[0] else t[1])
+
+
+def near(default: Any) -> st.SearchStrategy[Any]:
+    """Values around a plausible default (zero, small, a few times larger) or hostile ones."""
+    if isinstance(default, bool):
+        return st.one_of(st.booleans(), HOSTILE)
+    if isinstance(default, int) and 0 <= default <= 2**40:
+        return st.one_of(st.integers(0, max(4, 4 * default)), st.just(default), HOSTILE)
+    if isinstance(default, float) and 0 <= default <= 1e300:
+        return st.one_of(st.floats(0, 4 * default + 1), st.just(default), HOSTILE)
+    return st.one_of(st.just(default), HOSTILE)
+
+
+def mutated(base: dict[str, Any], extra_keys: list[str] | None = None) -> st.SearchStrategy:
+    """`base` with some fields replaced by near()/hostile values, some dropped, and maybe an
+    unknown field added."""
+    keys = sorted(base) + (extra_keys or [])
+
+    @st.composite
+    def build(draw: st.DrawFn) -> dict[str, Any]:
+        doc = dict(base)
+        for key in draw(st.lists(st.sampled_from(keys), max_size=4, unique=True)):
+            if draw(rarely(10)):
+                doc.pop(key, None)
+            else:
+                doc[key] = draw(near(base.get(key, 1)))
+        if draw(rarely(20)):
+            doc[draw(st.text(min_size=1, max_size=8))] = draw(HOSTILE)
+        return doc
+
+    return build()
+
+
+# ---- cluster files -------------------------------------------------------------------------
+DEVICE_KEYS = sorted(raw_catalog())
+TOPOLOGIES = ["ring", "switch", "host_star"]
+
+
+@st.composite
+def cluster_doc(draw: st.DrawFn) -> Any:
+    """A cluster YAML document (usually a mapping, sometimes not)."""
+    if draw(rarely(30)):
+        return draw(HOSTILE)
+    groups = draw(st.lists(st.fixed_dictionaries(
+        {"device": mostly(st.sampled_from(DEVICE_KEYS)),
+         "count": mostly(st.integers(1, 8))}), min_size=1, max_size=3))
+    doc: dict[str, Any] = {"devices": groups}
+    if draw(st.booleans()):
+        doc["topology"] = draw(mostly(st.sampled_from(TOPOLOGIES)))
+    if draw(st.booleans()):
+        doc["link"] = draw(mutated({"latency_ns": 300.0, "bandwidth_gbps": 100.0,
+                                    "encoding": "64b66b"}))
+    if draw(rarely(4)):
+        doc["switch_latency_ns"] = draw(near(1100.0))
+    if draw(rarely(4)):
+        key = draw(st.sampled_from(DEVICE_KEYS))
+        entry = raw_catalog()[key]
+        doc["custom_devices"] = {"mine": draw(mutated(
+            {k: v for k, v in entry.items() if k not in ("resources", "memories")}))
+            | {"resources": draw(mutated({"dsp": 9024, "bram": 2016, "uram": 960}))}}
+        groups.append({"device": "mine", "count": draw(st.integers(1, 4))})
+    return draw(mutated(doc, ["name", "host_profile"]))
+
+
+@st.composite
+def cluster_text(draw: st.DrawFn) -> bytes:
+    """A cluster file's bytes: a dumped document, sometimes damaged."""
+    text = yaml.safe_dump(draw(cluster_doc())).encode()
+    return draw(damaged(text))
+
+
+@st.composite
+def damaged(draw: st.DrawFn, data: bytes) -> bytes:
+    choice = draw(st.integers(0, 19).map(lambda n: (n + 7) % 20))  # 0, 1, 2: rare
+    if choice == 0:
+        return data[:draw(st.integers(0, len(data)))]
+    if choice == 1:
+        at = draw(st.integers(0, len(data)))
+        return data[:at] + draw(st.binary(min_size=1, max_size=8)) + data[at:]
+    if choice == 2:
+        return data.decode().encode("utf-16")
+    return data
+
+
+# ---- engine configs, per strategy -----------------------------------------------------------
+def engine_defaults(strategy: str) -> dict[str, Any]:
+    chosen = registered()[strategy]
+    config = chosen.engine_config.model_validate(chosen.engine_defaults)
+    return {k: v for k, v in config.model_dump().items()
+            if isinstance(v, int | float | str | bool)}
+
+
+def engine_config(strategy: str) -> st.SearchStrategy[dict[str, Any]]:
+    return mutated(engine_defaults(strategy), sorted(registered()[strategy].engine_config
+                                                     .model_fields))
+
+
+# ---- model configs, per family --------------------------------------------------------------
+FAMILY_BASE = {"gpt2": "gpt2-345m", "opt": "opt-6.7b", "llama": "llama2-7b",
+               "bert": "bert-base", "ibert": "ibert-base", "roberta": "bert-base"}
+
+
+def model_config(family: str) -> st.SearchStrategy[dict[str, Any]]:
+    base = dict(zoo_configs()[FAMILY_BASE[family]], model_type=family)
+    return mutated(base, ["model_type", "num_key_value_heads", "word_embed_proj_dim"])
+
+
+# ---- command-line option strings -------------------------------------------------------------
+NUMBERISH = st.one_of(
+    st.integers(-2**70, 2**70).map(str),
+    st.sampled_from(["0", "-1", "10^30", "1e309", "nan", "inf", "1" * 50, "0x10", " 7 ",
+                     "١٢", "64:64", "1:1", "0:1", "100000000000000000000000000000:1"]),
+    st.text(max_size=10),
+)
+CLUSTER_TEXT = st.one_of(
+    st.builds(lambda n, d: f"{n}x{d}", NUMBERISH, st.sampled_from(DEVICE_KEYS)),
+    st.sampled_from(["4xu280", "72xsidewinder", "1xs10-2800", "0xu280", "x", "/", "/tmp",
+                     "/dev/null", "a/b.yaml"]),
+)
+
+
+OPTIONS = {"dfx": ["tokens"], "lora-f": ["tokens"], "galapagos": ["seq-len"],
+           "persistent": ["steps", "hidden", "layers", "vocab", "beam", "weights",
+                          "partition"]}
+
+
+@st.composite
+def cli_args(draw: st.DrawFn) -> list[str]:
+    """`archi plan` arguments: a strategy with its usual model, odd cluster and options."""
+    strategy, model, cluster = draw(st.sampled_from([
+        ("dfx", "gpt2-345m", "4xu280"), ("lora-f", "gpt2-345m", "4xu280"),
+        ("galapagos", "bert-base", "72xsidewinder"), ("persistent", "lstm", "1xs10-2800")]))
+    if draw(st.booleans()):
+        cluster = draw(CLUSTER_TEXT)
+    args = ["plan", model, "--cluster", cluster, "--strategy", strategy, "--json"]
+    own = OPTIONS[strategy]
+    anyone = sorted({f for flags in OPTIONS.values() for f in flags} | {"seed"})
+    flags = st.one_of(st.sampled_from(own), st.sampled_from(own), st.sampled_from(anyone))
+    for flag in draw(st.lists(flags, max_size=3, unique=True)):
+        args += [f"--{flag}", draw(NUMBERISH)]
+    return args
+
+
+# ---- raw files --------------------------------------------------------------------------------
+FILE_BYTES = st.one_of(
+    st.binary(max_size=64),
+    st.integers(1, 5000).map(lambda n: b"[" * n + b"]" * n),
+    st.integers(1, 5000).map(lambda n: b"a: " + b"{b: " * n + b"1" + b"}" * n),
+    st.integers(1, 12).map(lambda n: b"a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n" + b"".join(
+        f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n".encode() for i in range(1, n))),
+    st.sampled_from([b"", b"\xef\xbb\xbf{}", "devices: [{device: u280}]".encode("utf-16"),
+                     b"!!python/object:os.system {}", b"\x00" * 10, b"key: [unclosed"]),
+)

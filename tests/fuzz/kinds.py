@@ -1,0 +1,63 @@
+"""The fuzzed input kinds: for each, a hypothesis strategy of inputs and the case that drives
+them through the real code; `fuzz_kind` runs N of them and counts the outcomes."""
+
+import tempfile
+from collections import Counter
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+from tests.fuzz import cases, inputs
+from tests.fuzz.harness import ALLOWED, classify
+
+Kind = tuple[st.SearchStrategy[Any], Callable[[Any, Path], Any]]
+
+LOADERS = ["cluster", "engine", "model", "profile"]
+ENV_TEXT = st.one_of(st.integers(-5, 10).map(str), st.sampled_from(["abc", "", " 1", "1e3",
+                                                                     "99999999999999999"]))
+ENV = st.dictionaries(st.sampled_from(["RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"]),
+                      ENV_TEXT, max_size=4)
+
+KINDS: dict[str, Kind] = {
+    "cluster": (st.tuples(inputs.cluster_text(), st.sampled_from(sorted(cases.PLANNED))),
+                lambda x, tmp: cases.cluster_case(x[0], x[1], tmp)),
+    **{f"engine:{name}": (inputs.engine_config(name), partial(cases.engine_case, name))
+       for name in sorted(cases.PLANNED)},
+    **{f"model:{family}": (inputs.model_config(family),
+                           lambda x, tmp, f=family: cases.model_case(x, f, tmp))
+       for family in sorted(inputs.FAMILY_BASE)},
+    "cli": (inputs.cli_args(), lambda x, tmp: cases.cli_case(x)),
+    "emulate-edge": (st.tuples(st.integers(-2**70, 2**70),
+                               st.floats(allow_nan=True, allow_infinity=True), ENV),
+                     lambda x, tmp: cases.emulate_edge_case(*x)),
+    "file": (st.tuples(inputs.FILE_BYTES, st.sampled_from(LOADERS)),
+             lambda x, tmp: cases.file_case(x[0], x[1], tmp)),
+}
+
+
+def fuzz_kind(name: str, examples: int, seed: int | None = None) -> tuple[Counter[str],
+                                                                          list[str]]:
+    """Outcome counts over `examples` generated inputs of kind `name`, and the first few
+    findings (outcomes outside ALLOWED) with their input."""
+    strategy, case = KINDS[name]
+    counts: Counter[str] = Counter()
+    findings: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="archipelago-fuzz-") as tmp:
+
+        @settings(max_examples=examples, deadline=None, database=None,
+                  phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+        @given(strategy)
+        def run(value: Any) -> None:
+            outcome, detail = classify(lambda: case(value, Path(tmp)))
+            counts[outcome] += 1
+            if outcome not in ALLOWED and len(findings) < 5:
+                findings.append(f"{outcome}: {detail} <- {value!r}"[:600])
+
+        if seed is not None:
+            run = __import__("hypothesis").seed(seed)(run)
+        run()
+    return counts, findings
