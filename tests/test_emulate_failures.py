@@ -50,7 +50,7 @@ def rank_processes() -> list[int]:
     ("gpt2", "2xu280", {"precision": "bf16"}, UnknownNameError, "unknown precision 'bf16'"),
     ("gpt2", "2xu280", {"checkpoint": "/nonexistent"}, EmulationError, "not a directory"),
     ("gpt2", "2xu280", {"strategy": "magic"}, UnknownNameError, "unknown strategy 'magic'"),
-    ("gpt2", "2xu280", {"timeout_s": 0}, ArchipelagoError, "positive number of seconds"),
+    ("gpt2", "2xu280", {"timeout_s": 0}, ArchipelagoError, "must be a number of seconds"),
 ])
 def test_bad_requests_are_rejected_before_any_process_starts(
         model, cluster, options, error, message, tmp_path, monkeypatch) -> None:

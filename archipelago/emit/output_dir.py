@@ -1,6 +1,7 @@
 """An output directory that writers cannot leave, and that is never overwritten by accident."""
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +29,19 @@ class OutputDir:
         return target
 
     def write_text(self, relative: str, text: str) -> None:
+        """Written beside the target, then renamed over it: a full disk or a kill midway
+        leaves the previous file (a finished build's) whole, never a truncated one."""
         target = self.path(relative)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text)
+        partial = target.with_name(f".{target.name}.partial")
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            partial.write_text(text)
+            os.replace(partial, target)
+        except OSError as err:
+            partial.unlink(missing_ok=True)
+            raise ArchipelagoError(f"cannot write {target}: {err.strerror or err} (after "
+                                   f"{len(self.written)} of the build's files; files already "
+                                   "there are left whole)") from None
         self.written.append(relative)
 
     def write_json(self, relative: str, data: Any, compact: bool = False) -> None:

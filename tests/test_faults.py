@@ -1,0 +1,91 @@
+"""Faults from outside the input: a stale or partial torchrun environment, and a disk that
+fills up while a build is written. Each ends in one `error:` line, exit 2, and loses nothing
+finished. (A rank killed mid-emulation is tests/test_emulate_failures.py's subject: one line
+naming the rank, no process left behind.)"""
+
+import errno
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from archipelago.cli import app
+from archipelago.emulate import launch
+from archipelago.emulate.launch import torchrun_place
+from archipelago.errors import ArchipelagoError
+
+RUNNER = CliRunner()
+TORCHRUN = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+
+
+@pytest.mark.parametrize(("env", "message"), [
+    ({"RANK": "abc", "WORLD_SIZE": "2", **TORCHRUN}, "RANK='abc' is not valid"),
+    ({"RANK": "0", "WORLD_SIZE": "-1", **TORCHRUN}, "WORLD_SIZE='-1' is not valid"),
+    ({"RANK": "2", "WORLD_SIZE": "2", **TORCHRUN}, "RANK='2' is not valid"),
+    ({"RANK": "0"}, "RANK='0' is set but WORLD_SIZE is not"),
+    ({"WORLD_SIZE": "4"}, "WORLD_SIZE='4' is set but RANK is not"),
+    ({"RANK": "0", "WORLD_SIZE": "2"}, "MASTER_ADDR and MASTER_PORT not"),
+])
+def test_a_stale_or_partial_torchrun_environment_is_one_line_before_any_rank(
+        env: dict[str, str], message: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_ranks(*args: object) -> None:
+        raise AssertionError("a rank was about to start")
+
+    monkeypatch.setattr(launch, "emulate_locally", no_ranks)
+    monkeypatch.setattr(launch.worker, "run_torchrun_rank", no_ranks)
+    for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    result = RUNNER.invoke(app, ["emulate", "gpt2-345m", "--cluster", "2xu280",
+                                 "--tokens", "2:2"], env=env)
+    lines = result.stderr.strip().splitlines()
+    assert result.exit_code == 2, result.output
+    assert len(lines) == 1 and lines[0].startswith("error: environment: ")
+    assert message in lines[0]
+
+
+def test_a_complete_torchrun_environment_names_this_rank() -> None:
+    assert torchrun_place({}) is None
+    assert torchrun_place({"RANK": "1", "WORLD_SIZE": "4", **TORCHRUN}) == (1, 4)
+    with pytest.raises(ArchipelagoError, match="WORLD_SIZE='99999999' is not valid"):
+        torchrun_place({"RANK": "0", "WORLD_SIZE": "99999999", **TORCHRUN})
+
+
+def _build(out: Path, *extra: str) -> tuple[int, str]:
+    result = RUNNER.invoke(app, ["build", "ibert-base", "--out", str(out),
+                                 "--cluster", "72xsidewinder", "--json", *extra])
+    return result.exit_code, result.stderr
+
+
+def test_a_full_disk_midway_through_a_build_is_one_line_and_keeps_the_finished_build(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "build"
+    code, _ = _build(out)
+    assert code == 0
+    finished = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert len(finished) > 5
+
+    real_write = Path.write_text
+    calls = {"n": 0}
+
+    def filling_disk(self: Path, text: str, *args: object, **kwargs: object) -> int:
+        calls["n"] += 1
+        if calls["n"] > 4:  # the fifth file finds the disk full, half written
+            real_write(self, text[:len(text) // 2], *args, **kwargs)
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(self, text, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", filling_disk)
+    code, stderr = _build(out, "--force")
+    monkeypatch.undo()
+
+    lines = stderr.strip().splitlines()
+    assert code == 2
+    assert len(lines) == 1 and "No space left on device" in lines[0]
+    assert "after 4 of the build's files" in lines[0]
+    # Every file of the finished build is still whole (rewritten identically or untouched),
+    # and no half-written file is left behind.
+    now = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert now == finished
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["kernels"] > 0
