@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from archipelago.engines.base import memory_blocks
 from archipelago.errors import ConfigError
 from archipelago.models.dag import BYTES_PER_ELEMENT, FC, LSTM, Add, Conv, ModelDAG, Pool
+from archipelago.safe_read import load_yaml
 
 DSP_PER_FP32_MAC = 5  # seeds/004 §I: "five DSPs conduct a multiply-accumulate operation"
 WORD_BITS = 32  # FP32 features and weights
@@ -172,9 +173,4 @@ def builtin_ips() -> dict[str, IPTemplate]:
 
 
 def load_ips(path: Path) -> dict[str, IPTemplate]:
-    try:
-        return parse_ips(yaml.safe_load(path.read_text()), str(path))
-    except FileNotFoundError:
-        raise ConfigError(str(path), "file", "not found") from None
-    except yaml.YAMLError as err:
-        raise ConfigError(str(path), "yaml", str(err).splitlines()[0]) from None
+    return parse_ips(load_yaml(path, "ips"), str(path))

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from archipelago.errors import ArchipelagoError, ConfigError, UnknownNameError
 from archipelago.hardware.catalog import get_device, unwrap_sourced
+from archipelago.safe_read import load_yaml
 
 GB = 1e9
 # A kernel reaches a DRAM bank through one 512-bit AXI port (the width Vitis gives HBM and
@@ -64,35 +65,43 @@ class HeteroCluster(BaseModel):
             tuple(0.0 if i == j else gbps * GB for j in range(n)) for i in range(n))})
 
 
+# Bounds of a user's cluster file, far past any board (a U280 has 32 HBM banks at 14 GB/s,
+# 9,024 DSPs): they stop typos before a bank count of 10^30 becomes zero-sized banks.
+_MAX_BANKS = 1024
+_MAX_GBPS = 1e6
+_MAX_BLOCKS = 2**24
+_MAX_FPGAS = 4096  # as cluster.MAX_DEVICES
+
+
 class _Banks(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    count: int | None = Field(default=None, gt=0)
-    size_bytes: int | None = Field(default=None, gt=0)
-    bandwidth_gbps: float | None = Field(default=None, gt=0)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    count: int | None = Field(default=None, gt=0, le=_MAX_BANKS)
+    size_bytes: int | None = Field(default=None, gt=0, le=2**50)
+    bandwidth_gbps: float | None = Field(default=None, gt=0, le=_MAX_GBPS)
 
 
 class _FPGAEntry(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     name: str | None = None
     device: str
-    freq_mhz: float = Field(gt=0)
-    dsp: int | None = Field(default=None, gt=0)
-    bram: int | None = Field(default=None, gt=0)
+    freq_mhz: float = Field(gt=0, le=2000)
+    dsp: int | None = Field(default=None, gt=0, le=_MAX_BLOCKS)
+    bram: int | None = Field(default=None, gt=0, le=_MAX_BLOCKS)
     banks: _Banks = _Banks()
 
 
 class _Pair(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     a: str
     b: str
-    gbps: float = Field(gt=0)
+    gbps: float = Field(gt=0, le=_MAX_GBPS)
 
 
 class _ClusterFile(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     name: str
-    fpgas: list[_FPGAEntry] = Field(min_length=1)
-    p2p_gbps: float = Field(gt=0)
+    fpgas: list[_FPGAEntry] = Field(min_length=1, max_length=_MAX_FPGAS)
+    p2p_gbps: float = Field(gt=0, le=_MAX_GBPS)
     host_relay: bool = False
     pairs: list[_Pair] = Field(default_factory=list)
 
@@ -146,8 +155,8 @@ def cluster_from_dict(data: object, source: str) -> HeteroCluster:
 def is_hetero_file(path: Path) -> bool:
     """A cluster YAML in this module's format lists `fpgas` (the other format `devices`)."""
     try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError):
+        data = load_yaml(path, "cluster")
+    except ConfigError:
         return False  # the loader of the other format reports it
     return isinstance(data, dict) and "fpgas" in data
 
@@ -178,16 +187,13 @@ def resolve_hetero_cluster(text: str, bandwidth_gbps: float | None = None) -> He
     """A built-in cluster name (`hacc`, `chef-cluster1`..3) or a cluster YAML path."""
     if text in builtin_hetero_clusters():
         source = f"clusters/{text}.yaml"
-        raw = resources.files("archipelago.hardware").joinpath(source).read_text()
+        data = yaml.safe_load(
+            resources.files("archipelago.hardware").joinpath(source).read_text())
     else:
         path = Path(text)
         if not path.exists():
             raise UnknownNameError("heterogeneous cluster", text,
                                    [*builtin_hetero_clusters(), "<cluster YAML path>"])
-        source, raw = str(path), path.read_text()
-    try:
-        data = yaml.safe_load(raw)
-    except yaml.YAMLError as err:
-        raise ConfigError(source, "yaml", str(err).splitlines()[0]) from None
+        source, data = str(path), load_yaml(path, "cluster")
     cluster = cluster_from_dict(data, source)
     return cluster if bandwidth_gbps is None else cluster.with_bandwidth(bandwidth_gbps)

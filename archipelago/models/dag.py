@@ -7,15 +7,14 @@ features for FC/LSTM); an `add` layer sums its dependencies. All data is FP32 (ย
 DSPs per FP32 MAC), so every byte count below is four bytes per element.
 """
 
-import json
 from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from archipelago.errors import ConfigError
+from archipelago.safe_read import load_json, load_yaml
 
 BYTES_PER_ELEMENT = 4  # FP32 weights and features (seeds/004 ยงI)
 
@@ -319,14 +318,7 @@ def dag_from_dict(data: dict, source: str) -> ModelDAG:
 def load_dag(path: Path) -> ModelDAG:
     """A DAG from a YAML or JSON file (`name`, `layers: [{name, type, deps, ...}]`)."""
     source = str(path)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise ConfigError(source, "file", "not found") from None
-    try:
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as err:
-        raise ConfigError(source, "syntax", str(err).splitlines()[0]) from None
+    data = load_json(path, "model") if path.suffix == ".json" else load_yaml(path, "model")
     if not isinstance(data, dict):
         raise ConfigError(source, "model", "top level must be a mapping")
     data.setdefault("name", path.stem)

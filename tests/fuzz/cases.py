@@ -15,6 +15,7 @@ from archipelago.emulate.launch import torchrun_place
 from archipelago.errors import ArchipelagoError
 from archipelago.strategies.host_offload.proxies import load_profile
 from archipelago.strategies.registry import get_strategy
+from tests.fuzz import inputs
 
 # The model each strategy plans in the engine-config and cluster cases.
 PLANNED = {"dfx": ("gpt2-345m", "4xu280"), "lora-f": ("gpt2-345m", "4xu280"),
@@ -90,3 +91,22 @@ def emulate_edge_case(seed: int, timeout: float, env: dict[str, str]) -> None:
     environment (the emulation itself is the fault tests' subject)."""
     EmulationJob(get_strategy("dfx").workload({}, "emulate"), seed, "fp32", None, timeout)
     torchrun_place(env)
+
+
+def dag_case(doc: Any, tmp: Path) -> dict[str, Any]:
+    path = tmp / "dag.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return figures(str(path), "hacc", "h2h")
+
+
+def ip_case(doc: Any, tmp: Path) -> dict[str, Any]:
+    """A user's IP template file, through `--engine-config ip_file:`, planned by CHEF."""
+    (tmp / "ips.yaml").write_text(yaml.safe_dump(doc))
+    (tmp / "dag.yaml").write_text(yaml.safe_dump(inputs._tiny_dag()))
+    return figures(str(tmp / "dag.yaml"), "hacc", "chef", {"ip_file": str(tmp / "ips.yaml")})
+
+
+def hetero_cluster_case(doc: Any, tmp: Path) -> dict[str, Any]:
+    path = tmp / "hetero.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return figures("vfs", str(path), "h2h")

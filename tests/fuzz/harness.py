@@ -29,7 +29,7 @@ def time_limit(seconds: float) -> Iterator[None]:
         raise _Hang
 
     previous = signal.signal(signal.SIGALRM, alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    signal.setitimer(signal.ITIMER_REAL, seconds, 0.5)  # again, if one is swallowed
     try:
         yield
     finally:

@@ -2,6 +2,7 @@
 fuzzer both reaches deep into the planners (plausible values) and probes the edge (ints past
 2^63, NaN, infinities, wrong types, odd text)."""
 
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -185,3 +186,46 @@ FILE_BYTES = st.one_of(
     st.sampled_from([b"", b"\xef\xbb\xbf{}", "devices: [{device: u280}]".encode("utf-16"),
                      b"!!python/object:os.system {}", b"\x00" * 10, b"key: [unclosed"]),
 )
+
+
+# ---- CHEF row: layer DAG files, IP template files, heterogeneous cluster files --------------
+def _tiny_dag() -> dict[str, Any]:
+    """The first layers of the built-in `vfs` DAG at a small image, so a plan takes
+    milliseconds and the fuzzer reaches the scheduler, not only the loader."""
+    from archipelago.models.dag import dag_to_dict
+    from archipelago.models.dag_zoo import builtin_dag
+
+    whole = dag_to_dict(builtin_dag("vfs"))
+    layers = [dict(layer) for layer in whole["layers"][:3]]
+    for layer in layers:
+        layer.update({k: 16 // (2 if layer["type"] == "pool" else 1)
+                      for k in ("out_rows", "out_cols")})
+    return {"name": "tiny", "inputs": {layers[0]["name"]: [3, 16, 16]}, "layers": layers}
+
+
+@st.composite
+def dag_doc(draw: st.DrawFn) -> Any:
+    base = _tiny_dag()
+    layers = [draw(mutated(layer)) if draw(rarely(3)) else layer for layer in base["layers"]]
+    return draw(mutated({**base, "layers": layers}))
+
+
+@st.composite
+def ip_doc(draw: st.DrawFn) -> Any:
+    from archipelago.engines.ip_templates import builtin_ips
+
+    names = draw(st.lists(st.sampled_from(sorted(builtin_ips())), min_size=1, max_size=3,
+                          unique=True))
+    raw = yaml.safe_load((Path(__file__).parents[2] / "archipelago" / "engines" /
+                          "ip_templates.yaml").read_text())["ips"]
+    return {"ips": {name: draw(mutated(raw[name])) for name in names}}
+
+
+@st.composite
+def hetero_cluster_doc(draw: st.DrawFn) -> Any:
+    from archipelago.hardware.catalog import unwrap_sourced
+
+    raw = unwrap_sourced(yaml.safe_load((Path(__file__).parents[2] / "archipelago" /
+                                         "hardware" / "clusters" / "hacc.yaml").read_text()))
+    fpgas = [draw(mutated({**f, "banks": draw(mutated(f["banks"]))})) for f in raw["fpgas"]]
+    return draw(mutated({**raw, "fpgas": fpgas}))

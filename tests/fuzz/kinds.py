@@ -34,6 +34,9 @@ KINDS: dict[str, Kind] = {
     "emulate-edge": (st.tuples(st.integers(-2**70, 2**70),
                                st.floats(allow_nan=True, allow_infinity=True), ENV),
                      lambda x, tmp: cases.emulate_edge_case(*x)),
+    "dag": (inputs.dag_doc(), cases.dag_case),
+    "ip": (inputs.ip_doc(), cases.ip_case),
+    "cluster:hetero": (inputs.hetero_cluster_doc(), cases.hetero_cluster_case),
     "file": (st.tuples(inputs.FILE_BYTES, st.sampled_from(LOADERS)),
              lambda x, tmp: cases.file_case(x[0], x[1], tmp)),
 }

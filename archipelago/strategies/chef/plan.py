@@ -17,15 +17,15 @@ from archipelago.strategies.chef.simulate import Schedule, Tables
 class ChefConfig(BaseModel):
     """`--engine-config` for chef, h2h and chef-exact."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
     ips: tuple[str, ...] | None = None
     """Candidate IP names (default: every IP of the model's layer types)."""
     ip_file: str | None = None
     """A YAML file of IP templates replacing the built-in ones."""
-    max_accs_per_fpga: int = Field(default=4, gt=0)
+    max_accs_per_fpga: int = Field(default=4, gt=0, le=16)
     """Assumption beyond Eq. (1): Fig. 5 shows up to three IPs per FPGA; more only slow
-    the search."""
-    bandwidth: float | None = Field(default=None, gt=0)
+    the search (16: the bound, past which the deployment search would not end)."""
+    bandwidth: float | None = Field(default=None, gt=0, le=1e6)
     """BW_inter in GB/s for every FPGA pair (`--bandwidth`; presets 0.125, 3, 15)."""
 
     def candidates(self) -> list[IPTemplate]:
