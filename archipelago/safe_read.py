@@ -6,6 +6,7 @@ a YAML alias bomb) is one ConfigError naming it instead of a hang or a traceback
 import errno
 import json
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any
@@ -86,10 +87,24 @@ def check_shape(data: Any, source: str, what: str = "file") -> Any:
     return data
 
 
+def _flow_depth_exceeds(text: str, limit: int) -> bool:
+    """Whether `[`/`{` brackets nest deeper than `limit`: checked before parsing, since the
+    YAML parser takes seconds to fail on thousands of levels. (Brackets inside quoted
+    strings count too, which only matters past `limit` unclosed ones.)"""
+    depth = 0
+    for bracket in re.sub(r"[^\[\]{}]+", "", text):
+        depth = depth + 1 if bracket in "[{" else max(depth - 1, 0)
+        if depth > limit:
+            return True
+    return False
+
+
 def load_yaml(path: Path | str, what: str = "file") -> Any:
     """A YAML (or JSON) document, parsed by the safe loader only (no Python tags)."""
     source = str(path)
     text = read_text(path, what)
+    if _flow_depth_exceeds(text, MAX_DEPTH):
+        raise ConfigError(source, what, f"nests deeper than {MAX_DEPTH} levels")
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as err:
