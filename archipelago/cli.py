@@ -41,16 +41,10 @@ def user_errors(command: Callable[..., None]) -> Callable[..., None]:
         try:
             command(*args, **kwargs)
         except ArchipelagoError as err:
-            print(f"error: {one_line(str(err))}", file=sys.stderr)
+            print(f"error: {err}", file=sys.stderr)
             raise typer.Exit(2) from None
 
     return run
-
-
-def one_line(message: str) -> str:
-    """The message with control characters (a newline or carriage return a user typed into
-    a name) escaped, so it stays one line on the terminal."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
 
 
 def load_engine_config(path: Path | None) -> dict[str, Any]:

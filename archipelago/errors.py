@@ -7,6 +7,11 @@ from typing import Any
 class ArchipelagoError(Exception):
     """Base of every error caused by user input; its message is meant to be shown as is."""
 
+    def __str__(self) -> str:
+        """One line whatever the user typed: control characters (a newline or carriage
+        return inside a name or a YAML key) are shown escaped."""
+        return "".join(c if c.isprintable() else repr(c)[1:-1] for c in super().__str__())
+
 
 class UnknownNameError(ArchipelagoError):
     """A model, device, strategy or other registry name that does not exist."""
