@@ -102,7 +102,7 @@ def dag_case(doc: Any, tmp: Path) -> dict[str, Any]:
 def ip_case(doc: Any, tmp: Path) -> dict[str, Any]:
     """A user's IP template file, through `--engine-config ip_file:`, planned by CHEF."""
     (tmp / "ips.yaml").write_text(yaml.safe_dump(doc))
-    (tmp / "dag.yaml").write_text(yaml.safe_dump(inputs._tiny_dag()))
+    (tmp / "dag.yaml").write_text(yaml.safe_dump(inputs.tiny_dag()))
     return figures(str(tmp / "dag.yaml"), "hacc", "chef", {"ip_file": str(tmp / "ips.yaml")})
 
 

@@ -189,7 +189,7 @@ FILE_BYTES = st.one_of(
 
 
 # ---- CHEF row: layer DAG files, IP template files, heterogeneous cluster files --------------
-def _tiny_dag() -> dict[str, Any]:
+def tiny_dag() -> dict[str, Any]:
     """The first layers of the built-in `vfs` DAG at a small image, so a plan takes
     milliseconds and the fuzzer reaches the scheduler, not only the loader."""
     from archipelago.models.dag import dag_to_dict
@@ -205,7 +205,7 @@ def _tiny_dag() -> dict[str, Any]:
 
 @st.composite
 def dag_doc(draw: st.DrawFn) -> Any:
-    base = _tiny_dag()
+    base = tiny_dag()
     layers = [draw(mutated(layer)) if draw(rarely(3)) else layer for layer in base["layers"]]
     return draw(mutated({**base, "layers": layers}))
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import seed as fixed_seed
 from hypothesis import strategies as st
 
 from tests.fuzz import cases, inputs
@@ -61,6 +62,6 @@ def fuzz_kind(name: str, examples: int, seed: int | None = None) -> tuple[Counte
                 findings.append(f"{outcome}: {detail} <- {value!r}"[:600])
 
         if seed is not None:
-            run = __import__("hypothesis").seed(seed)(run)
+            run = fixed_seed(seed)(run)
         run()
     return counts, findings
