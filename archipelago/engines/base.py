@@ -20,6 +20,11 @@ class EngineConfig(BaseModel):
 # fastest kernel clock there is 500 MHz, the widest datapath 512 bits, the largest array
 # 128 x 128), they only stop typos whose sizes overflow or stall the estimators.
 MAX_CLOCK_HZ = 2e9
+# Lower bounds likewise: no kernel clocks under 1 MHz nor streams under 1 MB/s, and a
+# denormal clock (5e-324 Hz) would turn every time into infinity.
+MIN_CLOCK_HZ = 1e6
+MIN_BANDWIDTH_BPS = 1e6
+MIN_UTILIZATION = 0.01
 MAX_BITS = 4096
 MAX_DIM = 2**16
 MAX_CHANNELS = 1024

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from math import log2
 
 import numpy as np
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from archipelago.comm.router import dfx_all_gather_s
 from archipelago.engines.base import (
@@ -37,6 +37,8 @@ from archipelago.engines.base import (
     MAX_CLOCK_HZ,
     MAX_DIM,
     MAX_TOKENS,
+    MIN_BANDWIDTH_BPS,
+    MIN_CLOCK_HZ,
     EngineConfig,
     add_resources,
     ceil_div,
@@ -70,14 +72,14 @@ class DFXConfig(EngineConfig):
     # tile dimension = adder-tree inputs per lane (seeds/001 §V-B)
     d: int = Field(64, ge=2, le=MAX_DIM)
     l: int = Field(16, ge=1, le=MAX_DIM)  # noqa: E741  lanes of the MFU (seeds/001 §V-B)
-    clock_hz: float = Field(200e6, gt=0, le=MAX_CLOCK_HZ)  # kernel clock (seeds/001 §VI)
+    clock_hz: float = Field(200e6, ge=MIN_CLOCK_HZ, le=MAX_CLOCK_HZ)  # kernel clock (seeds/001 §VI)
     # DMA reads all 32 HBM channels (seeds/001 §V-B)
     hbm_channels: int = Field(32, ge=1, le=MAX_CHANNELS)
     # per-channel data width at the kernel clock (§V-B)
     channel_bits: int = Field(512, ge=1, le=MAX_BITS)
     data_bits: int = Field(16, ge=1, le=64)  # FP16 (seeds/001 §IV-B)
     # one DDR channel: half of the 38 GB/s of two (§IV-B)
-    ddr_Bps: float = Field(19e9, gt=0, le=MAX_BANDWIDTH_BPS)
+    ddr_Bps: float = Field(19e9, ge=MIN_BANDWIDTH_BPS, le=MAX_BANDWIDTH_BPS)
     # summarization sliding window held on chip (§IV-C Conv1D); taken equal to d, the tile height
     window_tokens: int = Field(64, ge=1, le=MAX_TOKENS)
 
@@ -87,6 +89,13 @@ class DFXConfig(EngineConfig):
         if d & (d - 1):
             raise ValueError("must be a power of two")
         return d
+
+    @model_validator(mode="after")
+    def _a_channel_carries_a_value(self) -> "DFXConfig":
+        if self.channel_bits < self.data_bits:
+            raise ValueError(f"channel_bits {self.channel_bits} must be at least data_bits "
+                             f"{self.data_bits}: a channel carries one value per cycle or more")
+        return self
 
     @property
     def hbm_values_per_cycle(self) -> int:

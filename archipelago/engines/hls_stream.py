@@ -26,6 +26,8 @@ from archipelago.engines.base import (
     MAX_CLOCK_HZ,
     MAX_DIM,
     MAX_TOKENS,
+    MIN_CLOCK_HZ,
+    MIN_UTILIZATION,
     EngineConfig,
     add_resources,
     memory_blocks,
@@ -101,14 +103,14 @@ STAGE_DEPTH: dict[str, int] = {s: MAC_LATENCY + 2 for s in STAGE_DSP}
 class StreamConfig(EngineConfig):
     """Design parameters every kernel of one build shares (`--engine-config` keys)."""
 
-    clock_hz: float = Field(KERNEL_CLOCK_HZ, gt=0, le=MAX_CLOCK_HZ)
+    clock_hz: float = Field(KERNEL_CLOCK_HZ, ge=MIN_CLOCK_HZ, le=MAX_CLOCK_HZ)
     flit_bytes: int = Field(FLIT_BYTES, ge=1, le=MAX_BITS)
     max_seq_len: int = Field(MAX_SEQ_LEN, ge=1, le=MAX_TOKENS)
     # target cycles per row; None: the engine's default (the hidden size; on Versal the AIE time per
     # row)
     row_interval: int | None = Field(None, ge=1, le=2**32)
-    utilization: float = Field(0.9, gt=0, le=1)  # share of each FPGA's DSP/BRAM/URAM/AIE
-    #                                              compute kernels fill
+    # share of each FPGA's DSP/BRAM/URAM/AIE compute kernels fill
+    utilization: float = Field(0.9, ge=MIN_UTILIZATION, le=1)
     # encoders per Galapagos cluster (§7.2: one)
     layers_per_cluster: int = Field(1, ge=1, le=MAX_DIM)
 

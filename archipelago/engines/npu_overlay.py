@@ -16,7 +16,13 @@ from typing import Protocol
 
 from pydantic import Field
 
-from archipelago.engines.base import MAX_CLOCK_HZ, MAX_DIM, EngineConfig
+from archipelago.engines.base import (
+    MAX_CLOCK_HZ,
+    MAX_DIM,
+    MIN_CLOCK_HZ,
+    MIN_UTILIZATION,
+    EngineConfig,
+)
 from archipelago.hardware.device import Device
 
 
@@ -50,9 +56,9 @@ class NPUConfig(EngineConfig):
     # None: as many as the DSP budget allows
     tiles: int | None = Field(default=None, gt=0, le=MAX_DIM)
     # None: the device's (200 MHz)
-    clock_hz: float | None = Field(default=None, gt=0, le=MAX_CLOCK_HZ)
-    dsp_utilization: float = Field(default=UTILIZATION, gt=0, le=1)
-    m20k_utilization: float = Field(default=UTILIZATION, gt=0, le=1)
+    clock_hz: float | None = Field(default=None, ge=MIN_CLOCK_HZ, le=MAX_CLOCK_HZ)
+    dsp_utilization: float = Field(default=UTILIZATION, ge=MIN_UTILIZATION, le=1)
+    m20k_utilization: float = Field(default=UTILIZATION, ge=MIN_UTILIZATION, le=1)
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from archipelago.engines.base import (
     MAX_CLOCK_HZ,
     MAX_DIM,
     MAX_TOKENS,
+    MIN_CLOCK_HZ,
     EngineConfig,
     ceil_div,
 )
@@ -68,7 +69,7 @@ class SystolicConfig(EngineConfig):
 
     precision: Precision = "fp16"
     # LORA-F 200 MHz, LORA-Q 250 MHz (seeds/002 Table IV)
-    clock_hz: float = Field(200e6, gt=0, le=MAX_CLOCK_HZ)
+    clock_hz: float = Field(200e6, ge=MIN_CLOCK_HZ, le=MAX_CLOCK_HZ)
     d_sa: int = Field(32, ge=1, le=MAX_DIM)  # systolic array side (seeds/002 §V-C example: 32 x 32)
     t_m: int = Field(32, ge=1, le=MAX_DIM)  # matrix tile side (Fig. 3b)
     t_v: int = Field(32, ge=1, le=MAX_DIM)  # tiles per vector-matrix iteration (Fig. 8)

@@ -120,7 +120,7 @@ def switched_link(device: Device) -> Link:
 class _LinkSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     latency_ns: float = Field(ge=0, le=1e9)  # up to a second
-    bandwidth_gbps: float = Field(gt=0, le=1e6)  # up to a petabit per second
+    bandwidth_gbps: float = Field(ge=1e-3, le=1e6)  # 1 Mb/s to a petabit per second
     encoding: Literal["none", "64b66b"] = "none"
 
     def to_link(self) -> Link:

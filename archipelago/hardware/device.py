@@ -39,7 +39,7 @@ class Memory(_Frozen):
     """An off-chip memory: HBM, DDR or GDDR."""
 
     capacity_bytes: int = Field(gt=0)
-    bandwidth_Bps: float = Field(gt=0)
+    bandwidth_Bps: float = Field(ge=1e6)  # 1 MB/s: slower is a typo
     channels: int = Field(default=1, gt=0)
 
 
@@ -48,7 +48,7 @@ class NetworkPorts(_Frozen):
 
     kind: str
     ports: int = Field(ge=0, le=64)
-    gbps: float = Field(gt=0)
+    gbps: float = Field(ge=1e-3)
 
 
 class Device(_Frozen):
@@ -63,8 +63,8 @@ class Device(_Frozen):
     uram_block_kbit: float = Field(default=288.0, gt=0)
     memories: dict[str, Memory] = Field(default_factory=dict)
     network: NetworkPorts | None = None
-    host_link_Bps: float | None = Field(default=None, gt=0)
-    clock_hz: float | None = Field(default=None, gt=0)
+    host_link_Bps: float | None = Field(default=None, ge=1e6)
+    clock_hz: float | None = Field(default=None, ge=1e6)
     peak_fp16_flops: float | None = Field(default=None, gt=0)
     power_w: float | None = Field(default=None, gt=0)
     price_usd: float | None = Field(default=None, gt=0)

@@ -77,14 +77,14 @@ class _Banks(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     count: int | None = Field(default=None, gt=0, le=_MAX_BANKS)
     size_bytes: int | None = Field(default=None, gt=0, le=2**50)
-    bandwidth_gbps: float | None = Field(default=None, gt=0, le=_MAX_GBPS)
+    bandwidth_gbps: float | None = Field(default=None, ge=1e-3, le=_MAX_GBPS)
 
 
 class _FPGAEntry(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     name: str | None = None
     device: str
-    freq_mhz: float = Field(gt=0, le=2000)
+    freq_mhz: float = Field(ge=1, le=2000)
     dsp: int | None = Field(default=None, gt=0, le=_MAX_BLOCKS)
     bram: int | None = Field(default=None, gt=0, le=_MAX_BLOCKS)
     banks: _Banks = _Banks()
@@ -94,14 +94,14 @@ class _Pair(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     a: str
     b: str
-    gbps: float = Field(gt=0, le=_MAX_GBPS)
+    gbps: float = Field(ge=1e-3, le=_MAX_GBPS)
 
 
 class _ClusterFile(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     name: str
     fpgas: list[_FPGAEntry] = Field(min_length=1, max_length=_MAX_FPGAS)
-    p2p_gbps: float = Field(gt=0, le=_MAX_GBPS)
+    p2p_gbps: float = Field(ge=1e-3, le=_MAX_GBPS)
     host_relay: bool = False
     pairs: list[_Pair] = Field(default_factory=list)
 
