@@ -42,7 +42,7 @@ def user_errors(command: Callable[..., None]) -> Callable[..., None]:
             command(*args, **kwargs)
         except ArchipelagoError as err:
             print(f"error: {err}", file=sys.stderr)
-            raise typer.Exit(2) from None
+            raise typer.Exit(getattr(err, "exit_code", 2)) from None
 
     return run
 
@@ -271,12 +271,15 @@ def explore(
     study: Annotated[str | None, typer.Option(help="study name (default from the inputs)")] = None,
     out: Annotated[Path | None, typer.Option(help="best engine config YAML")] = None,
     seed: Annotated[int, typer.Option(help="sampler seed")] = 0,
+    force: Annotated[bool, typer.Option(help="replace an existing --out file")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     from rich.progress import Progress
 
-    from archipelago.api import make_plan, parse_workload
+    from archipelago.api import parse_workload
     from archipelago.explore.search import SearchRequest, run_search
+    from archipelago.explore.study import default_study_name, study_identity
+    from archipelago.output_file import check_output_file, write_atomically
     from archipelago.strategies.registry import get_strategy
 
     given = workload_options(ctx)
@@ -290,18 +293,18 @@ def explore(
         return
     work = parse_workload(strategy, given, "explore")
     texts = kind.workload.texts(given, "explore")
-    inputs = "-".join(t.replace(":", "x") for t in texts.values())
-    name = study or f"{Path(model).stem}-{cluster}-{strategy}-{inputs}"
+    # Resolves model, cluster and strategy: bad names and splits fail before any trial.
+    name = study or default_study_name(study_identity(model, cluster, strategy, work))
+    target = out or Path(f"best-{name.replace('/', '-')}.yaml")
+    check_output_file(target, "--out", force)
     request = SearchRequest(model, cluster, strategy, work, trials, storage, name, seed)
-    make_plan(model, cluster, strategy)  # reject bad names and splits before any trial
     with Progress(console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task(f"exploring {name}", total=trials)
         best = run_search(request, on_trial=lambda n: bar.advance(task, n))
-    target = out or Path(f"best-{name}.yaml")
-    target.write_text(yaml.safe_dump({
+    write_atomically(target, yaml.safe_dump({
         "strategy": strategy, "model": model, "cluster": cluster, **texts,
         "latency_s": best.latency_s, "tokens_per_s": best.tokens_per_s,
-        "engine": best.engine}, sort_keys=False))
+        "engine": best.engine}, sort_keys=False), "--out", force)
     summary = {"study": name, "storage": storage, "trials": best.trials_done,
                "feasible_trials": best.feasible_trials, "latency_s": best.latency_s,
                "tokens_per_s": best.tokens_per_s, "utilization": best.utilization,

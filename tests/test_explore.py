@@ -23,14 +23,18 @@ def archi(*args: str, **kwargs) -> subprocess.CompletedProcess:
                           text=True, timeout=300, **kwargs)
 
 
-def complete_trials(db) -> int:
-    """Finished trials in the study file (0 while optuna has not created its tables)."""
+def trials_in_state(db, state: str) -> int:
+    """Trials in `state` in the study file (0 while optuna has not created its tables)."""
     try:
         with sqlite3.connect(db) as con:
-            query = "SELECT COUNT(*) FROM trials WHERE state = 'COMPLETE'"
-            return con.execute(query).fetchone()[0]
+            query = "SELECT COUNT(*) FROM trials WHERE state = ?"
+            return con.execute(query, (state,)).fetchone()[0]
     except sqlite3.OperationalError:
         return 0
+
+
+def complete_trials(db) -> int:
+    return trials_in_state(db, "COMPLETE")
 
 
 def test_search_respects_every_limit(tmp_path) -> None:

@@ -3,9 +3,11 @@ device's DSP/BRAM/URAM/memory limits, with optuna's NSGA-II genetic sampler.
 
 Every finished trial is committed to the study's storage (SQLite by default), so a killed
 search loses at most the trial in flight; rerunning the same command resumes it and runs
-only the trials still missing.
+only the trials still missing. What a study is and how runs share one: explore/study.py,
+explore/trials.py.
 """
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -13,7 +15,11 @@ from typing import Any
 from archipelago.api import make_plan
 from archipelago.errors import ArchipelagoError
 from archipelago.explore.spaces import design_space
+from archipelago.explore.study import DIRECTIONS, claim, study_identity
+from archipelago.explore.trials import Interrupted, run_trials, stop_on_signals
 from archipelago.strategies.registry import get_strategy
+
+STORAGE_RETRIES = 5
 
 
 @dataclass(frozen=True)
@@ -88,37 +94,63 @@ def _storage(url: str) -> Any:
     return storage
 
 
+def _create_study(request: SearchRequest) -> Any:
+    """Create or load the study; runs started together race to create the storage's tables,
+    so a loser retries once the winner is done."""
+    import optuna
+    from sqlalchemy.exc import IntegrityError, OperationalError
+
+    sampler = optuna.samplers.NSGAIISampler(seed=request.seed, population_size=24)
+    for attempt in range(STORAGE_RETRIES):
+        try:
+            return optuna.create_study(study_name=request.study_name,
+                                       storage=_storage(request.storage),
+                                       directions=list(DIRECTIONS), sampler=sampler,
+                                       load_if_exists=True)
+        except (OperationalError, IntegrityError):
+            if attempt == STORAGE_RETRIES - 1:
+                raise
+            time.sleep(0.2 * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
 def _open_study(request: SearchRequest) -> Any:
     import optuna
     from sqlalchemy.exc import SQLAlchemyError
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    sampler = optuna.samplers.NSGAIISampler(seed=request.seed, population_size=24)
     try:
-        return optuna.create_study(study_name=request.study_name,
-                                   storage=_storage(request.storage),
-                                   directions=["minimize", "minimize"], sampler=sampler,
-                                   load_if_exists=True)
+        study = _create_study(request)
     except (ValueError, ImportError, SQLAlchemyError, optuna.exceptions.OptunaError) as err:
         reason = str(err).strip().splitlines()[0]
         raise ArchipelagoError(f"storage '{request.storage}': {reason}") from None
+    identity = study_identity(request.model, request.cluster, request.strategy,
+                              request.workload)
+    claim(study, identity, f"storage '{request.storage}'")
+    return study
+
+
+def _finished(study: Any) -> int:
+    import optuna
+
+    return len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)))
 
 
 def run_search(request: SearchRequest, on_trial: Callable[[int], None] | None = None) -> Best:
-    """Run until the study holds `trials` finished trials, then return the best feasible."""
-    import optuna
+    """Run until the study holds `trials` finished trials (all runs on it together), then
+    return the best feasible. SIGINT/SIGTERM stop it after the trial in flight."""
+    import signal
 
     study = _open_study(request)
-    if not study.get_trials(deepcopy=False):
-        study.enqueue_trial(design_space(request.strategy).baseline)
-    state = optuna.trial.TrialState
-    done = len(study.get_trials(deepcopy=False, states=(state.COMPLETE,)))
     if on_trial:
-        on_trial(done)
-    remaining = max(0, request.trials - done)
-    if remaining:
-        callbacks = [lambda s, t: on_trial(1)] if on_trial else []
-        study.optimize(_objective(request), n_trials=remaining, callbacks=callbacks)
+        on_trial(_finished(study))
+    with stop_on_signals() as stop:
+        run_trials(study, _objective(request), request.trials,
+                   design_space(request.strategy).baseline, stop, on_trial)
+    if stop.signum is not None:
+        raise Interrupted(f"interrupted by {signal.Signals(stop.signum).name}: study "
+                          f"'{request.study_name}' holds {_finished(study)} finished trials; "
+                          "rerun the same command to resume", stop.signum)
     return best_of(study)
 
 

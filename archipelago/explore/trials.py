@@ -1,0 +1,163 @@
+"""Trial bookkeeping that stays exact with several runs on one study and with runs killed at
+any moment: the study stops at its budget of finished trials in total, the published design
+point is evaluated exactly once, and trials left RUNNING by a dead run are marked failed.
+
+Each trial records the run that took it (host, pid and the pid's start time), so a run can
+tell a peer's trial in flight from one whose run is gone. Trial numbers are handed out by the
+storage in one order for all runs; a trial that finds `budget` live trials numbered before it
+is not evaluated (marked FAIL with the reason), which is what makes concurrent runs exact.
+"""
+
+import os
+import signal
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from archipelago.errors import ArchipelagoError
+
+PUBLISHED = "published"  # user attr of the enqueued published design point
+WORKER = "worker"  # user attr: the run that took the trial
+SKIPPED = "skipped"  # user attr: why a trial was not evaluated
+# A trial is claimed right after it is created; one unclaimed for this long lost its run.
+UNCLAIMED_STALE_S = 10.0
+
+
+class Interrupted(ArchipelagoError):
+    """The user stopped the search; the exit status says by which signal (128 + number)."""
+
+    def __init__(self, message: str, signum: int) -> None:
+        super().__init__(message)
+        self.exit_code = 128 + signum
+
+
+class StopFlag:
+    """Set by SIGINT or SIGTERM: the search ends after the trial in flight."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self._event = threading.Event()
+
+    def set(self, signum: int) -> None:
+        self.signum = signum
+        self._event.set()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+
+@contextmanager
+def stop_on_signals() -> Iterator[StopFlag]:
+    """Turn SIGINT/SIGTERM into a StopFlag while the search runs (main thread only: signal
+    handlers cannot be installed elsewhere), restoring the previous handlers after."""
+    flag = StopFlag()
+    if threading.current_thread() is not threading.main_thread():
+        yield flag
+        return
+    previous = {s: signal.signal(s, lambda signum, _frame: flag.set(signum))
+                for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield flag
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (Linux), telling a reused pid apart."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def this_run() -> dict[str, Any]:
+    pid = os.getpid()
+    return {"host": socket.gethostname(), "pid": pid, "start": _start_time(pid)}
+
+
+def _run_alive(run: dict[str, Any] | None, started: datetime | None) -> bool:
+    if run is None:
+        return started is None or (datetime.now() - started).total_seconds() < UNCLAIMED_STALE_S
+    if run["host"] != socket.gethostname():
+        return True  # another machine's process: nothing here can tell, so trust it
+    if run["start"] is not None:
+        return _start_time(run["pid"]) == run["start"]
+    try:
+        os.kill(run["pid"], 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
+def live_trials(study: Any) -> list[Any]:
+    """Finished trials and trials in flight in live runs; RUNNING trials whose run is gone
+    are marked FAIL on the way (a killed run cannot do it itself)."""
+    from optuna.trial import TrialState
+
+    live = []
+    for trial in study.get_trials(deepcopy=False,
+                                  states=(TrialState.COMPLETE, TrialState.RUNNING)):
+        if trial.state == TrialState.RUNNING and not _run_alive(
+                trial.user_attrs.get(WORKER), trial.datetime_start):
+            study.tell(trial.number, state=TrialState.FAIL, skip_if_finished=True)
+            continue
+        live.append(trial)
+    return live
+
+
+def _published_pending(study: Any, live: list[Any]) -> bool:
+    """Whether the published point is in flight or queued for a next trial."""
+    from optuna.trial import TrialState
+
+    waiting = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+    return any(t.user_attrs.get(PUBLISHED) for t in [*live, *waiting])
+
+
+def _skip_reason(study: Any, trial: Any, budget: int) -> str | None:
+    ahead = [t for t in live_trials(study) if t.number < trial.number]
+    if len(ahead) >= budget:
+        return f"the study already had {budget} trials finished or in flight"
+    if trial.user_attrs.get(PUBLISHED) and any(t.user_attrs.get(PUBLISHED) for t in ahead):
+        return "the published design point is evaluated by an earlier trial"
+    return None
+
+
+def run_trials(study: Any, objective: Callable[[Any], tuple[float, ...]], budget: int,
+               published: dict[str, Any], stop: StopFlag,
+               on_trial: Callable[[int], None] | None = None) -> None:
+    """Evaluate trials until the study holds `budget` finished ones (counting those in
+    flight in other live runs), or `stop` is set."""
+    from optuna.trial import TrialState
+
+    me, published_done = this_run(), False
+    while not stop.is_set():
+        live = live_trials(study)
+        if len(live) >= budget:
+            return
+        if not published_done:  # checked until done: a peer holding it may die
+            published_done = any(t.user_attrs.get(PUBLISHED) and t.state == TrialState.COMPLETE
+                                 for t in live)
+            if not published_done and not _published_pending(study, live):
+                study.enqueue_trial(published, user_attrs={PUBLISHED: True})
+        trial = study.ask()
+        trial.set_user_attr(WORKER, me)
+        reason = _skip_reason(study, trial, budget)
+        if reason is not None:
+            trial.set_user_attr(SKIPPED, reason)
+            study.tell(trial, state=TrialState.FAIL)
+            continue
+        try:
+            values = objective(trial)
+        except BaseException:
+            study.tell(trial, state=TrialState.FAIL)
+            raise
+        study.tell(trial, values)
+        if on_trial:
+            on_trial(1)
