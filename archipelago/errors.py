@@ -43,3 +43,11 @@ class ConfigError(ArchipelagoError):
 
 class PartitionError(ArchipelagoError):
     """A split that the chosen strategy cannot make on the chosen cluster."""
+
+
+class Interrupted(ArchipelagoError):
+    """The user stopped a command with a signal; the exit status is 128 + its number."""
+
+    def __init__(self, message: str, signum: int) -> None:
+        super().__init__(message)
+        self.exit_code = 128 + signum

@@ -3,7 +3,6 @@ and summarize. Under torchrun (RANK and WORLD_SIZE set) this process is one rank
 
 import os
 import socket
-import tempfile
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -17,6 +16,7 @@ from rich.progress import Progress
 
 from archipelago.emulate import worker
 from archipelago.emulate.job import EmulationJob
+from archipelago.emulate.reaper import owned_run_dir, record_helpers
 from archipelago.emulate.watchdog import DONE, FAULT_ENV, ProgressBoard, stop, watch
 from archipelago.emulate.worker import RankProgram
 from archipelago.errors import ArchipelagoError
@@ -64,8 +64,7 @@ def torchrun_place(env: Mapping[str, str]) -> tuple[int, int] | None:
 
 def emulate_locally(plan: Plan, job: EmulationJob, program: RankProgram) -> dict[str, Any]:
     """Run `plan` itself, the object in hand, with one process per device on this machine."""
-    with tempfile.TemporaryDirectory(prefix="archipelago-emulate-") as tmp:
-        run_dir = Path(tmp)
+    with owned_run_dir() as run_dir:
         if job.checkpoint is None:
             from archipelago.emulate.reference import save_seeded_checkpoint
 
@@ -103,6 +102,7 @@ def run_ranks(plan: Plan, job: EmulationJob, program: RankProgram,
     try:
         for proc in procs:
             proc.start()
+        record_helpers()
         with _TokenBars(plan, job, program) as bars:
             watch(procs, board, run_dir, job.timeout_s, bars.update)
     finally:

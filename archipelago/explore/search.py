@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from archipelago.api import make_plan
-from archipelago.errors import ArchipelagoError
+from archipelago.errors import ArchipelagoError, Interrupted
 from archipelago.explore.spaces import design_space
 from archipelago.explore.study import DIRECTIONS, claim, study_identity
-from archipelago.explore.trials import Interrupted, run_trials, stop_on_signals
+from archipelago.explore.trials import run_trials, stop_on_signals
 from archipelago.strategies.registry import get_strategy
 
 STORAGE_RETRIES = 5

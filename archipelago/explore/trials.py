@@ -15,24 +15,15 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
-from archipelago.errors import ArchipelagoError
+from archipelago.processes import start_time
 
 PUBLISHED = "published"  # user attr of the enqueued published design point
 WORKER = "worker"  # user attr: the run that took the trial
 SKIPPED = "skipped"  # user attr: why a trial was not evaluated
 # A trial is claimed right after it is created; one unclaimed for this long lost its run.
 UNCLAIMED_STALE_S = 10.0
-
-
-class Interrupted(ArchipelagoError):
-    """The user stopped the search; the exit status says by which signal (128 + number)."""
-
-    def __init__(self, message: str, signum: int) -> None:
-        super().__init__(message)
-        self.exit_code = 128 + signum
 
 
 class StopFlag:
@@ -67,17 +58,9 @@ def stop_on_signals() -> Iterator[StopFlag]:
             signal.signal(signum, handler)
 
 
-def _start_time(pid: int) -> str | None:
-    """The process's start time in clock ticks since boot (Linux), telling a reused pid apart."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return None
-
-
 def this_run() -> dict[str, Any]:
     pid = os.getpid()
-    return {"host": socket.gethostname(), "pid": pid, "start": _start_time(pid)}
+    return {"host": socket.gethostname(), "pid": pid, "start": start_time(pid)}
 
 
 def _run_alive(run: dict[str, Any] | None, started: datetime | None) -> bool:
@@ -86,7 +69,7 @@ def _run_alive(run: dict[str, Any] | None, started: datetime | None) -> bool:
     if run["host"] != socket.gethostname():
         return True  # another machine's process: nothing here can tell, so trust it
     if run["start"] is not None:
-        return _start_time(run["pid"]) == run["start"]
+        return start_time(run["pid"]) == run["start"]
     try:
         os.kill(run["pid"], 0)
     except ProcessLookupError:

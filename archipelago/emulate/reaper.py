@@ -1,0 +1,150 @@
+"""Ownership of an emulation's processes and files, however the launcher ends.
+
+The launcher starts ranks through multiprocessing's fork server, which, with its resource
+tracker, outlives a launcher killed by a signal (a rank keeps the server's liveness pipe
+open), and no code in a SIGKILLed launcher can clean up. So each launcher starts one small
+reaper process (no torch; its own session, so a terminal's Ctrl-C reaches only the
+launcher) and holds the only write end of its stdin. Through it the launcher says, a line
+each:
+
+    dir PATH    a run directory exists         done PATH   the launcher removed it
+    scan        record my helper processes now (answered `ok`)
+    also PATH   remove PATH at the end too (multiprocessing's own temporary directory,
+                which only a launcher that exits normally removes)
+
+End of file means the launcher is gone (exit, exception, signal, SIGKILL): the reaper
+SIGKILLs the helpers it recorded (the fork server, the resource tracker and every rank
+forked from them), removes the directories still listed, and exits. A rank forked after
+the last scan dies with its fork server (watchdog.die_with_parent).
+"""
+
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+from archipelago.errors import Interrupted
+from archipelago.processes import all_pids, command_line, parent_of, start_time
+
+HELPER_MARK = "multiprocessing"  # in the fork server's and the resource tracker's command line
+POLL_S = 0.25  # how often the reaper looks for new helpers while a run is in progress
+EXIT_WAIT_S = 3.0  # how long it waits for killed processes to go before removing files
+
+
+def helpers_of(launcher: int) -> dict[int, str | None]:
+    """The launcher's multiprocessing helpers and all their descendants, with start times."""
+    parents = {pid: parent_of(pid) for pid in all_pids()}
+    todo = [pid for pid, ppid in parents.items()
+            if ppid == launcher and HELPER_MARK in command_line(pid)]
+    owned: dict[int, str | None] = {}
+    while todo:
+        pid = todo.pop()
+        if pid not in owned:
+            owned[pid] = start_time(pid)
+            todo.extend(child for child, ppid in parents.items() if ppid == pid)
+    return owned
+
+
+def _end(owned: dict[int, str | None], dirs: set[str]) -> None:
+    alive = {pid: t for pid, t in owned.items() if t is not None and start_time(pid) == t}
+    for pid in alive:
+        with suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + EXIT_WAIT_S
+    while time.monotonic() < deadline and any(
+            start_time(p) == t and Path(f"/proc/{p}/exe").exists() for p, t in alive.items()):
+        time.sleep(0.02)  # a zombie has no exe link: it runs no more code
+    for path in dirs:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def serve(launcher: int) -> None:
+    """The reaper's loop: follow the launcher's messages until its end, then clean up."""
+    owned: dict[int, str | None] = {}
+    dirs: set[str] = set()
+    leftovers: set[str] = set()
+    pending = b""
+    while True:
+        ready, _, _ = select.select([0], [], [], POLL_S if dirs else None)
+        if ready:
+            chunk = os.read(0, 4096)
+            if not chunk:
+                break
+            *lines, pending = (pending + chunk).split(b"\n")
+            for line in lines:
+                verb, _, arg = line.decode().partition(" ")
+                if verb == "dir":
+                    dirs.add(arg)
+                elif verb == "done":
+                    dirs.discard(arg)
+                elif verb == "also":
+                    leftovers.add(arg)
+                elif verb == "scan":
+                    owned.update(helpers_of(launcher))
+                    os.write(1, b"ok\n")
+        if dirs:
+            owned.update(helpers_of(launcher))
+    _end(owned, dirs | leftovers)
+
+
+_reaper: subprocess.Popen | None = None
+_lock = threading.Lock()
+
+
+def _tell(line: str) -> None:
+    """Send the reaper a line (starting it first if needed); `scan` waits for its answer."""
+    global _reaper
+    with _lock:
+        if _reaper is None or _reaper.poll() is not None:
+            _reaper = subprocess.Popen(
+                [sys.executable, "-m", "archipelago.emulate.reaper", str(os.getpid())],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
+        assert _reaper.stdin is not None and _reaper.stdout is not None
+        _reaper.stdin.write(f"{line}\n".encode())
+        _reaper.stdin.flush()
+        if line == "scan":
+            _reaper.stdout.readline()
+
+
+def record_helpers() -> None:
+    """Have the reaper record this process's helpers now (call once ranks have started)."""
+    from multiprocessing import util
+
+    _tell(f"also {util.get_temp_dir()}")
+    _tell("scan")
+
+
+def _raise_terminated(signum: int, _frame: object) -> None:
+    raise Interrupted("stopped by SIGTERM; every rank was stopped", signum)
+
+
+@contextmanager
+def owned_run_dir() -> Iterator[Path]:
+    """A temporary directory for one run, removed with every process of the run when the run
+    ends or this process does, however. SIGTERM ends the run as an error (exit 143)."""
+    _tell("scan")  # starts the reaper before there is anything to lose
+    path = tempfile.mkdtemp(prefix="archipelago-emulate-")
+    previous = None
+    try:
+        _tell(f"dir {path}")
+        if threading.current_thread() is threading.main_thread():
+            previous = signal.signal(signal.SIGTERM, _raise_terminated)
+        yield Path(path)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+        shutil.rmtree(path, ignore_errors=True)
+        with suppress(OSError):
+            _tell(f"done {path}")
+
+
+if __name__ == "__main__":
+    serve(int(sys.argv[1]))

@@ -1,0 +1,76 @@
+"""The emulation launcher owns its processes and files: killed while a rank hangs (SIGKILL,
+which it cannot react to, or SIGTERM), it leaves no rank, fork server, resource tracker or
+temporary directory behind within a few seconds."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from archipelago.emulate.watchdog import FAULT_ENV
+from tests.test_emulate import GPT2, write_config
+
+CLEANUP_S = 10.0  # "within a few seconds", with slack for a loaded 2-core machine
+
+
+def processes_with(marker: str) -> list[int]:
+    """Live processes whose environment holds `marker` (zombies have no readable one)."""
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if marker.encode() in environ.read_bytes():
+                found.append(int(environ.parent.name))
+        except OSError:
+            continue
+    return found
+
+
+def wait_for_hang(tmp: Path, launcher: subprocess.Popen, deadline_s: float = 120) -> Path:
+    """The run directory once rank 0 hangs before its 3rd collective and rank 1 waits."""
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline and launcher.poll() is None:
+        for run_dir in tmp.glob("archipelago-emulate-*"):
+            board = run_dir / "progress"
+            if board.exists() and board.stat().st_size == 16:
+                counts = np.fromfile(board, np.int64)
+                if counts[0] == 2 and counts[1] == 3:
+                    return run_dir
+        time.sleep(0.2)
+    raise AssertionError(f"the run never hung; launcher status {launcher.poll()}")
+
+
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM])
+def test_a_killed_launcher_leaves_no_process_and_no_directory(tmp_path, signum) -> None:
+    config = write_config(tmp_path / "gpt2", GPT2)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    marker = f"archipelago-test-{uuid.uuid4()}"
+    env = {**os.environ, FAULT_ENV: "0:hang:3", "TMPDIR": str(tmp),
+           "ARCHIPELAGO_TEST_MARKER": marker}
+    launcher = subprocess.Popen([sys.executable, "-m", "archipelago", "emulate", config,
+                                 "--cluster", "2xu280", "--tokens", "4:4", "--timeout", "300"],
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+    try:
+        wait_for_hang(tmp, launcher)
+        time.sleep(0.5)  # let the reaper's periodic scan run too, not only the first one
+        # launcher, reaper, fork server, resource tracker and two ranks: a test that sees
+        # fewer would prove nothing about them.
+        assert len(processes_with(marker)) >= 6
+        launcher.send_signal(signum)
+        _, stderr = launcher.communicate(timeout=60)
+    finally:
+        launcher.kill()
+    deadline = time.monotonic() + CLEANUP_S
+    while time.monotonic() < deadline and (processes_with(marker) or any(tmp.iterdir())):
+        time.sleep(0.1)
+    assert processes_with(marker) == [] and list(tmp.iterdir()) == []
+    if signum == signal.SIGTERM:
+        assert launcher.returncode == 128 + signum
+        assert stderr.strip() == "error: stopped by SIGTERM; every rank was stopped"
