@@ -19,6 +19,7 @@ import numpy as np
 
 from archipelago.comm.gmi import HOST, gateway_name
 from archipelago.engines.hls_stream import flits
+from archipelago.estimate.figures import checked
 from archipelago.estimate.workload import Sequence
 from archipelago.hardware.device import FABRIC
 from archipelago.strategies.galapagos.plan import DataflowPlan
@@ -198,6 +199,7 @@ def feasibility(plan: DataflowPlan, seq_len: int) -> list[str]:
     return reasons
 
 
+@checked
 def estimate_stream(plan: DataflowPlan, seq_len: int) -> StreamEstimate:
     if seq_len < 1:
         raise ValueError("seq_len must be >= 1")

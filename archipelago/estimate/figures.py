@@ -1,0 +1,104 @@
+"""Every figure of an estimate is a finite, non-negative number, or the estimate is an error.
+
+A negative width or bandwidth in an engine config, or an infinite link latency or clock,
+makes the cycle models divide by zero or return negative or infinite times; printed, such a
+plan looked feasible, or `--json` held a bare NaN that no JSON reader accepts. `checked`
+wraps an estimator and leaves its formulas alone: a plan whose engine parameters or cluster
+figures are negative or non-finite is refused naming them; arithmetic that fails names the
+parameters that are zero, negative or non-finite; and a figure that still comes out
+negative, infinite or NaN is reported as the bug it is, with the plan's inputs.
+"""
+
+import functools
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import fields, is_dataclass
+from typing import Any, TypeVar
+
+import numpy as np
+from pydantic import BaseModel
+
+from archipelago.errors import ArchipelagoError
+
+Result = TypeVar("Result")
+
+
+class ImpossibleFigure(ArchipelagoError):
+    """An estimate came out negative, infinite or NaN."""
+
+
+def _join(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
+
+
+def numbers(value: Any, path: str = "", properties: bool = True) -> Iterator[tuple[str, float]]:
+    """Every number inside `value` (dataclasses, with their properties unless told not to,
+    pydantic models, mappings, sequences, numpy arrays), each with the path reaching it."""
+    if isinstance(value, bool | str) or value is None:
+        return
+    if isinstance(value, int | float | np.integer | np.floating):
+        yield path, float(value)
+    elif isinstance(value, np.ndarray):
+        for index, item in enumerate(value.ravel()):
+            yield f"{path}[{index}]", float(item)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from numbers(item, _join(path, str(key)), properties)
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            yield from numbers(item, f"{path}[{index}]", properties)
+    elif isinstance(value, BaseModel):
+        for name in type(value).model_fields:
+            yield from numbers(getattr(value, name), _join(path, name), properties)
+    elif is_dataclass(value):
+        names = [f.name for f in fields(value)]
+        if properties:
+            names += [n for n, a in vars(type(value)).items() if isinstance(a, property)]
+        for name in names:
+            yield from numbers(getattr(value, name), _join(path, name), properties)
+
+
+def _impossible(number: float) -> bool:
+    return not math.isfinite(number) or number < 0
+
+
+def suspect_inputs(plan: Any, zero: bool = False) -> list[str]:
+    """The plan's engine parameters and cluster figures that are negative or non-finite
+    (engine parameters that are zero too, with `zero`: a divisor's usual suspects)."""
+    found = [f"engine parameter {path} = {number:g}"
+             for path, number in numbers(plan.engine.config, properties=False)
+             if _impossible(number) or (zero and number == 0)]
+    found += [f"cluster {plan.cluster.name} {path} = {number:g}"
+              for path, number in numbers(plan.cluster, properties=False) if _impossible(number)]
+    return found
+
+
+def _where(plan: Any) -> str:
+    return f"{plan.strategy} plan of {plan.spec.name} on {plan.cluster.name}"
+
+
+def checked(estimate: Callable[..., Result]) -> Callable[..., Result]:
+    """Wrap `estimate(plan, ...)` so that it returns only finite, non-negative figures."""
+
+    @functools.wraps(estimate)
+    def run(plan: Any, *args: Any, **kwargs: Any) -> Result:
+        impossible = suspect_inputs(plan)
+        if impossible:
+            raise ImpossibleFigure(f"{_where(plan)}: {', '.join(impossible)}: must be a "
+                                   "finite, non-negative number")
+        try:
+            with np.errstate(all="ignore"):  # judged below, not printed as warnings
+                result = estimate(plan, *args, **kwargs)
+                bad = next(((p, n) for p, n in numbers(result) if _impossible(n)), None)
+        except (ArithmeticError, ValueError) as err:
+            causes = suspect_inputs(plan, zero=True)
+            if not causes:
+                raise
+            raise ImpossibleFigure(f"{_where(plan)}: {type(err).__name__} ({err}); caused by "
+                                   f"{', '.join(causes)}") from None
+        if bad is not None:
+            raise ImpossibleFigure(f"{_where(plan)}: {bad[0]} is {bad[1]:g}, from no impossible "
+                                   "input: a bug in the estimate, please report the command")
+        return result
+
+    return run
