@@ -4,6 +4,8 @@ against the unsplit transformers model.
     launch       the parent: check the request, provide weights, start ranks, summarize
     worker       one rank: process group, the strategy's rank program, results to rank 0
     watchdog     heartbeats, injected faults, failure diagnosis; stops every rank on failure
+    reaper       ends every process of a run and removes its directories when the launcher
+                 ends, however it ends (a SIGKILL included)
     tensor_parallel  the tensor-parallel kind's emulator (`emulate`): shard loading,
                  greedy generation, reference check
     interpreter  walks a Plan's steps; compute and comm_steps hold one handler per step kind
