@@ -1,11 +1,13 @@
-"""The emulation launcher owns its processes and files: killed while a rank hangs (SIGKILL,
-which it cannot react to, or SIGTERM), it leaves no rank, fork server, resource tracker or
-temporary directory behind within a few seconds."""
+"""The emulation launcher owns its processes and files: stopped while a rank hangs (SIGKILL,
+which it cannot react to, SIGTERM or SIGINT), it leaves no rank, fork server, resource
+tracker or temporary directory behind within a few seconds; a failed run removes its
+directory too."""
 
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -13,8 +15,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from archipelago.api import emulate
+from archipelago.emulate.errors import RankFailure
 from archipelago.emulate.watchdog import FAULT_ENV
 from tests.test_emulate import GPT2, write_config
+from tests.test_emulate_failures import rank_processes
 
 CLEANUP_S = 10.0  # "within a few seconds", with slack for a loaded 2-core machine
 
@@ -45,7 +50,7 @@ def wait_for_hang(tmp: Path, launcher: subprocess.Popen, deadline_s: float = 120
     raise AssertionError(f"the run never hung; launcher status {launcher.poll()}")
 
 
-@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM])
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT])
 def test_a_killed_launcher_leaves_no_process_and_no_directory(tmp_path, signum) -> None:
     config = write_config(tmp_path / "gpt2", GPT2)
     tmp = tmp_path / "tmp"
@@ -74,3 +79,12 @@ def test_a_killed_launcher_leaves_no_process_and_no_directory(tmp_path, signum) 
     if signum == signal.SIGTERM:
         assert launcher.returncode == 128 + signum
         assert stderr.strip() == "error: stopped by SIGTERM; every rank was stopped"
+
+
+def test_a_failed_run_removes_its_directory(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setenv(FAULT_ENV, "1:raise:3")
+    with pytest.raises(RankFailure, match="rank 1 failed"):
+        emulate(write_config(tmp_path / "gpt2", GPT2), "2xu280", "dfx", "4:4", timeout_s=5)
+    assert list(tmp_path.glob("archipelago-emulate-*")) == []  # pymp-*: the launcher's own
+    assert rank_processes() == []
