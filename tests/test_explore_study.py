@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import optuna
@@ -19,8 +20,9 @@ from archipelago.api import make_plan
 from archipelago.errors import ArchipelagoError
 from archipelago.estimate.generation import estimate_generation
 from archipelago.estimate.workload import Generation
+from archipelago.explore.search import SearchRequest, run_search
 from archipelago.explore.spaces import SPACES
-from archipelago.explore.trials import PUBLISHED, WORKER
+from archipelago.explore.trials import PUBLISHED, WORKER, this_run
 from archipelago.output_file import write_atomically
 from tests.conftest import TINY_GPT2
 from tests.test_explore import archi, complete_trials
@@ -98,15 +100,17 @@ def published_complete(trials: list) -> list:
 def test_concurrent_runs_stop_at_the_budget_in_total(tmp_path) -> None:
     db = tmp_path / "c.db"
     args = [sys.executable, "-m", "archipelago", *EXPLORE, "gpt2-345m", "--strategy",
-            "lora-q", "--trials", "200", "--storage", f"sqlite:///{db}", "--study", "c"]
-    runs = [subprocess.Popen([*args, "--out", str(tmp_path / f"{i}.yaml")],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            "lora-q", "--trials", "400", "--storage", f"sqlite:///{db}", "--study", "c"]
+    runs = [subprocess.Popen([*args, "--out", str(tmp_path / f"{i}.yaml"), "--json"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             for i in range(2)]
     for run in runs:
-        assert run.wait(timeout=300) == 0, run.stderr.read()
+        stdout, stderr = run.communicate(timeout=300)
+        assert run.returncode == 0, stderr
+        assert json.loads(stdout)["trials"] == 400  # each waited for the other's last trial
     trials = trials_of(db, "c")
     complete = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
-    assert len(complete) == 200
+    assert len(complete) == 400
     # The test only means something if both runs did add trials to the study.
     assert {t.user_attrs[WORKER]["pid"] for t in complete} == {run.pid for run in runs}
     assert len(published_complete(trials)) == 1
@@ -228,3 +232,15 @@ def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path, mon
         write_atomically(target, "new\n", "--out", force=False)
     write_atomically(target, "new\n", "--out", force=True)
     assert target.read_text() == "new\n" and sorted(tmp_path.iterdir()) == [target]
+
+
+def test_runs_of_two_searches_racing_for_one_new_study_are_stopped(tmp_path) -> None:
+    """Both passed the identity check at the same instant; the trials still tell them apart."""
+    storage = f"sqlite:///{tmp_path / 'r.db'}"
+    request = SearchRequest("gpt2-345m", "1xu280", "dfx", Generation(8, 8), 3, storage, "r")
+    run_search(request)
+    study = optuna.load_study(study_name="r", storage=storage)
+    racer = study.ask()  # a live run of another search, in flight
+    racer.set_user_attr(WORKER, {**this_run(), "search": "another-search"})
+    with pytest.raises(ArchipelagoError, match="also holds trials of another search"):
+        run_search(replace(request, trials=4))

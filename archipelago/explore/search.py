@@ -114,7 +114,8 @@ def _create_study(request: SearchRequest) -> Any:
     raise AssertionError("unreachable")
 
 
-def _open_study(request: SearchRequest) -> Any:
+def _open_study(request: SearchRequest) -> tuple[Any, str]:
+    """The study, claimed for this search, and the digest of the search's identity."""
     import optuna
     from sqlalchemy.exc import SQLAlchemyError
 
@@ -127,7 +128,7 @@ def _open_study(request: SearchRequest) -> Any:
     identity = study_identity(request.model, request.cluster, request.strategy,
                               request.workload)
     claim(study, identity, f"storage '{request.storage}'")
-    return study
+    return study, identity.digest
 
 
 def _finished(study: Any) -> int:
@@ -141,12 +142,12 @@ def run_search(request: SearchRequest, on_trial: Callable[[int], None] | None = 
     return the best feasible. SIGINT/SIGTERM stop it after the trial in flight."""
     import signal
 
-    study = _open_study(request)
+    study, search = _open_study(request)
     if on_trial:
         on_trial(_finished(study))
     with stop_on_signals() as stop:
         run_trials(study, _objective(request), request.trials,
-                   design_space(request.strategy).baseline, stop, on_trial)
+                   design_space(request.strategy).baseline, stop, search, on_trial)
     if stop.signum is not None:
         raise Interrupted(f"interrupted by {signal.Signals(stop.signum).name}: study "
                           f"'{request.study_name}' holds {_finished(study)} finished trials; "

@@ -12,11 +12,13 @@ import os
 import signal
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
+from archipelago.errors import ArchipelagoError
 from archipelago.processes import start_time
 
 PUBLISHED = "published"  # user attr of the enqueued published design point
@@ -24,6 +26,10 @@ WORKER = "worker"  # user attr: the run that took the trial
 SKIPPED = "skipped"  # user attr: why a trial was not evaluated
 # A trial is claimed right after it is created; one unclaimed for this long lost its run.
 UNCLAIMED_STALE_S = 10.0
+# With the budget reached counting peers' trials in flight, how long to wait for them to
+# finish, and how often to look (a trial takes milliseconds).
+PEER_WAIT_S = 60.0
+PEER_POLL_S = 0.05
 
 
 class StopFlag:
@@ -112,18 +118,38 @@ def _skip_reason(study: Any, trial: Any, budget: int) -> str | None:
     return None
 
 
+def _check_one_search(study: Any, live: list[Any], search: str) -> None:
+    """Two runs of different searches that claimed one new study at the same instant both
+    passed the identity check; their trials tell them apart."""
+    searches = {t.user_attrs[WORKER].get("search") for t in live if WORKER in t.user_attrs}
+    if searches - {search, None}:
+        raise ArchipelagoError(f"study '{study.study_name}' also holds trials of another "
+                               "search, started at the same time; choose another --study")
+
+
 def run_trials(study: Any, objective: Callable[[Any], tuple[float, ...]], budget: int,
-               published: dict[str, Any], stop: StopFlag,
+               published: dict[str, Any], stop: StopFlag, search: str,
                on_trial: Callable[[int], None] | None = None) -> None:
-    """Evaluate trials until the study holds `budget` finished ones (counting those in
-    flight in other live runs), or `stop` is set."""
+    """Evaluate trials until the study holds `budget` finished ones, or `stop` is set.
+    Trials in flight in other live runs count; this run waits up to PEER_WAIT_S for them
+    (and takes over a slot whose trial fails). `search` is the study identity's digest,
+    recorded on every trial."""
     from optuna.trial import TrialState
 
-    me, published_done = this_run(), False
+    me, published_done = {**this_run(), "search": search}, False
+    waiting_since = None
     while not stop.is_set():
         live = live_trials(study)
+        _check_one_search(study, live, search)
         if len(live) >= budget:
-            return
+            if sum(t.state == TrialState.COMPLETE for t in live) >= budget:
+                return
+            waiting_since = waiting_since or time.monotonic()
+            if time.monotonic() - waiting_since > PEER_WAIT_S:
+                return
+            time.sleep(PEER_POLL_S)
+            continue
+        waiting_since = None
         if not published_done:  # checked until done: a peer holding it may die
             published_done = any(t.user_attrs.get(PUBLISHED) and t.state == TrialState.COMPLETE
                                  for t in live)
