@@ -101,17 +101,19 @@ def _create_study(request: SearchRequest) -> Any:
     from sqlalchemy.exc import IntegrityError, OperationalError
 
     sampler = optuna.samplers.NSGAIISampler(seed=request.seed, population_size=24)
-    for attempt in range(STORAGE_RETRIES):
+
+    def create() -> Any:
+        return optuna.create_study(study_name=request.study_name,
+                                   storage=_storage(request.storage),
+                                   directions=list(DIRECTIONS), sampler=sampler,
+                                   load_if_exists=True)
+
+    for attempt in range(1, STORAGE_RETRIES):
         try:
-            return optuna.create_study(study_name=request.study_name,
-                                       storage=_storage(request.storage),
-                                       directions=list(DIRECTIONS), sampler=sampler,
-                                       load_if_exists=True)
+            return create()
         except (OperationalError, IntegrityError):
-            if attempt == STORAGE_RETRIES - 1:
-                raise
-            time.sleep(0.2 * (attempt + 1))
-    raise AssertionError("unreachable")
+            time.sleep(0.2 * attempt)
+    return create()
 
 
 def _open_study(request: SearchRequest) -> tuple[Any, str]:
