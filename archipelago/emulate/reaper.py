@@ -99,14 +99,23 @@ _reaper: subprocess.Popen | None = None
 _lock = threading.Lock()
 
 
+def _start_reaper() -> subprocess.Popen:
+    """Holding neither the launcher's output pipes (a reader waiting for their end would
+    wait for it too) nor its working directory; finding this package wherever it is."""
+    package_root = str(Path(__file__).resolve().parents[2])
+    path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
+    return subprocess.Popen(
+        [sys.executable, "-m", "archipelago.emulate.reaper", str(os.getpid())],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd="/",
+        env={**os.environ, "PYTHONPATH": path}, start_new_session=True)
+
+
 def _tell(line: str) -> None:
     """Send the reaper a line (starting it first if needed); `scan` waits for its answer."""
     global _reaper
     with _lock:
         if _reaper is None or _reaper.poll() is not None:
-            _reaper = subprocess.Popen(
-                [sys.executable, "-m", "archipelago.emulate.reaper", str(os.getpid())],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
+            _reaper = _start_reaper()
         assert _reaper.stdin is not None and _reaper.stdout is not None
         _reaper.stdin.write(f"{line}\n".encode())
         _reaper.stdin.flush()
