@@ -21,13 +21,13 @@ from archipelago.errors import ArchipelagoError
 from archipelago.estimate.generation import estimate_generation
 from archipelago.estimate.workload import Generation
 from archipelago.explore.search import SearchRequest, run_search
-from archipelago.explore.spaces import SPACES
+from archipelago.explore.spaces import design_space
 from archipelago.explore.trials import PUBLISHED, WORKER, this_run
 from archipelago.output_file import write_atomically
 from tests.conftest import TINY_GPT2
 from tests.test_explore import archi, complete_trials
 
-EXPLORE = ["explore", "--cluster", "1xu280", "--tokens", "8:8"]
+OPTIONS = ["--cluster", "1xu280", "--tokens", "8:8"]  # after MODEL: kind options follow it
 
 
 def write_model(directory: Path, **changes: int) -> str:
@@ -52,29 +52,30 @@ def test_same_file_name_different_content_never_share_a_study(tmp_path) -> None:
     storage = f"sqlite:///{tmp_path / 's.db'}"
     runs = {}
     for model in (a, b):
-        out = archi(*EXPLORE, model, "--trials", "4", "--storage", storage, "--out",
+        out = archi("explore", model, *OPTIONS, "--trials", "4", "--storage", storage, "--out",
                     str(tmp_path / f"{Path(model).parent.name}.yaml"), "--json")
         assert out.returncode == 0, out.stderr
         runs[model] = json.loads(out.stdout)
     assert runs[a]["study"] != runs[b]["study"]
     # The same content elsewhere is the same model: it may resume a's study (no new trials).
-    out = archi(*EXPLORE, write_model(tmp_path / "copy-of-a"), "--trials", "4", "--storage",
-                storage, "--study", runs[a]["study"], "--out", str(tmp_path / "c.yaml"), "--json")
+    out = archi("explore", write_model(tmp_path / "copy-of-a"), *OPTIONS, "--trials", "4",
+                "--storage", storage, "--study", runs[a]["study"], "--out",
+                str(tmp_path / "c.yaml"), "--json")
     assert out.returncode == 0 and json.loads(out.stdout)["engine"] == runs[a]["engine"]
     assert complete_trials(tmp_path / "s.db") == 8
     # b's reported latency is b's own: re-estimate its best engine independently.
     plan = make_plan(b, "1xu280", "lora-q", runs[b]["engine"])
     assert estimate_generation(plan, Generation(8, 8)).latency_s == pytest.approx(
         runs[b]["latency_s"])
-    out = archi(*EXPLORE, b, "--trials", "4", "--storage", storage, "--study", runs[a]["study"],
-                "--out", str(tmp_path / "x.yaml"))
+    out = archi("explore", b, *OPTIONS, "--trials", "4", "--storage", storage, "--study",
+                runs[a]["study"], "--out", str(tmp_path / "x.yaml"))
     line = one_line_error(out)
     assert re.search(r"made for model a \(config \w{8}\); this run is for model b \(config", line)
     assert not (tmp_path / "x.yaml").exists()
 
 
 def test_a_study_name_reused_for_another_strategy_is_refused(tmp_path) -> None:
-    args = [*EXPLORE, "gpt2-345m", "--trials", "3", "--storage",
+    args = ["explore", "gpt2-345m", *OPTIONS, "--trials", "3", "--storage",
             f"sqlite:///{tmp_path / 's.db'}", "--study", "mine"]
     assert archi(*args, "--strategy", "dfx", "--out", str(tmp_path / "d.yaml")).returncode == 0
     line = one_line_error(archi(*args, "--strategy", "lora-q", "--out", str(tmp_path / "q.yaml")))
@@ -87,8 +88,8 @@ def test_a_foreign_single_objective_study_is_refused_not_crashed_on(tmp_path) ->
     storage = f"sqlite:///{tmp_path / 's.db'}"
     study = optuna.create_study(study_name="old", storage=storage)
     study.optimize(lambda trial: trial.suggest_float("x", 0, 1), n_trials=2)
-    line = one_line_error(archi(*EXPLORE, "gpt2-345m", "--trials", "3", "--storage", storage,
-                                "--study", "old", "--out", str(tmp_path / "o.yaml")))
+    line = one_line_error(archi("explore", "gpt2-345m", *OPTIONS, "--trials", "3", "--storage",
+                                storage, "--study", "old", "--out", str(tmp_path / "o.yaml")))
     assert "study 'old'" in line and "no recorded identity" in line
 
 
@@ -99,7 +100,7 @@ def published_complete(trials: list) -> list:
 
 def test_concurrent_runs_stop_at_the_budget_in_total(tmp_path) -> None:
     db = tmp_path / "c.db"
-    args = [sys.executable, "-m", "archipelago", *EXPLORE, "gpt2-345m", "--strategy",
+    args = [sys.executable, "-m", "archipelago", "explore", "gpt2-345m", *OPTIONS, "--strategy",
             "lora-q", "--trials", "400", "--storage", f"sqlite:///{db}", "--study", "c"]
     runs = [subprocess.Popen([*args, "--out", str(tmp_path / f"{i}.yaml"), "--json"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -139,7 +140,7 @@ app()
 
 def test_a_run_killed_during_the_published_point_leaves_it_for_the_next(tmp_path) -> None:
     db = tmp_path / "k.db"
-    args = [*EXPLORE, "gpt2-345m", "--strategy", "lora-q", "--storage", f"sqlite:///{db}",
+    args = ["explore", "gpt2-345m", *OPTIONS, "--strategy", "lora-q", "--storage", f"sqlite:///{db}",
             "--study", "k", "--out", str(tmp_path / "k.yaml")]
     hung = subprocess.Popen([sys.executable, "-c", HANG_IN_EVALUATE, *args, "--trials", "5"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -159,7 +160,7 @@ def test_a_run_killed_during_the_published_point_leaves_it_for_the_next(tmp_path
     trials = trials_of(db, "k")
     assert trials[0].state == optuna.trial.TrialState.FAIL  # stale: its run is gone
     (published,) = published_complete(trials)
-    baseline = SPACES["lora-q"].baseline
+    baseline = design_space("lora-q").baseline
     assert {k: published.params[k] for k in baseline} == baseline
     assert json.loads(out.stdout)["trials"] == 5 == complete_trials(db)
 
@@ -167,7 +168,7 @@ def test_a_run_killed_during_the_published_point_leaves_it_for_the_next(tmp_path
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_ends_the_search_with_one_line_and_the_count(tmp_path, signum) -> None:
     db = tmp_path / "i.db"
-    run = subprocess.Popen([sys.executable, "-m", "archipelago", *EXPLORE, "gpt2-345m",
+    run = subprocess.Popen([sys.executable, "-m", "archipelago", "explore", "gpt2-345m", *OPTIONS,
                             "--trials", "100000", "--storage", f"sqlite:///{db}", "--study",
                             "i", "--out", str(tmp_path / "i.yaml")],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -193,7 +194,7 @@ def test_the_output_file_is_checked_before_the_search(tmp_path) -> None:
     notes = tmp_path / "notes.yaml"
     notes.write_text("my notes\n")
     db = tmp_path / "o.db"
-    base = [*EXPLORE, "gpt2-345m", "--trials", "3", "--storage", f"sqlite:///{db}"]
+    base = ["explore", "gpt2-345m", *OPTIONS, "--trials", "3", "--storage", f"sqlite:///{db}"]
     assert "notes.yaml exists; pass --force" in one_line_error(archi(*base, "--out", str(notes)))
     assert "is a directory" in one_line_error(archi(*base, "--out", str(tmp_path)))
     assert "does not exist" in one_line_error(archi(*base, "--out", str(tmp_path / "no/x.yaml")))
