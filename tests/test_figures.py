@@ -63,8 +63,11 @@ def test_an_infinite_link_latency_names_the_cluster_file(tmp_path) -> None:
                                        "link": {"latency_ns": math.inf, "bandwidth_gbps": 100}}))
     out = archi("plan", "gpt2-345m", "--cluster", str(cluster), "--tokens", "8:8", "--json")
     assert out.returncode == 2 and out.stdout == ""
-    assert out.stderr.strip() == ("error: dfx plan of gpt2-345m on slow: cluster slow "
-                                  "link.latency_s = inf: must be a finite, non-negative number")
+    # Refused at the validated edge (issue 14), before any figure is computed: one line
+    # naming the file, the field and the value.
+    assert out.stderr.count("\n") == 1, out.stderr
+    assert str(cluster) in out.stderr and "link.latency_ns" in out.stderr
+    assert "inf" in out.stderr
 
 
 @pytest.mark.parametrize("strategy", ["dfx", "lora-f", "lora-q", "galapagos"])
