@@ -1,7 +1,8 @@
 """What every compute-core model provides, and the shared arithmetic of on-chip memories."""
 
+from collections.abc import Callable
 from math import ceil
-from typing import ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
@@ -42,6 +43,21 @@ class Engine(Protocol):
 
     name: ClassVar[str]
     config: EngineConfig
+
+
+# An engine's cycles for one op kind: (step, new tokens, context lengths) -> cycles.
+CycleHandler = Callable[[Any, int, np.ndarray], Any]
+
+
+def dispatch_cycles(handlers: dict[str, CycleHandler], unit: str, step: Any,
+                    phase: Any) -> np.ndarray:
+    """Cycles of `step` from its op kind's handler, broadcast over the phase's contexts;
+    an op kind the engine has no unit for is a planner bug, not a user error."""
+    handler = handlers.get(step.op.kind)
+    if handler is None:
+        raise AssertionError(f"{unit} has no unit for op kind {step.op.kind}")
+    t = np.asarray(phase.context)
+    return np.zeros_like(t, dtype=float) + handler(step, phase.new_tokens, t)
 
 
 def ceil_div(a: np.ndarray | int, b: int) -> np.ndarray | int:

@@ -19,7 +19,6 @@ vocabulary slice from HBM (§IV-B: DDR data have "a negligible effect on the ove
 performance"). Synchronization goes through the router (`comm.router`, §V-E).
 """
 
-from collections.abc import Callable
 from math import log2
 
 import numpy as np
@@ -39,9 +38,11 @@ from archipelago.engines.base import (
     MAX_TOKENS,
     MIN_BANDWIDTH_BPS,
     MIN_CLOCK_HZ,
+    CycleHandler,
     EngineConfig,
     add_resources,
     ceil_div,
+    dispatch_cycles,
     memory_blocks,
 )
 from archipelago.hardware.cluster import Cluster
@@ -138,7 +139,7 @@ class DFXEngine:
 
     def __init__(self, config: DFXConfig | None = None) -> None:
         self.config = config or DFXConfig()
-        self._cycles: dict[str, Callable[[ComputeStep, int, np.ndarray], np.ndarray]] = {
+        self._cycles: dict[str, CycleHandler] = {
             "linear": self._linear, "lm_head": self._lm_head,
             "attn_score": self._attn_score, "softmax": self._softmax,
             "attn_context": self._attn_context, "norm": self._norm,
@@ -163,11 +164,7 @@ class DFXEngine:
         return self.cycles(step, phase) / self.config.clock_hz
 
     def cycles(self, step: ComputeStep, phase: Phase) -> np.ndarray:
-        handler = self._cycles.get(step.op.kind)
-        if handler is None:
-            raise AssertionError(f"DFX has no instruction for op kind {step.op.kind}")
-        t = np.asarray(phase.context)
-        return np.zeros_like(t, dtype=float) + handler(step, phase.new_tokens, t)
+        return dispatch_cycles(self._cycles, "DFX", step, phase)
 
     def collective_seconds(self, step: CommStep, rows: int, cluster: Cluster) -> float:
         """The router's ring circulation of each core's slice (seeds/001 §V-E)."""

@@ -14,7 +14,6 @@ calibration point, so every figure is a prediction. Synchronization runs on LORA
 router (`comm.router`, §IV-C, §V-B).
 """
 
-from collections.abc import Callable
 from math import ceil, log2
 from typing import Literal
 
@@ -33,8 +32,10 @@ from archipelago.engines.base import (
     MAX_DIM,
     MAX_TOKENS,
     MIN_CLOCK_HZ,
+    CycleHandler,
     EngineConfig,
     ceil_div,
+    dispatch_cycles,
 )
 from archipelago.engines.dsp_packing import PRODUCTS_PER_DSP
 from archipelago.hardware.cluster import Cluster
@@ -120,7 +121,7 @@ class SystolicEngine:
         self.ddr_bytes_per_cycle = ddr.bandwidth_Bps / config.clock_hz
         kv_bytes_per_token = 2 * spec.layers * spec.kv_dim / ranks * 2  # FP16 K and V
         self.kv_tokens_onchip = config.kv_uram * URAM_BYTES // kv_bytes_per_token
-        self._cycles: dict[str, Callable[[ComputeStep, int, np.ndarray], np.ndarray]] = {
+        self._cycles: dict[str, CycleHandler] = {
             "linear": self._matmul, "lm_head": self._matmul,
             "attn_score": self._attention, "attn_context": self._attention,
             "softmax": self._softmax, "norm": self._norm, "residual": self._elementwise,
@@ -250,11 +251,7 @@ class SystolicEngine:
         return step.local_heads * per_head
 
     def cycles(self, step: ComputeStep, phase: Phase) -> np.ndarray:
-        handler = self._cycles.get(step.op.kind)
-        if handler is None:
-            raise AssertionError(f"LORA has no unit for op kind {step.op.kind}")
-        t = np.asarray(phase.context)
-        return np.zeros_like(t, dtype=float) + handler(step, phase.new_tokens, t)
+        return dispatch_cycles(self._cycles, "LORA", step, phase)
 
     # --- resources (Eq. 5-7) -----------------------------------------------------------
     def resources(self, spec: ModelSpec) -> dict[str, Resources]:
