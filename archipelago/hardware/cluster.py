@@ -151,7 +151,7 @@ def load_cluster_file(path: Path) -> Cluster:
     source = str(path)
     raw = load_mapping(path, "cluster")
     try:
-        spec = _ClusterFile(**raw)
+        spec = _ClusterFile.model_validate(raw)
     except ValidationError as err:
         raise ConfigError.from_validation(source, err, whole="cluster") from None
     known = dict(catalog())

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from archipelago.errors import ArchipelagoError, ConfigError, UnknownNameError
 from archipelago.hardware.catalog import get_device, unwrap_sourced
-from archipelago.safe_read import load_yaml
+from archipelago.safe_read import load_mapping, load_yaml
 
 GB = 1e9
 # A kernel reaches a DRAM bank through one 512-bit AXI port (the width Vitis gives HBM and
@@ -127,7 +127,7 @@ def cluster_from_dict(data: object, source: str) -> HeteroCluster:
     if not isinstance(data, dict):
         raise ConfigError(source, "cluster", "top level must be a mapping")
     try:
-        spec = _ClusterFile(**unwrap_sourced(data))
+        spec = _ClusterFile.model_validate(unwrap_sourced(data))
     except ValidationError as err:
         first = err.errors()[0]
         raise ConfigError(source, ".".join(str(p) for p in first["loc"]), first["msg"]) from None
@@ -194,6 +194,6 @@ def resolve_hetero_cluster(text: str, bandwidth_gbps: float | None = None) -> He
         if not path.exists():
             raise UnknownNameError("heterogeneous cluster", text,
                                    [*builtin_hetero_clusters(), "<cluster YAML path>"])
-        source, data = str(path), load_yaml(path, "cluster")
+        source, data = str(path), load_mapping(path, "cluster")
     cluster = cluster_from_dict(data, source)
     return cluster if bandwidth_gbps is None else cluster.with_bandwidth(bandwidth_gbps)
