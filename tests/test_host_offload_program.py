@@ -96,3 +96,17 @@ def test_bad_model_sizes_are_one_line_errors() -> None:
         build_recurrent("nmt-luong", 65)
     with pytest.raises(ArchipelagoError, match="unknown recurrent model"):
         build_recurrent("nmt-bahdanau", 64)
+
+
+def test_a_program_past_the_call_budget_is_refused_naming_its_shape(monkeypatch) -> None:
+    """One LSTM layer of 50 steps on one card with streamed weights issues 5 calls a step
+    (concat, load weights, load input, execute, read back): 250 calls fit a budget of
+    250, not one of 249."""
+    import archipelago.strategies.host_offload.program as program
+
+    spec, cluster = build_recurrent("lstm", 64), resolve_cluster("1xs10-2800")
+    monkeypatch.setattr(program, "MAX_PROGRAM_CALLS", 250)
+    assert len(make_host_plan(spec, cluster, 50, "pcie").program.calls) == 250
+    monkeypatch.setattr(program, "MAX_PROGRAM_CALLS", 249)
+    with pytest.raises(PartitionError, match=r"lstm-64 over 1 card\(s\) for 50 steps: .*249"):
+        make_host_plan(spec, cluster, 50, "pcie")

@@ -15,7 +15,7 @@ from archipelago.strategies.host_offload.apps import run_app
 from archipelago.strategies.host_offload.config import HostConfig
 from archipelago.strategies.host_offload.layout import Layout, WeightsMode, make_layout
 from archipelago.strategies.host_offload.partition import Grid, parse_grid
-from archipelago.strategies.host_offload.program import Program, Recorder, Sym
+from archipelago.strategies.host_offload.program import Program, ProgramTooLarge, Recorder, Sym
 
 
 @dataclass(frozen=True)
@@ -109,7 +109,11 @@ def make_host_plan(spec: RecurrentSpec, cluster: Cluster, steps: int,
         raise PartitionError(f"beam width {spec.beam} exceeds the vocabulary {spec.tgt_vocab}")
     layout = make_layout(spec, cards, weights, grid)
     recorder = Recorder(cards, layout.block_shapes(), host_shapes(spec, steps))
-    run_app(recorder, spec, layout, steps)
+    try:
+        run_app(recorder, spec, layout, steps)
+    except ProgramTooLarge as err:
+        raise PartitionError(f"{spec.name} over {cards} card(s) for {steps} steps: {err}; "
+                             f"use fewer --steps, --layers or cards") from None
     designs = tuple(npu_design(d, engine) for d in cluster.devices)
     links = tuple(PCIeLink(d.host_link_Bps) for d in cluster.devices)  # type: ignore[arg-type]
     return HostPlan(spec, cluster, layout, recorder.program, designs, links, steps,

@@ -138,8 +138,20 @@ class Sym:
 FP32_BYTES = 4
 
 
+# The longest program one plan records: about 4 us per call to record and cost, so a plan
+# stays within about 2 s and 60 MB. The built-ins at their published sizes need under
+# 100,000 calls (nmt-luong on 64 cards for 200 steps: 415,000).
+MAX_PROGRAM_CALLS = 500_000
+
+
+class ProgramTooLarge(ArchipelagoError):
+    """The application issues more calls than one plan records (steps x layers x cards)."""
+
+
 class Recorder:
-    """A HostAPI that records calls instead of running them; vectors are `Sym` lengths."""
+    """A HostAPI that records calls instead of running them; vectors are `Sym` lengths.
+    It stops at MAX_PROGRAM_CALLS: a host program grows with steps x layers x cards, and a
+    user's `--steps` or cluster size must not turn a plan into minutes and gigabytes."""
 
     def __init__(self, cards: int, block_shapes: dict[str, tuple[int, int]],
                  host_shapes: dict[str, Sym]) -> None:
@@ -166,6 +178,8 @@ class Recorder:
 
     def _add(self, call: Call) -> None:
         self._log.append(call)
+        if len(self._log) > MAX_PROGRAM_CALLS:
+            raise ProgramTooLarge(f"the host program passes {MAX_PROGRAM_CALLS:,} calls")
 
     def host(self, name: str) -> Sym:
         return self.host_shapes[name]
