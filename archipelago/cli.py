@@ -12,10 +12,11 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
+from archipelago.cli_group import OneLineErrorGroup
 from archipelago.errors import ArchipelagoError
 from archipelago.safe_read import load_mapping
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+app = typer.Typer(cls=OneLineErrorGroup, add_completion=False, invoke_without_command=True,
                   help="Plan, estimate and verify models split across FPGA clusters.")
 console = Console()
 
@@ -31,6 +32,13 @@ KIND_OPTIONS = {"allow_extra_args": True, "ignore_unknown_options": True}
 KIND_HELP = ("\n\nThe strategy's plan kind adds its workload options (`archi catalog` lists "
              "them), e.g. --tokens IN:OUT for tensor-parallel strategies, --seq-len N for "
              "dataflow ones.")
+
+
+@app.callback()
+def _commands(ctx: typer.Context) -> None:
+    """A bare `archi` prints its help (the commands) rather than an error."""
+    if ctx.invoked_subcommand is None:
+        print(ctx.get_help())
 
 
 def user_errors(command: Callable[..., None]) -> Callable[..., None]:

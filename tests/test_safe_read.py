@@ -79,6 +79,12 @@ def files(tmp_path: Path) -> dict[str, Path]:
     (["emulate", "gpt2-345m", "--seed", str(2**64)], "--seed 18446744073709551616: must be"),
     (["emulate", "gpt2-345m", "--seed", "-1"], "--seed -1: must be in 0..9223372036854775807"),
     (["plan", "gpt2-345m", "--cluster", "x\ry"], "cluster 'x\\ry' is neither"),
+    # the parser's own usage errors
+    (["catalog", "--bogus"], "No such option: --bogus; valid: --help, --json (see `"),
+    (["nosuchcommand"], "No such command 'nosuchcommand'; valid: plan, report, emulate,"),
+    (["plan"], "Missing argument 'model' (see `"),
+    (["plan", "gpt2-345m", "--cluster"], "Option '--cluster' requires an argument"),
+    (["catalog", "--json=1"], "Option '--json' does not take a value"),
 ])
 def test_hostile_input_is_one_error_line(args, expected, files) -> None:
     named = {k.replace(".", "_"): v for k, v in files.items()}
@@ -89,6 +95,11 @@ def test_hostile_input_is_one_error_line(args, expected, files) -> None:
 
 def _keys(args: list[str]) -> list[str]:
     return [a.replace(".json}", "_json}").replace(".yaml}", "_yaml}") for a in args]
+
+
+def test_a_bare_archi_prints_its_commands_not_an_error() -> None:
+    result = RUNNER.invoke(app, [])
+    assert result.exit_code == 0 and "plan" in result.stdout and "emulate" in result.stdout
 
 
 def test_a_directory_and_a_missing_file_are_named(tmp_path: Path) -> None:
