@@ -102,7 +102,7 @@ def plan(
         from archipelago.report.html import check_target
 
         kind.hook("page")
-        check_target(report_file, force)
+        check_target(report_file, force, "--report")
     result = plan_and_estimate(model, cluster, strategy, workload_options(ctx),
                                load_engine_config(engine_config))
     report = kind.hook("report")
@@ -113,7 +113,7 @@ def plan(
     if report_file is not None:
         from archipelago.report.html import write_report
 
-        write_report(f"{model} on {cluster}", strategy, result, report_file, force)
+        write_report(f"{model} on {cluster}", strategy, result, report_file, force, "--report")
         if not as_json:
             console.print(f"report page written to {report_file}")
 

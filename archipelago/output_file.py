@@ -7,18 +7,48 @@ from pathlib import Path
 
 from archipelago.errors import ArchipelagoError
 
+NAME_MAX = 255  # bytes in one path component on Linux file systems (ext4, xfs, tmpfs)
 
-def check_output_file(path: Path, option: str, force: bool) -> None:
+
+def check_name_lengths(path: Path, option: str) -> None:
+    """Every component of `path` fits a file system's name limit."""
+    for part in path.parts:
+        if len(os.fsencode(part)) > NAME_MAX:
+            raise ArchipelagoError(f"{option}: the name '{part[:40]}...' is "
+                                   f"{len(os.fsencode(part))} bytes; the limit is {NAME_MAX}")
+
+
+def check_writable_dir(directory: Path, option: str, path: Path) -> None:
+    """`directory` exists and a file can be created in it, found by creating (and removing)
+    one: permission bits say nothing for root, and /proc or a read-only mount only
+    refuse at creation."""
+    if not directory.is_dir():
+        problem = "is not a directory" if directory.exists() else "does not exist"
+        raise ArchipelagoError(f"{option} {path}: {directory} {problem}")
+    try:
+        fd, probe = tempfile.mkstemp(dir=directory, prefix=".archipelago-probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise ArchipelagoError(f"{option} {path}: cannot write in directory {directory} "
+                               f"({err.strerror or err})") from None
+
+
+def check_output_file(path: Path, option: str, force: bool,
+                      suffixes: tuple[str, ...] = ()) -> None:
     """Refuse, before any work, a target that cannot or must not be written."""
-    if path.is_dir():
-        raise ArchipelagoError(f"{option} {path} is a directory; give a file name")
-    if path.exists() and not force:
-        raise ArchipelagoError(f"{option} {path} exists; pass --force to replace it")
-    parent = path.parent
-    if not parent.is_dir():
-        raise ArchipelagoError(f"{option} {path}: directory {parent} does not exist")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise ArchipelagoError(f"{option} {path}: directory {parent} is not writable")
+    if suffixes and path.suffix.lower() not in suffixes:
+        raise ArchipelagoError(f"{option} {path}: the file name must end in "
+                               f"{' or '.join(suffixes)}")
+    check_name_lengths(path, option)
+    try:
+        if path.is_dir():
+            raise ArchipelagoError(f"{option} {path} is a directory; give a file name")
+        if path.exists() and not force:
+            raise ArchipelagoError(f"{option} {path} exists; pass --force to replace it")
+    except OSError as err:  # a parent that is a file, a loop of links, ...
+        raise ArchipelagoError(f"{option} {path}: {err.strerror or err}") from None
+    check_writable_dir(path.parent, option, path)
 
 
 def _umask() -> int:

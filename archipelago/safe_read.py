@@ -56,6 +56,24 @@ def read_text(path: Path | str, what: str = "file") -> str:
     return decode_utf8(data, source, what)
 
 
+def probe(path: Path | str, what: str = "file") -> os.stat_result | None:
+    """What `path` is, or None when nothing is there. A name past the file system's limits
+    or a path through something unreadable is one ConfigError (pathlib's `exists` raises
+    those as OSError)."""
+    try:
+        return os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as err:
+        reason = err.strerror or errno.errorcode.get(err.errno or 0, "unreadable")
+        raise ConfigError(str(path)[:200], what, f"cannot be read: {reason}") from None
+
+
+def is_dir(path: Path | str, what: str = "file") -> bool:
+    info = probe(path, what)
+    return info is not None and stat.S_ISDIR(info.st_mode)
+
+
 def decode_utf8(data: bytes, source: str, what: str = "file") -> str:
     """UTF-8 text (a leading byte-order mark is allowed); UTF-16 or binary is one line."""
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
@@ -99,6 +117,11 @@ def _flow_depth_exceeds(text: str, limit: int) -> bool:
     return False
 
 
+def unreadable_value(err: ValueError) -> str:
+    """What a parser's ValueError says, without Python's advice to the programmer."""
+    return f"holds a value that cannot be read: {str(err).split(';')[0]}"
+
+
 def load_yaml(path: Path | str, what: str = "file") -> Any:
     """A YAML (or JSON) document, parsed by the safe loader only (no Python tags)."""
     source = str(path)
@@ -109,6 +132,8 @@ def load_yaml(path: Path | str, what: str = "file") -> Any:
         data = yaml.safe_load(text)
     except yaml.YAMLError as err:
         raise ConfigError(source, "yaml", str(err).splitlines()[0]) from None
+    except ValueError as err:  # a date like 2020-02-30, an integer of over 4,300 digits
+        raise ConfigError(source, what, unreadable_value(err)) from None
     except RecursionError:
         raise ConfigError(source, what, f"nests deeper than {MAX_DEPTH} levels") from None
     return check_shape(data, source, what)
@@ -122,6 +147,8 @@ def load_json(path: Path | str, what: str = "file") -> Any:
         data = json.loads(text)
     except json.JSONDecodeError as err:
         raise ConfigError(source, f"line {err.lineno}", f"invalid JSON: {err.msg}") from None
+    except ValueError as err:  # an integer of over 4,300 digits
+        raise ConfigError(source, what, unreadable_value(err)) from None
     except RecursionError:
         raise ConfigError(source, what, f"nests deeper than {MAX_DEPTH} levels") from None
     return check_shape(data, source, what)

@@ -42,6 +42,9 @@ def files(tmp_path: Path) -> dict[str, Path]:
         "nan_link.yaml": b"devices: [{device: u280, count: 2}]\nlink: {latency_ns: .nan, "
                          b"bandwidth_gbps: 100}\n",
         "big_count.yaml": b"devices: [{device: u280, count: 100000000000000000000}]\n",
+        "digits.json": b'{"model_type": "gpt2", "n_embd": ' + b"9" * 5000 + b"}",
+        "date.yaml": b"l: 2020-02-30\n",
+        "a_file": b"",
     }
     paths = {}
     for name, data in made.items():
@@ -79,6 +82,19 @@ def files(tmp_path: Path) -> dict[str, Path]:
     (["emulate", "gpt2-345m", "--seed", str(2**64)], "--seed 18446744073709551616: must be"),
     (["emulate", "gpt2-345m", "--seed", "-1"], "--seed -1: must be in 0..9223372036854775807"),
     (["plan", "gpt2-345m", "--cluster", "x\ry"], "cluster 'x\\ry' is neither"),
+    (["plan", "{digits.json}"], "holds a value that cannot be read: Exceeds the limit (4300"),
+    (["plan", "gpt2-345m", "--engine-config", "{date.yaml}"], "day is out of range for month"),
+    (["plan", "x" * 300], "field 'model': cannot be read: File name too long"),
+    (["plan", "gpt2-345m", "--cluster", "x" * 300 + ".yaml"], "cannot be read: File name too"),
+    (["plan", "cnn-lstm", "--strategy", "chef", "--cluster", "hacc", "--gantt", "/proc/g.html"],
+     "--gantt /proc/g.html: cannot write in directory /proc"),
+    (["plan", "cnn-lstm", "--strategy", "chef", "--cluster", "hacc", "--gantt",
+      "{a_file}/g.html"], "is not a directory"),
+    (["plan", "cnn-lstm", "--strategy", "chef", "--cluster", "hacc", "--gantt",
+      "g" * 300 + ".html"], "is 305 bytes; the limit is 255"),
+    (["plan", "cnn-lstm", "--strategy", "chef", "--cluster", "hacc", "--gantt", "chart"],
+     "--gantt chart: the file name must end in .html or .htm"),
+    (["report", "gpt2-345m", "--out", "/sys/r.html"], "cannot write in directory /sys"),
     # the parser's own usage errors
     (["catalog", "--bogus"], "No such option: --bogus; valid: --help, --json (see `"),
     (["nosuchcommand"], "No such command 'nosuchcommand'; valid: plan, report, emulate,"),

@@ -15,7 +15,7 @@ from archipelago.hardware.hetero import (
     is_hetero_file,
     resolve_hetero_cluster,
 )
-from archipelago.safe_read import load_mapping
+from archipelago.safe_read import load_mapping, probe
 
 Topology = Literal["ring", "switch", "host_star"]
 
@@ -190,7 +190,7 @@ def resolve_cluster(text: str) -> Cluster | HeteroCluster:
     if text in builtin_hetero_clusters():
         return resolve_hetero_cluster(text)
     path = Path(text)
-    if path.suffix in {".yaml", ".yml"} or path.exists():
+    if path.suffix in {".yaml", ".yml"} or probe(path, "cluster") is not None:
         return resolve_hetero_cluster(text) if is_hetero_file(path) else load_cluster_file(path)
     raise ArchipelagoError(
         f"cluster '{text}' is neither NxDEVICE shorthand (e.g. 4xu280), a built-in "

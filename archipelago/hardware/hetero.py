@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from archipelago.errors import ArchipelagoError, ConfigError, UnknownNameError
 from archipelago.hardware.catalog import get_device, unwrap_sourced
-from archipelago.safe_read import load_mapping, load_yaml
+from archipelago.safe_read import load_mapping, load_yaml, probe
 
 GB = 1e9
 # A kernel reaches a DRAM bank through one 512-bit AXI port (the width Vitis gives HBM and
@@ -191,7 +191,7 @@ def resolve_hetero_cluster(text: str, bandwidth_gbps: float | None = None) -> He
             resources.files("archipelago.hardware").joinpath(source).read_text())
     else:
         path = Path(text)
-        if not path.exists():
+        if probe(path, "cluster") is None:
             raise UnknownNameError("heterogeneous cluster", text,
                                    [*builtin_hetero_clusters(), "<cluster YAML path>"])
         source, data = str(path), load_mapping(path, "cluster")

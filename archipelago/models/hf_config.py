@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from archipelago.errors import ConfigError, UnknownNameError
 from archipelago.models.spec import ModelSpec
-from archipelago.safe_read import load_json
+from archipelago.safe_read import is_dir, load_json
 
 
 class _Fields:
@@ -125,7 +125,7 @@ def spec_from_hf_config(config: Mapping[str, Any] | Any, name: str, source: str)
 
 def spec_from_config_file(path: Path) -> ModelSpec:
     """Read a local config.json (a file, or a checkpoint directory that holds one)."""
-    file = path / "config.json" if path.is_dir() else path
+    file = path / "config.json" if is_dir(path, "config.json") else path
     config = load_json(file, "config.json")
     if not isinstance(config, dict):
         raise ConfigError(str(file), "config", "top level must be a JSON object")

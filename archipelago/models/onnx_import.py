@@ -11,11 +11,13 @@ LSTM (one direction), Max/AveragePool, GlobalAveragePool, Add of two data values
 anything else is named in a one-line error. Batch size 1 is assumed.
 """
 
+import stat
 from pathlib import Path
 from typing import Any
 
 from archipelago.errors import ConfigError
 from archipelago.models.dag import FC, LSTM, Add, Conv, ModelDAG, Pool, validate_dag
+from archipelago.safe_read import probe
 
 _PASS_OPS = {"Flatten", "Reshape", "Squeeze", "Unsqueeze", "Transpose", "Identity",
              "Dropout"}
@@ -187,7 +189,8 @@ def dag_from_onnx(path: Path, name: str | None = None) -> ModelDAG:
     from onnx import shape_inference
 
     source = str(path)
-    if not path.is_file():
+    info = probe(path, "file")
+    if info is None or not stat.S_ISREG(info.st_mode):
         raise ConfigError(source, "file", "not a readable ONNX file")
     try:
         model = shape_inference.infer_shapes(onnx.load(str(path)))

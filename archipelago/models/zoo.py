@@ -13,6 +13,7 @@ from archipelago.models.dag_zoo import BUILTIN_DAGS, builtin_dag
 from archipelago.models.hf_config import spec_from_config_file, spec_from_hf_config
 from archipelago.models.recurrent import RecurrentSpec, build_recurrent, recurrent_names
 from archipelago.models.spec import ModelSpec
+from archipelago.safe_read import probe
 
 
 @cache
@@ -44,7 +45,7 @@ def resolve_model(name_or_path: str) -> ModelSpec | RecurrentSpec | ModelDAG:
     if name_or_path in configs:
         return spec_from_hf_config(configs[name_or_path], name=name_or_path, source="zoo.yaml")
     path = Path(name_or_path)
-    if path.exists() or path.suffix == ".json":
+    if probe(path, "model") is not None or path.suffix == ".json":
         return spec_from_config_file(path)
     raise UnknownNameError("model", name_or_path,
                            [*configs, *recurrent_names(), *BUILTIN_DAGS,

@@ -4,17 +4,15 @@ per layer from its start to its end, coloured by modality. plotly is imported he
 from pathlib import Path
 from typing import Any
 
-from archipelago.errors import ArchipelagoError
+from archipelago.output_file import write_atomically
 
 
 def write_gantt(plan: dict[str, Any], modality: dict[str, str], path: Path) -> Path:
-    """`plan` is a scheduled DAG's `to_dict()`; refuses to overwrite an existing file."""
+    """`plan` is a scheduled DAG's `to_dict()`. The target was checked (not a file the
+    user has) when the option was parsed; it is replaced whole here, as the JSON and the
+    table of one run both write the same chart."""
     import plotly.graph_objects as go
 
-    if path.exists():
-        raise ArchipelagoError(f"--gantt {path}: the file exists; choose a new name")
-    if not path.parent.exists():
-        raise ArchipelagoError(f"--gantt {path}: directory {path.parent} does not exist")
     fig = go.Figure()
     for mod in sorted(set(modality.values())):
         rows = [m for m in plan["mapping"] if modality[m["layer"]] == mod]
@@ -28,5 +26,5 @@ def write_gantt(plan: dict[str, Any], modality: dict[str, str], path: Path) -> P
                       yaxis_title="FPGA / accelerator",
                       title=(f"{plan['model']} on {plan['cluster']} ({plan['strategy']}): "
                              f"{plan['latency_s'] * 1e3:.3f} ms"))
-    fig.write_html(str(path), include_plotlyjs=True)  # inlined: it opens offline
-    return path
+    write_atomically(path, fig.to_html(include_plotlyjs=True), "--gantt", force=True)
+    return path  # plotly inlined: the chart opens offline

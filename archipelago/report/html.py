@@ -4,7 +4,7 @@ report.page, into one HTML file that never replaces a file the user has unless t
 from pathlib import Path
 from typing import Any
 
-from archipelago.errors import ArchipelagoError
+from archipelago.output_file import check_output_file, write_atomically
 from archipelago.report.page import render
 from archipelago.strategies.registry import get_strategy
 
@@ -23,20 +23,18 @@ def report_html(subject: str, strategy: str, result: tuple[Any, Any, Any]) -> st
                   summary, page)
 
 
-def check_target(out: Path, force: bool = False) -> None:
+HTML_SUFFIXES = (".html", ".htm")
+
+
+def check_target(out: Path, force: bool = False, option: str = "--out") -> None:
     """Refuse a report path before any work: not .html, an existing file without `force`,
-    or a directory that does not exist."""
-    if out.suffix.lower() not in {".html", ".htm"}:
-        raise ArchipelagoError(f"report file '{out}' must end in .html")
-    if out.exists() and not force:
-        raise ArchipelagoError(f"report file '{out}' exists; pass --force to replace it")
-    if not out.parent.is_dir():
-        raise ArchipelagoError(f"report file '{out}': directory '{out.parent}' does not exist")
+    a directory that does not exist or cannot be written."""
+    check_output_file(out, option, force, HTML_SUFFIXES)
 
 
 def write_report(subject: str, strategy: str, result: tuple[Any, Any, Any], out: Path,
-                 force: bool = False) -> Path:
+                 force: bool = False, option: str = "--out") -> Path:
     """The page at `out` (a .html file; an existing one only with `force`)."""
-    check_target(out, force)
-    out.write_text(report_html(subject, strategy, result), encoding="utf-8")
+    check_target(out, force, option)
+    write_atomically(out, report_html(subject, strategy, result), option, force)
     return out

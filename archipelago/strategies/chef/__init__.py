@@ -12,10 +12,12 @@
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from archipelago.hardware.cluster import Cluster
 from archipelago.hardware.hetero import HeteroCluster, hetero_from_devices
 from archipelago.models.dag import ModelDAG
+from archipelago.output_file import check_output_file
 from archipelago.strategies.chef.h2h import plan_h2h
 from archipelago.strategies.chef.plan import ChefConfig, ScheduledDAG
 from archipelago.strategies.chef.planners import plan_chef, plan_exact
@@ -38,6 +40,10 @@ class DagRun:
 
 
 def _parse(gantt: str = "") -> DagRun:
+    """The Gantt target is checked here, before the search runs: an HTML name in a
+    writable directory, never an existing file."""
+    if gantt:
+        check_output_file(Path(gantt), "--gantt", False, (".html", ".htm"))
     return DagRun(gantt or None)
 
 
