@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from archipelago.cli_group import OneLineErrorGroup
-from archipelago.errors import ArchipelagoError
+from archipelago.errors import ArchipelagoError, ConfigError
 from archipelago.safe_read import load_mapping
 
 app = typer.Typer(cls=OneLineErrorGroup, add_completion=False, invoke_without_command=True,
@@ -61,7 +61,11 @@ def load_engine_config(path: Path | None) -> dict[str, Any]:
     if path is None:
         return {}
     data = load_mapping(path, "engine")
-    return data.get("engine", data)
+    engine = data.get("engine", data)
+    if not isinstance(engine, dict):
+        raise ConfigError(str(path), "engine", f"must be a mapping of design parameters, got "
+                          f"{type(engine).__name__} {str(engine)[:40]!r}")
+    return engine
 
 
 def workload_options(ctx: typer.Context) -> dict[str, str]:

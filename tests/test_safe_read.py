@@ -45,6 +45,7 @@ def files(tmp_path: Path) -> dict[str, Path]:
         "digits.json": b'{"model_type": "gpt2", "n_embd": ' + b"9" * 5000 + b"}",
         "date.yaml": b"l: 2020-02-30\n",
         "a_file": b"",
+        "engine_abc.yaml": b"engine: abc\n",
     }
     paths = {}
     for name, data in made.items():
@@ -84,6 +85,8 @@ def files(tmp_path: Path) -> dict[str, Path]:
     (["plan", "gpt2-345m", "--cluster", "x\ry"], "cluster 'x\\ry' is neither"),
     (["plan", "{digits.json}"], "holds a value that cannot be read: Exceeds the limit (4300"),
     (["plan", "gpt2-345m", "--engine-config", "{date.yaml}"], "day is out of range for month"),
+    (["plan", "ibert-base", "--strategy", "galapagos", "--cluster", "72xsidewinder",
+      "--engine-config", "{engine_abc.yaml}"], "field 'engine': must be a mapping of design"),
     (["plan", "x" * 300], "field 'model': cannot be read: File name too long"),
     (["plan", "gpt2-345m", "--cluster", "x" * 300 + ".yaml"], "cannot be read: File name too"),
     (["plan", "cnn-lstm", "--strategy", "chef", "--cluster", "hacc", "--gantt", "/proc/g.html"],
