@@ -65,6 +65,24 @@ def test_bad_inputs_are_one_line():
         plan_chef(builtin_dag("vfs"), small, ChefConfig(ips=("conv_32_64", "fc_8_16")))
 
 
+def test_cluster_size_bounds_name_the_limit(monkeypatch):
+    """A2F's search stops at MAX_CHEF_FPGAS (H2H maps larger clusters); any heterogeneous
+    cluster at MAX_FPGAS. Checked at a lowered bound of 2: 2 FPGAs plan, 3 are refused."""
+    import archipelago.strategies.chef.planners as planners
+    from archipelago.hardware.catalog import get_device
+    from archipelago.hardware.hetero import MAX_FPGAS, hetero_from_devices
+
+    u280 = get_device("u280")
+    monkeypatch.setattr(planners, "MAX_CHEF_FPGAS", 2)
+    dag = prefix_dag(builtin_dag("vfs"), 10)
+    assert plan_chef(dag, hetero_from_devices("2xu280", [u280] * 2, 3e9), SMALL).latency_s > 0
+    with pytest.raises(PartitionError, match=r"up to 2 FPGAs; 3xu280 has 3 .*'h2h'"):
+        plan_chef(dag, hetero_from_devices("3xu280", [u280] * 3, 3e9), SMALL)
+    plan_h2h(dag, hetero_from_devices("3xu280", [u280] * 3, 3e9), SMALL)
+    with pytest.raises(ArchipelagoError, match=f"{MAX_FPGAS + 1} FPGAs; .* at most {MAX_FPGAS}"):
+        hetero_from_devices("many", [u280] * (MAX_FPGAS + 1), 3e9)
+
+
 def test_model_larger_than_cluster_dram_names_the_numbers():
     from archipelago.hardware.hetero import cluster_from_dict
 

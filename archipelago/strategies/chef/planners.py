@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable
 
 from archipelago.engines.ip_templates import dram_bytes
+from archipelago.errors import PartitionError
 from archipelago.hardware.hetero import HeteroCluster
 from archipelago.models.dag import ModelDAG
 from archipelago.strategies.chef.a2f import (
@@ -18,6 +19,12 @@ from archipelago.strategies.chef.deployment import deploy
 from archipelago.strategies.chef.exact import all_deployments, optimal_mapping
 from archipelago.strategies.chef.plan import ChefConfig, ScheduledDAG, check_dram
 from archipelago.strategies.chef.simulate import LayerCosts, Tables, makespan, simulate
+
+# The paper's clusters hold 2 to 6 FPGAs (seeds/004 Table II). A2F re-deploys by evaluating
+# a removal per accelerator, each a full M2A mapping, so its time grows with about the fourth
+# power of the FPGA count: on 16 U280s the built-in DAGs take 2-13 s (vlocnet the longest),
+# on 32 over a minute.
+MAX_CHEF_FPGAS = 16
 
 
 def prepare(dag: ModelDAG, cluster: HeteroCluster, config: ChefConfig) -> tuple:
@@ -37,6 +44,10 @@ def plan_chef(dag: ModelDAG, cluster: HeteroCluster, config: ChefConfig,
     """§IV-§V: LP deployment, M2A (list mapping, re-mapping), idle-aware re-deployment.
     `steps_latency_s` are Fig. 7's three steps."""
     started = time.perf_counter()
+    if len(cluster.fpgas) > MAX_CHEF_FPGAS:
+        raise PartitionError(f"strategy 'chef' searches clusters of up to {MAX_CHEF_FPGAS} "
+                             f"FPGAs; {cluster.name} has {len(cluster.fpgas)} (strategy "
+                             "'h2h' maps larger ones)")
     cluster, ips, costs = prepare(dag, cluster, config)
     first = evaluate(costs, cluster,
                      initial_deployment(costs, cluster, ips, config.max_accs_per_fpga))
