@@ -85,5 +85,17 @@ def test_user_ip_file(tmp_path: Path):
     path.write_text("ips:\n  mine: {type: conv, tn: 4, tm: 8, tr: 7, tc: 7, k_max: 3}\n")
     assert load_ips(path)["mine"].dsp == 160
     path.write_text("ips:\n  mine: {type: gru, tn: 4}\n")
-    with pytest.raises(ConfigError, match=r"ips\.yaml: field 'type'"):
+    with pytest.raises(ConfigError, match=r"ips\.yaml: field 'ips\.mine\.type'"):
         load_ips(path)
+    path.write_text("ips:\n  c: {type: conv, k_max: 1000000000000}\n")
+    with pytest.raises(ConfigError, match=r"'ips\.c\.k_max': .* less than or equal to 256"):
+        load_ips(path)
+
+
+def test_an_lstm_ip_narrower_than_its_four_gates_still_has_an_output_lane():
+    """`parallel` below 4 leaves no whole lane per gate; pooling on it runs one lane wide
+    (it divided by zero)."""
+    from archipelago.engines.ip_templates import IPTemplate
+
+    assert IPTemplate(name="l", type="lstm", parallel=1).lanes == 1
+    assert IPTemplate(name="l", type="lstm", parallel=64).lanes == 16

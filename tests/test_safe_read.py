@@ -46,6 +46,8 @@ def files(tmp_path: Path) -> dict[str, Path]:
         "date.yaml": b"l: 2020-02-30\n",
         "a_file": b"",
         "engine_abc.yaml": b"engine: abc\n",
+        "fc_huge.yaml": b"layers:\n  - {name: a, type: fc, in_features: 3, out_features: "
+                        + b"9" * 200 + b"}\n",
     }
     paths = {}
     for name, data in made.items():
@@ -87,6 +89,8 @@ def files(tmp_path: Path) -> dict[str, Path]:
     (["plan", "gpt2-345m", "--engine-config", "{date.yaml}"], "day is out of range for month"),
     (["plan", "ibert-base", "--strategy", "galapagos", "--cluster", "72xsidewinder",
       "--engine-config", "{engine_abc.yaml}"], "field 'engine': must be a mapping of design"),
+    (["plan", "{fc_huge.yaml}", "--strategy", "h2h", "--cluster", "hacc"],
+     "field 'layers.0.fc.out_features': Input should be less than or equal to 1048576"),
     (["plan", "x" * 300], "field 'model': cannot be read: File name too long"),
     (["plan", "gpt2-345m", "--cluster", "x" * 300 + ".yaml"], "cannot be read: File name too"),
     (["plan", "cnn-lstm", "--strategy", "chef", "--cluster", "hacc", "--gantt", "/proc/g.html"],

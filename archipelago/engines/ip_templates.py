@@ -43,13 +43,15 @@ class IPTemplate(BaseModel):
 
     name: str
     type: Literal["conv", "fc", "lstm"]
-    tn: int = Field(default=1, gt=0)
-    tm: int = Field(default=1, gt=0)
-    tr: int = Field(default=1, gt=0)
-    tc: int = Field(default=1, gt=0)
-    k_max: int = Field(default=1, gt=0)
-    parallel: int = Field(default=1, gt=0)
-    weight_buffer_words: int = Field(default=0, ge=0)
+    # Upper bounds far past any FPGA (a U250 has 12,288 DSPs, 2,688 BRAM36): typos, not
+    # designs, and they keep the resource model's integers small.
+    tn: int = Field(default=1, gt=0, le=4096)
+    tm: int = Field(default=1, gt=0, le=4096)
+    tr: int = Field(default=1, gt=0, le=4096)
+    tc: int = Field(default=1, gt=0, le=4096)
+    k_max: int = Field(default=1, gt=0, le=256)
+    parallel: int = Field(default=1, gt=0, le=2**16)
+    weight_buffer_words: int = Field(default=0, ge=0, le=2**32)
 
     @property
     def macs_per_cycle(self) -> int:
@@ -78,7 +80,7 @@ class IPTemplate(BaseModel):
 
     @property
     def lanes(self) -> int:
-        return self.parallel // 4 if self.type == "lstm" else self.tm
+        return max(1, self.parallel // 4) if self.type == "lstm" else self.tm
 
 
 @dataclass(frozen=True)
@@ -154,16 +156,20 @@ class _IPFile(BaseModel):
 
 
 def parse_ips(data: object, source: str) -> dict[str, IPTemplate]:
+    """The `ips` table of an IP file; an error names the IP and field (`ips.c.k_max`)."""
     if not isinstance(data, dict):
         raise ConfigError(source, "ips", "top level must be a mapping with an 'ips' table")
     try:
-        table = _IPFile(**data).ips
-        return {name: IPTemplate(name=name, **spec) for name, spec in table.items()}
+        table = _IPFile.model_validate(data).ips
     except ValidationError as err:
-        first = err.errors()[0]
-        raise ConfigError(source, ".".join(str(p) for p in first["loc"]), first["msg"]) from None
-    except TypeError as err:
-        raise ConfigError(source, "ips", str(err)) from None
+        raise ConfigError.from_validation(source, err) from None
+    ips = {}
+    for name, spec in table.items():
+        try:
+            ips[name] = IPTemplate.model_validate({**spec, "name": name})
+        except ValidationError as err:
+            raise ConfigError.from_validation(source, err, prefix=f"ips.{name}") from None
+    return ips
 
 
 @cache

@@ -18,6 +18,13 @@ from archipelago.safe_read import load_json, load_yaml
 
 BYTES_PER_ELEMENT = 4  # FP32 weights and features (seeds/004 §I)
 
+# One dimension of a layer (channels, features, rows, kernel, cells). A million is far past
+# any network's layer; larger numbers are typos whose products overflow the cost model's
+# floats (an FC of 10^200 features).
+MAX_LAYER_DIM = 2**20
+Size = Annotated[int, Field(gt=0, le=MAX_LAYER_DIM)]
+Padding = Annotated[int, Field(ge=0, le=MAX_LAYER_DIM)]
+
 LayerType = Literal["conv", "fc", "lstm", "pool", "add"]
 COMPUTE_TYPES: tuple[str, ...] = ("conv", "fc", "lstm")
 
@@ -53,13 +60,13 @@ class Conv(_Layer):
     """Output channels M, input channels N, output rows R and cols C, kernel K (§VI)."""
 
     type: Literal["conv"] = "conv"
-    out_ch: int = Field(gt=0)
-    in_ch: int = Field(gt=0)
-    out_rows: int = Field(gt=0)
-    out_cols: int = Field(gt=0)
-    kernel: int = Field(gt=0)
-    stride: int = Field(default=1, gt=0)
-    padding: int = Field(default=0, ge=0)
+    out_ch: Size
+    in_ch: Size
+    out_rows: Size
+    out_cols: Size
+    kernel: Size
+    stride: Size = 1
+    padding: Padding = 0
     relu: bool = True
 
     @property
@@ -85,8 +92,8 @@ class Conv(_Layer):
 
 class FC(_Layer):
     type: Literal["fc"] = "fc"
-    out_features: int = Field(gt=0)
-    in_features: int = Field(gt=0)
+    out_features: Size
+    in_features: Size
     relu: bool = False
 
     @property
@@ -106,9 +113,9 @@ class LSTM(_Layer):
     """Embedded vector dimension E, hidden states H, cells (time steps) T (§VI)."""
 
     type: Literal["lstm"] = "lstm"
-    embed: int = Field(gt=0)
-    hidden: int = Field(gt=0)
-    cells: int = Field(gt=0)
+    embed: Size
+    hidden: Size
+    cells: Size
 
     @property
     def macs(self) -> int:
@@ -126,12 +133,12 @@ class LSTM(_Layer):
 class Pool(_Layer):
     type: Literal["pool"] = "pool"
     kind: Literal["max", "avg"] = "max"
-    channels: int = Field(gt=0)
-    out_rows: int = Field(gt=0)
-    out_cols: int = Field(gt=0)
-    kernel: int = Field(gt=0)
-    stride: int = Field(default=1, gt=0)
-    padding: int = Field(default=0, ge=0)
+    channels: Size
+    out_rows: Size
+    out_cols: Size
+    kernel: Size
+    stride: Size = 1
+    padding: Padding = 0
 
     @property
     def macs(self) -> int:
@@ -146,7 +153,7 @@ class Add(_Layer):
     """Element-wise sum of its dependencies (a residual join), optionally followed by ReLU."""
 
     type: Literal["add"] = "add"
-    shape: tuple[int, ...] = Field(min_length=1)
+    shape: tuple[Size, ...] = Field(min_length=1, max_length=8)
     relu: bool = True
 
     @property
@@ -180,7 +187,7 @@ class ModelDAG(BaseModel):
 
     name: str
     layers: tuple[Layer, ...] = Field(min_length=1)
-    inputs: dict[str, tuple[int, ...]] = Field(default_factory=dict)
+    inputs: dict[str, tuple[Size, ...]] = Field(default_factory=dict)
     """Shape of the external input of each layer without dependencies (default: the
     smallest input its parameters imply)."""
 
