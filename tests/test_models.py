@@ -100,3 +100,25 @@ def test_unknown_model_lists_choices() -> None:
         resolve_model("gpt5")
     with pytest.raises(UnknownNameError, match="model_type"):
         spec_from_hf_config({"model_type": "mamba"}, name="x", source="cfg.json")
+
+
+def test_activation_names_are_exactly_those_transformers_builds() -> None:
+    """The edge refuses any activation a reference model could not be built with, and
+    accepts every one it could."""
+    from transformers.activations import ACT2FN
+
+    from archipelago.models.spec import ACTIVATIONS
+
+    assert set(ACTIVATIONS) == set(ACT2FN)
+    config = transformers.GPT2Config(n_layer=1, n_embd=32, n_head=2,
+                                     activation_function="gleu").to_dict()
+    with pytest.raises(ConfigError, match="unknown activation 'gleu'; valid: gelu, "):
+        spec_from_hf_config(config, name="typo", source="config.json")
+
+
+def test_opt_without_an_activation_takes_the_transformers_default() -> None:
+    config = transformers.OPTConfig(num_hidden_layers=1, hidden_size=32, ffn_dim=64,
+                                    num_attention_heads=2).to_dict()
+    del config["activation_function"]
+    spec = spec_from_hf_config(config, name="opt-minimal", source="config.json")
+    assert spec.activation == transformers.OPTConfig().activation_function == "relu"

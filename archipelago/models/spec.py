@@ -2,7 +2,7 @@
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 Arch = Literal["gpt2", "opt", "llama", "bert", "roberta", "ibert"]
 DECODER_ARCHS: frozenset[str] = frozenset({"gpt2", "opt", "llama"})
@@ -15,6 +15,12 @@ MAX_WIDTH = 2**18  # hidden, ffn and embedding projection widths
 MAX_HEADS = 4096
 MAX_VOCAB = 2**22
 MAX_POSITIONS = 2**22
+# The activation names a transformers config may give (transformers.activations.ACT2FN,
+# 5.x): emulation builds the reference model from them, so any other name is a typo.
+ACTIVATIONS = ("gelu", "gelu_10", "gelu_accurate", "gelu_fast", "gelu_new", "gelu_python",
+               "gelu_python_tanh", "gelu_pytorch_tanh", "hardswish", "laplace", "leaky_relu",
+               "linear", "mish", "prelu", "quick_gelu", "relu", "relu2", "relu6", "sigmoid",
+               "silu", "sqrtsoftplus", "swish", "tanh", "xielu")
 
 
 class ModelSpec(BaseModel):
@@ -45,6 +51,13 @@ class ModelSpec(BaseModel):
     final_norm: bool = True
     embed_proj_dim: int | None = Field(default=None, gt=0, le=MAX_WIDTH)
     hf_config: dict[str, Any] = Field(default_factory=dict, repr=False)
+
+    @field_validator("activation")
+    @classmethod
+    def _known_activation(cls, name: str) -> str:
+        if name not in ACTIVATIONS:
+            raise ValueError(f"unknown activation '{name[:40]}'; valid: {', '.join(ACTIVATIONS)}")
+        return name
 
     @model_validator(mode="after")
     def _check_shapes(self) -> "ModelSpec":
