@@ -91,6 +91,8 @@ def files(tmp_path: Path) -> dict[str, Path]:
       "--engine-config", "{engine_abc.yaml}"], "field 'engine': must be a mapping of design"),
     (["plan", "{fc_huge.yaml}", "--strategy", "h2h", "--cluster", "hacc"],
      "field 'layers.0.fc.out_features': Input should be less than or equal to 1048576"),
+    (["plan", "gpt2-345m", "--tokens", "\u0664:\u0662"], "must look like IN:OUT"),  # Arabic 4:2
+    (["plan", "gpt2-345m", "--cluster", "\u0664xu280"], "is neither NxDEVICE shorthand"),
     (["plan", "x" * 300], "field 'model': cannot be read: File name too long"),
     (["plan", "gpt2-345m", "--cluster", "x" * 300 + ".yaml"], "cannot be read: File name too"),
     (["plan", "cnn-lstm", "--strategy", "chef", "--cluster", "hacc", "--gantt", "/proc/g.html"],

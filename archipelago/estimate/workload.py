@@ -27,7 +27,7 @@ class Generation:
 
 def parse_tokens(tokens: str) -> Generation:
     """`IN:OUT`, e.g. `64:64`."""
-    match = re.fullmatch(r"\s*(\d+)\s*:\s*(\d+)\s*", tokens)
+    match = re.fullmatch(r"\s*([0-9]+)\s*:\s*([0-9]+)\s*", tokens)
     if not match:
         raise ArchipelagoError(f"--tokens '{tokens[:40]}' must look like IN:OUT, e.g. 64:64")
     if max(len(g.lstrip("0")) for g in match.groups()) > len(str(MAX_TOKENS)):
@@ -46,7 +46,7 @@ class Sequence:
 def parse_seq_len(seq_len: str) -> Sequence:
     """`--seq-len N`: a whole number of tokens, at least one."""
     text = seq_len.strip()
-    if not re.fullmatch(r"[+-]?\d+", text):
+    if not re.fullmatch(r"[+-]?[0-9]+", text):
         raise ArchipelagoError(f"--seq-len '{seq_len[:40]}' must be a whole number of tokens")
     if len(text.lstrip("+-0")) > len(str(MAX_TOKENS)) or not 1 <= int(text) <= MAX_TOKENS:
         raise ArchipelagoError(f"--seq-len {text[:40]}: must be in 1..{MAX_TOKENS} tokens")

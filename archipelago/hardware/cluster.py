@@ -86,7 +86,7 @@ def host_link(device: Device) -> Link:
     return Link(latency_s=2e-6, bandwidth_Bps=device.host_link_Bps)
 
 
-_SHORTHAND = re.compile(r"^(\d+)x([a-z0-9_.-]+)$", re.IGNORECASE)
+_SHORTHAND = re.compile(r"^([0-9]+)x([a-z0-9_.-]+)$", re.IGNORECASE)
 
 
 def parse_shorthand(text: str) -> Cluster | None:

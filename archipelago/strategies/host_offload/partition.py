@@ -46,7 +46,7 @@ class Grid:
         return self.row_blocks * self.col_blocks
 
 
-_GRID = re.compile(r"^0*(\d{1,5})x0*(\d{1,5})$", re.IGNORECASE)  # no card has 10^5 blocks
+_GRID = re.compile(r"^0*([0-9]{1,5})x0*([0-9]{1,5})$", re.IGNORECASE)  # no card has 10^5 blocks
 
 
 def parse_grid(text: str) -> Grid:
