@@ -190,8 +190,10 @@ def build(
     """Write the deployment files of MODEL's plan (Galapagos: Cluster Builder JSON,
     logical/map XML per cluster, routing tables and a summary), all inside --out."""
     from archipelago.api import build as write
+    from archipelago.emit.output_dir import check_output_dir
     from archipelago.strategies.registry import get_strategy
 
+    check_output_dir(out, force)  # before any planning
     summary = write(model, cluster, strategy, str(out), force,
                     load_engine_config(engine_config))
     if as_json:

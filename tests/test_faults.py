@@ -89,3 +89,49 @@ def test_a_full_disk_midway_through_a_build_is_one_line_and_keeps_the_finished_b
     assert now == finished
     summary = json.loads((out / "summary.json").read_text())
     assert summary["kernels"] > 0
+
+
+def _tree(root: Path) -> dict[str, bytes | None]:
+    return {str(p.relative_to(root)): p.read_bytes() if p.is_file() else None
+            for p in root.rglob("*")}
+
+
+def test_a_file_where_the_build_needs_a_folder_changes_nothing(tmp_path: Path) -> None:
+    """`routing` is the user's file; the build needs a folder there. Found before any file
+    moves: one line, and the directory (the user's file, no staging folder) is as it was."""
+    out = tmp_path / "build"
+    out.mkdir()
+    (out / "routing").write_text("mine")
+    before = _tree(out)
+    code, stderr = _build(out, "--force")
+    assert code == 2 and len(stderr.strip().splitlines()) == 1
+    assert "routing is a file where the build needs a directory; nothing was changed" in stderr
+    assert _tree(out) == before
+
+
+def test_a_writer_failing_midway_leaves_no_new_directory(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fresh --out that a failed build created is removed again: no half build."""
+    import archipelago.strategies.galapagos.emit as emit
+
+    def broken(*args: object) -> str:
+        raise ArchipelagoError("map.xml of cluster 0 cannot be rendered")
+
+    monkeypatch.setattr(emit, "map_xml", broken)
+    code, stderr = _build(tmp_path / "fresh")
+    assert code == 2 and "cannot be rendered" in stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(("out", "message"), [
+    ("{tmp}/a_file/sub", "a_file is not a directory"),
+    ("{tmp}/loop", "a loop of symbolic links"),
+    ("/proc/archi_out", "cannot write in directory /proc"),
+    ("{tmp}/" + "o" * 300, "is 300 bytes; the limit is 255"),
+])
+def test_a_build_target_that_cannot_be_written_is_refused_before_planning(
+        tmp_path: Path, out: str, message: str) -> None:
+    (tmp_path / "a_file").write_text("")
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    code, stderr = _build(Path(out.format(tmp=tmp_path)))
+    assert code == 2 and len(stderr.strip().splitlines()) == 1 and message in stderr

@@ -76,9 +76,9 @@ def print_build(summary: dict[str, Any], console: Console) -> None:
 
 
 def write(plan: OneDevicePlan, out: str, force: bool) -> dict[str, Any]:
-    target = OutputDir(out, force)
-    target.write_json("plan.json", {"model": plan.spec.name, "device": plan.device,
-                                    "engine": plan.config.model_dump()})
+    with OutputDir(out, force) as target:
+        target.write_json("plan.json", {"model": plan.spec.name, "device": plan.device,
+                                        "engine": plan.config.model_dump()})
     return {"files": target.written, "out": str(target.root)}
 
 

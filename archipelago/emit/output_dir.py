@@ -1,47 +1,99 @@
-"""An output directory that writers cannot leave, and that is never overwritten by accident."""
+"""An output directory that writers cannot leave, that is never overwritten by accident, and
+that never holds half a build: files are staged in a hidden directory inside it and moved
+into place only once every one of them is written."""
 
+import contextlib
 import json
 import os
+import shutil
+import tempfile
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 from archipelago.errors import ArchipelagoError
+from archipelago.output_file import check_name_lengths, check_writable_dir
+
+OPTION = "--out"
+
+
+def _nearest_existing(path: Path) -> Path:
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def check_output_dir(root: Path | str, force: bool) -> Path:
+    """The resolved root a build may be written to, checked before any work: its names fit,
+    it is a directory (or can be made in one a file can be created in), and it is empty
+    unless `force`."""
+    given = Path(root)
+    check_name_lengths(given, OPTION)
+    try:
+        resolved = given.resolve()
+        if resolved.exists() and not resolved.is_dir():
+            raise ArchipelagoError(f"{OPTION} {resolved} exists and is not a directory")
+        if resolved.exists() and any(resolved.iterdir()) and not force:
+            raise ArchipelagoError(f"{OPTION} {resolved} is not empty; pass --force to "
+                                   "overwrite the files of a previous build")
+        existing = _nearest_existing(resolved)
+    except RuntimeError:  # pathlib's resolve on a loop of symbolic links
+        raise ArchipelagoError(f"{OPTION} {given}: a loop of symbolic links") from None
+    except OSError as err:  # a path through a file, an unreadable parent, a long path
+        raise ArchipelagoError(f"{OPTION} {given}: {err.strerror or err}") from None
+    if not existing.is_dir():
+        raise ArchipelagoError(f"{OPTION} {given}: {existing} is not a directory")
+    check_writable_dir(existing, OPTION, given)
+    return resolved
 
 
 class OutputDir:
-    """Every path is resolved (symlinks included) and must stay under the root. A root
-    that already holds files is refused unless `force`; nothing is ever deleted."""
+    """Use as `with OutputDir(out, force) as target: target.write_text(...)`. Every path is
+    resolved (symlinks included) and must stay under the root. A root that already holds
+    files is refused unless `force`; nothing of the user's is ever deleted. If any write
+    fails, or the writer raises, the root is left as it was."""
 
     def __init__(self, root: Path | str, force: bool = False) -> None:
-        self.root = Path(root).resolve()
-        if self.root.exists() and not self.root.is_dir():
-            raise ArchipelagoError(f"--out {self.root} exists and is not a directory")
-        if self.root.exists() and any(self.root.iterdir()) and not force:
-            raise ArchipelagoError(f"--out {self.root} is not empty; pass --force to "
-                                   "overwrite the files of a previous build")
-        self.root.mkdir(parents=True, exist_ok=True)
+        self.root = check_output_dir(root, force)
         self.written: list[str] = []
+        self._staging: Path | None = None
+        self._made_root = False
+
+    def __enter__(self) -> "OutputDir":
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        if kind is None:
+            self._commit()
+        else:
+            self._discard()
 
     def path(self, relative: str) -> Path:
         target = (self.root / relative).resolve()
-        if not target.is_relative_to(self.root):
+        if not target.is_relative_to(self.root) or target == self.root:
             raise ArchipelagoError(f"refusing to write {relative!r} outside {self.root}")
         return target
 
+    def _fail(self, what: str, err: OSError) -> ArchipelagoError:
+        self._discard()
+        return ArchipelagoError(f"cannot write {what}: {err.strerror or err} (after "
+                                f"{len(self.written)} of the build's files; nothing in "
+                                f"{self.root} was changed)")
+
     def write_text(self, relative: str, text: str) -> None:
-        """Written beside the target, then renamed over it: a full disk or a kill midway
-        leaves the previous file (a finished build's) whole, never a truncated one."""
+        """Staged now; moved into place when the `with` block ends without an error."""
         target = self.path(relative)
-        partial = target.with_name(f".{target.name}.partial")
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            partial.write_text(text)
-            os.replace(partial, target)
+            if self._staging is None:
+                self._made_root = not self.root.exists()
+                self.root.mkdir(parents=True, exist_ok=True)
+                self._staging = Path(tempfile.mkdtemp(dir=self.root, prefix=".staging-"))
+            staged = self._staging / target.relative_to(self.root)
+            staged.parent.mkdir(parents=True, exist_ok=True)
+            staged.write_text(text)
         except OSError as err:
-            partial.unlink(missing_ok=True)
-            raise ArchipelagoError(f"cannot write {target}: {err.strerror or err} (after "
-                                   f"{len(self.written)} of the build's files; files already "
-                                   "there are left whole)") from None
+            raise self._fail(str(target), err) from None
         self.written.append(relative)
 
     def write_json(self, relative: str, data: Any, compact: bool = False) -> None:
@@ -49,3 +101,47 @@ class OutputDir:
         json only writes fast without indentation."""
         text = json.dumps(data, separators=(",", ":")) if compact else json.dumps(data, indent=1)
         self.write_text(relative, text + "\n")
+
+    def _conflict(self, target: Path) -> str | None:
+        """Why `target` cannot take a file: a directory in its place, or a file where one
+        of its folders goes."""
+        if target.is_dir():
+            return f"{target} is a directory"
+        for folder in target.relative_to(self.root).parents:
+            place = self.root / folder
+            if place.exists() and not place.is_dir():
+                return f"{place} is a file where the build needs a directory"
+        return None
+
+    def _commit(self) -> None:
+        if self._staging is None:
+            return
+        targets = [self.path(r) for r in self.written]
+        problem = next((p for p in map(self._conflict, targets) if p), None)
+        if problem:
+            self._discard()
+            raise ArchipelagoError(f"cannot write the build into {self.root}: {problem}; "
+                                   "nothing was changed")
+        moved = 0
+        try:
+            for target in targets:  # renames within one file system: no space needed
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(self._staging / target.relative_to(self.root), target)
+                moved += 1
+        except OSError as err:
+            self._made_root = False  # it holds the files already moved
+            self._discard()
+            raise ArchipelagoError(f"cannot move {target} into place: "
+                                   f"{err.strerror or err} ({moved} of {len(targets)} "
+                                   "files moved)") from None
+        self._made_root = False
+        self._discard()
+
+    def _discard(self) -> None:
+        """Remove the staging directory, and the root too when this build created it."""
+        if self._staging is not None:
+            shutil.rmtree(self._staging, ignore_errors=True)
+            self._staging = None
+        if self._made_root:
+            with contextlib.suppress(OSError):
+                self.root.rmdir()

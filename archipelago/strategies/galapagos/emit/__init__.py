@@ -27,36 +27,39 @@ from archipelago.strategies.galapagos.estimate import feasibility
 from archipelago.strategies.galapagos.plan import DataflowPlan
 
 
-def write_build(plan: DataflowPlan, out: Path | str, force: bool = False) -> dict[str, Any]:
-    """Write every build file under `out`; returns the summary (also in summary.json)."""
-    target = OutputDir(out, force)
-    kernels = plan.kernel_count
-    members: dict[int, list[Node]] = defaultdict(list)
-    for node in plan.nodes.values():
-        members[node.cluster].append(node)
-    target.write_json("cluster_description.json", cluster_description(plan))
-    target.write_json("layer_description.json", layer_description(plan), compact=True)
-    for cluster in plan.clusters:
-        ordered = sorted(members[cluster.index], key=lambda n: n.kernel_id)
-        folder = cluster_dir(cluster.index)
-        target.write_text(f"{folder}/logical.xml", logical_xml(ordered))
-        target.write_text(f"{folder}/map.xml", map_xml(plan, cluster, ordered))
-        target.write_json(f"routing/{folder}.json",
-                          routing_file(plan, plan.tables[cluster.index], kernels), compact=True)
-    summary = {
+def _summary(plan: DataflowPlan, files: list[str], root: Path) -> dict[str, Any]:
+    return {
         "model": plan.spec.name,
         "hardware": plan.cluster.name,
-        "kernels": kernels,
+        "kernels": plan.kernel_count,
         "clusters": len(plan.clusters),
         "fpgas_needed": plan.fpgas_needed,
         "fpgas_available": plan.cluster.size,
         "fpgas": [{"index": u.index, "cluster": u.cluster, "ip": u.ip, "mac": u.mac,
                    "kernels": len(u.kernels), "dsp": u.resources.dsp,
                    "bram": u.resources.bram, "uram": u.resources.uram} for u in plan.fpgas],
-        "files": [*target.written, "summary.json"],
-        "out": str(target.root),
+        "files": [*files, "summary.json"],
+        "out": str(root),
     }
-    target.write_json("summary.json", summary, compact=True)
+
+
+def write_build(plan: DataflowPlan, out: Path | str, force: bool = False) -> dict[str, Any]:
+    """Write every build file under `out`; returns the summary (also in summary.json)."""
+    members: dict[int, list[Node]] = defaultdict(list)
+    for node in plan.nodes.values():
+        members[node.cluster].append(node)
+    with OutputDir(out, force) as target:
+        target.write_json("cluster_description.json", cluster_description(plan))
+        target.write_json("layer_description.json", layer_description(plan), compact=True)
+        for cluster in plan.clusters:
+            ordered = sorted(members[cluster.index], key=lambda n: n.kernel_id)
+            folder = cluster_dir(cluster.index)
+            target.write_text(f"{folder}/logical.xml", logical_xml(ordered))
+            target.write_text(f"{folder}/map.xml", map_xml(plan, cluster, ordered))
+            table = routing_file(plan, plan.tables[cluster.index], plan.kernel_count)
+            target.write_json(f"routing/{folder}.json", table, compact=True)
+        summary = _summary(plan, target.written, target.root)
+        target.write_json("summary.json", summary, compact=True)
     return summary
 
 
