@@ -64,3 +64,41 @@ def test_unsupported_operators_and_bad_files_are_one_line_errors(tmp_path) -> No
         dag_from_onnx(tmp_path / "junk.onnx")
     with pytest.raises(ConfigError, match="not a readable ONNX file"):
         dag_from_onnx(tmp_path)
+
+
+def _graph_file(path, nodes, inputs, weights=()) -> None:
+    """A hand-built ONNX graph (opset 13): what a hostile or odd exporter may write."""
+    from onnx import TensorProto, helper, save
+
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    graph = helper.make_graph(nodes, "g", inputs, [y], initializer=list(weights))
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+
+
+def test_tensors_of_the_wrong_rank_and_odd_names_are_one_line(tmp_path) -> None:
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    x3 = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8])
+    _graph_file(tmp_path / "pool1d.onnx",
+                [helper.make_node("MaxPool", ["x"], ["y"], name="p", kernel_shape=[2])], [x3])
+    with pytest.raises(ConfigError, match=r"node p.*y is 3-D \[1, 4, 7\]; MaxPool is imported "
+                                          r"on 4-D"):
+        dag_from_onnx(tmp_path / "pool1d.onnx")
+    x2 = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
+    w3 = numpy_helper.from_array(np.zeros((4, 2, 2), np.float32), "w")
+    _graph_file(tmp_path / "mm3.onnx", [helper.make_node("MatMul", ["x", "w"], ["y"], name="m")],
+                [x2], [w3])
+    with pytest.raises(ConfigError, match=r"weight w is 3-D \[4, 2, 2\]; MatMul takes a 2-D"):
+        dag_from_onnx(tmp_path / "mm3.onnx")
+    w2 = numpy_helper.from_array(np.zeros((4, 3), np.float32), "w")
+    _graph_file(tmp_path / "slash.onnx", [helper.make_node("MatMul", ["x", "w"], ["y"], name="/")],
+                [x2], [w2])
+    (layer,) = dag_from_onnx(tmp_path / "slash.onnx").layers  # "/" names no layer: its output
+    assert layer.name == "y" and (layer.in_features, layer.out_features) == (4, 3)
+    _graph_file(tmp_path / "twice.onnx", [
+        helper.make_node("MatMul", ["x", "w"], ["h"], name="m"),
+        helper.make_node("MatMul", ["h", "v"], ["y"], name="m")],
+        [x2], [w2, numpy_helper.from_array(np.zeros((3, 2), np.float32), "v")])
+    with pytest.raises(ConfigError, match="a second layer named 'm'; names must be unique"):
+        dag_from_onnx(tmp_path / "twice.onnx")

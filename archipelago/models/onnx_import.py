@@ -15,6 +15,8 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from archipelago.errors import ConfigError
 from archipelago.models.dag import FC, LSTM, Add, Conv, ModelDAG, Pool, validate_dag
 from archipelago.safe_read import probe
@@ -52,10 +54,25 @@ class _Graph:
         raise ConfigError(self.source, f"node {node.name or node.op_type}", why)
 
     def shape(self, name: str) -> tuple[int, ...]:
-        if name not in self.shapes or not all(self.shapes[name]):
+        if not self.shapes.get(name) or not all(self.shapes[name]):
             raise ConfigError(self.source, name, "shape inference left this value's shape "
                               "unknown; export with static input shapes")
         return self.shapes[name]
+
+    def shape_of_rank(self, node: Any, name: str, rank: int, layout: str) -> tuple[int, ...]:
+        """The shape of a value this node reads or writes, which must be `layout`."""
+        shape = self.shape(name)
+        if len(shape) != rank:
+            self.fail(node, f"{name} is {len(shape)}-D {list(shape)}; {node.op_type} is "
+                      f"imported on {rank}-D {layout} tensors")
+        return shape
+
+    def weight_of_rank(self, node: Any, index: int, rank: int) -> Any:
+        weight = self.weight(node, index)
+        if weight.ndim != rank:
+            self.fail(node, f"weight {node.input[index]} is {weight.ndim}-D "
+                      f"{list(weight.shape)}; {node.op_type} takes a {rank}-D one")
+        return weight
 
     def data_inputs(self, node: Any) -> list[str]:
         return [n for n in node.input if n in self.value]
@@ -68,6 +85,8 @@ class _Graph:
         return names
 
     def add(self, node: Any, layer: Any, src: str) -> None:
+        if layer.name in self.layers:
+            self.fail(node, f"a second layer named '{layer.name}'; names must be unique")
         first = self.value[src]
         if not layer.deps and not isinstance(first[0], str):
             self.inputs[layer.name] = first[0][1]
@@ -104,14 +123,20 @@ class _Graph:
 
 
 def _name(node: Any) -> str:
-    return (node.name or node.output[0]).strip("/").replace("/", "_").replace(".", "_")
+    """The node's name as a layer name ("/" and "." become "_"); its output's, or its
+    operator's, when that leaves nothing."""
+    for candidate in (node.name, node.output[0] if node.output else "", node.op_type):
+        name = candidate.strip("/").replace("/", "_").replace(".", "_")
+        if name:
+            return name
+    return "layer"
 
 
 def _conv(g: _Graph, node: Any, src: str) -> None:
     if g.attr(node, "group", 1) != 1 or g.square(node, "dilations", 1) != 1:
         g.fail(node, "grouped or dilated convolutions are not supported")
-    weight = g.weight(node, 1)
-    out = g.shape(node.output[0])[1:]
+    weight = g.weight_of_rank(node, 1, 4)
+    out = g.shape_of_rank(node, node.output[0], 4, "(N, C, H, W)")[1:]
     g.add(node, Conv(name=_name(node), deps=g.deps(node, src), out_ch=out[0],
                      in_ch=int(weight.shape[1]), out_rows=out[1], out_cols=out[2],
                      kernel=int(weight.shape[2]), stride=g.square(node, "strides", 1),
@@ -119,7 +144,7 @@ def _conv(g: _Graph, node: Any, src: str) -> None:
 
 
 def _fc(g: _Graph, node: Any, src: str) -> None:
-    weight = g.weight(node, 1)
+    weight = g.weight_of_rank(node, 1, 2)
     transposed = node.op_type == "Gemm" and g.attr(node, "transB", 0)
     out_features, in_features = weight.shape if transposed else weight.shape[::-1]
     g.add(node, FC(name=_name(node), deps=g.deps(node, src), out_features=int(out_features),
@@ -127,7 +152,7 @@ def _fc(g: _Graph, node: Any, src: str) -> None:
 
 
 def _lstm(g: _Graph, node: Any, src: str) -> None:
-    weight = g.weight(node, 1)  # [directions, 4 hidden, embed]
+    weight = g.weight_of_rank(node, 1, 3)  # [directions, 4 hidden, embed]
     if weight.shape[0] != 1:
         g.fail(node, "only one-direction LSTMs")
     steps = g.shape(src)[1 if g.attr(node, "layout", 0) else 0]
@@ -136,9 +161,9 @@ def _lstm(g: _Graph, node: Any, src: str) -> None:
 
 
 def _pool(g: _Graph, node: Any, src: str) -> None:
-    out = g.shape(node.output[0])[1:]
+    out = g.shape_of_rank(node, node.output[0], 4, "(N, C, H, W)")[1:]
     if node.op_type == "GlobalAveragePool":
-        rows = g.shape(src)[2]
+        rows = g.shape_of_rank(node, src, 4, "(N, C, H, W)")[2]
         kernel, stride, padding, kind = rows, rows, 0, "avg"
     else:
         kernel = g.square(node, "kernel_shape", 1)
@@ -199,7 +224,15 @@ def dag_from_onnx(path: Path, name: str | None = None) -> ModelDAG:
                           type(err).__name__) from None
     graph = _Graph(model, source)
     for node in model.graph.node:
-        _visit(graph, node)
-    dag = ModelDAG(name=name or path.stem, layers=tuple(graph.layers.values()),
-                   inputs=graph.inputs)
+        try:
+            _visit(graph, node)
+        except ValidationError as err:  # a layer the node describes is out of bounds
+            raise ConfigError.from_validation(source, err,
+                                              prefix=f"node {node.name or node.op_type}"
+                                              ) from None
+    try:
+        dag = ModelDAG(name=name or path.stem, layers=tuple(graph.layers.values()),
+                       inputs=graph.inputs)
+    except ValidationError as err:
+        raise ConfigError.from_validation(source, err) from None
     return validate_dag(dag, source)
