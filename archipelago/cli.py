@@ -55,9 +55,12 @@ def user_errors(command: Callable[..., None]) -> Callable[..., None]:
     return run
 
 
-def load_engine_config(path: Path | None) -> dict[str, Any]:
+def load_engine_config(path: Path | None, strategy: str) -> dict[str, Any]:
     """An engine-config YAML/JSON file: a mapping of engine design parameters (or a best-of
-    file from `archi explore`, which keeps them under `engine`)."""
+    file from `archi explore`, which keeps them under `engine`), checked against
+    `strategy`'s engine here, where a bad value can be blamed on the file."""
+    from archipelago.strategies.registry import get_strategy
+
     if path is None:
         return {}
     data = load_mapping(path, "engine")
@@ -65,6 +68,10 @@ def load_engine_config(path: Path | None) -> dict[str, Any]:
     if not isinstance(engine, dict):
         raise ConfigError(str(path), "engine", f"must be a mapping of design parameters, got "
                           f"{type(engine).__name__} {str(engine)[:40]!r}")
+    try:
+        get_strategy(strategy).config(engine)
+    except ArchipelagoError as err:
+        raise ArchipelagoError(f"{path}: {err}") from None
     return engine
 
 
@@ -108,7 +115,7 @@ def plan(
         kind.hook("page")
         check_target(report_file, force, "--report")
     result = plan_and_estimate(model, cluster, strategy, workload_options(ctx),
-                               load_engine_config(engine_config))
+                               load_engine_config(engine_config, strategy))
     report = kind.hook("report")
     if as_json:
         print(json.dumps(report.estimate_to_dict(*result), indent=2))
@@ -141,7 +148,7 @@ def report(
     get_strategy(strategy).plan_kind.hook("page")  # no page, or a bad path: fail before planning
     check_target(out, force)
     result = plan_and_estimate(model, cluster, strategy, workload_options(ctx),
-                               load_engine_config(engine_config))
+                               load_engine_config(engine_config, strategy))
     path = write_report(f"{model} on {cluster}", strategy, result, out, force)
     console.print(f"report page written to {path} ({path.stat().st_size / 1e6:.2f} MB)")
 
@@ -195,7 +202,7 @@ def build(
 
     check_output_dir(out, force)  # before any planning
     summary = write(model, cluster, strategy, str(out), force,
-                    load_engine_config(engine_config))
+                    load_engine_config(engine_config, strategy))
     if as_json:
         print(json.dumps(summary, indent=2))
     else:

@@ -46,6 +46,7 @@ def files(tmp_path: Path) -> dict[str, Path]:
         "date.yaml": b"l: 2020-02-30\n",
         "a_file": b"",
         "engine_abc.yaml": b"engine: abc\n",
+        "lanes.yaml": b"l: 128\n",
         "fc_huge.yaml": b"layers:\n  - {name: a, type: fc, in_features: 3, out_features: "
                         + b"9" * 200 + b"}\n",
     }
@@ -93,6 +94,8 @@ def files(tmp_path: Path) -> dict[str, Path]:
      "field 'layers.0.fc.out_features': Input should be less than or equal to 1048576"),
     (["plan", "gpt2-345m", "--tokens", "\u0664:\u0662"], "must look like IN:OUT"),  # Arabic 4:2
     (["plan", "gpt2-345m", "--cluster", "\u0664xu280"], "is neither NxDEVICE shorthand"),
+    (["plan", "gpt2-345m", "--strategy", "dfx", "--engine-config", "{lanes.yaml}"],
+     "lanes.yaml: dfx engine parameters: l 128 must divide d 64"),
     (["plan", "x" * 300], "field 'model': cannot be read: File name too long"),
     (["plan", "gpt2-345m", "--cluster", "x" * 300 + ".yaml"], "cannot be read: File name too"),
     (["plan", "cnn-lstm", "--strategy", "chef", "--cluster", "hacc", "--gantt", "/proc/g.html"],

@@ -37,7 +37,7 @@ def engine_case(strategy: str, config: dict[str, Any], tmp: Path) -> dict[str, A
     path = tmp / "engine.yaml"
     path.write_text(yaml.safe_dump(config))
     model, cluster = PLANNED[strategy]
-    return figures(model, cluster, strategy, load_engine_config(path))
+    return figures(model, cluster, strategy, load_engine_config(path, strategy))
 
 
 def cluster_case(data: bytes, strategy: str, tmp: Path) -> dict[str, Any]:
@@ -61,7 +61,7 @@ def file_case(data: bytes, loader: str, tmp: Path) -> Any:
     if loader == "cluster":
         return figures("gpt2-345m", str(path), "dfx")
     if loader == "engine":
-        return figures("gpt2-345m", "4xu280", "dfx", load_engine_config(path))
+        return figures("gpt2-345m", "4xu280", "dfx", load_engine_config(path, "dfx"))
     if loader == "model":
         return figures(str(path), "4xu280", "dfx")
     load_profile(path)
