@@ -15,6 +15,7 @@ from archipelago.hardware.hetero import (
     is_hetero_file,
     resolve_hetero_cluster,
 )
+from archipelago.names import Name
 from archipelago.safe_read import load_mapping, probe
 
 Topology = Literal["ring", "switch", "host_star"]
@@ -137,7 +138,7 @@ class _DeviceGroup(BaseModel):
 
 class _ClusterFile(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-    name: str | None = None
+    name: Name | None = None
     devices: list[_DeviceGroup] = Field(min_length=1, max_length=MAX_DEVICES)
     topology: Topology = "ring"
     link: _LinkSpec | None = None

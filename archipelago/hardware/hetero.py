@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from archipelago.errors import ArchipelagoError, ConfigError, UnknownNameError
 from archipelago.hardware.catalog import catalog, get_device, unwrap_sourced
+from archipelago.names import Name
 from archipelago.safe_read import load_mapping, load_yaml, probe
 
 GB = 1e9
@@ -85,7 +86,7 @@ class _Banks(BaseModel):
 
 class _FPGAEntry(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-    name: str | None = None
+    name: Name | None = None
     device: str
     freq_mhz: float = Field(ge=1, le=2000)
     dsp: int | None = Field(default=None, gt=0, le=_MAX_BLOCKS)
@@ -102,7 +103,7 @@ class _Pair(BaseModel):
 
 class _ClusterFile(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-    name: str
+    name: Name
     fpgas: list[_FPGAEntry] = Field(min_length=1, max_length=MAX_FPGAS)
     p2p_gbps: float = Field(ge=1e-3, le=_MAX_GBPS)
     host_relay: bool = False

@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from archipelago.errors import ConfigError
+from archipelago.names import Name
 from archipelago.safe_read import load_json, load_yaml
 
 BYTES_PER_ELEMENT = 4  # FP32 weights and features (seeds/004 §I)
@@ -32,8 +33,8 @@ COMPUTE_TYPES: tuple[str, ...] = ("conv", "fc", "lstm")
 class _Layer(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    name: str = Field(min_length=1)
-    modality: str = "m0"
+    name: Name
+    modality: Name = "m0"
     deps: tuple[str, ...] = ()
 
     @property
