@@ -49,7 +49,7 @@ def test_dangling_dependency_names_layer():
 
 
 def test_shape_mismatch_names_numbers():
-    with pytest.raises(ConfigError, match="expects 5 input channels, its dependencies give 4"):
+    with pytest.raises(ConfigError, match="expects 5 input channels, its input gives 4"):
         dag_from_dict({"name": "t", "layers": [_conv("a"), _conv("b", ["a"], 5)]}, "m.yaml")
 
 
@@ -63,3 +63,21 @@ def test_yaml_round_trip(tmp_path):
     path = tmp_path / "cnn.yaml"
     path.write_text(yaml.safe_dump(dag_to_dict(dag)))
     assert load_dag(path) == dag
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    ({"layers": [{"name": "p", "type": "pool", "channels": 1, "out_rows": 1, "out_cols": 1,
+                  "kernel": 1}]}, "no conv, fc, lstm layer: nothing for an accelerator"),
+    ({"layers": [{"name": "a", "type": "conv", "out_ch": 1, "in_ch": 1, "out_rows": 1,
+                  "out_cols": 1, "kernel": 3, "padding": 100}]},
+     "padding 100 around a 3-wide kernel leaves an input of -197x-197 for a 1x1 output"),
+    ({"layers": [_conv("a")], "inputs": {"zz": [3, 8, 8]}},
+     r"inputs\.zz': names no layer without dependencies \(those: a\)"),
+    ({"layers": [_conv("a")], "inputs": {"a": []}}, "an input shape needs a dimension"),
+    ({"layers": [_conv("a")], "inputs": {"a": [3]}}, "takes a feature map, its input gives"),
+])
+def test_nonsense_a_dag_file_may_hold_is_one_line(data: dict, message: str) -> None:
+    """Each plans today with exit 0 or a traceback (a DAG without a compute layer)."""
+    with pytest.raises(ConfigError, match=message) as err:
+        dag_from_dict({"name": "t", **data}, "m.yaml")
+    assert "\n" not in str(err.value)

@@ -24,6 +24,9 @@ BYTES_PER_ELEMENT = 4  # FP32 weights and features (seeds/004 §I)
 # floats (an FC of 10^200 features).
 MAX_LAYER_DIM = 2**20
 Size = Annotated[int, Field(gt=0, le=MAX_LAYER_DIM)]
+# Layers of one DAG: the built-in MMMT models have up to 185 (vlocnet); mapping is at
+# least quadratic in the count, and 4,096 is far past any network a search can map.
+MAX_LAYERS = 4096
 Padding = Annotated[int, Field(ge=0, le=MAX_LAYER_DIM)]
 
 LayerType = Literal["conv", "fc", "lstm", "pool", "add"]
@@ -187,7 +190,7 @@ class ModelDAG(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str
-    layers: tuple[Layer, ...] = Field(min_length=1)
+    layers: tuple[Layer, ...] = Field(min_length=1, max_length=MAX_LAYERS)
     inputs: dict[str, tuple[Size, ...]] = Field(default_factory=dict)
     """Shape of the external input of each layer without dependencies (default: the
     smallest input its parameters imply)."""
@@ -277,15 +280,38 @@ def validate_dag(dag: ModelDAG, source: str) -> ModelDAG:
     if len(dag.order) != len(dag.layers):
         stuck = sorted(set(seen) - set(dag.order))
         raise ConfigError(source, "layers", f"dependency cycle through {', '.join(stuck[:6])}")
+    if not dag.compute_layers:
+        raise ConfigError(source, "layers", f"no {', '.join(COMPUTE_TYPES)} layer: nothing "
+                          "for an accelerator to run")
+    for name, shape in dag.inputs.items():
+        if name not in seen or dag.by_name[name].deps:
+            firsts = [la.name for la in dag.layers if not la.deps]
+            raise ConfigError(source, f"inputs.{name}", "names no layer without dependencies "
+                              f"(those: {', '.join(firsts[:8])})")
+        if not shape:
+            raise ConfigError(source, f"inputs.{name}", "an input shape needs a dimension")
     for layer in dag.layers:
-        problem = _shape_problem(dag, layer)
+        problem = _window_problem(dag, layer) or _shape_problem(dag, layer)
         if problem:
             raise ConfigError(source, f"layers.{layer.name}", problem)
     return dag
 
 
+def _window_problem(dag: ModelDAG, layer: _Layer) -> str | None:
+    """A first conv or pool layer, its input implied by its window, whose padding leaves no
+    input: (R-1)S + K - 2P < 1. (With dependencies or a given input, the shape check
+    compares the real input's output with the declared one.)"""
+    if not isinstance(layer, Conv | Pool) or layer.deps or layer.name in dag.inputs:
+        return None
+    rows, cols = _implied_input(layer)[1:]
+    if min(rows, cols) < 1:
+        return (f"padding {layer.padding} around a {layer.kernel}-wide kernel leaves an "
+                f"input of {rows}x{cols} for a {layer.out_rows}x{layer.out_cols} output")
+    return None
+
+
 def _shape_problem(dag: ModelDAG, layer: _Layer) -> str | None:
-    if not layer.deps:
+    if not layer.deps and layer.name not in dag.inputs:
         return None
     got = dag.input_shape(layer)
     if isinstance(layer, Add):
@@ -296,9 +322,9 @@ def _shape_problem(dag: ModelDAG, layer: _Layer) -> str | None:
     if isinstance(layer, Conv | Pool):
         channels = layer.in_ch if isinstance(layer, Conv) else layer.channels
         if len(got) != 3:
-            return f"takes a feature map, its dependencies give {got}"
+            return f"takes a feature map, its input gives {got}"
         if got[0] != channels:
-            return f"expects {channels} input channels, its dependencies give {got[0]}"
+            return f"expects {channels} input channels, its input gives {got[0]}"
         rows = conv_out(got[1], layer.kernel, layer.stride, layer.padding)
         cols = conv_out(got[2], layer.kernel, layer.stride, layer.padding)
         if (rows, cols) != (layer.out_rows, layer.out_cols):
@@ -307,7 +333,7 @@ def _shape_problem(dag: ModelDAG, layer: _Layer) -> str | None:
         return None
     expected = _implied_input(layer)[0]
     if got[0] != expected:
-        return f"expects {expected} input features, its dependencies give {got[0]}"
+        return f"expects {expected} input features, its input gives {got[0]}"
     return None
 
 

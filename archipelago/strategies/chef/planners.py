@@ -25,6 +25,9 @@ from archipelago.strategies.chef.simulate import LayerCosts, Tables, makespan, s
 # power of the FPGA count: on 16 U280s the built-in DAGs take 2-13 s (vlocnet the longest),
 # on 32 over a minute.
 MAX_CHEF_FPGAS = 16
+# Table III's largest model, VLocNet, has 185 layers. M2A re-maps every wave of ready layers
+# and A2F repeats M2A per removal: 500 layers plan in about 3 s on hacc, 2,000 in over 20 s.
+MAX_CHEF_LAYERS = 512
 
 
 def prepare(dag: ModelDAG, cluster: HeteroCluster, config: ChefConfig) -> tuple:
@@ -48,6 +51,10 @@ def plan_chef(dag: ModelDAG, cluster: HeteroCluster, config: ChefConfig,
         raise PartitionError(f"strategy 'chef' searches clusters of up to {MAX_CHEF_FPGAS} "
                              f"FPGAs; {cluster.name} has {len(cluster.fpgas)} (strategy "
                              "'h2h' maps larger ones)")
+    if len(dag.layers) > MAX_CHEF_LAYERS:
+        raise PartitionError(f"strategy 'chef' searches DAGs of up to {MAX_CHEF_LAYERS} "
+                             f"layers; {dag.name} has {len(dag.layers)} (strategy 'h2h' "
+                             "maps larger ones)")
     cluster, ips, costs = prepare(dag, cluster, config)
     first = evaluate(costs, cluster,
                      initial_deployment(costs, cluster, ips, config.max_accs_per_fpga))
