@@ -34,9 +34,10 @@ def check_writable_dir(directory: Path, option: str, path: Path) -> None:
                                f"({err.strerror or err})") from None
 
 
-def check_output_file(path: Path, option: str, force: bool,
+def check_output_file(path: Path, option: str, force: bool | None,
                       suffixes: tuple[str, ...] = ()) -> None:
-    """Refuse, before any work, a target that cannot or must not be written."""
+    """Refuse, before any work, a target that cannot or must not be written (`force`
+    None: the option never replaces a file)."""
     if suffixes and path.suffix.lower() not in suffixes:
         raise ArchipelagoError(f"{option} {path}: the file name must end in "
                                f"{' or '.join(suffixes)}")
@@ -45,7 +46,8 @@ def check_output_file(path: Path, option: str, force: bool,
         if path.is_dir():
             raise ArchipelagoError(f"{option} {path} is a directory; give a file name")
         if path.exists() and not force:
-            raise ArchipelagoError(f"{option} {path} exists; pass --force to replace it")
+            hint = "choose a new name" if force is None else "pass --force to replace it"
+            raise ArchipelagoError(f"{option} {path} exists; {hint}")
     except OSError as err:  # a parent that is a file, a loop of links, ...
         raise ArchipelagoError(f"{option} {path}: {err.strerror or err}") from None
     check_writable_dir(path.parent, option, path)

@@ -19,5 +19,9 @@ def test_gantt_has_every_layer_and_never_overwrites(tmp_path):
     path = write_gantt(plan, modality, tmp_path / "g.html")
     html = path.read_text()
     assert all(f'"{la.name}"' in html for la in dag.layers)
-    with pytest.raises(ArchipelagoError, match="exists"):
-        write_gantt(plan, modality, path)
+    # An existing file is refused where --gantt is parsed, before any search runs.
+    from archipelago.api import parse_workload
+
+    with pytest.raises(ArchipelagoError, match="g.html exists; choose a new name"):
+        parse_workload("chef", {"gantt": str(path)})
+    assert path.read_text() == html

@@ -43,7 +43,7 @@ def _parse(gantt: str = "") -> DagRun:
     """The Gantt target is checked here, before the search runs: an HTML name in a
     writable directory, never an existing file."""
     if gantt:
-        check_output_file(Path(gantt), "--gantt", False, (".html", ".htm"))
+        check_output_file(Path(gantt), "--gantt", None, (".html", ".htm"))
     return DagRun(gantt or None)
 
 
