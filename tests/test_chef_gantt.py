@@ -22,6 +22,6 @@ def test_gantt_has_every_layer_and_never_overwrites(tmp_path):
     # An existing file is refused where --gantt is parsed, before any search runs.
     from archipelago.api import parse_workload
 
-    with pytest.raises(ArchipelagoError, match="g.html exists; choose a new name"):
+    with pytest.raises(ArchipelagoError, match=r"g\.html exists; choose a new name"):
         parse_workload("chef", {"gantt": str(path)})
     assert path.read_text() == html
