@@ -39,7 +39,7 @@ def test_plan_table_and_catalog() -> None:
     (("plan", "gpt2-345m", "--strategy", "magic"), "unknown strategy 'magic'; valid choices: chef"),
     (("plan", "gpt2-345m", "--cluster", "3xu280"), "not divisible by the device count (3)"),
     (("plan", "gpt2-345m", "--tokens", "64"), "must look like IN:OUT"),
-    (("plan", "/nonexistent/config.json"), "config.json: field 'config.json': not found"),
+    (("plan", "/proc/no-such-model/config.json"), "config.json: field 'config.json': not found"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args: tuple[str, ...], message: str) -> None:
     out = archi(*args)
