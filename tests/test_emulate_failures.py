@@ -48,7 +48,7 @@ def rank_processes() -> list[int]:
     ("opt-proj", "2xu280", {}, EmulationError, "project_in/project_out"),
     ("gpt2", "2xu280", {"tokens": "60:10"}, EmulationError, "70 tokens exceed"),
     ("gpt2", "2xu280", {"precision": "bf16"}, UnknownNameError, "unknown precision 'bf16'"),
-    ("gpt2", "2xu280", {"checkpoint": "/proc/no-such-checkpoint"}, EmulationError, "not a directory"),
+    ("gpt2", "2xu280", {"checkpoint": "/proc/no-such-dir"}, EmulationError, "not a directory"),
     ("gpt2", "2xu280", {"strategy": "magic"}, UnknownNameError, "unknown strategy 'magic'"),
     ("gpt2", "2xu280", {"timeout_s": 0}, ArchipelagoError, "must be a number of seconds"),
 ])

@@ -46,7 +46,7 @@ def files(tmp_path: Path) -> dict[str, Path]:
         "date.yaml": b"l: 2020-02-30\n",
         "a_file": b"",
         "engine_abc.yaml": b"engine: abc\n",
-        "lanes.yaml": b"l: 128\n",
+        "lanes.yaml": b"l: 0\n",
         "newline_name.yaml": b'name: "a\\nb"\ndevices: [{device: u280, count: 2}]\n',
         "fc_huge.yaml": b"layers:\n  - {name: a, type: fc, in_features: 3, out_features: "
                         + b"9" * 200 + b"}\n",
@@ -96,7 +96,7 @@ def files(tmp_path: Path) -> dict[str, Path]:
     (["plan", "gpt2-345m", "--tokens", "\u0664:\u0662"], "must look like IN:OUT"),  # Arabic 4:2
     (["plan", "gpt2-345m", "--cluster", "\u0664xu280"], "is neither NxDEVICE shorthand"),
     (["plan", "gpt2-345m", "--strategy", "dfx", "--engine-config", "{lanes.yaml}"],
-     "lanes.yaml: dfx engine parameters: l 128 must divide d 64"),
+     "lanes.yaml: dfx engine parameter 'l' = 0: Input should be greater than or equal to 1"),
     (["plan", "gpt2-345m", "--cluster", "{newline_name.yaml}"],
      "field 'name': must be printable text on one line"),
     (["plan", "x" * 300], "field 'model': cannot be read: File name too long"),

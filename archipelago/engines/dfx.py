@@ -92,13 +92,6 @@ class DFXConfig(EngineConfig):
         return d
 
     @model_validator(mode="after")
-    def _lanes_tile_a_block(self) -> "DFXConfig":
-        if self.d % self.l:
-            raise ValueError(f"l {self.l} must divide d {self.d}: a d x d zigzag block is "
-                             "d / l tiles of d x l (seeds/001 §V-B)")
-        return self
-
-    @model_validator(mode="after")
     def _a_channel_carries_a_value(self) -> "DFXConfig":
         if self.channel_bits < self.data_bits:
             raise ValueError(f"channel_bits {self.channel_bits} must be at least data_bits "
