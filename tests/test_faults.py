@@ -12,11 +12,13 @@ from typer.testing import CliRunner
 
 from archipelago.cli import app
 from archipelago.emulate import launch
-from archipelago.emulate.launch import torchrun_place
+from archipelago.emulate.torchrun import TorchrunPlace, torchrun_place
 from archipelago.errors import ArchipelagoError
 
 RUNNER = CliRunner()
 TORCHRUN = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+TORCHRUN_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+                      "MASTER_PORT")
 
 
 @pytest.mark.parametrize(("env", "message"), [
@@ -26,6 +28,24 @@ TORCHRUN = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
     ({"RANK": "0"}, "RANK='0' is set but WORLD_SIZE is not"),
     ({"WORLD_SIZE": "4"}, "WORLD_SIZE='4' is set but RANK is not"),
     ({"RANK": "0", "WORLD_SIZE": "2"}, "MASTER_ADDR and MASTER_PORT not"),
+    ({"RANK": "\u00b2", "WORLD_SIZE": "4", **TORCHRUN}, "RANK='\u00b2' is not valid"),
+    ({"RANK": "0", "WORLD_SIZE": "\u0663", **TORCHRUN}, "WORLD_SIZE='\u0663' is not valid"),
+    ({"RANK": "0", "WORLD_SIZE": "0", **TORCHRUN}, "WORLD_SIZE='0' is not valid (need 1 <="),
+    ({"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "99999"},
+     "MASTER_PORT='99999' is not valid (need 1 <= MASTER_PORT <= 65535)"),
+    ({"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "-1"},
+     "MASTER_PORT='-1' is not valid"),
+    ({"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "abc"},
+     "MASTER_PORT='abc' is not valid"),
+    ({"RANK": "0", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "abc", **TORCHRUN},
+     "LOCAL_WORLD_SIZE='abc' is not valid (need 1 <= LOCAL_WORLD_SIZE <= WORLD_SIZE = 2)"),
+    ({"RANK": "0", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "0", **TORCHRUN},
+     "LOCAL_WORLD_SIZE='0' is not valid"),
+    ({"RANK": "0", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "1", "LOCAL_RANK": "1", **TORCHRUN},
+     "LOCAL_RANK='1' is not valid (need 0 <= LOCAL_RANK < LOCAL_WORLD_SIZE = 1)"),
+    ({"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "nonexistent.invalid",
+      "MASTER_PORT": "29500"}, "MASTER_ADDR='nonexistent.invalid' cannot be resolved"),
+    ({"RANK": "0", "WORLD_SIZE": "4", **TORCHRUN}, "WORLD_SIZE=4 but the plan has 2 devices"),
 ])
 def test_a_stale_or_partial_torchrun_environment_is_one_line_before_any_rank(
         env: dict[str, str], message: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -34,8 +54,9 @@ def test_a_stale_or_partial_torchrun_environment_is_one_line_before_any_rank(
 
     monkeypatch.setattr(launch, "emulate_locally", no_ranks)
     monkeypatch.setattr(launch.worker, "run_torchrun_rank", no_ranks)
-    for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+    for name in TORCHRUN_VARIABLES:
         monkeypatch.delenv(name, raising=False)
+    # run_torchrun_rank writes the seeded weights: the check comes before it
     result = RUNNER.invoke(app, ["emulate", "gpt2-345m", "--cluster", "2xu280",
                                  "--tokens", "2:2"], env=env)
     lines = result.stderr.strip().splitlines()
@@ -46,7 +67,9 @@ def test_a_stale_or_partial_torchrun_environment_is_one_line_before_any_rank(
 
 def test_a_complete_torchrun_environment_names_this_rank() -> None:
     assert torchrun_place({}) is None
-    assert torchrun_place({"RANK": "1", "WORLD_SIZE": "4", **TORCHRUN}) == (1, 4)
+    assert torchrun_place({"RANK": "1", "WORLD_SIZE": "4", **TORCHRUN}) == TorchrunPlace(1, 4, 4)
+    assert torchrun_place({"RANK": "3", "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "2",
+                           "LOCAL_RANK": "1", **TORCHRUN}) == TorchrunPlace(3, 4, 2)
     with pytest.raises(ArchipelagoError, match="WORLD_SIZE='99999999' is not valid"):
         torchrun_place({"RANK": "0", "WORLD_SIZE": "99999999", **TORCHRUN})
 

@@ -3,7 +3,6 @@ and summarize. Under torchrun (RANK and WORLD_SIZE set) this process is one rank
 
 import os
 import socket
-from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -17,10 +16,9 @@ from rich.progress import Progress
 from archipelago.emulate import worker
 from archipelago.emulate.job import EmulationJob
 from archipelago.emulate.reaper import owned_run_dir, record_helpers
+from archipelago.emulate.torchrun import check_world, torchrun_place
 from archipelago.emulate.watchdog import DONE, FAULT_ENV, ProgressBoard, stop, watch
 from archipelago.emulate.worker import RankProgram
-from archipelago.errors import ArchipelagoError
-from archipelago.hardware.cluster import MAX_DEVICES
 from archipelago.plan import Plan
 
 
@@ -30,36 +28,9 @@ def run_spmd(plan: Plan, job: EmulationJob, program: RankProgram) -> dict[str, A
     None on torchrun ranks other than 0."""
     place = torchrun_place(os.environ)
     if place is not None:
-        return worker.run_torchrun_rank(plan, job, program, *place)
+        check_world(place, plan.ranks)
+        return worker.run_torchrun_rank(plan, job, program, place)
     return emulate_locally(plan, job, program)
-
-
-def torchrun_place(env: Mapping[str, str]) -> tuple[int, int] | None:
-    """(RANK, WORLD_SIZE) when this process is a torchrun rank, None when neither is set; a
-    stale or partial setting (one of them, or text that is not a rank) is a one-line error,
-    never a silent local run nor a traceback."""
-    given = [name for name in ("RANK", "WORLD_SIZE") if name in env]
-    if not given:
-        return None
-    if len(given) == 1:
-        missing = "WORLD_SIZE" if given == ["RANK"] else "RANK"
-        raise ArchipelagoError(f"environment: {given[0]}={env[given[0]][:20]!r} is set but "
-                               f"{missing} is not; unset {given[0]} to emulate locally, or "
-                               "launch with torchrun")
-    texts = {name: env[name].strip() for name in given}
-    bad = next((n for n, t in texts.items() if not t.isdigit() or len(t) > 6), None)
-    if bad is None and not int(texts["RANK"]) < int(texts["WORLD_SIZE"]) <= MAX_DEVICES:
-        bad = "RANK"
-    if bad is not None:
-        raise ArchipelagoError(f"environment: {bad}={env[bad][:20]!r} is not valid (need "
-                               f"0 <= RANK < WORLD_SIZE <= {MAX_DEVICES}); unset RANK and "
-                               "WORLD_SIZE to emulate locally")
-    absent = [name for name in ("MASTER_ADDR", "MASTER_PORT") if not env.get(name)]
-    if absent:
-        raise ArchipelagoError(f"environment: RANK and WORLD_SIZE are set but "
-                               f"{' and '.join(absent)} not; launch with torchrun, or unset "
-                               "RANK and WORLD_SIZE to emulate locally")
-    return int(texts["RANK"]), int(texts["WORLD_SIZE"])
 
 
 def emulate_locally(plan: Plan, job: EmulationJob, program: RankProgram) -> dict[str, Any]:

@@ -14,9 +14,10 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from archipelago.emulate.errors import EmulationError, RankFailure
+from archipelago.emulate.errors import RankFailure
 from archipelago.emulate.exchange import Exchange, PeerFailure
 from archipelago.emulate.job import EmulationJob
+from archipelago.emulate.torchrun import TorchrunPlace
 from archipelago.emulate.watchdog import (
     FAULT_ENV,
     Fault,
@@ -41,13 +42,12 @@ class RankProgram:
     pace: Callable[[Plan, EmulationJob], tuple[int, int]] | None = None
 
 
-def run_rank(plan: Plan, job: EmulationJob, program: RankProgram, rank: int, world: int,
+def run_rank(plan: Plan, job: EmulationJob, program: RankProgram, place: TorchrunPlace,
              heartbeat: Heartbeat) -> list[dict[str, Any]] | None:
-    """This rank's part of `plan`; rank 0 gets every rank's result, the others None.
-    Collectives time out after `job.timeout_s`, so a dead or hung peer cannot block forever."""
-    if plan.ranks != world:
-        raise EmulationError(f"the plan has {plan.ranks} devices but WORLD_SIZE is {world}")
-    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))
+    """This rank's part of `plan` (the launch's size checked against it already); rank 0
+    gets every rank's result, the others None. Collectives time out after `job.timeout_s`,
+    so a dead or hung peer cannot block forever."""
+    rank, world, local_world = place.rank, place.world, place.local_world
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // local_world))
     try:
         dist.init_process_group("gloo", rank=rank, world_size=world,
@@ -61,11 +61,11 @@ def run_rank(plan: Plan, job: EmulationJob, program: RankProgram, rank: int, wor
     return gathered
 
 
-def run_torchrun_rank(plan: Plan, job: EmulationJob, program: RankProgram, rank: int,
-                      world: int) -> dict[str, Any] | None:
-    """This process is one rank of a torchrun launch (RANK, WORLD_SIZE, MASTER_ADDR,
-    MASTER_PORT set, RANK and WORLD_SIZE read by the launcher; each rank built the same
-    `plan`): rank 0 returns the report."""
+def run_torchrun_rank(plan: Plan, job: EmulationJob, program: RankProgram,
+                      place: TorchrunPlace) -> dict[str, Any] | None:
+    """This process is one rank of a torchrun launch (its environment checked by the
+    launcher; each rank built the same `plan`): rank 0 returns the report."""
+    rank = place.rank
     if job.checkpoint is None:
         from archipelago.emulate.reference import cached_seeded_checkpoint
 
@@ -82,7 +82,7 @@ def run_torchrun_rank(plan: Plan, job: EmulationJob, program: RankProgram, rank:
             lambda d: prepare_w8a8(plan.spec, source, d, job.seed))))
     try:
         fault = Fault.parse(os.environ.get(FAULT_ENV), rank)
-        gathered = run_rank(plan, job, program, rank, world, Heartbeat(rank, fault=fault))
+        gathered = run_rank(plan, job, program, place, Heartbeat(rank, fault=fault))
     except PeerFailure as err:
         raise RankFailure(f"rank {rank}: {err}") from None
     except ArchipelagoError:
@@ -106,7 +106,7 @@ def main(run_dir: Path, plan: Plan, job: EmulationJob, program: RankProgram, ran
     heartbeat = Heartbeat(rank, ProgressBoard(run_dir / "progress", world),
                           Fault.parse(fault, rank))
     try:
-        gathered = run_rank(plan, job, program, rank, world, heartbeat)
+        gathered = run_rank(plan, job, program, TorchrunPlace(rank, world, world), heartbeat)
         if gathered is not None:
             torch.save(gathered, run_dir / "result.pt")
     except PeerFailure as err:

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from archipelago.api import plan_and_estimate
 from archipelago.cli import app, load_engine_config
 from archipelago.emulate.job import EmulationJob
-from archipelago.emulate.launch import torchrun_place
+from archipelago.emulate.torchrun import torchrun_place
 from archipelago.errors import ArchipelagoError
 from archipelago.strategies.host_offload.proxies import load_profile
 from archipelago.strategies.registry import get_strategy
