@@ -55,13 +55,18 @@ def emulate(model: str, cluster: str, strategy: str, workload: dict[str, str] | 
     """Run the plan `make_plan` returns (archipelago/emulate) and check it against a
     reference model; None on torchrun ranks other than 0."""
     from archipelago.emulate.job import EmulationJob
+    from archipelago.estimate.figures import finite_report
 
     kind = get_strategy(strategy).plan_kind
-    emulator = kind.hook("emulator")  # a kind without one fails before planning
+    if kind.emulator is None:  # a kind without one fails before planning
+        kind.hook("emulator")
     job = EmulationJob(parse_workload(strategy, workload, "emulate"), seed, precision,
                        checkpoint, timeout_s)
-    return emulator(make_plan(model, cluster, strategy, workload=workload, command="emulate"),
-                    job)
+    plan = make_plan(model, cluster, strategy, workload=workload, command="emulate")
+    # the emulator (torch) is imported only once the request is known to be runnable
+    report = kind.hook("emulator")(plan, job)
+    return None if report is None else finite_report(
+        report, f"emulation of {model} on {cluster} ({strategy})")
 
 
 def build(model: str, cluster: str, strategy: str, out: str, force: bool = False,

@@ -2,6 +2,7 @@
 so even 7B-parameter models cost no memory)."""
 
 import json
+import re
 
 import pytest
 import torch
@@ -122,3 +123,45 @@ def test_opt_without_an_activation_takes_the_transformers_default() -> None:
     del config["activation_function"]
     spec = spec_from_hf_config(config, name="opt-minimal", source="config.json")
     assert spec.activation == transformers.OPTConfig().activation_function == "relu"
+
+
+@pytest.mark.parametrize(("arch", "field", "value", "message"), [
+    ("gpt2", "layer_norm_epsilon", -1, "must be a finite number > 0, got -1"),
+    ("gpt2", "layer_norm_epsilon", float("nan"), "must be a finite number > 0, got nan"),
+    ("gpt2", "tie_word_embeddings", "yes", "must be true or false, got 'yes'"),
+    ("gpt2", "attn_pdrop", 1.5, "must be a probability in [0, 1], got 1.5"),
+    ("gpt2", "initializer_range", -0.02, "must be a finite number >= 0"),
+    ("opt", "do_layer_norm_before", 1, "must be true or false, got 1"),
+    ("llama", "rope_theta", -1.0, "must be a finite number > 0, got -1.0"),
+    ("llama", "rms_norm_eps", float("inf"), "must be a finite number > 0, got inf"),
+    ("llama", "rope_parameters", {"rope_theta": 0}, ".rope_theta': must be a finite"),
+    ("llama", "rope_parameters", 5, "must be an object, got 5"),
+    ("bert", "layer_norm_eps", True, "must be a finite number > 0, got True"),
+])
+def test_fields_the_reference_model_is_built_from_are_checked_at_the_edge(
+        arch: str, field: str, value: object, message: str) -> None:
+    with pytest.raises(ConfigError, match=rf"^cfg.json: field '{field}.*{re.escape(message)}"):
+        spec_from_hf_config({**TINY[arch], field: value}, name="bad", source="cfg.json")
+
+
+def test_checked_fields_are_those_transformers_types_and_integers_become_floats() -> None:
+    """Every field checked is one transformers' config class declares (as bool where
+    checked as one); an integer epsilon, which transformers' strict class refuses, is
+    handed to it as a float."""
+    import dataclasses
+
+    from archipelago.models.hf_config import _CHECKED
+
+    for model_type, checked in _CHECKED.items():
+        declared = {f.name: f.type for f in dataclasses.fields(
+            transformers.AutoConfig.for_model(model_type).__class__)}
+        for name, kind in checked.items():
+            if name == "rope_theta":  # llama: read into rope_parameters by transformers
+                continue
+            assert name in declared, (model_type, name)
+            assert (declared[name] in (bool, "bool")) == (kind == "bool"), (model_type, name)
+    spec = spec_from_hf_config({**TINY["llama"], "rms_norm_eps": 1, "rope_theta": 500},
+                               name="ints", source="cfg.json")
+    config = dict(spec.hf_config)
+    built = transformers.AutoConfig.for_model(config.pop("model_type"), **config)
+    assert built.rms_norm_eps == 1.0 and built.rope_parameters["rope_theta"] == 500.0

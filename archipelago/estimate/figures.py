@@ -102,3 +102,14 @@ def checked(estimate: Callable[..., Result]) -> Callable[..., Result]:
         return result
 
     return run
+
+
+def finite_report(report: Result, where: str) -> Result:
+    """`report` (an emulation's) when every number in it is finite: the inputs that could
+    make one NaN are refused at the edge, so one that is not is a bug, said as such rather
+    than printed as a bare NaN that no JSON reader accepts."""
+    bad = next(((p, n) for p, n in numbers(report) if not math.isfinite(n)), None)
+    if bad is not None:
+        raise ImpossibleFigure(f"{where}: {bad[0]} is {bad[1]:g}: a bug in the emulation, "
+                               "please report the command")
+    return report

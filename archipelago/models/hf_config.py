@@ -4,6 +4,7 @@ Each architecture has its own field names; one small reader per `model_type` map
 ModelSpec. A missing or ill-typed field is reported with the file and field name.
 """
 
+import math
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,68 @@ class _Fields:
         if not isinstance(value, bool):
             raise ConfigError(self.source, key, f"must be true or false, got {value!r}")
         return value
+
+    def number(self, key: str, kind: str, within: str = "") -> float:
+        """A float field of kind "positive", "std" or "probability" (see _CHECKED), at the
+        top level or inside the object `within`."""
+        value = (self.config[within] if within else self.config)[key]
+        key = f"{within}.{key}" if within else key
+        low, high, zero_ok, need = _NUMBER_KINDS[kind]
+        if (isinstance(value, bool) or not isinstance(value, int | float)
+                or not math.isfinite(value) or not low <= value <= high
+                or (value == 0 and not zero_ok)):
+            raise ConfigError(self.source, key, f"must be {need}, got {value!r}")
+        return float(value)
+
+
+# Fields transformers builds the reference model from besides the sizes the readers below
+# take (its 5.x config classes): a bad one is one line here, not a TypeError inside
+# transformers nor NaN logits from a negative epsilon. Numbers given as integers are kept as
+# floats, since transformers' strict config classes refuse an int where they declare float.
+_NUMBER_KINDS = {  # kind: (low, high, zero allowed, what the message asks for)
+    "positive": (0.0, math.inf, False, "a finite number > 0"),
+    "std": (0.0, math.inf, True, "a finite number >= 0 (a standard deviation)"),
+    "probability": (0.0, 1.0, True, "a probability in [0, 1]"),
+}
+_ENCODER = {"layer_norm_eps": "positive", "initializer_range": "std",
+            "hidden_dropout_prob": "probability", "attention_probs_dropout_prob": "probability",
+            "tie_word_embeddings": "bool"}
+_BERT_LIKE = {**_ENCODER, "use_cache": "bool", "add_cross_attention": "bool"}
+_CHECKED: dict[str, dict[str, str]] = {
+    "gpt2": {"layer_norm_epsilon": "positive", "initializer_range": "std",
+             "resid_pdrop": "probability", "embd_pdrop": "probability",
+             "attn_pdrop": "probability", "summary_first_dropout": "probability",
+             "scale_attn_weights": "bool", "scale_attn_by_inverse_layer_idx": "bool",
+             "reorder_and_upcast_attn": "bool", "add_cross_attention": "bool",
+             "use_cache": "bool", "tie_word_embeddings": "bool"},
+    "opt": {"init_std": "std", "dropout": "probability", "attention_dropout": "probability",
+            "layerdrop": "probability", "do_layer_norm_before": "bool",
+            "_remove_final_layer_norm": "bool", "enable_bias": "bool",
+            "layer_norm_elementwise_affine": "bool", "use_cache": "bool",
+            "tie_word_embeddings": "bool"},
+    "llama": {"rms_norm_eps": "positive", "rope_theta": "positive", "initializer_range": "std",
+              "attention_dropout": "probability", "attention_bias": "bool", "mlp_bias": "bool",
+              "use_cache": "bool", "tie_word_embeddings": "bool"},
+    "bert": _BERT_LIKE, "roberta": _BERT_LIKE, "ibert": {**_ENCODER, "quant_mode": "bool"},
+}
+
+
+def checked_fields(f: _Fields, model_type: str) -> dict[str, Any]:
+    """The config with every field of _CHECKED[model_type] it sets validated (numbers as
+    floats), and llama's nested rope_parameters likewise."""
+    config = dict(f.config)
+    for key, kind in _CHECKED[model_type].items():
+        if config.get(key) is None:  # absent or null: transformers' default
+            continue
+        config[key] = f.bool(key, False) if kind == "bool" else f.number(key, kind)
+    rope = config.get("rope_parameters")
+    if model_type == "llama" and rope is not None:
+        if not isinstance(rope, Mapping):
+            raise ConfigError(f.source, "rope_parameters", f"must be an object, got {rope!r}")
+        if rope.get("rope_theta") is not None:
+            theta = f.number("rope_theta", "positive", "rope_parameters")
+            config["rope_parameters"] = {**rope, "rope_theta": theta}
+    return config
 
 
 def _gpt2(f: _Fields) -> dict[str, Any]:
@@ -119,7 +182,7 @@ def spec_from_hf_config(config: Mapping[str, Any] | Any, name: str, source: str)
         raise UnknownNameError(f"model_type in {source}", str(model_type), _READERS)
     values = _READERS[model_type](fields)
     try:
-        return ModelSpec(name=name, hf_config=dict(config), **values)
+        return ModelSpec(name=name, hf_config=checked_fields(fields, model_type), **values)
     except ValidationError as err:
         raise ConfigError.from_validation(source, err) from None
 
