@@ -44,6 +44,8 @@ def rank_processes() -> list[int]:
 
 @pytest.mark.parametrize(("model", "cluster", "options", "error", "message"), [
     ("gpt2", "3xu280", {}, PartitionError, r"attention heads \(4\) is not divisible.*\(3\)"),
+    ("gpt2-vocab1", "2xu280", {}, PartitionError,
+     r"vocabulary \(1 tokens\) is smaller than the device count \(2\)"),
     ("gpt9", "2xu280", {}, UnknownNameError, "unknown model 'gpt9'"),
     ("opt-proj", "2xu280", {}, EmulationError, "project_in/project_out"),
     ("gpt2", "2xu280", {"tokens": "60:10"}, EmulationError, "70 tokens exceed"),
@@ -59,6 +61,7 @@ def test_bad_requests_are_rejected_before_any_process_starts(
 
     monkeypatch.setattr(launch, "run_ranks", no_processes)
     paths = {"gpt2": write_config(tmp_path / "gpt2", GPT2),
+             "gpt2-vocab1": write_config(tmp_path / "vocab1", {**GPT2, "vocab_size": 1}),
              "opt-proj": write_config(tmp_path / "opt", {**OPT, "word_embed_proj_dim": 16})}
     args = {"tokens": "4:4", "strategy": "dfx", **options}
     strategy, tokens = args.pop("strategy"), args.pop("tokens")

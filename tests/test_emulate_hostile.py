@@ -53,3 +53,46 @@ def test_a_non_finite_figure_in_an_emulation_report_is_a_bug_line(
     line = one_error_line(["emulate", str(config), "--cluster", "2xu280", "--tokens", "4:2",
                            "--json"])
     assert "max_abs_logit_diff is nan: a bug in the emulation" in line
+
+
+def test_an_invalid_recurrent_size_is_one_config_line() -> None:
+    line = one_error_line(["emulate", "nmt-luong", "--cluster", "2xs10-2800", "--strategy",
+                           "persistent", "--steps", "2", "--hidden", "17"])
+    assert line.startswith("error: model nmt-luong: field 'hidden': hidden 17 must be even")
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    ('{"machine": "m", "calls": {"cpu_add": [[64, NaN]]}}',
+     "field 'calls.cpu_add.0.1': Input should be a finite number"),
+    (None, "field 'profile': is a FIFO (named pipe), not a regular file"),
+])
+def test_a_cpu_profile_is_read_at_the_edge_even_where_nothing_prices_calls(
+        content: str | None, message: str, tmp_path: Path) -> None:
+    import os
+
+    profile = tmp_path / "profile.json"
+    if content is None:
+        os.mkfifo(profile)
+    else:
+        profile.write_text(content)
+    line = one_error_line(["emulate", "nmt-luong", "--cluster", "2xs10-2800", "--strategy",
+                           "persistent", "--steps", "2", "--cpu-profile", str(profile)])
+    assert line.startswith(f"error: {profile}: {message}")
+
+
+def test_a_checkpoint_that_is_not_safetensors_is_named_before_any_rank(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from archipelago.emulate import launch
+
+    def no_ranks(*args: object) -> None:
+        raise AssertionError("a rank process was about to start")
+
+    monkeypatch.setattr(launch, "run_ranks", no_ranks)
+    checkpoint = tmp_path / "ckpt"
+    checkpoint.mkdir()
+    (checkpoint / "config.json").write_text(json.dumps(TINY_GPT2))
+    (checkpoint / "model.safetensors").write_bytes(b"\x20\x00\x00\x00\x00\x00\x00\x00{1: 2}")
+    line = one_error_line(["emulate", str(checkpoint), "--cluster", "2xu280", "--tokens",
+                           "4:2", "--checkpoint", str(checkpoint)])
+    assert line.startswith(f"error: --checkpoint {checkpoint / 'model.safetensors'}: not a "
+                           "readable safetensors file (SafetensorError: ")

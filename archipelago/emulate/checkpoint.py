@@ -1,6 +1,8 @@
 """Read one rank's weight slices straight from a safetensors checkpoint: a rank never holds
 more of a tensor than its DevicePlan names."""
 
+import os
+import stat
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -32,7 +34,17 @@ class CheckpointReader:
 
     def __enter__(self) -> "CheckpointReader":
         for file in self._files:
-            handle = self._stack.enter_context(safe_open(str(file), framework="pt"))
+            try:
+                if not stat.S_ISREG(os.stat(file).st_mode):  # a FIFO would block the open
+                    raise EmulationError(f"--checkpoint {file}: not a regular file")
+                handle = self._stack.enter_context(safe_open(str(file), framework="pt"))
+            except EmulationError:
+                self._stack.close()
+                raise
+            except Exception as err:  # SafetensorError, OSError: named, on one line
+                self._stack.close()
+                raise EmulationError(f"--checkpoint {file}: not a readable safetensors file "
+                                     f"({type(err).__name__}: {err})") from None
             self._where.update(dict.fromkeys(handle.keys(), handle))
         return self
 
@@ -48,24 +60,37 @@ class CheckpointReader:
                 return candidate
         raise EmulationError(f"{self.directory}: tensor '{key}' not found in the checkpoint")
 
+    def _checked_key(self, source: HFSource, tensor: WeightTensor) -> str:
+        """The checkpoint's key for `tensor`, its stored shape checked against the shape
+        the model config implies (reading only the header)."""
+        stored = [*tensor.shape[:-1], tensor.shape[-1] * source.parts]
+        if source.transposed:
+            stored.reverse()
+        key = self._key(source.key)
+        shape = list(self._where[key].get_slice(key).get_shape())
+        if shape != stored:
+            raise EmulationError(f"{self.directory}: tensor '{key}' has shape {shape}, the "
+                                 f"model config implies {stored}")
+        return key
+
+    def check(self, spec: ModelSpec) -> None:
+        """Every tensor of `spec` is in the checkpoint with the shape its config implies:
+        found by the launcher, before a rank starts."""
+        for tensor in all_weights(spec):
+            self._checked_key(hf_source(spec, tensor), tensor)
+
     def read(self, source: HFSource, tensor: WeightTensor, shard: Shard) -> torch.Tensor:
         """`shard` of `tensor` in canonical (in, out) layout, reading nothing else."""
+        key = self._checked_key(source, tensor)
         index = [slice(0, n) for n in tensor.shape]
         if shard.axis is not None:
             index[shard.axis] = slice(shard.start, shard.stop)
         width = tensor.shape[-1]
         last = index[-1]
         index[-1] = slice(last.start + source.part * width, last.stop + source.part * width)
-        stored = [*tensor.shape[:-1], width * source.parts]
         if source.transposed:
             index.reverse()
-            stored.reverse()
-        key = self._key(source.key)
-        view = self._where[key].get_slice(key)
-        if list(view.get_shape()) != stored:
-            raise EmulationError(f"{self.directory}: tensor '{key}' has shape "
-                                 f"{view.get_shape()}, the model config implies {stored}")
-        data = view[tuple(index)]
+        data = self._where[key].get_slice(key)[tuple(index)]
         return data.T.contiguous() if source.transposed else data
 
 

@@ -43,7 +43,8 @@ def _check_checkpoint(spec: ModelSpec, directory: Path) -> None:
             numerics(saved) != numerics(spec)):
         raise EmulationError(f"--checkpoint {directory}: its config.json describes a different "
                              f"model than {spec.name}; pass the checkpoint directory as MODEL")
-    CheckpointReader(directory)  # fails early when there are no safetensors files
+    with CheckpointReader(directory) as reader:  # opened here: a bad file is named now
+        reader.check(spec)
 
 
 def check(plan: Plan, job: EmulationJob) -> None:

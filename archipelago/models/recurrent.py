@@ -7,9 +7,9 @@ counts, placement on cards and the emulator's weights all read the same list.
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from archipelago.errors import ArchipelagoError, UnknownNameError
+from archipelago.errors import ArchipelagoError, ConfigError, UnknownNameError
 
 GATES = 4  # an LSTM cell has input, forget, cell and output gates (seeds/003 §IV-2: 8 matvecs)
 
@@ -178,6 +178,14 @@ def build_recurrent(name: str, hidden: int | None = None, layers: int | None = N
         raise ArchipelagoError(f"--hidden {h}: must be at least 2")
     if beam is not None and beam < 1:
         raise ArchipelagoError(f"beam width {beam}: must be at least 1")
+    try:
+        return _sized(name, h, layers, vocab, beam)
+    except ValidationError as err:  # one line naming the field, not pydantic's dump
+        raise ConfigError.from_validation(f"model {name}", err, whole="hidden") from None
+
+
+def _sized(name: str, h: int, layers: int | None, vocab: int | None,
+           beam: int | None) -> RecurrentSpec:
     if name == "matvec":
         return MatvecSpec(name=f"matvec-{h}", rows=h, cols=h)
     if name == "lstm":
@@ -190,11 +198,8 @@ def build_recurrent(name: str, hidden: int | None = None, layers: int | None = N
     if beam is not None:
         shape["beam"] = beam
     v = vocab or DEFAULT_VOCAB
-    try:
-        return NMTSpec(name=f"{name}-{h}", hidden=h, embedding=h, src_vocab=v, tgt_vocab=v,
-                       **shape)
-    except ValueError as err:
-        raise ArchipelagoError(f"model {name}: {err}") from None
+    return NMTSpec(name=f"{name}-{h}", hidden=h, embedding=h, src_vocab=v, tgt_vocab=v,
+                   **shape)
 
 
 def builtin_of(spec: RecurrentSpec) -> str:

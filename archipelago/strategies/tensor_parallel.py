@@ -87,6 +87,10 @@ def _check_inputs(spec: ModelSpec, cluster: Cluster, strategy: str) -> None:
         raise PartitionError(f"strategy '{strategy}' synchronizes over a ring; cluster "
                              f"'{cluster.name}' has topology '{cluster.topology}'")
     check_divisible(spec, cluster.size)
+    if spec.vocab < cluster.size:
+        raise PartitionError(f"{spec.name}: the vocabulary ({spec.vocab} tokens) is smaller "
+                             f"than the device count ({cluster.size}); each device scores a "
+                             "slice of at least one token")
     if not spec.is_decoder:
         raise PartitionError(f"strategy '{strategy}' generates text with decoders; {spec.name}"
                              " is an encoder (try strategy 'galapagos')")

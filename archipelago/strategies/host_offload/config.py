@@ -10,6 +10,7 @@ from pydantic import Field, field_validator
 
 from archipelago.engines.base import MAX_DIM, MAX_TOKENS
 from archipelago.engines.npu_overlay import NPUConfig
+from archipelago.strategies.host_offload.proxies import load_profile
 
 
 class HostConfig(NPUConfig):
@@ -22,6 +23,15 @@ class HostConfig(NPUConfig):
     weights: Literal["persistent", "pcie", "ddr4"] = "persistent"
     partition: str | None = None  # RxC row x column blocks, for the matvec model
     cpu_profile: Path | None = None  # CPU proxies; None: the cluster's host or this machine
+
+    @field_validator("cpu_profile")
+    @classmethod
+    def _readable_profile(cls, path: Path | None) -> Path | None:
+        """Read through the safe reader now, whichever command was given it: `emulate`
+        never prices a call, and a FIFO or a NaN there was accepted unread."""
+        if path is not None:
+            load_profile(path)
+        return path
 
     @field_validator("beam")
     @classmethod
