@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from archipelago.cli_group import OneLineErrorGroup
-from archipelago.errors import ArchipelagoError, ConfigError
+from archipelago.errors import ArchipelagoError, ConfigError, signals_as_errors
 from archipelago.safe_read import load_mapping
 
 app = typer.Typer(cls=OneLineErrorGroup, add_completion=False, invoke_without_command=True,
@@ -42,12 +42,14 @@ def _commands(ctx: typer.Context) -> None:
 
 
 def user_errors(command: Callable[..., None]) -> Callable[..., None]:
-    """Turn ArchipelagoError into `error: ...` on stderr and exit status 2, no traceback."""
+    """Turn ArchipelagoError into `error: ...` on stderr and exit status 2, no traceback;
+    SIGINT and SIGTERM into `error: interrupted by ...` and exit status 128 + N."""
 
     @functools.wraps(command)
     def run(*args: Any, **kwargs: Any) -> None:
         try:
-            command(*args, **kwargs)
+            with signals_as_errors():
+                command(*args, **kwargs)
         except ArchipelagoError as err:
             print(f"error: {err}", file=sys.stderr)
             raise typer.Exit(getattr(err, "exit_code", 2)) from None
@@ -354,9 +356,11 @@ def proxies(
     model: Annotated[str | None, typer.Argument(
         help="measure at the sizes this model's program uses (nmt-luong, nmt-li, lstm, "
              "matvec); default: a grid of sizes")] = None,
-    cluster: ClusterOpt = "1xs10-2800",
+    cluster: Annotated[str | None, typer.Option(
+        help="cluster MODEL's program is planned on (default 1xs10-2800)")] = None,
     hidden: Annotated[int | None, typer.Option(help="hidden size of MODEL")] = None,
-    steps: Annotated[int, typer.Option(help="input/output steps of MODEL's program")] = 50,
+    steps: Annotated[int | None, typer.Option(
+        help="input/output steps of MODEL's program (default 50)")] = None,
     out: Annotated[Path | None, typer.Option(
         help="profile file (default ~/.cache/archipelago/cpu-proxies.json, which `plan` "
              "then uses)")] = None,
@@ -366,8 +370,17 @@ def proxies(
     machine and store them as the CPU proxies the modelling tool reads."""
     from archipelago.strategies.host_offload.service import host_request, proxies_report
 
-    request = (host_request(model=model, cluster=cluster, hidden=hidden, steps=steps)
-               if model else None)
+    sizing = {"cluster": cluster, "hidden": hidden, "steps": steps}
+    given = {name: value for name, value in sizing.items() if value is not None}
+    if model is None and given:
+        raise ArchipelagoError(f"{', '.join(f'--{n}' for n in given)}: "
+                               f"{'applies' if len(given) == 1 else 'apply'} only to a MODEL's "
+                               "program; name the model (nmt-luong, nmt-li, lstm, matvec) or "
+                               f"drop {'it' if len(given) == 1 else 'them'}")
+    request = None
+    if model is not None:
+        options = {k: v for k, v in given.items() if k != "cluster"}
+        request = host_request(model=model, cluster=cluster or "1xs10-2800", **options)
     report = proxies_report(out, request)
     if as_json:
         print(json.dumps(report, indent=2))

@@ -1,6 +1,9 @@
 """One exception family, so the CLI can print any user mistake on one line and exit 2."""
 
-from collections.abc import Iterable
+import signal
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 
@@ -51,3 +54,25 @@ class Interrupted(ArchipelagoError):
     def __init__(self, message: str, signum: int) -> None:
         super().__init__(message)
         self.exit_code = 128 + signum
+
+
+@contextmanager
+def signals_as_errors(aftermath: str = "") -> Iterator[None]:
+    """While inside, SIGINT and SIGTERM end the work as Interrupted ("interrupted by SIGINT"
+    plus `aftermath`), which the CLI prints as one line: typer turns a KeyboardInterrupt
+    into a silent exit 130, and SIGTERM's default kills without a word. SIGTERM is caught
+    only in the main thread, the one Python delivers signals to."""
+
+    def terminated(signum: int, _frame: object) -> None:
+        raise Interrupted(f"interrupted by SIGTERM{aftermath}", signum)
+
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, terminated)
+    try:
+        yield
+    except KeyboardInterrupt:
+        raise Interrupted(f"interrupted by SIGINT{aftermath}", signal.SIGINT) from None
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)

@@ -45,6 +45,9 @@ def check_output_file(path: Path, option: str, force: bool | None,
     try:
         if path.is_dir():
             raise ArchipelagoError(f"{option} {path} is a directory; give a file name")
+        if os.path.lexists(path) and not path.exists():
+            raise ArchipelagoError(f"{option} {path} is a symbolic link that leads nowhere "
+                                   "(dangling or a loop); remove it or give another name")
         if path.exists() and not force:
             hint = "choose a new name" if force is None else "pass --force to replace it"
             raise ArchipelagoError(f"{option} {path} exists; {hint}")

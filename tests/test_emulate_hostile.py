@@ -96,3 +96,116 @@ def test_a_checkpoint_that_is_not_safetensors_is_named_before_any_rank(
                            "4:2", "--checkpoint", str(checkpoint)])
     assert line.startswith(f"error: --checkpoint {checkpoint / 'model.safetensors'}: not a "
                            "readable safetensors file (SafetensorError: ")
+
+
+def test_the_fork_servers_temporary_directory_is_announced_before_it_exists(
+        tmp_path: Path) -> None:
+    """A launcher SIGKILLed between starting the fork server and recording its helpers
+    left multiprocessing's pymp-* directory behind: the reaper now hears of it before it
+    exists. The server ignores SIGINT (a Ctrl-C reaches the whole
+    process group; the launcher stops the run)."""
+    code = f"""
+import os, signal, tempfile
+from multiprocessing import forkserver, util
+from pathlib import Path
+from archipelago.emulate import reaper
+
+told = []
+def tell(line):
+    path = Path(line.removeprefix("also "))
+    told.append((path, line.startswith("also ") and not path.exists()))
+reaper._tell = tell
+tempfile.tempdir = {str(tmp_path)!r}
+reaper.start_fork_server(["json"])
+made = Path(util.get_temp_dir())
+assert made.parent == Path({str(tmp_path)!r}), made
+assert (made, True) in told, told
+assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+pid = forkserver._forkserver._forkserver_pid
+assert "SigIgn" in open(f"/proc/{{pid}}/status").read()
+ignored = int(open(f"/proc/{{pid}}/status").read().split("SigIgn:")[1].split()[0], 16)
+assert ignored & (1 << (signal.SIGINT - 1)), hex(ignored)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+
+
+def test_proxies_stopped_by_a_signal_say_so_in_one_line(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "archipelago", "proxies", "--out",
+                             str(tmp_path / "p.json")], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    time.sleep(1.5)  # measuring takes several seconds
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 143 and stderr == "error: interrupted by SIGTERM\n"
+    assert not (tmp_path / "p.json").exists()
+
+
+def _no_measuring(monkeypatch: pytest.MonkeyPatch) -> None:
+    from archipelago.strategies.host_offload import proxies
+
+    def measure(*args: object) -> None:
+        raise AssertionError("measuring started before the target was checked")
+
+    monkeypatch.setattr(proxies, "measure_profile", measure)
+
+
+@pytest.mark.parametrize(("out", "message"), [
+    ("FILE/p.json", "FILE is not a directory"),
+    ("/proc/x.json", "cannot write in directory /proc"),
+    ("/sys/p.json", "cannot write in directory /sys"),
+    ("n" * 300, "is 300 bytes; the limit is 255"),
+    ("LOOP", "is a symbolic link that leads nowhere"),
+    ("nodir/deeper/p.json", "nodir/deeper does not exist"),
+    ("BADPROFILE", "field 'profile': top level must be a JSON object"),
+])
+def test_proxies_check_the_output_before_measuring(
+        out: str, message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _no_measuring(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "FILE").write_text("mine")
+    (tmp_path / "LOOP").symlink_to("LOOP")
+    (tmp_path / "BADPROFILE").write_text("[1, 2]")
+    line = one_error_line(["proxies", "matvec", "--hidden", "64", "--steps", "2",
+                           "--out", out])
+    assert message in line and ("--out" in line or out == "BADPROFILE")
+    assert (tmp_path / "FILE").read_text() == "mine" and not (tmp_path / "nodir").exists()
+
+
+@pytest.mark.parametrize(("env", "message"), [
+    ({"ARCHIPELAGO_HOME": "/proc"}, "environment: ARCHIPELAGO_HOME='/proc': profile "
+     "/proc/cpu-proxies.json: cannot write in directory /proc"),
+    ({"ARCHIPELAGO_HOME": "FILE"}, "environment: ARCHIPELAGO_HOME='FILE': profile "
+     "FILE/cpu-proxies.json: cannot create directory FILE"),
+    ({"ARCHIPELAGO_HOME": "", "HOME": "/proc"}, "environment: HOME='/proc' "
+     "(~/.cache/archipelago): profile /proc/.cache/archipelago/cpu-proxies.json: cannot "
+     "create directory"),
+])
+def test_proxies_name_the_variable_a_bad_default_location_comes_from(
+        env: dict[str, str], message: str, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    _no_measuring(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "FILE").write_text("mine")
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    line = one_error_line(["proxies", "matvec", "--hidden", "64", "--steps", "2"])
+    assert line.startswith(f"error: {message}")
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--hidden", "-5"], "--hidden: applies only to a MODEL's program"),
+    (["--steps", "0"], "--steps: applies only to a MODEL's program"),
+    (["--cluster", "0xfoo", "--steps", "3"], "--cluster, --steps: apply only to a MODEL's"),
+    (["", "--hidden", "64"], "unknown model ''"),
+])
+def test_proxies_refuse_options_that_size_no_model(
+        args: list[str], message: str, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    _no_measuring(monkeypatch)
+    line = one_error_line(["proxies", *args, "--out", str(tmp_path / "p.json")])
+    assert line.startswith(f"error: {message}")

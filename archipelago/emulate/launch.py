@@ -15,7 +15,7 @@ from rich.progress import Progress
 
 from archipelago.emulate import worker
 from archipelago.emulate.job import EmulationJob
-from archipelago.emulate.reaper import owned_run_dir, record_helpers
+from archipelago.emulate.reaper import owned_run_dir, record_helpers, start_fork_server
 from archipelago.emulate.torchrun import check_world, torchrun_place
 from archipelago.emulate.watchdog import DONE, FAULT_ENV, ProgressBoard, stop, watch
 from archipelago.emulate.worker import RankProgram
@@ -64,7 +64,7 @@ def run_ranks(plan: Plan, job: EmulationJob, program: RankProgram,
     ranks = plan.ranks
     board = ProgressBoard(run_dir / "progress", ranks, create=True)
     context = mp.get_context("forkserver")
-    context.set_forkserver_preload(["archipelago.emulate.worker"])
+    start_fork_server(["archipelago.emulate.worker"])
     port, fault = _free_port(), os.environ.get(FAULT_ENV)
     procs = [context.Process(target=worker.main,
                              args=(run_dir, plan, job, program, rank, port, fault),
@@ -87,7 +87,9 @@ class _TokenBars:
 
     def __init__(self, plan: Plan, job: EmulationJob, program: RankProgram) -> None:
         self.pace = program.pace(plan, job) if program.pace else None
-        self.bar = Progress(console=Console(stderr=True), transient=True)
+        console = Console(stderr=True)  # bars only on a terminal: in a pipe or log file
+        self.bar = Progress(console=console, transient=True,  # they left a blank line
+                            disable=not console.is_terminal)
         total = self.pace[1] if self.pace else None
         self.tasks = [self.bar.add_task(f"rank {r} tokens", total=total)
                       for r in range(plan.ranks)]

@@ -10,7 +10,7 @@ each:
     dir PATH    a run directory exists         done PATH   the launcher removed it
     scan        record my helper processes now (answered `ok`)
     also PATH   remove PATH at the end too (multiprocessing's own temporary directory,
-                which only a launcher that exits normally removes)
+                told before it exists; only a launcher that exits normally removes it)
 
 End of file means the launcher is gone (exit, exception, signal, SIGKILL): the reaper
 SIGKILLs the helpers it recorded (the fork server, the resource tracker and every rank
@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from archipelago.errors import Interrupted
+from archipelago.errors import signals_as_errors
 from archipelago.processes import all_pids, command_line, parent_of, start_time
 
 HELPER_MARK = "multiprocessing"  # in the fork server's and the resource tracker's command line
@@ -123,6 +123,43 @@ def _tell(line: str) -> None:
             _reaper.stdout.readline()
 
 
+def _announced_mp_temp_dir() -> None:
+    """Make multiprocessing's per-process temporary directory (which holds the fork
+    server's socket) ourselves, once, after telling the reaper its name: made by
+    multiprocessing it existed before the reaper could hear of it. The name has
+    multiprocessing's own length (AF_UNIX socket paths are short)."""
+    from multiprocessing import process, util
+
+    config = getattr(process.current_process(), "_config", None)  # where util looks
+    if config is None or config.get("tempdir") is not None:
+        return
+    path = Path(tempfile.gettempdir()) / f"pymp-{os.urandom(4).hex()}"
+    _tell(f"also {path}")
+    path.mkdir(mode=0o700)
+    util.Finalize(None, shutil.rmtree, args=(str(path), True), exitpriority=-100)
+    config["tempdir"] = str(path)
+
+
+def start_fork_server(preload: list[str]) -> None:
+    """Start multiprocessing's fork server (and resource tracker) so that this launcher
+    owns what they leave: their temporary directory is announced to the reaper before it
+    exists, so a SIGKILL before `record_helpers` cannot leave it behind; and SIGINT is
+    ignored by them and the ranks they fork, so a Ctrl-C, which reaches the whole process
+    group, leaves the run to the launcher to stop (the server, still importing torch,
+    printed a KeyboardInterrupt traceback)."""
+    from multiprocessing import forkserver
+
+    _announced_mp_temp_dir()
+    forkserver.set_forkserver_preload(preload)
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+    try:
+        forkserver.ensure_running()
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
 def record_helpers() -> None:
     """Have the reaper record this process's helpers now (call once ranks have started)."""
     from multiprocessing import util
@@ -131,25 +168,18 @@ def record_helpers() -> None:
     _tell("scan")
 
 
-def _raise_terminated(signum: int, _frame: object) -> None:
-    raise Interrupted("stopped by SIGTERM; every rank was stopped", signum)
-
-
 @contextmanager
 def owned_run_dir() -> Iterator[Path]:
     """A temporary directory for one run, removed with every process of the run when the run
-    ends or this process does, however. SIGTERM ends the run as an error (exit 143)."""
+    ends or this process does, however. SIGINT and SIGTERM end the run as an error (exit
+    130 or 143) saying every rank was stopped."""
     _tell("scan")  # starts the reaper before there is anything to lose
     path = tempfile.mkdtemp(prefix="archipelago-emulate-")
-    previous = None
     try:
         _tell(f"dir {path}")
-        if threading.current_thread() is threading.main_thread():
-            previous = signal.signal(signal.SIGTERM, _raise_terminated)
-        yield Path(path)
+        with signals_as_errors("; every rank was stopped"):
+            yield Path(path)
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
         shutil.rmtree(path, ignore_errors=True)
         with suppress(OSError):
             _tell(f"done {path}")

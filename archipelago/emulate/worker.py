@@ -97,9 +97,13 @@ def main(run_dir: Path, plan: Plan, job: EmulationJob, program: RankProgram, ran
     """A rank started by the launcher (forked from its fork server) with the launcher's own
     Plan object: output goes to RUN_DIR/rank{k}.log, failures to RUN_DIR/rank{k}.error."""
     die_with_parent()
-    with open(run_dir / f"rank{rank}.log", "w") as log:
-        os.dup2(log.fileno(), 1)
-        os.dup2(log.fileno(), 2)
+    try:
+        log = os.open(run_dir / f"rank{rank}.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    except OSError:  # the run ended (its directory removed) while this rank was forked
+        os._exit(1)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
     world = plan.ranks
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
                       WORLD_SIZE=str(world), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world))

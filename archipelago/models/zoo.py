@@ -45,7 +45,8 @@ def resolve_model(name_or_path: str) -> ModelSpec | RecurrentSpec | ModelDAG:
     if name_or_path in configs:
         return spec_from_hf_config(configs[name_or_path], name=name_or_path, source="zoo.yaml")
     path = Path(name_or_path)
-    if probe(path, "model") is not None or path.suffix == ".json":
+    # an empty name is no path: Path("") is the working directory
+    if name_or_path.strip() and (probe(path, "model") is not None or path.suffix == ".json"):
         return spec_from_config_file(path)
     raise UnknownNameError("model", name_or_path,
                            [*configs, *recurrent_names(), *BUILTIN_DAGS,

@@ -17,6 +17,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from archipelago.errors import ConfigError
+from archipelago.output_file import write_atomically
 from archipelago.safe_read import load_json
 
 Setup = Callable[[int, np.random.Generator], tuple]
@@ -151,9 +152,10 @@ def default_profile_path() -> Path:
     return (Path(home) if home else Path.home() / ".cache" / "archipelago") / "cpu-proxies.json"
 
 
-def save_profile(profile: CPUProfile, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(profile.to_dict(), indent=1) + "\n")
+def save_profile(profile: CPUProfile, path: Path, option: str = "profile") -> None:
+    """Replaced in one step (readers never see half a profile), in a directory that exists:
+    `option` names the path in errors."""
+    write_atomically(path, json.dumps(profile.to_dict(), indent=1) + "\n", option, force=True)
 
 
 class _ProfileFile(BaseModel):

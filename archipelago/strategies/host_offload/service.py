@@ -1,6 +1,7 @@
 """The host-program kind's sizing answers (`archi explore`), `archi proxies`, and the
 library calls benchmarks and tests use: names and option values in, report dicts out."""
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -127,22 +128,49 @@ def explore(model: str, cluster: str, strategy: str, options: dict[str, str]
     return {"mode": "largest", **largest_report(request)}
 
 
+def profile_target(out: Path | None) -> tuple[Path, str]:
+    """The profile file `archi proxies` will update, checked before anything is measured,
+    and how errors name it: `--out`, or the environment variable the default comes from
+    (whose directory is Archipelago's to create)."""
+    from archipelago.output_file import check_output_file
+    from archipelago.strategies.host_offload.proxies import default_profile_path
+
+    if out is not None:
+        check_output_file(out, "--out", force=True)
+        return out, "--out"
+    home = os.environ.get("ARCHIPELAGO_HOME")
+    source = (f"ARCHIPELAGO_HOME={home!r}" if home
+              else f"HOME={os.environ.get('HOME', '')!r} (~/.cache/archipelago)")
+    target = default_profile_path()
+    label = f"environment: {source}: profile"
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ArchipelagoError(f"{label} {target}: cannot create directory {target.parent} "
+                               f"({err.strerror or err}); set ARCHIPELAGO_HOME to a "
+                               "writable directory or pass --out") from None
+    check_output_file(target, label, force=True)
+    return target, label
+
+
 def proxies_report(out: Path | None, request: HostRequest | None = None) -> dict[str, Any]:
     """Time the CPU calls on this machine (at a model's program sizes when given, else on
-    the standard grid), merge them into the profile at `out` and store it."""
+    the standard grid), merge them into the profile at `out` and store it. The target and
+    the profile already there are checked before the seconds of measuring start."""
+    from archipelago.safe_read import probe
     from archipelago.strategies.host_offload.proxies import (
-        default_profile_path,
         measure_profile,
         merged,
         program_sizes,
         save_profile,
     )
 
-    target = out or default_profile_path()
+    target, label = profile_target(out)
+    stored = load_profile(target) if probe(target, "profile") is not None else None
     sizes = program_sizes(request.plan().program.calls) if request else None
     fresh = measure_profile(sizes)
-    profile = merged(load_profile(target), fresh) if target.exists() else fresh
-    save_profile(profile, target)
+    profile = merged(stored, fresh) if stored is not None else fresh
+    save_profile(profile, target, label)
     return {"file": str(target), "machine": profile.machine,
             "measured_s": {name: [[n, t] for n, t in pts] for name, pts in fresh.points.items()},
             "points_stored": {name: len(pts) for name, pts in profile.points.items()}}
