@@ -281,6 +281,37 @@ def catalog(as_json: JsonOpt = False) -> None:
     console.print(table)
 
 
+# A bound that still means "search long": NSGA-II's bookkeeping grows with the study, and
+# 10^5 trials already take hours; a larger count is a typo, not a plan.
+MAX_TRIALS = 100_000
+MAX_SAMPLER_SEED = 2**32 - 1  # optuna's samplers seed numpy's RandomState: 0 .. 2^32-1
+SEARCH_OPTIONS = ("trials", "storage", "study", "out", "seed", "force")
+
+
+def within(low: int, high: int) -> Callable[[int], int]:
+    """An option callback bounding an integer; the error names the value and the range."""
+
+    def check(value: int) -> int:
+        if not low <= value <= high:
+            shown = str(value) if len(str(value)) <= 24 else f"a {len(str(value))}-digit number"
+            raise typer.BadParameter(f"{shown} is outside {low}..{high}")
+        return value
+
+    return check
+
+
+def refuse_search_options(ctx: typer.Context, who: str) -> None:
+    """A one-line error when an option of the engine-parameter search was given to `who`,
+    which would silently ignore it."""
+    sources = {name: ctx.get_parameter_source(name) for name in SEARCH_OPTIONS}
+    given = [f"--{name}" for name, source in sources.items()
+             if source is not None and source.name != "DEFAULT"]  # typer's own click enum
+    if given:
+        raise ArchipelagoError(f"{', '.join(given)} {'does' if len(given) == 1 else 'do'} "
+                               f"not apply to {who}; leave {'it' if len(given) == 1 else 'them'}"
+                               " out")
+
+
 @app.command(context_settings=KIND_OPTIONS, help=f"Search engine design parameters (NSGA-II) "
              f"under the devices' limits; resumable.{KIND_HELP}")
 @user_errors
@@ -289,11 +320,13 @@ def explore(
     model: ModelArg,
     cluster: ClusterOpt = "1xu280",
     strategy: StrategyOpt = "lora-q",
-    trials: Annotated[int, typer.Option(min=1, help="finished trials the study should hold")] = 200,
+    trials: Annotated[int, typer.Option(callback=within(1, MAX_TRIALS),
+                                        help="finished trials the study should hold")] = 200,
     storage: Annotated[str, typer.Option(help="optuna storage URL")] = "sqlite:///archi-explore.db",
     study: Annotated[str | None, typer.Option(help="study name (default from the inputs)")] = None,
     out: Annotated[Path | None, typer.Option(help="best engine config YAML")] = None,
-    seed: Annotated[int, typer.Option(help="sampler seed")] = 0,
+    seed: Annotated[int, typer.Option(callback=within(0, MAX_SAMPLER_SEED),
+                                      help="sampler seed")] = 0,
     force: Annotated[bool, typer.Option(help="replace an existing --out file")] = False,
     as_json: JsonOpt = False,
 ) -> None:
@@ -301,6 +334,8 @@ def explore(
 
     from archipelago.api import parse_workload
     from archipelago.explore.search import SearchRequest, run_search
+    from archipelago.explore.spaces import design_space
+    from archipelago.explore.storage import check_storage_url
     from archipelago.explore.study import default_study_name, study_identity
     from archipelago.output_file import check_output_file, write_atomically
     from archipelago.strategies.registry import get_strategy
@@ -308,12 +343,16 @@ def explore(
     given = workload_options(ctx)
     kind = get_strategy(strategy).plan_kind
     if kind.explorer is not None:  # the kind sizes servers instead of searching engines
+        refuse_search_options(ctx, f"strategy '{strategy}' (its plan kind '{kind.name}' "
+                              "explores without an engine-parameter search)")
         summary = kind.hook("explorer")(model, cluster, strategy, given)
         if as_json:
             print(json.dumps(summary, indent=2))
         else:
             kind.hook("report").print_explore(summary, console)
         return
+    design_space(strategy)  # a strategy without one is refused before any storage is made
+    check_storage_url(storage)
     work = parse_workload(strategy, given, "explore")
     texts = kind.workload.texts(given, "explore")
     # Resolves model, cluster and strategy: bad names and splits fail before any trial.
@@ -321,7 +360,8 @@ def explore(
     target = out or Path(f"best-{name.replace('/', '-')}.yaml")
     check_output_file(target, "--out", force)
     request = SearchRequest(model, cluster, strategy, work, trials, storage, name, seed)
-    with Progress(console=Console(stderr=True), transient=True) as bar:
+    errors = Console(stderr=True)  # no bar (and no line it leaves behind) off a terminal
+    with Progress(console=errors, transient=True, disable=not errors.is_terminal) as bar:
         task = bar.add_task(f"exploring {name}", total=trials)
         best = run_search(request, on_trial=lambda n: bar.advance(task, n))
     write_atomically(target, yaml.safe_dump({

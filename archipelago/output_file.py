@@ -1,13 +1,17 @@
 """A result file written so that nothing a user made is lost and no half-written file is left:
 checked before the work that produces it starts, kept unless forced, replaced atomically."""
 
+import errno
 import os
+import stat
 import tempfile
 from pathlib import Path
 
 from archipelago.errors import ArchipelagoError
+from archipelago.safe_read import file_kind
 
 NAME_MAX = 255  # bytes in one path component on Linux file systems (ext4, xfs, tmpfs)
+TEMP_PREFIX = ".archipelago-"  # temporary files beside a target being written
 
 
 def check_name_lengths(path: Path, option: str) -> None:
@@ -34,6 +38,31 @@ def check_writable_dir(directory: Path, option: str, path: Path) -> None:
                                f"({err.strerror or err})") from None
 
 
+def _existing_target(path: Path, option: str) -> bool:
+    """Whether something is at `path`; refuses what a file must never replace, --force or
+    not: a directory, a FIFO, a device, a socket, a symbolic link that leads nowhere."""
+    try:
+        path.lstat()
+    except (FileNotFoundError, NotADirectoryError):  # a parent that is a file: see the dir
+        return False
+    except OSError as err:  # a loop of links above it, a name too long, ...
+        raise ArchipelagoError(f"{option} {path}: {err.strerror or err}") from None
+    try:
+        mode = path.stat().st_mode
+    except OSError as err:
+        if isinstance(err, FileNotFoundError) or err.errno == errno.ELOOP:
+            raise ArchipelagoError(f"{option} {path} is a symbolic link that leads nowhere "
+                                   "(dangling or a loop); remove it or give another name"
+                                   ) from None
+        raise ArchipelagoError(f"{option} {path}: {err.strerror or err}") from None
+    if stat.S_ISDIR(mode):
+        raise ArchipelagoError(f"{option} {path} is a directory; give a file name")
+    if not stat.S_ISREG(mode):
+        raise ArchipelagoError(f"{option} {path} is {file_kind(mode)}, not a regular file; "
+                               "give another file name")
+    return True
+
+
 def check_output_file(path: Path, option: str, force: bool | None,
                       suffixes: tuple[str, ...] = ()) -> None:
     """Refuse, before any work, a target that cannot or must not be written (`force`
@@ -42,17 +71,9 @@ def check_output_file(path: Path, option: str, force: bool | None,
         raise ArchipelagoError(f"{option} {path}: the file name must end in "
                                f"{' or '.join(suffixes)}")
     check_name_lengths(path, option)
-    try:
-        if path.is_dir():
-            raise ArchipelagoError(f"{option} {path} is a directory; give a file name")
-        if os.path.lexists(path) and not path.exists():
-            raise ArchipelagoError(f"{option} {path} is a symbolic link that leads nowhere "
-                                   "(dangling or a loop); remove it or give another name")
-        if path.exists() and not force:
-            hint = "choose a new name" if force is None else "pass --force to replace it"
-            raise ArchipelagoError(f"{option} {path} exists; {hint}")
-    except OSError as err:  # a parent that is a file, a loop of links, ...
-        raise ArchipelagoError(f"{option} {path}: {err.strerror or err}") from None
+    if _existing_target(path, option) and not force:
+        hint = "choose a new name" if force is None else "pass --force to replace it"
+        raise ArchipelagoError(f"{option} {path} exists; {hint}")
     check_writable_dir(path.parent, option, path)
 
 
@@ -66,7 +87,10 @@ def write_atomically(path: Path, text: str, option: str, force: bool) -> None:
     """Write a temporary file beside `path`, then move it into place in one step: readers
     see the old file or the new one, never a partial one. Without `force`, a file that
     appeared meanwhile is kept (the hard link that publishes the new one fails)."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    if force:  # something that is not a file may have appeared since the check
+        _existing_target(path, option)
+    # A short name of its own: `path`'s name may already be at the file system's limit.
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=TEMP_PREFIX, suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as out:
             out.write(text)

@@ -32,6 +32,11 @@ _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
           (stat.S_ISSOCK, "a socket"))
 
 
+def file_kind(mode: int) -> str:
+    """What a stat mode that is not a regular file is, in words ("a FIFO (named pipe)")."""
+    return next((word for test, word in _KINDS if test(mode)), "not a file")
+
+
 def read_text(path: Path | str, what: str = "file") -> str:
     """The UTF-8 text of the regular file `path`: checked with stat before it is opened,
     so a FIFO or device is refused without blocking, and read with a size cap."""
@@ -39,8 +44,7 @@ def read_text(path: Path | str, what: str = "file") -> str:
     try:
         info = os.stat(path)
         if not stat.S_ISREG(info.st_mode):
-            kind = next((word for test, word in _KINDS if test(info.st_mode)), "not a file")
-            raise ConfigError(source, what, f"is {kind}, not a regular file")
+            raise ConfigError(source, what, f"is {file_kind(info.st_mode)}, not a regular file")
         if info.st_size > MAX_BYTES:
             raise ConfigError(source, what, f"is {info.st_size} bytes; the limit is "
                               f"{MAX_BYTES} bytes")

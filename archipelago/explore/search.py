@@ -14,12 +14,15 @@ from typing import Any
 
 from archipelago.api import make_plan
 from archipelago.errors import ArchipelagoError, Interrupted
-from archipelago.explore.spaces import design_space
+from archipelago.explore.spaces import DesignSpace, design_space
+from archipelago.explore.storage import open_storage
+from archipelago.explore.stored import DamagedStudy, TrialResult, read_stored
 from archipelago.explore.study import DIRECTIONS, claim, study_identity
 from archipelago.explore.trials import run_trials, stop_on_signals
 from archipelago.strategies.registry import get_strategy
 
 STORAGE_RETRIES = 5
+RESULT = "result"  # user attr of a finished trial: what explore.stored.TrialResult holds
 
 
 @dataclass(frozen=True)
@@ -52,8 +55,9 @@ def evaluate(request: SearchRequest, engine: dict[str, Any]) -> tuple[Any, Any]:
     return plan, strategy.plan_kind.hook("estimator")(plan, request.workload)
 
 
-def _objective(request: SearchRequest) -> Callable[[Any], tuple[float, float]]:
-    sample = design_space(request.strategy).sample
+def _objective(request: SearchRequest, space: DesignSpace
+               ) -> Callable[[Any], tuple[float, float]]:
+    sample = space.sample
     utilization = get_strategy(request.strategy).plan_kind.hook("utilization")
 
     def objective(trial: Any) -> tuple[float, float]:
@@ -61,7 +65,7 @@ def _objective(request: SearchRequest) -> Callable[[Any], tuple[float, float]]:
         plan, est = evaluate(request, engine)
         used = utilization(plan, est)
         # One write per trial: each attribute is a storage round trip.
-        trial.set_user_attr("result", {"engine": engine, "utilization": used,
+        trial.set_user_attr(RESULT, {"engine": engine, "utilization": used,
                                        "tokens_per_s": est.tokens_per_s})
         # Feasible when <= 0: the worst overuse of any limit, or 1 for infeasible memory.
         trial.set_constraint("limits", max(max(used.values()) - 1.0,
@@ -69,29 +73,6 @@ def _objective(request: SearchRequest) -> Callable[[Any], tuple[float, float]]:
         return est.latency_s, max(used["dsp"], used["bram"], used["uram"])
 
     return objective
-
-
-def _storage(url: str) -> Any:
-    """SQLite in WAL mode: a third faster per trial, and a killed search still keeps every
-    committed trial (WAL only relaxes durability against power loss)."""
-    import optuna
-    from sqlalchemy import event
-
-    if not url:
-        return None  # in memory: nothing persists (benchmarks, quick looks)
-    if not url.startswith("sqlite"):
-        return url
-    storage = optuna.storages.RDBStorage(url)
-
-    @event.listens_for(storage.engine, "connect")
-    def _wal(connection: Any, _record: Any) -> None:
-        cursor = connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA synchronous=NORMAL")
-        cursor.close()
-
-    storage.engine.dispose()  # reconnect so the pragmas apply
-    return storage
 
 
 def _create_study(request: SearchRequest) -> Any:
@@ -104,7 +85,7 @@ def _create_study(request: SearchRequest) -> Any:
 
     def create() -> Any:
         return optuna.create_study(study_name=request.study_name,
-                                   storage=_storage(request.storage),
+                                   storage=open_storage(request.storage),
                                    directions=list(DIRECTIONS), sampler=sampler,
                                    load_if_exists=True)
 
@@ -119,24 +100,36 @@ def _create_study(request: SearchRequest) -> Any:
 def _open_study(request: SearchRequest) -> tuple[Any, str]:
     """The study, claimed for this search, and the digest of the search's identity."""
     import optuna
-    from sqlalchemy.exc import SQLAlchemyError
+    from sqlalchemy.exc import SAWarning, SQLAlchemyError
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
         study = _create_study(request)
-    except (ValueError, ImportError, SQLAlchemyError, optuna.exceptions.OptunaError) as err:
+    except (ValueError, ImportError, SQLAlchemyError, SAWarning,
+            optuna.exceptions.OptunaError) as err:
         reason = str(err).strip().splitlines()[0]
         raise ArchipelagoError(f"storage '{request.storage}': {reason}") from None
     identity = study_identity(request.model, request.cluster, request.strategy,
                               request.workload)
     claim(study, identity, f"storage '{request.storage}'")
+    for trial in _complete(study):  # refused now, not after the whole search
+        _result(trial)
     return study, identity.digest
 
 
-def _finished(study: Any) -> int:
+def _complete(study: Any) -> list[Any]:
     import optuna
 
-    return len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)))
+    return study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+
+
+def _result(trial: Any) -> TrialResult:
+    return read_stored(TrialResult, trial.user_attrs.get(RESULT),
+                       f"trial {trial.number}'s attribute '{RESULT}'")
+
+
+def _finished(study: Any) -> int:
+    return len(_complete(study))
 
 
 def run_search(request: SearchRequest, on_trial: Callable[[int], None] | None = None) -> Best:
@@ -144,17 +137,23 @@ def run_search(request: SearchRequest, on_trial: Callable[[int], None] | None = 
     return the best feasible. SIGINT/SIGTERM stop it after the trial in flight."""
     import signal
 
-    study, search = _open_study(request)
-    if on_trial:
-        on_trial(_finished(study))
-    with stop_on_signals() as stop:
-        run_trials(study, _objective(request), request.trials,
-                   design_space(request.strategy).baseline, stop, search, on_trial)
-    if stop.signum is not None:
-        raise Interrupted(f"interrupted by {signal.Signals(stop.signum).name}: study "
-                          f"'{request.study_name}' holds {_finished(study)} finished trials; "
-                          "rerun the same command to resume", stop.signum)
-    return best_of(study)
+    space = design_space(request.strategy)  # a strategy without one: before any storage
+    try:
+        study, search = _open_study(request)
+        if on_trial:
+            on_trial(_finished(study))
+        with stop_on_signals() as stop:
+            run_trials(study, _objective(request, space), request.trials, space.baseline,
+                       stop, search, on_trial)
+        if stop.signum is not None:
+            raise Interrupted(f"interrupted by {signal.Signals(stop.signum).name}: study "
+                              f"'{request.study_name}' holds {_finished(study)} finished "
+                              "trials; rerun the same command to resume", stop.signum)
+        return best_of(study)
+    except DamagedStudy as err:
+        raise ArchipelagoError(f"storage '{request.storage}': study '{request.study_name}' "
+                               f"was not written by archi explore or is damaged: {err}; "
+                               "choose another --study (or --storage)") from None
 
 
 def _satisfied(constraints: Any) -> bool:
@@ -163,15 +162,13 @@ def _satisfied(constraints: Any) -> bool:
 
 
 def best_of(study: Any) -> Best:
-    import optuna
-
-    complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    complete = _complete(study)
     feasible = [t for t in complete if _satisfied(t.constraints)]
     if not feasible:
         raise ArchipelagoError(f"none of {len(complete)} trials fits the devices; "
                                "try more trials or a larger cluster")
     best = min(feasible, key=lambda t: (t.values[0], t.values[1]))
-    result = best.user_attrs["result"]
-    return Best(engine=result["engine"], latency_s=best.values[0],
-                tokens_per_s=result["tokens_per_s"], utilization=result["utilization"],
+    result = _result(best)
+    return Best(engine=result.engine, latency_s=best.values[0],
+                tokens_per_s=result.tokens_per_s, utilization=result.utilization,
                 trials_done=len(complete), feasible_trials=len(feasible))

@@ -66,10 +66,12 @@ DFX = DesignSpace(_dfx, {"d": 64, "window_tokens": 64})  # seeds/001 §V-B
 
 
 def design_space(strategy: str) -> DesignSpace:
-    """The space strategy `strategy` registered; an error naming those that have one."""
+    """The space strategy `strategy` registered; an error naming the strategies `archi
+    explore` takes (those with a space, and those whose plan kind explores by itself)."""
     path = get_strategy(strategy).design_space
     if path is None:
-        explorable = sorted(n for n, s in strategies().items() if s.design_space)
+        explorable = sorted(n for n, s in strategies().items()
+                            if s.design_space or s.plan_kind.explorer)
         raise ArchipelagoError(f"strategy '{strategy}' has no engine design space to explore; "
                                f"explorable: {', '.join(explorable)}")
     return resolve(path)

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, is_dataclass
 from typing import Any
 
 from archipelago.errors import ArchipelagoError
+from archipelago.explore.stored import StoredIdentity, read_stored
 
 # Both minimized (seeds/002 §V-D, Eq. 13): end-to-end latency, and the worst fabric
 # resource fraction used (DSP, BRAM or URAM) on any device.
@@ -80,17 +81,25 @@ def default_study_name(identity: StudyIdentity) -> str:
 
 
 def claim(study: Any, identity: StudyIdentity, where: str) -> None:
-    """Record `identity` on a new study; refuse a study that holds another search."""
+    """Record `identity` on a new study; refuse a study that holds another search, or whose
+    objectives are not explore's (optuna loads an existing study whatever its directions)."""
     stored = study.user_attrs.get(IDENTITY_ATTR)
     refuse = (f"study '{study.study_name}' in {where} holds another search; choose another "
               "--study (or --storage)")
+    if stored is None and study.get_trials(deepcopy=False):
+        raise ArchipelagoError(f"{refuse}: it has trials but no recorded identity")
+    directions = tuple(d.name.lower() for d in study.directions)
+    if directions != DIRECTIONS:
+        raise ArchipelagoError(f"{refuse}: its objectives are to {', '.join(directions)}; "
+                               f"explore's are to {', '.join(DIRECTIONS)} "
+                               f"{', '.join(OBJECTIVES)}")
     if stored is None:
-        if study.get_trials(deepcopy=False) or len(study.directions) != len(DIRECTIONS):
-            raise ArchipelagoError(f"{refuse}: it has trials but no recorded identity")
         study.set_user_attr(IDENTITY_ATTR, {"key": identity.key, "labels": identity.labels})
         return
-    if stored["key"] != identity.key:
-        theirs = StudyIdentity(stored["key"], stored.get("labels", {}))
-        differ = [f for f in identity.key if stored["key"].get(f) != identity.key[f]]
-        raise ArchipelagoError(f"{refuse}: it was made for {theirs.describe(differ)}; "
+    theirs = read_stored(StoredIdentity, stored, f"its attribute '{IDENTITY_ATTR}'")
+    if theirs.key != identity.key:
+        fields = [*identity.key, *(f for f in theirs.key if f not in identity.key)]
+        differ = [f for f in fields if theirs.key.get(f) != identity.key.get(f)]
+        raise ArchipelagoError(f"{refuse}: it was made for "
+                               f"{StudyIdentity(theirs.key, theirs.labels).describe(differ)}; "
                                f"this run is for {identity.describe(differ)}")

@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from archipelago.errors import ArchipelagoError
+from archipelago.explore.stored import Worker, read_stored
 from archipelago.processes import start_time
 
 PUBLISHED = "published"  # user attr of the enqueued published design point
@@ -69,16 +70,24 @@ def this_run() -> dict[str, Any]:
     return {"host": socket.gethostname(), "pid": pid, "start": start_time(pid)}
 
 
-def _run_alive(run: dict[str, Any] | None, started: datetime | None) -> bool:
+def worker_of(trial: Any) -> Worker | None:
+    """The run that took `trial`, as recorded (None before it claims it)."""
+    value = trial.user_attrs.get(WORKER)
+    if value is None:
+        return None
+    return read_stored(Worker, value, f"trial {trial.number}'s attribute '{WORKER}'")
+
+
+def _run_alive(run: Worker | None, started: datetime | None) -> bool:
     if run is None:
         return started is None or (datetime.now() - started).total_seconds() < UNCLAIMED_STALE_S
-    if run["host"] != socket.gethostname():
+    if run.host != socket.gethostname():
         return True  # another machine's process: nothing here can tell, so trust it
-    if run["start"] is not None:
-        return start_time(run["pid"]) == run["start"]
+    if run.start is not None:
+        return start_time(run.pid) == run.start
     try:
-        os.kill(run["pid"], 0)
-    except ProcessLookupError:
+        os.kill(run.pid, 0)
+    except (ProcessLookupError, OverflowError):  # OverflowError: no pid is that large
         return False
     except PermissionError:
         pass
@@ -94,7 +103,7 @@ def live_trials(study: Any) -> list[Any]:
     for trial in study.get_trials(deepcopy=False,
                                   states=(TrialState.COMPLETE, TrialState.RUNNING)):
         if trial.state == TrialState.RUNNING and not _run_alive(
-                trial.user_attrs.get(WORKER), trial.datetime_start):
+                worker_of(trial), trial.datetime_start):
             study.tell(trial.number, state=TrialState.FAIL, skip_if_finished=True)
             continue
         live.append(trial)
@@ -121,7 +130,7 @@ def _skip_reason(study: Any, trial: Any, budget: int) -> str | None:
 def _check_one_search(study: Any, live: list[Any], search: str) -> None:
     """Two runs of different searches that claimed one new study at the same instant both
     passed the identity check; their trials tell them apart."""
-    searches = {t.user_attrs[WORKER].get("search") for t in live if WORKER in t.user_attrs}
+    searches = {worker.search for worker in map(worker_of, live) if worker is not None}
     if searches - {search, None}:
         raise ArchipelagoError(f"study '{study.study_name}' also holds trials of another "
                                "search, started at the same time; choose another --study")
