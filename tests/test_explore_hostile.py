@@ -91,7 +91,7 @@ def test_counts_out_of_range_are_refused_at_the_edge(tmp_path, option, value, sh
 
 
 @pytest.mark.parametrize(("url", "problem"), [
-    ("sqlite:///x.db\n", "contains the control character '\\n'"),
+    ("sqlite:///x.db\n", "contains the control character '\\n'; give printable text"),
     ("sqlite:///:memory:", "is an in-memory database; a study must persist"),
     ("sqlite://", "is an in-memory database; a study must persist"),
     ("sqlite:///x.db?mode=ro", "Query string argument(s) 'mode' are not accepted"),
@@ -100,6 +100,15 @@ def test_storage_urls_that_cannot_keep_a_study_are_one_line(tmp_path, url, probl
     line = one_line_error(archi(*SEARCH, "--storage", url, cwd=tmp_path))
     assert problem in line
     assert not (tmp_path / "x.db\n").exists() and list(tmp_path.glob("best-*")) == []
+
+
+def test_a_study_name_with_a_control_character_is_refused(tmp_path) -> None:
+    """The default --out is named after the study: a newline would end up in a file name."""
+    line = one_line_error(archi(*SEARCH, "--study", "a\nb", "--storage",
+                                f"sqlite:///{tmp_path / 's.db'}", cwd=tmp_path))
+    assert line == "error: --study 'a\\nb': contains the control character '\\n'; give " \
+                   "printable text"
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize("option", [["--out", "best.yaml"], ["--storage", "abc"],
