@@ -335,8 +335,8 @@ def explore(
     from archipelago.api import parse_workload
     from archipelago.explore.search import SearchRequest, run_search
     from archipelago.explore.spaces import design_space
-    from archipelago.explore.storage import check_printable, check_storage_url
-    from archipelago.explore.study import default_study_name, study_identity
+    from archipelago.explore.storage import check_storage_url
+    from archipelago.explore.study import check_study_name, default_study_name, study_identity
     from archipelago.output_file import check_output_file, write_atomically
     from archipelago.strategies.registry import get_strategy
 
@@ -354,7 +354,7 @@ def explore(
     design_space(strategy)  # a strategy without one is refused before any storage is made
     check_storage_url(storage)
     if study is not None:
-        check_printable(study, "--study")
+        check_study_name(study)
     work = parse_workload(strategy, given, "explore")
     texts = kind.workload.texts(given, "explore")
     # Resolves model, cluster and strategy: bad names and splits fail before any trial.

@@ -106,8 +106,8 @@ def test_a_study_name_with_a_control_character_is_refused(tmp_path) -> None:
     """The default --out is named after the study: a newline would end up in a file name."""
     line = one_line_error(archi(*SEARCH, "--study", "a\nb", "--storage",
                                 f"sqlite:///{tmp_path / 's.db'}", cwd=tmp_path))
-    assert line == "error: --study 'a\\nb': contains the control character '\\n'; give " \
-                   "printable text"
+    assert line == ("error: --study 'a\\nb': must be printable text on one line (no tab, "
+                    "newline or other control character)")
     assert list(tmp_path.iterdir()) == []
 
 

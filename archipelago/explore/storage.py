@@ -10,20 +10,13 @@ PERSIST = "a study must persist for a search to resume; give a file, e.g. " \
           "sqlite:///archi-explore.db"
 
 
-def check_printable(text: str, option: str) -> str:
-    """`text` if it has no control character: a storage URL or study name becomes a file
-    name (the database, the default --out), where a newline would be kept."""
-    odd = next((c for c in text if not c.isprintable()), None)
-    if odd is not None:
-        raise ArchipelagoError(f"{option} '{text}': contains the control character "
-                               f"{odd!r}; give printable text")
-    return text
-
-
 def check_storage_url(url: str, option: str = "--storage") -> str:
-    """`url` if a study can live there: printable text and not an in-memory database (it
-    is gone when the run ends)."""
-    check_printable(url, option)
+    """`url` if a study can live there: printable text (the URL names a database file,
+    where a newline would be kept) and not an in-memory database (gone when the run ends)."""
+    odd = next((c for c in url if not c.isprintable()), None)
+    if odd is not None:
+        raise ArchipelagoError(f"{option} '{url}': contains the control character "
+                               f"{odd!r}; give printable text")
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError
 

@@ -72,6 +72,20 @@ def _safe(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.") or "x"
 
 
+def check_study_name(name: str) -> str:
+    """A --study is a name as the project's names are (printable, one line, at most 200
+    characters): the default --out is named after it."""
+    from pydantic import TypeAdapter, ValidationError
+
+    from archipelago.names import Name
+
+    try:
+        return TypeAdapter(Name).validate_python(name)
+    except ValidationError as err:
+        problem = err.errors()[0]["msg"].removeprefix("Value error, ")
+        raise ArchipelagoError(f"--study '{name[:60]}': {problem}") from None
+
+
 def default_study_name(identity: StudyIdentity) -> str:
     """Readable, and unique per identity: the digest tells same-named models apart."""
     model = identity.labels["model"].split(" (")[0]
