@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from archipelago.cli import app
 from tests.conftest import TINY_GPT2
+from tests.signals import default_sigint
 
 RUNNER = CliRunner()
 
@@ -127,7 +128,7 @@ ignored = int(open(f"/proc/{{pid}}/status").read().split("SigIgn:")[1].split()[0
 assert ignored & (1 << (signal.SIGINT - 1)), hex(ignored)
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120)
+                         timeout=120, preexec_fn=default_sigint)
     assert out.returncode == 0, out.stderr
 
 

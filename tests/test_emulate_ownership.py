@@ -18,6 +18,7 @@ import pytest
 from archipelago.api import emulate
 from archipelago.emulate.errors import RankFailure
 from archipelago.emulate.watchdog import FAULT_ENV
+from tests.signals import default_sigint
 from tests.test_emulate import GPT2, write_config
 from tests.test_emulate_failures import rank_processes
 
@@ -61,7 +62,7 @@ def test_a_killed_launcher_leaves_no_process_and_no_directory(tmp_path, signum) 
     launcher = subprocess.Popen([sys.executable, "-m", "archipelago", "emulate", config,
                                  "--cluster", "2xu280", "--tokens", "4:4", "--timeout", "300"],
                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True)
+                                text=True, preexec_fn=default_sigint)
     try:
         wait_for_hang(tmp, launcher)
         time.sleep(0.5)  # let the reaper's periodic scan run too, not only the first one
