@@ -422,7 +422,8 @@ def proxies(
     request = None
     if model is not None:
         options = {k: v for k, v in given.items() if k != "cluster"}
-        request = host_request(model=model, cluster=cluster or "1xs10-2800", **options)
+        target = "1xs10-2800" if cluster is None else cluster  # "" is a bad name, not none
+        request = host_request(model=model, cluster=target, **options)
     report = proxies_report(out, request)
     if as_json:
         print(json.dumps(report, indent=2))

@@ -99,6 +99,7 @@ def files(tmp_path: Path) -> dict[str, Path]:
      "lanes.yaml: dfx engine parameter 'l' = 0: Input should be greater than or equal to 1"),
     (["plan", "gpt2-345m", "--cluster", "{newline_name.yaml}"],
      "field 'name': must be printable text on one line"),
+    (["plan", "gpt2-345m", "--cluster", ""], "cluster '' is neither NxDEVICE shorthand"),
     (["plan", "x" * 300], "field 'model': cannot be read: File name too long"),
     (["plan", "gpt2-345m", "--cluster", "x" * 300 + ".yaml"], "cannot be read: File name too"),
     (["plan", "cnn-lstm", "--strategy", "chef", "--cluster", "hacc", "--gantt", "/proc/g.html"],

@@ -191,7 +191,8 @@ def resolve_cluster(text: str) -> Cluster | HeteroCluster:
     if text in builtin_hetero_clusters():
         return resolve_hetero_cluster(text)
     path = Path(text)
-    if path.suffix in {".yaml", ".yml"} or probe(path, "cluster") is not None:
+    # an empty name is no path: Path("") is the working directory
+    if text.strip() and (path.suffix in {".yaml", ".yml"} or probe(path, "cluster") is not None):
         return resolve_hetero_cluster(text) if is_hetero_file(path) else load_cluster_file(path)
     raise ArchipelagoError(
         f"cluster '{text}' is neither NxDEVICE shorthand (e.g. 4xu280), a built-in "
