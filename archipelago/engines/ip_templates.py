@@ -43,8 +43,8 @@ class IPTemplate(BaseModel):
 
     name: str
     type: Literal["conv", "fc", "lstm"]
-    # Upper bounds far past any FPGA (a U250 has 12,288 DSPs, 2,688 BRAM36): typos, not
-    # designs, and they keep the resource model's integers small.
+    # Upper bounds far past any FPGA (a U250 has 12,288 DSPs, 2,688 BRAM36: DS962, XMP103,
+    # as in hardware/catalog.yaml): typos, not designs; they keep the resource model small.
     tn: int = Field(default=1, gt=0, le=4096)
     tm: int = Field(default=1, gt=0, le=4096)
     tr: int = Field(default=1, gt=0, le=4096)
