@@ -41,8 +41,6 @@ def check_output_dir(root: Path | str, force: bool) -> Path:
         raise ArchipelagoError(f"{OPTION} {given}: a loop of symbolic links") from None
     except OSError as err:  # a path through a file, an unreadable parent, a long path
         raise ArchipelagoError(f"{OPTION} {given}: {err.strerror or err}") from None
-    if not existing.is_dir():
-        raise ArchipelagoError(f"{OPTION} {given}: {existing} is not a directory")
     check_writable_dir(existing, OPTION, given)
     return resolved
 
