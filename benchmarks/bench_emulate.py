@@ -16,10 +16,14 @@ import time
 from pathlib import Path
 
 from archipelago.api import emulate
-from archipelago.emulate.reference import greedy_generate, load_model, save_seeded_checkpoint
-from archipelago.emulate.tensor_parallel import prompt_ids
 from archipelago.estimate.workload import parse_tokens
 from archipelago.models.zoo import resolve_model
+from archipelago.strategies.tensor_parallel.emulate import prompt_ids
+from archipelago.strategies.tensor_parallel.emulate.reference import (
+    greedy_generate,
+    load_model,
+    save_seeded_checkpoint,
+)
 
 SEED = 0
 

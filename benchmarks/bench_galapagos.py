@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from archipelago.api import make_plan
-from archipelago.engines import hls_stream
 from archipelago.errors import ArchipelagoError
+from archipelago.strategies.galapagos import hls_stream
 from archipelago.strategies.galapagos.emit import write_build
 from archipelago.strategies.galapagos.estimate import encoder_timing, estimate_stream
 from archipelago.strategies.galapagos.plan import DataflowPlan
@@ -145,7 +145,8 @@ def main() -> None:
     plan = paper_plan()
     if args.calibrate:
         value = fit_kernel_latency(plan)
-        print(f"KERNEL_LATENCY_CYCLES = {value}  (paste into archipelago/engines/hls_stream.py)")
+        print(f"KERNEL_LATENCY_CYCLES = {value}  "
+              "(paste into archipelago/strategies/galapagos/hls_stream.py)")
         hls_stream.KERNEL_LATENCY_CYCLES = value
         print_table_1(plan)
         return

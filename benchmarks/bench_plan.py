@@ -7,8 +7,8 @@ under 5 ms for gpt2-1.5b 64:64 on 4xu280). Prints figures; not a pass/fail test.
 import time
 
 from archipelago.api import make_plan, plan_and_estimate
-from archipelago.estimate.generation import estimate_generation
 from archipelago.estimate.workload import Generation
+from archipelago.strategies.tensor_parallel.estimate import estimate_generation
 
 CASES = [("gpt2-1.5b", "4xu280", "64:64"), ("gpt2-345m", "1xu280", "32:256"),
          ("llama2-7b", "4xu280", "128:512")]

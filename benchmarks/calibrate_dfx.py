@@ -1,16 +1,17 @@
 """Fit DFX_TILE_EFFICIENCY to the one calibration point issue #2 names: gpt2-345m on one
 U280 at 64:64 tokens runs at 93.1 tokens/s (seeds/001 §VII-B). Prints the fitted value to
-paste into archipelago/engines/dfx.py; the test suite checks the pasted value reproduces it.
+paste into archipelago/strategies/tensor_parallel/dfx.py; the test suite checks the pasted
+value reproduces it.
 
     python -m benchmarks.calibrate_dfx
 """
 
-from archipelago.engines import dfx
-from archipelago.estimate.generation import estimate_generation
 from archipelago.estimate.workload import Generation
 from archipelago.hardware.cluster import resolve_cluster
 from archipelago.models.zoo import resolve_model
 from archipelago.strategies.registry import get_strategy
+from archipelago.strategies.tensor_parallel import dfx
+from archipelago.strategies.tensor_parallel.estimate import estimate_generation
 
 TARGET_TOKENS_PER_S = 93.1
 MODEL, CLUSTER, WORKLOAD = "gpt2-345m", "1xu280", Generation(64, 64)

@@ -17,10 +17,10 @@ import json
 from pathlib import Path
 
 from archipelago.api import make_plan
-from archipelago.estimate.generation import Estimate, estimate_generation
 from archipelago.estimate.workload import Generation
 from archipelago.explore.search import SearchRequest, run_search
 from archipelago.models.graph import decode, prefill
+from archipelago.strategies.tensor_parallel.estimate import Estimate, estimate_generation
 
 BEFORE = json.loads((Path(__file__).with_name("predictions_before_issue9.json")).read_text())
 

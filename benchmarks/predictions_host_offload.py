@@ -8,9 +8,9 @@ the profile in use); the paper's measurements are held out.
 import argparse
 from pathlib import Path
 
-from archipelago.engines.pcie import PCIeLink, concurrent_s
 from archipelago.errors import ArchipelagoError
 from archipelago.hardware.catalog import get_device
+from archipelago.strategies.host_offload.pcie import PCIeLink, concurrent_s
 from archipelago.strategies.host_offload.proxies import load_profile
 from archipelago.strategies.host_offload.service import (
     CARD_TYPES,

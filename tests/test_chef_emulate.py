@@ -4,9 +4,9 @@ import pytest
 
 pytest.importorskip("torch")
 
-from archipelago.emulate.chef.run import emulate_dag
 from archipelago.hardware.hetero import resolve_hetero_cluster
 from archipelago.models.dag_zoo import builtin_dag
+from archipelago.strategies.chef.emulate.run import emulate_dag
 from archipelago.strategies.chef.plan import ChefConfig
 from archipelago.strategies.chef.planners import plan_chef
 
@@ -35,9 +35,9 @@ def test_cnn_lstm_split_over_six_fpgas_equals_unsplit():
 def test_imported_module_planned_and_emulated_equals_the_module():
     import torch
 
-    from archipelago.emulate.chef.dag_torch import module_weights
-    from archipelago.emulate.chef.run import Given
     from archipelago.models.torch_import import dag_from_module
+    from archipelago.strategies.chef.emulate.dag_torch import module_weights
+    from archipelago.strategies.chef.emulate.run import Given
     from tests.test_torch_import import TwoModalitiesSafe
 
     torch.manual_seed(1)
@@ -55,7 +55,7 @@ def test_imported_module_planned_and_emulated_equals_the_module():
         expected = module(image, audio)[0]
     # the split run's output is the unsplit DAG's bit for bit; the DAG is the module's
     assert report["max_abs_diff"] == 0.0
-    from archipelago.emulate.chef.dag_torch import run_dag
+    from archipelago.strategies.chef.emulate.dag_torch import run_dag
 
     unsplit = run_dag(dag, given.inputs, given.weights)[dag.order[-1]]
     torch.testing.assert_close(unsplit, expected, rtol=1e-5, atol=1e-6)

@@ -7,7 +7,7 @@ pytest.importorskip("plotly")
 from archipelago.errors import ArchipelagoError
 from archipelago.hardware.hetero import resolve_hetero_cluster
 from archipelago.models.dag_zoo import builtin_dag
-from archipelago.report.gantt import write_gantt
+from archipelago.strategies.chef.gantt import write_gantt
 from archipelago.strategies.chef.plan import ChefConfig
 from archipelago.strategies.chef.planners import plan_chef
 

@@ -5,13 +5,13 @@ from itertools import product
 
 import pytest
 
-from archipelago.engines.ip_templates import builtin_ips
 from archipelago.errors import PartitionError
 from archipelago.hardware.hetero import DramBank, FPGANode, HeteroCluster
 from archipelago.models.dag import dag_from_dict
 from archipelago.strategies.chef.a2f import initial_deployment, objective_weights
 from archipelago.strategies.chef.deployment import deploy, fits
 from archipelago.strategies.chef.exact import optimal_mapping
+from archipelago.strategies.chef.ip_templates import builtin_ips
 from archipelago.strategies.chef.m2a import list_mapping, m2a
 from archipelago.strategies.chef.simulate import INF, LayerCosts, Tables, dram_use, simulate
 

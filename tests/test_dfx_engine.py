@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
-from archipelago.engines import dfx
-from archipelago.engines.dfx import DFXConfig, DFXEngine
 from archipelago.models.graph import Op, Phase
 from archipelago.models.zoo import resolve_model
-from archipelago.plan import ComputeStep
+from archipelago.strategies.tensor_parallel import dfx
+from archipelago.strategies.tensor_parallel.dfx import DFXConfig, DFXEngine
+from archipelago.strategies.tensor_parallel.plan import ComputeStep
 
 ENGINE = DFXEngine()
 ONE = Phase(1, np.array([100]))

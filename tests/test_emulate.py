@@ -15,9 +15,9 @@ import transformers
 
 from archipelago.api import emulate, make_plan
 from archipelago.emulate.job import EmulationJob
-from archipelago.emulate.tensor_parallel import emulate as emulate_plan
 from archipelago.estimate.workload import parse_tokens
-from archipelago.plan import CommStep, ComputeStep, Plan, Shard
+from archipelago.strategies.tensor_parallel.emulate import emulate as emulate_plan
+from archipelago.strategies.tensor_parallel.plan import CommStep, ComputeStep, Plan, Shard
 from tests.conftest import TINY_GPT2
 
 # A larger init spread than transformers' 0.02 gives varied greedy tokens, so a wrong KV cache

@@ -45,9 +45,9 @@ def test_refusals_come_before_the_emulator_imports_torch(args: list[str], messag
 
 def test_a_non_finite_figure_in_an_emulation_report_is_a_bug_line(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from archipelago.emulate import tensor_parallel
+    from archipelago.strategies.tensor_parallel import emulate as emulator
 
-    monkeypatch.setattr(tensor_parallel, "emulate",
+    monkeypatch.setattr(emulator, "emulate",
                         lambda plan, job: {"max_abs_logit_diff": float("nan"), "ranks": 2})
     config = tmp_path / "tiny.json"
     config.write_text(json.dumps(TINY_GPT2))

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from archipelago.api import make_plan, plan_and_estimate
-from archipelago.estimate.generation import decode_seconds, estimate_generation
 from archipelago.estimate.workload import Generation
 from archipelago.models.graph import decode, prefill
+from archipelago.strategies.tensor_parallel.estimate import decode_seconds, estimate_generation
 
 
 def test_calibration_point_is_reproduced() -> None:

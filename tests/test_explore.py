@@ -12,10 +12,10 @@ import pytest
 import yaml
 
 from archipelago.api import make_plan
-from archipelago.estimate.generation import estimate_generation
 from archipelago.estimate.workload import Generation
 from archipelago.explore.search import SearchRequest, run_search
 from archipelago.hardware.catalog import get_device
+from archipelago.strategies.tensor_parallel.estimate import estimate_generation
 
 
 def archi(*args: str, **kwargs) -> subprocess.CompletedProcess:

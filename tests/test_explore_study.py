@@ -18,12 +18,12 @@ import yaml
 
 from archipelago.api import make_plan
 from archipelago.errors import ArchipelagoError
-from archipelago.estimate.generation import estimate_generation
 from archipelago.estimate.workload import Generation
 from archipelago.explore.search import SearchRequest, run_search
 from archipelago.explore.spaces import design_space
 from archipelago.explore.trials import PUBLISHED, WORKER, this_run
 from archipelago.output_file import write_atomically
+from archipelago.strategies.tensor_parallel.estimate import estimate_generation
 from tests.conftest import TINY_GPT2
 from tests.test_explore import archi, complete_trials
 

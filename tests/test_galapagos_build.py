@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from archipelago.api import build, make_plan
-from archipelago.comm.gmi import HOST
 from archipelago.errors import ArchipelagoError
 from archipelago.strategies.galapagos.emit import write_build
+from archipelago.strategies.galapagos.gmi import HOST
 from tests.galapagos_readback import read_build
 from tests.test_galapagos_emulate import tiny_ibert_config
 

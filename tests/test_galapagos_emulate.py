@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from archipelago.api import make_plan
-from archipelago.comm.gmi import HOST, gateway_name
 from archipelago.errors import ArchipelagoError
 from archipelago.models.zoo import zoo_configs
+from archipelago.strategies.galapagos.gmi import HOST, gateway_name
 
 
 def tiny_ibert_config(layers: int = 2) -> dict:

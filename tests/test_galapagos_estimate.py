@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from archipelago.api import make_plan
-from archipelago.engines import hls_stream
+from archipelago.strategies.galapagos import hls_stream
 from archipelago.strategies.galapagos.estimate import EncoderTiming, encoder_timing, estimate_stream
 from benchmarks.bench_galapagos import TABLE_1, fit_kernel_latency
 

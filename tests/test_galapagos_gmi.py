@@ -3,7 +3,8 @@ header, routing tables and the 256 x 256 limits (seeds/000 §4-6)."""
 
 import pytest
 
-from archipelago.comm.gmi import (
+from archipelago.errors import PartitionError
+from archipelago.strategies.galapagos.gmi import (
     HOST,
     HOST_CLUSTER,
     MAX_KERNELS_PER_CLUSTER,
@@ -18,7 +19,6 @@ from archipelago.comm.gmi import (
     routing_tables,
     unframe,
 )
-from archipelago.errors import PartitionError
 
 
 def _nodes(layout: dict[str, tuple[int, int]]) -> dict[str, Node]:

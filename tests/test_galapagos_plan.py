@@ -7,10 +7,10 @@ from itertools import pairwise
 import pytest
 
 from archipelago.api import make_plan
-from archipelago.comm.gmi import HOST, gateway_name
-from archipelago.engines.hls_stream import HLSStreamEngine, KernelJob, multiplier_dsp
 from archipelago.errors import ArchipelagoError, PartitionError
 from archipelago.hardware.cluster import resolve_cluster
+from archipelago.strategies.galapagos.gmi import HOST, gateway_name
+from archipelago.strategies.galapagos.hls_stream import HLSStreamEngine, KernelJob, multiplier_dsp
 
 
 def test_one_port_fpgas_hang_off_chained_switches() -> None:

@@ -4,10 +4,10 @@ blocks, checked against an FP32 nn.LSTM NMT with the same weights."""
 import pytest
 
 from archipelago.emulate.errors import RankFailure
-from archipelago.emulate.host_offload import STATE_TOLERANCE, emulate_host
-from archipelago.emulate.host_offload.processes import start_cards
 from archipelago.hardware.cluster import resolve_cluster
 from archipelago.models.recurrent import build_recurrent
+from archipelago.strategies.host_offload.emulate import STATE_TOLERANCE, emulate_host
+from archipelago.strategies.host_offload.emulate.processes import start_cards
 from archipelago.strategies.host_offload.plan import make_host_plan
 
 STEPS = 6

@@ -4,10 +4,10 @@ import json
 
 import pytest
 
-from archipelago.engines.npu_overlay import npu_design
-from archipelago.engines.pcie import PCIeLink, concurrent_s
 from archipelago.errors import ConfigError
 from archipelago.hardware.catalog import get_device
+from archipelago.strategies.host_offload.npu_overlay import npu_design
+from archipelago.strategies.host_offload.pcie import PCIeLink, concurrent_s
 from archipelago.strategies.host_offload.program import Instr
 from archipelago.strategies.host_offload.proxies import (
     load_profile,

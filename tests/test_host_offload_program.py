@@ -3,12 +3,12 @@
 import numpy as np
 import pytest
 
-from archipelago.emulate.host_offload.card import LocalCard
-from archipelago.emulate.host_offload.executor import Executor
 from archipelago.errors import ArchipelagoError, PartitionError
 from archipelago.hardware.cluster import resolve_cluster
 from archipelago.models.recurrent import MatvecSpec, build_recurrent
 from archipelago.strategies.host_offload.apps import run_app
+from archipelago.strategies.host_offload.emulate.card import LocalCard
+from archipelago.strategies.host_offload.emulate.executor import Executor
 from archipelago.strategies.host_offload.layout import make_layout
 from archipelago.strategies.host_offload.partition import Grid, parse_grid, unit_blocks
 from archipelago.strategies.host_offload.plan import make_host_plan

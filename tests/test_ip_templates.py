@@ -4,15 +4,15 @@ from pathlib import Path
 
 import pytest
 
-from archipelago.engines.ip_templates import (
+from archipelago.errors import ConfigError
+from archipelago.models.dag import dag_from_dict
+from archipelago.strategies.chef.ip_templates import (
     IPTemplate,
     builtin_ips,
     dram_bytes,
     layer_cost,
     load_ips,
 )
-from archipelago.errors import ConfigError
-from archipelago.models.dag import dag_from_dict
 
 F, BW = 200e6, 12e9
 
@@ -95,7 +95,7 @@ def test_user_ip_file(tmp_path: Path):
 def test_an_lstm_ip_narrower_than_its_four_gates_still_has_an_output_lane():
     """`parallel` below 4 leaves no whole lane per gate; pooling on it runs one lane wide
     (it divided by zero)."""
-    from archipelago.engines.ip_templates import IPTemplate
+    from archipelago.strategies.chef.ip_templates import IPTemplate
 
     assert IPTemplate(name="l", type="lstm", parallel=1).lanes == 1
     assert IPTemplate(name="l", type="lstm", parallel=64).lanes == 16

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 from archipelago.api import make_plan, plan_and_estimate
-from archipelago.engines.systolic import SystolicConfig, SystolicEngine
-from archipelago.estimate.overlap import collective_seconds, exposed_seconds
 from archipelago.hardware.catalog import get_device
 from archipelago.models.graph import Op, Phase
 from archipelago.models.zoo import resolve_model
-from archipelago.plan import CommStep, ComputeStep
+from archipelago.strategies.tensor_parallel.overlap import collective_seconds, exposed_seconds
+from archipelago.strategies.tensor_parallel.plan import CommStep, ComputeStep
+from archipelago.strategies.tensor_parallel.systolic import SystolicConfig, SystolicEngine
 
 SPEC = resolve_model("gpt2-345m")
 

@@ -75,7 +75,7 @@ def test_force_replaces_an_existing_page(tmp_path: Path) -> None:
 def test_link_bytes_per_token_by_hand() -> None:
     """DFX on a ring of 4: per block, all-gathers of hidden, hidden, FFN and hidden FP16
     values, each link carrying 3/4 of each; then the (max, argmax) pairs of 4 ranks."""
-    from archipelago.report.tensor_parallel_page import _link_bytes_per_token
+    from archipelago.strategies.tensor_parallel.page import _link_bytes_per_token
 
     plan = plan_and_estimate("gpt2-1.5b", "4xu280", "dfx").plan
     h, f, layers = plan.spec.hidden, plan.spec.ffn, plan.spec.layers
@@ -105,7 +105,7 @@ def test_device_count_sweep_notes_counts_the_strategy_refuses() -> None:
 
 
 def test_resource_bars_are_the_estimates_shares() -> None:
-    from archipelago.report.tensor_parallel_page import _fractions
+    from archipelago.strategies.tensor_parallel.page import _fractions
 
     plan, _, est = plan_and_estimate("gpt2-1.5b", "4xu280", "dfx")
     fractions, _ = _fractions(plan, est)

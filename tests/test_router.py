@@ -2,13 +2,13 @@
 
 import pytest
 
-from archipelago.comm.router import (
+from archipelago.hardware.cluster import resolve_cluster
+from archipelago.strategies.tensor_parallel.router import (
     dfx_all_gather_s,
     lora_all_gather_s,
     lora_all_reduce_s,
     lora_link,
 )
-from archipelago.hardware.cluster import resolve_cluster
 
 CLOCK = 200e6
 

@@ -7,7 +7,7 @@ import pytest
 from archipelago.api import make_plan
 from archipelago.errors import PartitionError
 from archipelago.models.weights import all_weights, parameter_count
-from archipelago.plan import CommStep, ComputeStep
+from archipelago.strategies.tensor_parallel.plan import CommStep, ComputeStep
 
 
 @pytest.mark.parametrize("ranks", [1, 2, 4])

@@ -4,9 +4,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from archipelago.emulate.chef.dag_torch import module_weights, run_dag  # noqa: E402
 from archipelago.errors import ConfigError  # noqa: E402
 from archipelago.models.torch_import import dag_from_module  # noqa: E402
+from archipelago.strategies.chef.emulate.dag_torch import module_weights, run_dag  # noqa: E402
 
 
 class TwoModalitiesSafe(torch.nn.Module):

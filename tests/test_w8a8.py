@@ -2,7 +2,7 @@
 
 import torch
 
-from archipelago.emulate.w8a8 import (
+from archipelago.strategies.tensor_parallel.emulate.w8a8 import (
     int8_matmul,
     quantize,
     scale_for,

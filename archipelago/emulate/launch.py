@@ -3,7 +3,6 @@ and summarize. Under torchrun (RANK and WORLD_SIZE set) this process is one rank
 
 import os
 import socket
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +17,10 @@ from archipelago.emulate.job import EmulationJob
 from archipelago.emulate.reaper import owned_run_dir, record_helpers, start_fork_server
 from archipelago.emulate.torchrun import check_world, torchrun_place
 from archipelago.emulate.watchdog import DONE, FAULT_ENV, ProgressBoard, stop, watch
-from archipelago.emulate.worker import RankProgram
-from archipelago.plan import Plan
+from archipelago.emulate.worker import RankProgram, SPMDPlan
 
 
-def run_spmd(plan: Plan, job: EmulationJob, program: RankProgram) -> dict[str, Any] | None:
+def run_spmd(plan: SPMDPlan, job: EmulationJob, program: RankProgram) -> dict[str, Any] | None:
     """Run `program` on every device of `plan`: one process per device started here, or,
     under torchrun (RANK and WORLD_SIZE set), this process as one of them. The report, or
     None on torchrun ranks other than 0."""
@@ -33,20 +31,10 @@ def run_spmd(plan: Plan, job: EmulationJob, program: RankProgram) -> dict[str, A
     return emulate_locally(plan, job, program)
 
 
-def emulate_locally(plan: Plan, job: EmulationJob, program: RankProgram) -> dict[str, Any]:
+def emulate_locally(plan: SPMDPlan, job: EmulationJob, program: RankProgram) -> dict[str, Any]:
     """Run `plan` itself, the object in hand, with one process per device on this machine."""
     with owned_run_dir() as run_dir:
-        if job.checkpoint is None:
-            from archipelago.emulate.reference import save_seeded_checkpoint
-
-            weights = save_seeded_checkpoint(plan.spec, job.seed, run_dir / "weights")
-        else:
-            weights = Path(job.checkpoint)
-        if plan.numerics == "w8a8":
-            from archipelago.emulate.quantized import prepare_w8a8
-
-            weights = prepare_w8a8(plan.spec, weights, run_dir / "w8a8", job.seed)
-        job = replace(job, weights_dir=str(weights))
+        job = program.provide_weights(plan, job, run_dir)
         return program.summarize(plan, job, run_ranks(plan, job, program, run_dir))
 
 
@@ -56,7 +44,7 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def run_ranks(plan: Plan, job: EmulationJob, program: RankProgram,
+def run_ranks(plan: SPMDPlan, job: EmulationJob, program: RankProgram,
               run_dir: Path) -> list[dict[str, Any]]:
     """One OS process per device (gloo over loopback), forked from a server that imported
     torch once; all are killed as soon as one fails or the run stalls (watchdog.watch
@@ -85,7 +73,7 @@ class _TokenBars:
     """One rich progress bar per rank on stderr: tokens generated, read from the
     collectives the rank has counted onto the board (the program says how many per token)."""
 
-    def __init__(self, plan: Plan, job: EmulationJob, program: RankProgram) -> None:
+    def __init__(self, plan: SPMDPlan, job: EmulationJob, program: RankProgram) -> None:
         self.pace = program.pace(plan, job) if program.pace else None
         console = Console(stderr=True)  # bars only on a terminal: in a pipe or log file
         self.bar = Progress(console=console, transient=True,  # they left a blank line

@@ -6,10 +6,10 @@ import os
 import sys
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 import torch.distributed as dist
@@ -27,7 +27,14 @@ from archipelago.emulate.watchdog import (
     record_failure,
 )
 from archipelago.errors import ArchipelagoError
-from archipelago.plan import Plan
+
+
+class SPMDPlan(Protocol):
+    """What the launcher needs of a plan: how many ranks run it."""
+
+    @property
+    def ranks(self) -> int: ...
+
 
 
 @dataclass(frozen=True)
@@ -35,14 +42,18 @@ class RankProgram:
     """An SPMD emulator: `run_rank` runs on every rank with its Exchange; `summarize` turns
     all ranks' results (gathered on rank 0) into the report."""
 
-    run_rank: Callable[[Plan, EmulationJob, int, Exchange], dict[str, Any]]
-    summarize: Callable[[Plan, EmulationJob, list[dict[str, Any]]], dict[str, Any]]
+    run_rank: Callable[[SPMDPlan, EmulationJob, int, Exchange], dict[str, Any]]
+    summarize: Callable[[SPMDPlan, EmulationJob, list[dict[str, Any]]], dict[str, Any]]
     # (plan, job) -> (collectives per generated token, tokens): what the launcher's progress
     # bar counts the ranks' collectives against
-    pace: Callable[[Plan, EmulationJob], tuple[int, int]] | None = None
+    pace: Callable[[SPMDPlan, EmulationJob], tuple[int, int]] | None = None
+    # (plan, job, run_dir) -> the job with `weights_dir` set: written under the run's
+    # directory when this machine starts the ranks, a shared cache under torchrun (None)
+    provide_weights: Callable[[SPMDPlan, EmulationJob, Path | None], EmulationJob] = (
+        lambda plan, job, run_dir: job)
 
 
-def run_rank(plan: Plan, job: EmulationJob, program: RankProgram, place: TorchrunPlace,
+def run_rank(plan: SPMDPlan, job: EmulationJob, program: RankProgram, place: TorchrunPlace,
              heartbeat: Heartbeat) -> list[dict[str, Any]] | None:
     """This rank's part of `plan` (the launch's size checked against it already); rank 0
     gets every rank's result, the others None. Collectives time out after `job.timeout_s`,
@@ -61,25 +72,12 @@ def run_rank(plan: Plan, job: EmulationJob, program: RankProgram, place: Torchru
     return gathered
 
 
-def run_torchrun_rank(plan: Plan, job: EmulationJob, program: RankProgram,
+def run_torchrun_rank(plan: SPMDPlan, job: EmulationJob, program: RankProgram,
                       place: TorchrunPlace) -> dict[str, Any] | None:
     """This process is one rank of a torchrun launch (its environment checked by the
     launcher; each rank built the same `plan`): rank 0 returns the report."""
     rank = place.rank
-    if job.checkpoint is None:
-        from archipelago.emulate.reference import cached_seeded_checkpoint
-
-        job = replace(job, weights_dir=str(cached_seeded_checkpoint(plan.spec, job.seed)))
-    else:
-        job = replace(job, weights_dir=job.checkpoint)
-    if plan.numerics == "w8a8":
-        from archipelago.emulate.quantized import prepare_w8a8
-        from archipelago.emulate.reference import cached_directory
-
-        source = Path(job.weights_dir)
-        job = replace(job, weights_dir=str(cached_directory(
-            "w8a8", [str(source.resolve()), job.seed],
-            lambda d: prepare_w8a8(plan.spec, source, d, job.seed))))
+    job = program.provide_weights(plan, job, None)
     try:
         fault = Fault.parse(os.environ.get(FAULT_ENV), rank)
         gathered = run_rank(plan, job, program, place, Heartbeat(rank, fault=fault))
@@ -92,10 +90,10 @@ def run_torchrun_rank(plan: Plan, job: EmulationJob, program: RankProgram,
     return None if gathered is None else program.summarize(plan, job, gathered)
 
 
-def main(run_dir: Path, plan: Plan, job: EmulationJob, program: RankProgram, rank: int,
+def main(run_dir: Path, plan: SPMDPlan, job: EmulationJob, program: RankProgram, rank: int,
          port: int, fault: str | None) -> None:
     """A rank started by the launcher (forked from its fork server) with the launcher's own
-    Plan object: output goes to RUN_DIR/rank{k}.log, failures to RUN_DIR/rank{k}.error."""
+    SPMDPlan object: output goes to RUN_DIR/rank{k}.log, failures to RUN_DIR/rank{k}.error."""
     die_with_parent()
     try:
         log = os.open(run_dir / f"rank{rank}.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)

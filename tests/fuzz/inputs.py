@@ -212,11 +212,11 @@ def dag_doc(draw: st.DrawFn) -> Any:
 
 @st.composite
 def ip_doc(draw: st.DrawFn) -> Any:
-    from archipelago.engines.ip_templates import builtin_ips
+    from archipelago.strategies.chef.ip_templates import builtin_ips
 
     names = draw(st.lists(st.sampled_from(sorted(builtin_ips())), min_size=1, max_size=3,
                           unique=True))
-    raw = yaml.safe_load((Path(__file__).parents[2] / "archipelago" / "engines" /
+    raw = yaml.safe_load((Path(__file__).parents[2] / "archipelago" / "strategies" / "chef" /
                           "ip_templates.yaml").read_text())["ips"]
     return {"ips": {name: draw(mutated(raw[name])) for name in names}}
 

@@ -57,7 +57,7 @@ register_kind(PlanKind(
     "scheduled-dag", SCHEDULED_DAG,
     estimator="archipelago.strategies.chef.report:estimate",
     report="archipelago.strategies.chef.report",
-    emulator="archipelago.emulate.chef:emulate_plan",
+    emulator="archipelago.strategies.chef.emulate:emulate_plan",
     page="archipelago.strategies.chef.page:page",
 ))
 

@@ -18,11 +18,11 @@ re-maps each): re-mapping is 3/4 of M2A's time and rarely reorders candidates.
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from archipelago.engines.ip_templates import IPTemplate
 from archipelago.errors import PartitionError
 from archipelago.hardware.hetero import HeteroCluster
 from archipelago.models.dag import ModelDAG
 from archipelago.strategies.chef.deployment import Deployment, deploy, fits
+from archipelago.strategies.chef.ip_templates import IPTemplate
 from archipelago.strategies.chef.m2a import list_mapping, m2a
 from archipelago.strategies.chef.simulate import LayerCosts, Schedule, Tables, simulate
 

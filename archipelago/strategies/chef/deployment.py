@@ -4,8 +4,8 @@ bank each accelerator is wired to and the resources it takes."""
 from collections import Counter
 from dataclasses import dataclass
 
-from archipelago.engines.ip_templates import IPTemplate
 from archipelago.hardware.hetero import HeteroCluster
+from archipelago.strategies.chef.ip_templates import IPTemplate
 
 
 @dataclass(frozen=True)

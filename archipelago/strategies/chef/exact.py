@@ -10,12 +10,12 @@ no optimum is cut. Both refuse instances above a stated size instead of running 
 from collections.abc import Iterator
 from itertools import combinations_with_replacement, product
 
-from archipelago.engines.ip_templates import IPTemplate
 from archipelago.errors import PartitionError
 from archipelago.hardware.hetero import HeteroCluster
 from archipelago.models.dag import ModelDAG, validate_dag
 from archipelago.strategies.chef.a2f import layer_types
 from archipelago.strategies.chef.deployment import fits
+from archipelago.strategies.chef.ip_templates import IPTemplate
 from archipelago.strategies.chef.simulate import INF, Tables
 
 MAX_MAPPINGS = 4**12  # N^M above this is refused (12 layers on 4 accelerators)

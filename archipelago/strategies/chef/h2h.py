@@ -17,12 +17,12 @@ its type that fits.
 import copy
 import time
 
-from archipelago.engines.ip_templates import BYTES_PER_ELEMENT, IPTemplate
 from archipelago.errors import PartitionError
 from archipelago.hardware.hetero import HeteroCluster
 from archipelago.models.dag import ModelDAG
 from archipelago.strategies.chef.a2f import layer_types
 from archipelago.strategies.chef.deployment import deploy
+from archipelago.strategies.chef.ip_templates import BYTES_PER_ELEMENT, IPTemplate
 from archipelago.strategies.chef.m2a import remap
 from archipelago.strategies.chef.plan import ChefConfig, ScheduledDAG
 from archipelago.strategies.chef.planners import prepare

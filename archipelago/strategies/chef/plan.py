@@ -6,11 +6,11 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from archipelago.engines.ip_templates import IPTemplate, builtin_ips, load_ips
 from archipelago.errors import ArchipelagoError, PartitionError
 from archipelago.hardware.hetero import HeteroCluster
 from archipelago.models.dag import ModelDAG
 from archipelago.strategies.chef.deployment import Deployment, describe
+from archipelago.strategies.chef.ip_templates import IPTemplate, builtin_ips, load_ips
 from archipelago.strategies.chef.simulate import Schedule, Tables
 
 

@@ -5,7 +5,6 @@ ChefConfig and returns a ScheduledDAG."""
 import time
 from collections.abc import Callable
 
-from archipelago.engines.ip_templates import dram_bytes
 from archipelago.errors import PartitionError
 from archipelago.hardware.hetero import HeteroCluster
 from archipelago.models.dag import ModelDAG
@@ -17,6 +16,7 @@ from archipelago.strategies.chef.a2f import (
 )
 from archipelago.strategies.chef.deployment import deploy
 from archipelago.strategies.chef.exact import all_deployments, optimal_mapping
+from archipelago.strategies.chef.ip_templates import dram_bytes
 from archipelago.strategies.chef.plan import ChefConfig, ScheduledDAG, check_dram
 from archipelago.strategies.chef.simulate import LayerCosts, Tables, makespan, simulate
 

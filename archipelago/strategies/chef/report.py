@@ -15,7 +15,7 @@ def estimate(plan, workload) -> dict[str, Any]:
 def _gantt(plan, workload, est: dict[str, Any]) -> str | None:
     if workload.gantt is None:
         return None
-    from archipelago.report.gantt import write_gantt
+    from archipelago.strategies.chef.gantt import write_gantt
 
     modality = {la.name: la.modality for la in plan.dag.layers}
     return str(write_gantt(est, modality, Path(workload.gantt)))

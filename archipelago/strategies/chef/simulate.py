@@ -12,10 +12,10 @@ bandwidth.
 from collections import Counter
 from dataclasses import dataclass
 
-from archipelago.engines.ip_templates import IPTemplate, dram_bytes, layer_cost
 from archipelago.hardware.hetero import HeteroCluster
 from archipelago.models.dag import ModelDAG
 from archipelago.strategies.chef.deployment import Deployment
+from archipelago.strategies.chef.ip_templates import IPTemplate, dram_bytes, layer_cost
 
 INF = float("inf")
 

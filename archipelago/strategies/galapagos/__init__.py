@@ -15,13 +15,13 @@ The dataflow plan kind's consumers live here too, imported only when a command n
     emulate   libGalapagos-style kernel threads and packet router, bit-exact to IBertModel
 """
 
-from archipelago.engines.aie import AIEEngine
-from archipelago.engines.hls_stream import HLSStreamEngine, StreamConfig
 from archipelago.errors import PartitionError
 from archipelago.estimate.workload import parse_seq_len
 from archipelago.hardware.cluster import Cluster
 from archipelago.models.spec import ModelSpec
+from archipelago.strategies.galapagos.aie import AIEEngine
 from archipelago.strategies.galapagos.builder import build_plan
+from archipelago.strategies.galapagos.hls_stream import HLSStreamEngine, StreamConfig
 from archipelago.strategies.galapagos.plan import DataflowPlan
 from archipelago.strategies.registry import (
     PlanKind,

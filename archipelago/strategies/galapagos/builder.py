@@ -11,7 +11,11 @@ IDs, the whole assembly is redone with fewer compute kernels per cluster.
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 
-from archipelago.comm.gmi import (
+from archipelago.engines.base import add_resources
+from archipelago.errors import PartitionError
+from archipelago.hardware.cluster import Cluster
+from archipelago.models.spec import ModelSpec
+from archipelago.strategies.galapagos.gmi import (
     GMI,
     HOST,
     HOST_CLUSTER,
@@ -26,17 +30,13 @@ from archipelago.comm.gmi import (
     rank_fpgas,
     routing_tables,
 )
-from archipelago.engines.base import add_resources
-from archipelago.engines.hls_stream import (
+from archipelago.strategies.galapagos.hls_stream import (
     HLSStreamEngine,
     KernelDesign,
     KernelJob,
     fabric,
     flits,
 )
-from archipelago.errors import PartitionError
-from archipelago.hardware.cluster import Cluster
-from archipelago.models.spec import ModelSpec
 from archipelago.strategies.galapagos.mapping import cut_clusters, first_fit, fpga_address, spread
 from archipelago.strategies.galapagos.plan import (
     ComputeKernel,

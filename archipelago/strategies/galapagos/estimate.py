@@ -17,11 +17,11 @@ from itertools import pairwise
 
 import numpy as np
 
-from archipelago.comm.gmi import HOST, gateway_name
-from archipelago.engines.hls_stream import flits
 from archipelago.estimate.figures import checked
 from archipelago.estimate.workload import Sequence
 from archipelago.hardware.device import FABRIC
+from archipelago.strategies.galapagos.gmi import HOST, gateway_name
+from archipelago.strategies.galapagos.hls_stream import flits
 from archipelago.strategies.galapagos.plan import DataflowPlan
 
 

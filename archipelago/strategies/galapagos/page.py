@@ -4,7 +4,6 @@ StreamEstimate; the sequence-length sweep is asked of the estimator here."""
 from math import ceil
 from typing import Any
 
-from archipelago.comm.gmi import HOST
 from archipelago.engines.dsp_packing import PRODUCTS_PER_DSP
 from archipelago.estimate.workload import Sequence
 from archipelago.hardware.device import FABRIC
@@ -27,6 +26,7 @@ from archipelago.strategies.galapagos.estimate import (
     estimate_stream,
     kernel_outputs,
 )
+from archipelago.strategies.galapagos.gmi import HOST
 from archipelago.strategies.galapagos.plan import DataflowPlan
 
 MS, US = 1e3, 1e6

@@ -4,11 +4,11 @@ emulator and the build-file writers read. It never re-derives anything they need
 from dataclasses import dataclass
 from typing import Literal
 
-from archipelago.comm.gmi import HOST, Node, RoutingTables, Stream, Transfer
-from archipelago.engines.hls_stream import HLSStreamEngine, KernelDesign
 from archipelago.hardware.cluster import Cluster
 from archipelago.hardware.device import Device, Resources
 from archipelago.models.spec import ModelSpec
+from archipelago.strategies.galapagos.gmi import HOST, Node, RoutingTables, Stream, Transfer
+from archipelago.strategies.galapagos.hls_stream import HLSStreamEngine, KernelDesign
 
 Role = Literal["q", "k", "v", "score", "context", "attn_out", "ln1", "ffn_up", "ffn_down",
                "ln2"]

@@ -12,12 +12,12 @@ columns so each part feeds its partner directly, and the partial sums are reduce
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from archipelago.comm.gmi import HOST, Transfer
-from archipelago.engines.hls_stream import HLSStreamEngine, KernelDesign, KernelJob
 from archipelago.errors import PartitionError
 from archipelago.hardware.device import Device
 from archipelago.models.spec import ModelSpec
-from archipelago.plan import split_bounds
+from archipelago.split import split_bounds
+from archipelago.strategies.galapagos.gmi import HOST, Transfer
+from archipelago.strategies.galapagos.hls_stream import HLSStreamEngine, KernelDesign, KernelJob
 from archipelago.strategies.galapagos.plan import ComputeKernel
 
 INT8, INT16, INT32 = 1, 2, 4  # bytes per streamed element: activations, probabilities,

@@ -15,7 +15,7 @@ The host-program kind's consumers, imported only when a command needs them:
     service    `archi explore` (largest model, latency target) and `archi proxies`
     report     estimates, emulations and sizings as JSON or tables
     page       the charts of `archi report` (plotly, imported only there)
-The emulator is `archipelago.emulate.host_offload`.
+The emulator is `archipelago.strategies.host_offload.emulate`.
 """
 
 from archipelago.errors import PartitionError
@@ -62,7 +62,7 @@ register_kind(PlanKind(
     "host-program", HOST_PROGRAM,
     estimator="archipelago.strategies.host_offload.estimate:estimate",
     report="archipelago.strategies.host_offload.report",
-    emulator="archipelago.emulate.host_offload:emulate",
+    emulator="archipelago.strategies.host_offload.emulate:emulate",
     explorer="archipelago.strategies.host_offload.service:explore",
     page="archipelago.strategies.host_offload.page:page"))
 

@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from archipelago.engines.base import MAX_DIM, MAX_TOKENS
-from archipelago.engines.npu_overlay import NPUConfig
+from archipelago.strategies.host_offload.npu_overlay import NPUConfig
 from archipelago.strategies.host_offload.proxies import load_profile
 
 

@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from archipelago.engines.pcie import concurrent_s
+from archipelago.strategies.host_offload.pcie import concurrent_s
 from archipelago.strategies.host_offload.plan import HostPlan
 from archipelago.strategies.host_offload.program import Call, Category
 from archipelago.strategies.host_offload.proxies import CPUProfile, load_profile

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from archipelago.errors import PartitionError
 from archipelago.models.recurrent import GATES
-from archipelago.plan import split_bounds
+from archipelago.split import split_bounds
 
 RowRanges = tuple[tuple[int, int], ...]
 

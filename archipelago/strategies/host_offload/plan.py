@@ -4,8 +4,6 @@
 from dataclasses import dataclass
 from pathlib import Path
 
-from archipelago.engines.npu_overlay import NPUConfig, NPUDesign, npu_design
-from archipelago.engines.pcie import PCIeLink
 from archipelago.errors import PartitionError
 from archipelago.hardware.catalog import catalog
 from archipelago.hardware.cluster import Cluster
@@ -14,7 +12,9 @@ from archipelago.models.recurrent import LSTMSpec, MatvecSpec, NMTSpec, Recurren
 from archipelago.strategies.host_offload.apps import run_app
 from archipelago.strategies.host_offload.config import HostConfig
 from archipelago.strategies.host_offload.layout import Layout, WeightsMode, make_layout
+from archipelago.strategies.host_offload.npu_overlay import NPUConfig, NPUDesign, npu_design
 from archipelago.strategies.host_offload.partition import Grid, parse_grid
+from archipelago.strategies.host_offload.pcie import PCIeLink
 from archipelago.strategies.host_offload.program import Program, ProgramTooLarge, Recorder, Sym
 
 

@@ -10,11 +10,11 @@ transfers) and is scanned upward from the first count that fits.
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from archipelago.engines.npu_overlay import NPUConfig, npu_design
 from archipelago.hardware.cluster import Cluster, parse_shorthand
 from archipelago.models.recurrent import RecurrentSpec
 from archipelago.strategies.host_offload.estimate import HostEstimate, estimate_host
 from archipelago.strategies.host_offload.layout import WeightsMode, make_layout
+from archipelago.strategies.host_offload.npu_overlay import NPUConfig, npu_design
 from archipelago.strategies.host_offload.plan import feasibility, make_host_plan
 from archipelago.strategies.host_offload.proxies import CPUProfile
 

@@ -13,7 +13,6 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from archipelago.comm.gmi import Node
 from archipelago.emit.output_dir import OutputDir
 from archipelago.errors import PartitionError
 from archipelago.strategies.galapagos.emit.cluster_builder import (
@@ -24,6 +23,7 @@ from archipelago.strategies.galapagos.emit.cluster_builder import (
 from archipelago.strategies.galapagos.emit.galapagos_xml import logical_xml, map_xml
 from archipelago.strategies.galapagos.emit.routing import routing_file
 from archipelago.strategies.galapagos.estimate import feasibility
+from archipelago.strategies.galapagos.gmi import Node
 from archipelago.strategies.galapagos.plan import DataflowPlan
 
 

@@ -6,8 +6,13 @@ destinations as [cluster, kernel ID], and the streams between kernels by name)."
 from collections import defaultdict
 from typing import Any
 
-from archipelago.comm.gmi import HOST, MAX_CLUSTERS, MAX_KERNELS_PER_CLUSTER, gateway_name
 from archipelago.strategies.galapagos.emit.galapagos_xml import ip_name
+from archipelago.strategies.galapagos.gmi import (
+    HOST,
+    MAX_CLUSTERS,
+    MAX_KERNELS_PER_CLUSTER,
+    gateway_name,
+)
 from archipelago.strategies.galapagos.plan import DataflowPlan
 
 # One row per stream (tens of thousands in a large build): bytes per row, whether they grow

@@ -6,7 +6,7 @@ Written as text with escaped values: thousands of kernels per build."""
 
 from xml.sax.saxutils import escape
 
-from archipelago.comm.gmi import Node
+from archipelago.strategies.galapagos.gmi import Node
 from archipelago.strategies.galapagos.plan import DataflowPlan, KernelCluster
 
 # AXI-Stream fields of a Galapagos packet: 512-bit data (64-byte flits, seeds/000 §8.2.2),

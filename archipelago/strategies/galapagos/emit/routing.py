@@ -5,8 +5,12 @@ they take in memory against one flat table of every kernel."""
 
 from typing import Any
 
-from archipelago.comm.gmi import IP_ENTRY_BYTES, MAX_KERNELS_PER_CLUSTER, RoutingTables
 from archipelago.engines.base import memory_blocks
+from archipelago.strategies.galapagos.gmi import (
+    IP_ENTRY_BYTES,
+    MAX_KERNELS_PER_CLUSTER,
+    RoutingTables,
+)
 from archipelago.strategies.galapagos.plan import DataflowPlan
 
 

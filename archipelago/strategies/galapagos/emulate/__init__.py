@@ -15,7 +15,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from archipelago.comm.gmi import HOST
 from archipelago.emulate.job import EmulationJob
 from archipelago.errors import ArchipelagoError
 from archipelago.strategies.galapagos.emulate.kernels import (
@@ -28,6 +27,7 @@ from archipelago.strategies.galapagos.emulate.kernels import (
 from archipelago.strategies.galapagos.emulate.params import model_params
 from archipelago.strategies.galapagos.emulate.reference import reference
 from archipelago.strategies.galapagos.emulate.router import Endpoint, Router
+from archipelago.strategies.galapagos.gmi import HOST
 from archipelago.strategies.galapagos.plan import DataflowPlan
 
 

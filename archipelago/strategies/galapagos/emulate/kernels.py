@@ -7,10 +7,10 @@ from collections import defaultdict, deque
 import numpy as np
 import torch
 
-from archipelago.comm.gmi import HOST, Stream, unframe
 from archipelago.strategies.galapagos.emulate.compute import OPERAND, KernelCompute
 from archipelago.strategies.galapagos.emulate.params import LayerParams
 from archipelago.strategies.galapagos.emulate.router import Endpoint, Packet
+from archipelago.strategies.galapagos.gmi import HOST, Stream, unframe
 from archipelago.strategies.galapagos.plan import DataflowPlan
 
 # Element types on the wire, by the role that produced them: int8 activations, 9-bit

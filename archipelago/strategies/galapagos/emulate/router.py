@@ -10,8 +10,8 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 
-from archipelago.comm.gmi import HOST, Node, Stream, frame
 from archipelago.errors import ArchipelagoError
+from archipelago.strategies.galapagos.gmi import HOST, Node, Stream, frame
 from archipelago.strategies.galapagos.plan import DataflowPlan
 
 _POLL_S = 0.05

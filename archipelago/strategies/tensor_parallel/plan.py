@@ -21,16 +21,9 @@ from archipelago.models.weights import (
     layer_weights,
     output_weights,
 )
+from archipelago.split import split_bounds
 
 MemoryKind = Literal["hbm", "ddr", "onchip"]
-
-
-def split_bounds(total: int, parts: int, part: int) -> tuple[int, int]:
-    """Contiguous near-equal slices (the first `total % parts` slices one larger): the one
-    rule every split in a plan follows."""
-    base, extra = divmod(total, parts)
-    start = part * base + min(part, extra)
-    return start, start + base + (1 if part < extra else 0)
 
 
 @dataclass(frozen=True)

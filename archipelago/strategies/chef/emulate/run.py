@@ -15,15 +15,15 @@ from typing import Any
 
 import torch
 
-from archipelago.emulate.chef.dag_torch import (
+from archipelago.errors import ArchipelagoError
+from archipelago.models.dag import ModelDAG
+from archipelago.strategies.chef.emulate.dag_torch import (
     layer_weights,
     model_inputs,
     run_dag,
     run_layer,
     sinks,
 )
-from archipelago.errors import ArchipelagoError
-from archipelago.models.dag import ModelDAG
 
 
 @dataclass(frozen=True)

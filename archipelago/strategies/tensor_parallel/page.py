@@ -6,17 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from archipelago.estimate.generation import (
-    CATEGORIES,
-    Estimate,
-    decode_seconds,
-    step_category,
-    steps_seconds,
-)
-from archipelago.estimate.overlap import collective_seconds
 from archipelago.estimate.workload import Generation
 from archipelago.models.graph import Phase
-from archipelago.plan import CommStep, ComputeStep, Plan
 from archipelago.report.charts import (
     Node,
     OpPoint,
@@ -31,6 +22,15 @@ from archipelago.report.charts import (
 )
 from archipelago.report.page import Chart, Headline, KindPage
 from archipelago.report.sweep import device_count_sweep
+from archipelago.strategies.tensor_parallel.estimate import (
+    CATEGORIES,
+    Estimate,
+    decode_seconds,
+    step_category,
+    steps_seconds,
+)
+from archipelago.strategies.tensor_parallel.overlap import collective_seconds
+from archipelago.strategies.tensor_parallel.plan import CommStep, ComputeStep, Plan
 
 MS = 1e3
 # Bytes one link carries per byte of a collective's full result, on a ring of N: an

@@ -7,11 +7,11 @@ import numpy as np
 
 from archipelago.engines.base import add_resources
 from archipelago.estimate.figures import checked
-from archipelago.estimate.overlap import exposed_seconds
 from archipelago.estimate.workload import Generation
 from archipelago.hardware.device import Resources
 from archipelago.models.graph import Phase
-from archipelago.plan import CommStep, ComputeStep, Plan, Step
+from archipelago.strategies.tensor_parallel.overlap import exposed_seconds
+from archipelago.strategies.tensor_parallel.plan import CommStep, ComputeStep, Plan, Step
 
 # Where each op's time is reported (the DFX paper's Fig. 15 breakdown categories).
 _CATEGORY = {

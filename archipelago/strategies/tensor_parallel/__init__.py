@@ -14,15 +14,21 @@ hidden behind compute by row packing, early broadcast and column-major traversal
 
 from typing import Any
 
-from archipelago.engines.dfx import DFXConfig, DFXEngine
-from archipelago.engines.systolic import SystolicConfig, SystolicEngine
 from archipelago.errors import PartitionError
 from archipelago.estimate.workload import parse_tokens
 from archipelago.hardware.cluster import Cluster
 from archipelago.models.graph import Graph, Op, build_graph
 from archipelago.models.spec import ModelSpec
 from archipelago.models.weights import embedding_weights, layer_weights, output_weights
-from archipelago.plan import (
+from archipelago.strategies.registry import (
+    PlanKind,
+    WorkloadOption,
+    WorkloadType,
+    register,
+    register_kind,
+)
+from archipelago.strategies.tensor_parallel.dfx import DFXConfig, DFXEngine
+from archipelago.strategies.tensor_parallel.plan import (
     CommStep,
     ComputeStep,
     DevicePlan,
@@ -32,13 +38,7 @@ from archipelago.plan import (
     Step,
     split_bounds,
 )
-from archipelago.strategies.registry import (
-    PlanKind,
-    WorkloadOption,
-    WorkloadType,
-    register,
-    register_kind,
-)
+from archipelago.strategies.tensor_parallel.systolic import SystolicConfig, SystolicEngine
 
 FP16_BYTES = 2
 # LayerNorm partial sums travel as FP32 pairs (sum, sum of squares) per row.
@@ -60,11 +60,11 @@ GENERATION = WorkloadType("generation", (
 # An SPMD program every device runs on its own shards (`Plan`), costed over a text generation.
 register_kind(PlanKind(
     "tensor-parallel", GENERATION,
-    estimator="archipelago.estimate.generation:estimate_generation",
-    report="archipelago.report.tensor_parallel",
-    emulator="archipelago.emulate.tensor_parallel:emulate",
-    utilization="archipelago.estimate.utilization:utilization",
-    page="archipelago.report.tensor_parallel_page:page"))
+    estimator="archipelago.strategies.tensor_parallel.estimate:estimate_generation",
+    report="archipelago.strategies.tensor_parallel.report",
+    emulator="archipelago.strategies.tensor_parallel.emulate:emulate",
+    utilization="archipelago.strategies.tensor_parallel.utilization:utilization",
+    page="archipelago.strategies.tensor_parallel.page:page"))
 
 
 def check_divisible(spec: ModelSpec, ranks: int) -> None:
@@ -195,8 +195,11 @@ def _plan(strategy: str, scheme: str, spec: ModelSpec, cluster: Cluster, engine:
                 devices=devices, numerics=numerics)
 
 
+_SPACE = "archipelago.strategies.tensor_parallel.space"  # the engines' design spaces
+
+
 @register("dfx", "tensor parallel, DFX sync scheme: 4 ring all-gathers per block (seeds/001)",
-          "tensor-parallel", DFXConfig, design_space="archipelago.explore.spaces:DFX")
+          "tensor-parallel", DFXConfig, design_space=f"{_SPACE}:DFX")
 def plan_dfx(spec: ModelSpec, cluster: Cluster, config: DFXConfig) -> Plan:
     _check_inputs(spec, cluster, "dfx")
     engine = DFXEngine(config)
@@ -235,13 +238,13 @@ LORA_Q_DEFAULTS = {"precision": "w8a8", "clock_hz": 250e6, "d_sa": 64, "t_m": 64
 @register("lora-f", "tensor parallel, LORA sync (4 all-gathers + 2 all-reduces, overlapped), "
                     "FP16 systolic engine at 200 MHz (seeds/002)", "tensor-parallel",
           SystolicConfig, {"precision": "fp16", "clock_hz": 200e6},
-          design_space="archipelago.explore.spaces:LORA_F")
+          design_space=f"{_SPACE}:LORA_F")
 def plan_lora_f(spec: ModelSpec, cluster: Cluster, config: SystolicConfig) -> Plan:
     return _plan_lora("lora-f", spec, cluster, config)
 
 
 @register("lora-q", "tensor parallel, LORA sync, W8A8 systolic engine with two int8 "
                     "products per DSP at 250 MHz (seeds/002)", "tensor-parallel",
-          SystolicConfig, LORA_Q_DEFAULTS, design_space="archipelago.explore.spaces:LORA_Q")
+          SystolicConfig, LORA_Q_DEFAULTS, design_space=f"{_SPACE}:LORA_Q")
 def plan_lora_q(spec: ModelSpec, cluster: Cluster, config: SystolicConfig) -> Plan:
     return _plan_lora("lora-q", spec, cluster, config)

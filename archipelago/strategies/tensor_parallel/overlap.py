@@ -13,7 +13,7 @@ Three cases, named by CommStep.overlap:
 
 import numpy as np
 
-from archipelago.plan import CommStep, ComputeStep, Plan, Step
+from archipelago.strategies.tensor_parallel.plan import CommStep, ComputeStep, Plan, Step
 
 
 def collective_seconds(plan: Plan, step: CommStep, rows: int) -> float:

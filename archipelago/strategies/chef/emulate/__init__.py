@@ -5,7 +5,7 @@ from typing import Any
 
 def emulate_plan(plan, job) -> dict[str, Any]:
     """The plan kind's emulator hook: the schedule's placement and order, run for real."""
-    from archipelago.emulate.chef.run import emulate_dag
+    from archipelago.strategies.chef.emulate.run import emulate_dag
 
     placement = plan.placement()
     start = dict(zip(plan.tables.names, plan.schedule.start, strict=True))

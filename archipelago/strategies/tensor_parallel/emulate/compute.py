@@ -12,9 +12,9 @@ from functools import partial
 import torch
 import torch.nn.functional as F
 
-from archipelago.emulate.state import RankState
-from archipelago.emulate.w8a8 import w8a8_linear
-from archipelago.plan import ComputeStep
+from archipelago.strategies.tensor_parallel.emulate.state import RankState
+from archipelago.strategies.tensor_parallel.emulate.w8a8 import w8a8_linear
+from archipelago.strategies.tensor_parallel.plan import ComputeStep
 
 Handler = Callable[[ComputeStep, list[torch.Tensor], RankState], torch.Tensor]
 

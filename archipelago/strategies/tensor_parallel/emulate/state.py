@@ -5,9 +5,9 @@ from dataclasses import dataclass, field
 import torch
 
 from archipelago.emulate.exchange import Exchange
-from archipelago.emulate.numerics import Numerics
 from archipelago.models.graph import Op
 from archipelago.models.spec import ModelSpec
+from archipelago.strategies.tensor_parallel.emulate.numerics import Numerics
 
 
 @dataclass

@@ -13,13 +13,13 @@ from typing import Any
 import numpy as np
 
 from archipelago.emulate.errors import EmulationError
-from archipelago.emulate.host_offload.card import CHECKSUM_MOD, LocalCard
-from archipelago.emulate.host_offload.executor import Executor
-from archipelago.emulate.host_offload.processes import start_cards
-from archipelago.emulate.host_offload.weights import make_weights
 from archipelago.emulate.job import EmulationJob
 from archipelago.models.recurrent import LSTMSpec, MatvecSpec, NMTSpec
 from archipelago.strategies.host_offload.apps import BOS, run_app
+from archipelago.strategies.host_offload.emulate.card import CHECKSUM_MOD, LocalCard
+from archipelago.strategies.host_offload.emulate.executor import Executor
+from archipelago.strategies.host_offload.emulate.processes import start_cards
+from archipelago.strategies.host_offload.emulate.weights import make_weights
 from archipelago.strategies.host_offload.plan import HostPlan
 
 # Hidden states are tanh-bounded (|h| < 1); INT8 matvecs (per-row weight scales, one scale
@@ -77,7 +77,7 @@ def _compare(spec: Any, steps: int, weights: dict, biases: dict, host: dict,
     if isinstance(spec, MatvecSpec):
         exact = weights["w"].astype(np.float64) @ host["x"]
         return {"max_state_diff": float(np.abs(result - exact).max() / np.abs(exact).max())}
-    from archipelago.emulate.host_offload.reference import ReferenceNMT, reference_lstm
+    from archipelago.strategies.host_offload.emulate.reference import ReferenceNMT, reference_lstm
 
     if isinstance(spec, LSTMSpec):
         ref = reference_lstm(spec, weights, biases, host["inputs"])

@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from archipelago.emulate.host_offload.card import quantize_rows
+from archipelago.strategies.host_offload.emulate.card import quantize_rows
 from archipelago.strategies.host_offload.layout import Layout
 from archipelago.strategies.host_offload.program import OverlayProgram, Recorder, Sym
 from archipelago.strategies.host_offload.proxies import KERNELS

@@ -9,7 +9,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from archipelago.emulate.errors import RankFailure
-from archipelago.emulate.host_offload.card import Card
+from archipelago.strategies.host_offload.emulate.card import Card
 
 STOP = ("stop",)
 
@@ -72,5 +72,5 @@ class CardProcess:
 def start_cards(count: int, timeout_s: float) -> list[CardProcess]:
     """Forked from a fork server (a host that imported torch still starts clean cards)."""
     context = mp.get_context("forkserver")
-    context.set_forkserver_preload(["archipelago.emulate.host_offload.card"])
+    context.set_forkserver_preload(["archipelago.strategies.host_offload.emulate.card"])
     return [CardProcess(k, context, timeout_s) for k in range(count)]

@@ -2,29 +2,30 @@
 interpreting the plan, and on rank 0 check the tokens and logits against transformers."""
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from archipelago.emulate.checkpoint import CheckpointReader, load_shard
-from archipelago.emulate.comm_steps import COMM
-from archipelago.emulate.compute import ACTIVATIONS, COMPUTE
 from archipelago.emulate.errors import EmulationError
 from archipelago.emulate.exchange import Exchange
-from archipelago.emulate.hf_names import ARCH_NAMES
-from archipelago.emulate.interpreter import generate
 from archipelago.emulate.job import EmulationJob
 from archipelago.emulate.launch import run_spmd
-from archipelago.emulate.numerics import numerics
-from archipelago.emulate.quantized import read_scales
-from archipelago.emulate.state import RankState
-from archipelago.emulate.w8a8 import quantize
 from archipelago.emulate.worker import RankProgram
 from archipelago.models.spec import ModelSpec
 from archipelago.models.weights import WeightTensor, all_weights
 from archipelago.models.zoo import resolve_model
-from archipelago.plan import CommStep, ComputeStep, Plan
+from archipelago.strategies.tensor_parallel.emulate.checkpoint import CheckpointReader, load_shard
+from archipelago.strategies.tensor_parallel.emulate.comm_steps import COMM
+from archipelago.strategies.tensor_parallel.emulate.compute import ACTIVATIONS, COMPUTE
+from archipelago.strategies.tensor_parallel.emulate.hf_names import ARCH_NAMES
+from archipelago.strategies.tensor_parallel.emulate.interpreter import generate
+from archipelago.strategies.tensor_parallel.emulate.numerics import numerics
+from archipelago.strategies.tensor_parallel.emulate.quantized import read_scales
+from archipelago.strategies.tensor_parallel.emulate.state import RankState
+from archipelago.strategies.tensor_parallel.emulate.w8a8 import quantize
+from archipelago.strategies.tensor_parallel.plan import CommStep, ComputeStep, Plan
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
 
@@ -111,7 +112,9 @@ def run_rank(plan: Plan, job: EmulationJob, rank: int, exchange: Exchange) -> di
 def summarize(plan: Plan, job: EmulationJob, ranks: list[dict[str, Any]]) -> dict[str, Any]:
     """Rank results against the unsplit transformers model with the same weights: greedy
     tokens from generate(), and fp32 reference logits along the emulated token path."""
-    from archipelago.emulate import reference  # transformers loads only where results meet
+    from archipelago.strategies.tensor_parallel.emulate import (
+        reference,  # transformers loads only where results meet
+    )
 
     first = ranks[0]
     if any(r["tokens"] != first["tokens"] or r["collectives"] != first["collectives"]
@@ -152,7 +155,34 @@ def pace(plan: Plan, job: EmulationJob) -> tuple[int, int]:
     return per_token, job.workload.output_tokens
 
 
-PROGRAM = RankProgram(run_rank, summarize, pace)
+def provide_weights(plan: Plan, job: EmulationJob, run_dir: Path | None) -> EmulationJob:
+    """The job reading the user's checkpoint or seeded weights, W8A8-prepared where the plan
+    runs int8: written under `run_dir` when this machine starts the ranks, into the shared
+    cache under torchrun (`run_dir` None), where every rank prepares the same files."""
+    from archipelago.strategies.tensor_parallel.emulate.quantized import prepare_w8a8
+    from archipelago.strategies.tensor_parallel.emulate.reference import (
+        cached_directory,
+        cached_seeded_checkpoint,
+        save_seeded_checkpoint,
+    )
+
+    if job.checkpoint is not None:
+        weights = Path(job.checkpoint)
+    elif run_dir is None:
+        weights = cached_seeded_checkpoint(plan.spec, job.seed)
+    else:
+        weights = save_seeded_checkpoint(plan.spec, job.seed, run_dir / "weights")
+    if plan.numerics == "w8a8":
+        if run_dir is None:
+            source = weights
+            weights = cached_directory("w8a8", [str(source.resolve()), job.seed],
+                                       lambda d: prepare_w8a8(plan.spec, source, d, job.seed))
+        else:
+            weights = prepare_w8a8(plan.spec, weights, run_dir / "w8a8", job.seed)
+    return replace(job, weights_dir=str(weights))
+
+
+PROGRAM = RankProgram(run_rank, summarize, pace, provide_weights)
 
 
 def emulate(plan: Plan, job: EmulationJob) -> dict[str, Any] | None:

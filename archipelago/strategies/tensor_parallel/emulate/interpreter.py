@@ -10,10 +10,10 @@ from dataclasses import dataclass
 
 import torch
 
-from archipelago.emulate.comm_steps import COMM, NEXT_TOKEN
-from archipelago.emulate.compute import COMPUTE
-from archipelago.emulate.state import RankState
-from archipelago.plan import ComputeStep, Plan, Step
+from archipelago.strategies.tensor_parallel.emulate.comm_steps import COMM, NEXT_TOKEN
+from archipelago.strategies.tensor_parallel.emulate.compute import COMPUTE
+from archipelago.strategies.tensor_parallel.emulate.state import RankState
+from archipelago.strategies.tensor_parallel.plan import ComputeStep, Plan, Step
 
 # Op kinds whose local output width the plan states exactly (ComputeStep.local_out).
 _EXACT_WIDTH = frozenset({"embedding", "norm", "linear", "activation", "gated_activation",

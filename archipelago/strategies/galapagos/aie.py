@@ -14,16 +14,16 @@ from dataclasses import replace
 from math import ceil
 
 from archipelago.engines.base import add_resources, memory_blocks
-from archipelago.engines.hls_stream import (
+from archipelago.errors import PartitionError
+from archipelago.hardware.device import Resources
+from archipelago.models.spec import ModelSpec
+from archipelago.strategies.galapagos.hls_stream import (
     SOFTMAX_PASSES,
     STAGE_DSP,
     HLSStreamEngine,
     KernelDesign,
     KernelJob,
 )
-from archipelago.errors import PartitionError
-from archipelago.hardware.device import Resources
-from archipelago.models.spec import ModelSpec
 
 AIE_CLOCK_HZ = 1e9  # "a VLIW processor that can operate at a frequency of 1 GHz" (§9.1)
 AIE_DATA_MEMORY_BYTES = 32 * 1024  # "Each AIE has 32 KB of data memory" (§9.1)

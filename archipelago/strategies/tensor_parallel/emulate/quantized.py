@@ -14,10 +14,10 @@ from pathlib import Path
 
 import torch
 
-from archipelago.emulate.hf_names import hf_source
-from archipelago.emulate.w8a8 import scale_for, smoothing_factors
 from archipelago.models.spec import ModelSpec
 from archipelago.models.weights import WeightTensor, layer_weights
+from archipelago.strategies.tensor_parallel.emulate.hf_names import hf_source
+from archipelago.strategies.tensor_parallel.emulate.w8a8 import scale_for, smoothing_factors
 
 SCALES_FILE = "w8a8_scales.json"
 CALIBRATION_TOKENS = 32
@@ -74,7 +74,7 @@ def _smooth(model: torch.nn.Module, spec: ModelSpec, layer: dict[str, WeightTens
 
 def prepare_w8a8(spec: ModelSpec, source: Path, out: Path, seed: int) -> Path:
     """Write the smoothed checkpoint and its scales to `out`; returns `out`."""
-    from archipelago.emulate import reference
+    from archipelago.strategies.tensor_parallel.emulate import reference
 
     model = reference.load_model(source).requires_grad_(False)
     generator = torch.Generator().manual_seed(seed + CALIBRATION_SEED_OFFSET)

@@ -14,10 +14,10 @@ import torch
 from safetensors import safe_open
 
 from archipelago.emulate.errors import EmulationError
-from archipelago.emulate.hf_names import HFSource, hf_source
 from archipelago.models.spec import ModelSpec
 from archipelago.models.weights import WeightTensor, all_weights
-from archipelago.plan import DevicePlan, Shard
+from archipelago.strategies.tensor_parallel.emulate.hf_names import HFSource, hf_source
+from archipelago.strategies.tensor_parallel.plan import DevicePlan, Shard
 
 
 class CheckpointReader:

@@ -1,8 +1,8 @@
 """How much of each device limit a tensor-parallel plan uses: what a design-space search
 (seeds/002 §V-D, Eq. 13) constrains and minimizes."""
 
-from archipelago.estimate.generation import Estimate
-from archipelago.plan import Plan
+from archipelago.strategies.tensor_parallel.estimate import Estimate
+from archipelago.strategies.tensor_parallel.plan import Plan
 
 
 def utilization(plan: Plan, est: Estimate) -> dict[str, float]:

@@ -6,9 +6,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from archipelago.estimate.generation import Estimate
 from archipelago.estimate.workload import Generation
-from archipelago.plan import Plan
+from archipelago.strategies.tensor_parallel.estimate import Estimate
+from archipelago.strategies.tensor_parallel.plan import Plan
 
 
 def estimate_to_dict(plan: Plan, workload: Generation, est: Estimate) -> dict[str, Any]:

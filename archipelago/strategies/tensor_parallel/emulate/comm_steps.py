@@ -4,8 +4,8 @@ from collections.abc import Callable
 
 import torch
 
-from archipelago.emulate.state import RankState
-from archipelago.plan import CommStep
+from archipelago.strategies.tensor_parallel.emulate.state import RankState
+from archipelago.strategies.tensor_parallel.plan import CommStep
 
 NEXT_TOKEN = "next_token"  # env entry argmax_gather writes: the token every rank agrees on
 

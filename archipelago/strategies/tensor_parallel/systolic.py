@@ -20,7 +20,6 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, model_validator
 
-from archipelago.comm.router import lora_all_gather_s, lora_all_reduce_s, lora_link
 from archipelago.engines.base import (
     FP16_ADD_CYCLES,
     FP16_EXP_CYCLES,
@@ -42,7 +41,12 @@ from archipelago.hardware.cluster import Cluster
 from archipelago.hardware.device import Device, Resources
 from archipelago.models.graph import Phase
 from archipelago.models.spec import ModelSpec
-from archipelago.plan import CommStep, ComputeStep
+from archipelago.strategies.tensor_parallel.plan import CommStep, ComputeStep
+from archipelago.strategies.tensor_parallel.router import (
+    lora_all_gather_s,
+    lora_all_reduce_s,
+    lora_link,
+)
 
 Precision = Literal["fp16", "w8a8"]
 

@@ -174,7 +174,7 @@ def parse_ips(data: object, source: str) -> dict[str, IPTemplate]:
 
 @cache
 def builtin_ips() -> dict[str, IPTemplate]:
-    text = resources.files("archipelago.engines").joinpath("ip_templates.yaml").read_text()
+    text = resources.files("archipelago.strategies.chef").joinpath("ip_templates.yaml").read_text()
     return parse_ips(yaml.safe_load(text), "ip_templates.yaml")
 
 

@@ -24,7 +24,6 @@ from math import log2
 import numpy as np
 from pydantic import Field, field_validator, model_validator
 
-from archipelago.comm.router import dfx_all_gather_s
 from archipelago.engines.base import (
     FP16_ADD_CYCLES,
     FP16_EXP_CYCLES,
@@ -49,7 +48,8 @@ from archipelago.hardware.cluster import Cluster
 from archipelago.hardware.device import Resources
 from archipelago.models.graph import Phase
 from archipelago.models.spec import ModelSpec
-from archipelago.plan import CommStep, ComputeStep
+from archipelago.strategies.tensor_parallel.plan import CommStep, ComputeStep
+from archipelago.strategies.tensor_parallel.router import dfx_all_gather_s
 
 # Load/store bypass the VFU execution stage: one cycle (seeds/001 §V-C).
 BYPASS_CYCLES = 1
