@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import import_module
 from importlib.metadata import entry_points
+from pkgutil import iter_modules
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -277,6 +278,14 @@ def _who_takes(option: str) -> str:
     return "is not an option of any plan kind"
 
 
+def builtin_kind_packages() -> list[str]:
+    """The packages under `archipelago.strategies`: one per built-in plan kind, each holding
+    everything of its kind (planners, engines, estimator, emulator, writers, report, page)."""
+    import archipelago.strategies as here
+
+    return [f"{here.__name__}.{m.name}" for m in iter_modules(here.__path__) if m.ispkg]
+
+
 def _load() -> None:
     """Import the built-in strategy modules and every `archipelago.strategies` entry point,
     once; importing a strategy module registers it."""
@@ -284,9 +293,8 @@ def _load() -> None:
     if _loaded:
         return
     _loaded = True
-    for module in ("archipelago.strategies.tensor_parallel", "archipelago.strategies.galapagos",
-                   "archipelago.strategies.host_offload", "archipelago.strategies.chef"):
-        import_module(module)
+    for package in builtin_kind_packages():
+        import_module(package)
     for entry in entry_points(group=ENTRY_POINT_GROUP):
         try:
             entry.load()

@@ -1,0 +1,101 @@
+"""Families of the things a user names on the command line: models (a zoo name, a
+config.json, a layer-DAG YAML, an ONNX file, ...) and clusters (`NxDEVICE`, a built-in
+cluster, a cluster YAML). Each family says how to recognize a name (`matches`), how to
+load it (`load`), which names it offers (`choices`, for the unknown-name error) and what
+`archi catalog` lists of it (`catalog`). `resolve_model`, `resolve_cluster` and `archi
+catalog` are loops over the registered families, so a new family is one `register_family`
+call in its own module, like a new strategy.
+
+Built-in families register when `models.zoo` and `hardware.cluster` are imported; a package
+outside the repository registers through the `archipelago.families` entry point group.
+"""
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from importlib import import_module
+from importlib.metadata import entry_points
+from typing import Any, Literal
+
+from archipelago.errors import ArchipelagoError, UnknownNameError
+
+What = Literal["model", "cluster"]
+ENTRY_POINT_GROUP = "archipelago.families"
+# The modules whose import registers the built-in families.
+_BUILTIN = {"model": "archipelago.models.zoo", "cluster": "archipelago.hardware.cluster"}
+
+
+@dataclass(frozen=True)
+class CatalogTable:
+    """What `archi catalog` shows of a family: a titled table, and the same rows keyed by
+    name under `key` in `--json`."""
+
+    key: str
+    title: str
+    columns: tuple[str, ...]
+    rows: dict[str, tuple[Any, ...]]  # name -> one value per column after the name
+
+    def as_json(self) -> dict[str, dict[str, Any]]:
+        return {name: dict(zip(self.columns[1:], row, strict=True))
+                for name, row in self.rows.items()}
+
+
+@dataclass(frozen=True)
+class Family:
+    """One form a model or cluster name may take. Families are tried in `order` (lowest
+    first); the first whose `matches` accepts the text loads it."""
+
+    name: str
+    what: What
+    matches: Callable[[str], bool]
+    load: Callable[[str], Any]
+    choices: Callable[[], Sequence[str]] = field(default=lambda: ())
+    catalog: Callable[[], CatalogTable] | None = None
+    order: int = 100
+
+
+_FAMILIES: dict[str, Family] = {}
+_loaded: set[str] = set()
+
+
+def register_family(family: Family) -> Family:
+    """Add `family`; registering one name twice with different code is a programming error."""
+    if family.name in _FAMILIES and _FAMILIES[family.name] != family:
+        raise ValueError(f"family '{family.name}' registered twice")
+    _FAMILIES[family.name] = family
+    return family
+
+
+def unregister_family(name: str) -> None:
+    """Drop family `name` (a test's toy family, once the test is done)."""
+    _FAMILIES.pop(name, None)
+
+
+def families(what: What) -> list[Family]:
+    """The registered families of models or clusters, in the order they are tried."""
+    _load(what)
+    return sorted((f for f in _FAMILIES.values() if f.what == what), key=lambda f: f.order)
+
+
+def resolve(what: What, text: str) -> Any:
+    """The model or cluster `text` names: loaded by the first family that recognizes it;
+    an unknown name is one line listing every family's choices."""
+    candidates = families(what)
+    for family in candidates:
+        if family.matches(text):
+            return family.load(text)
+    raise UnknownNameError(what, text, [c for f in candidates for c in f.choices()])
+
+
+def _load(what: What) -> None:
+    """Import the module registering the built-in families of `what`, and every
+    `archipelago.families` entry point, once."""
+    if what in _loaded:
+        return
+    _loaded.add(what)
+    import_module(_BUILTIN[what])
+    for entry in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            entry.load()
+        except Exception as err:  # a broken plug-in: one line naming it, no traceback
+            raise ArchipelagoError(f"entry point '{entry.name}' ({entry.value}) of group "
+                                   f"{ENTRY_POINT_GROUP} failed to load: {err}") from None
