@@ -214,28 +214,15 @@ def build(
 @app.command()
 @user_errors
 def catalog(as_json: JsonOpt = False) -> None:
-    """List built-in models, devices and strategies."""
+    """List the model and cluster families' built-ins, devices and strategies."""
+    from archipelago.families import families
     from archipelago.hardware.catalog import catalog as devices
-    from archipelago.hardware.hetero import builtin_hetero_clusters
-    from archipelago.models.dag_zoo import BUILTIN_DAGS, builtin_dag
-    from archipelago.models.recurrent import build_recurrent, recurrent_names
-    from archipelago.models.weights import parameter_count
-    from archipelago.models.zoo import model_names, resolve_model
     from archipelago.strategies.registry import kinds, strategies
 
-    models = {name: resolve_model(name) for name in model_names()}
-    recurrent = {name: build_recurrent(name) for name in recurrent_names()}
-    dags = {name: builtin_dag(name) for name in BUILTIN_DAGS}
+    tables = [f.catalog() for what in ("model", "cluster") for f in families(what) if f.catalog]
     if as_json:
         print(json.dumps({
-            "models": {n: {"arch": s.arch, "layers": s.layers, "hidden": s.hidden,
-                           "heads": s.heads, "parameters": parameter_count(s)}
-                       for n, s in models.items()},
-            "recurrent_models": {n: {"family": s.family, "parameters": s.params}
-                                 for n, s in recurrent.items()},
-            "dag_models": {n: {"compute_layers": d.compute_layers, "layers": len(d.layers)}
-                           for n, d in dags.items()},
-            "heterogeneous_clusters": builtin_hetero_clusters(),
+            **{t.key: t.as_json() for t in tables},
             "devices": {k: {"name": d.name, "kind": d.kind} for k, d in devices().items()},
             "strategies": {n: s.summary for n, s in strategies().items()},
             "plan_kinds": {n: {"workload": k.workload.name,
@@ -243,27 +230,13 @@ def catalog(as_json: JsonOpt = False) -> None:
                            for n, k in kinds().items()},
         }, indent=2))
         return
-    table = Table(title="models")
-    for col in ("name", "arch", "layers", "hidden", "heads", "ffn", "parameters"):
-        table.add_column(col)
-    for name, s in models.items():
-        table.add_row(name, s.arch, str(s.layers), str(s.hidden), str(s.heads), str(s.ffn),
-                      f"{parameter_count(s) / 1e6:,.0f} M")
-    console.print(table)
-    table = Table(title="recurrent models (sized with --hidden, --layers, --vocab)")
-    for col in ("name", "family", "parameters at the default size"):
-        table.add_column(col)
-    for name, r in recurrent.items():
-        table.add_row(name, r.family, f"{r.params / 1e6:,.0f} M")
-    console.print(table)
-    table = Table(title="layer-DAG models (seeds/004; clusters "
-                  f"{', '.join(builtin_hetero_clusters())})")
-    for col in ("name", "Conv/FC/LSTM layers", "with pool/add", "modalities"):
-        table.add_column(col)
-    for name, d in dags.items():
-        table.add_row(name, str(d.compute_layers), str(len(d.layers)),
-                      ", ".join(sorted({la.modality for la in d.layers})))
-    console.print(table)
+    for t in tables:
+        table = Table(title=t.title)
+        for col in t.columns:
+            table.add_column(col)
+        for name, row in t.rows.items():
+            table.add_row(name, *(str(value) for value in row))
+        console.print(table)
     table = Table(title="devices")
     for col in ("key", "name", "kind", "DSP", "memories"):
         table.add_column(col)

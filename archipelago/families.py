@@ -33,8 +33,13 @@ class CatalogTable:
     title: str
     columns: tuple[str, ...]
     rows: dict[str, tuple[Any, ...]]  # name -> one value per column after the name
+    # What `--json` gives per name when it is not the shown row: raw counts rather than
+    # "1,558 M", or fewer fields than the table (scripts read today's keys).
+    json_rows: dict[str, dict[str, Any]] | None = None
 
     def as_json(self) -> dict[str, dict[str, Any]]:
+        if self.json_rows is not None:
+            return self.json_rows
         return {name: dict(zip(self.columns[1:], row, strict=True))
                 for name, row in self.rows.items()}
 

@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from archipelago.errors import ConfigError
+from archipelago.families import Family, register_family
 from archipelago.names import Name
 from archipelago.safe_read import load_json, load_yaml
 
@@ -361,3 +362,9 @@ def load_dag(path: Path) -> ModelDAG:
 
 def dag_to_dict(dag: ModelDAG) -> dict:
     return dag.model_dump(mode="json", exclude_defaults=False)
+
+
+register_family(Family("layer-dag-yaml", "model",
+                       matches=lambda text: Path(text).suffix in {".yaml", ".yml"},
+                       load=lambda text: load_dag(Path(text)),
+                       choices=lambda: ("<layer-DAG YAML>",), order=40))

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from functools import cache
 
 from archipelago.errors import UnknownNameError
+from archipelago.families import CatalogTable, Family, register_family
 from archipelago.models.dag import ModelDAG
 from archipelago.models.dag_builder import DagBuilder
 
@@ -180,3 +181,20 @@ def builtin_dag(name: str) -> ModelDAG:
     if name not in BUILTIN_DAGS:
         raise UnknownNameError("MMMT model", name, BUILTIN_DAGS)
     return BUILTIN_DAGS[name]()
+
+
+def _catalog() -> CatalogTable:
+    dags = {name: builtin_dag(name) for name in BUILTIN_DAGS}
+    return CatalogTable(
+        "dag_models", "layer-DAG models (seeds/004)",
+        ("name", "Conv/FC/LSTM layers", "with pool/add", "modalities"),
+        {name: (str(d.compute_layers), str(len(d.layers)),
+                ", ".join(sorted({layer.modality for layer in d.layers})))
+         for name, d in dags.items()},
+        json_rows={name: {"compute_layers": d.compute_layers, "layers": len(d.layers)}
+                   for name, d in dags.items()})
+
+
+register_family(Family("layer-dag", "model", matches=lambda text: text in BUILTIN_DAGS,
+                       load=builtin_dag, choices=lambda: list(BUILTIN_DAGS),
+                       catalog=_catalog, order=30))

@@ -12,8 +12,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from archipelago.errors import ConfigError, UnknownNameError
+from archipelago.families import Family, register_family
 from archipelago.models.spec import ModelSpec
-from archipelago.safe_read import is_dir, load_json
+from archipelago.safe_read import is_dir, load_json, probe
 
 
 class _Fields:
@@ -195,3 +196,16 @@ def spec_from_config_file(path: Path) -> ModelSpec:
     if not isinstance(config, dict):
         raise ConfigError(str(file), "config", "top level must be a JSON object")
     return spec_from_hf_config(config, name=file.parent.name or file.stem, source=str(file))
+
+
+def _is_config_path(text: str) -> bool:
+    """Anything on disk, or a .json that is not (so the error names the missing file); an
+    empty name is no path: Path("") is the working directory."""
+    return bool(text.strip()) and (probe(Path(text), "model") is not None
+                                   or Path(text).suffix == ".json")
+
+
+# Last of the built-ins: a zoo name or a DAG file wins over a same-named path.
+register_family(Family("config.json", "model", matches=_is_config_path,
+                       load=lambda text: spec_from_config_file(Path(text)),
+                       choices=lambda: ("<path to config.json>",), order=60))

@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from archipelago.errors import ConfigError
+from archipelago.families import Family, register_family
 from archipelago.models.dag import FC, LSTM, Add, Conv, ModelDAG, Pool, validate_dag
 from archipelago.safe_read import probe
 
@@ -236,3 +237,9 @@ def dag_from_onnx(path: Path, name: str | None = None) -> ModelDAG:
     except ValidationError as err:
         raise ConfigError.from_validation(source, err) from None
     return validate_dag(dag, source)
+
+
+# onnx itself is imported only when a file is loaded (`dag_from_onnx`).
+register_family(Family("onnx", "model", matches=lambda text: Path(text).suffix == ".onnx",
+                       load=lambda text: dag_from_onnx(Path(text)),
+                       choices=lambda: ("<model.onnx>",), order=50))

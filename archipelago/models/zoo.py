@@ -1,19 +1,24 @@
-"""Named built-in models, and the one resolver that also accepts a local config.json path."""
+"""The transformer zoo (zoo.yaml), and `resolve_model`: the loop over every model family.
+
+Importing this module registers the built-in model families, each in the module that owns
+its form, tried in this order: zoo names, recurrent built-ins, layer-DAG built-ins (disjoint
+name sets, none with a file suffix, so their order among themselves is immaterial), then
+layer-DAG YAML, ONNX, and last any local config.json / checkpoint directory.
+"""
 
 from functools import cache
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
 import yaml
 
-from archipelago.errors import UnknownNameError
-from archipelago.models.dag import ModelDAG, load_dag
-from archipelago.models.dag_zoo import BUILTIN_DAGS, builtin_dag
-from archipelago.models.hf_config import spec_from_config_file, spec_from_hf_config
-from archipelago.models.recurrent import RecurrentSpec, build_recurrent, recurrent_names
+from archipelago.families import CatalogTable, Family, register_family, resolve
+from archipelago.models import dag_zoo, onnx_import  # noqa: F401 (their register_family calls)
+from archipelago.models.dag import ModelDAG
+from archipelago.models.hf_config import spec_from_hf_config
+from archipelago.models.recurrent import RecurrentSpec
 from archipelago.models.spec import ModelSpec
-from archipelago.safe_read import probe
+from archipelago.models.weights import parameter_count
 
 
 @cache
@@ -27,27 +32,27 @@ def model_names() -> list[str]:
     return sorted(zoo_configs())
 
 
-def resolve_model(name_or_path: str) -> ModelSpec | RecurrentSpec | ModelDAG:
-    """A zoo name, a recurrent built-in (at its default size; a strategy for recurrent
-    models resizes it), a layer-DAG built-in or YAML file (seeds/004 MMMT models), or a
-    path to a local config.json / checkpoint directory (never a download)."""
-    configs = zoo_configs()
-    if name_or_path in recurrent_names():
-        return build_recurrent(name_or_path)
-    if name_or_path in BUILTIN_DAGS:
-        return builtin_dag(name_or_path)
-    if Path(name_or_path).suffix in {".yaml", ".yml"}:
-        return load_dag(Path(name_or_path))
-    if Path(name_or_path).suffix == ".onnx":
-        from archipelago.models.onnx_import import dag_from_onnx
+def zoo_model(name: str) -> ModelSpec:
+    return spec_from_hf_config(zoo_configs()[name], name=name, source="zoo.yaml")
 
-        return dag_from_onnx(Path(name_or_path))
-    if name_or_path in configs:
-        return spec_from_hf_config(configs[name_or_path], name=name_or_path, source="zoo.yaml")
-    path = Path(name_or_path)
-    # an empty name is no path: Path("") is the working directory
-    if name_or_path.strip() and (probe(path, "model") is not None or path.suffix == ".json"):
-        return spec_from_config_file(path)
-    raise UnknownNameError("model", name_or_path,
-                           [*configs, *recurrent_names(), *BUILTIN_DAGS,
-                            "<path to config.json>", "<layer-DAG YAML>", "<model.onnx>"])
+
+def resolve_model(name_or_path: str) -> ModelSpec | RecurrentSpec | ModelDAG:
+    """What `name_or_path` names, by the first model family that recognizes it (never a
+    download); an unknown name is one line listing every family's choices."""
+    return resolve("model", name_or_path)
+
+
+def _catalog() -> CatalogTable:
+    specs = {name: zoo_model(name) for name in model_names()}
+    return CatalogTable(
+        "models", "models", ("name", "arch", "layers", "hidden", "heads", "ffn", "parameters"),
+        {name: (s.arch, str(s.layers), str(s.hidden), str(s.heads), str(s.ffn),
+                f"{parameter_count(s) / 1e6:,.0f} M") for name, s in specs.items()},
+        json_rows={name: {"arch": s.arch, "layers": s.layers, "hidden": s.hidden,
+                          "heads": s.heads, "parameters": parameter_count(s)}
+                   for name, s in specs.items()})
+
+
+register_family(Family("transformer-zoo", "model", matches=lambda text: text in zoo_configs(),
+                       load=zoo_model, choices=lambda: list(zoo_configs()), catalog=_catalog,
+                       order=10))
