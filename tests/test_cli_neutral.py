@@ -20,7 +20,6 @@ import archipelago
 from archipelago.cli import app
 from archipelago.errors import ArchipelagoError
 from archipelago.hardware.catalog import catalog as devices
-from archipelago.hardware.hetero import builtin_hetero_clusters
 from archipelago.strategies import registry
 from tests.test_cli import archi
 
@@ -34,10 +33,11 @@ DEFAULTS = {"plan": ("dfx", "4xu280"), "report": ("dfx", "4xu280"),
 
 def _names() -> set[str]:
     """Every name the CLI must leave to the registry: strategies, plan kinds and their
-    workload names, device keys, built-in heterogeneous clusters."""
+    workload names, device keys, built-in cluster files."""
     kinds = registry.kinds().values()
+    clusters = {p.stem for p in (ROOT / "hardware" / "clusters").glob("*.yaml")}
     return {*registry.strategies(), *(k.name for k in kinds),
-            *(k.workload.name for k in kinds), *devices(), *builtin_hetero_clusters()}
+            *(k.workload.name for k in kinds), *devices(), *clusters}
 
 
 @pytest.mark.parametrize("module", ["cli.py", "cli_group.py"])
