@@ -1,18 +1,22 @@
-"""The pipeline: names in, results out. The CLI, benchmarks and searches all call these, so
-they cannot drift apart:
+"""The pipeline: names in, results out. The CLI, benchmarks, searches, report sweeps and the
+kinds' services all call these, so they cannot drift apart:
 
-    resolve model + cluster -> strategy.plan -> plan kind's estimator | emulator | writers
+    resolve model + cluster -> strategy.plan -> plan kind's estimator (every figure checked
+    finite) -> the outputs asked for | emulator | writers
 
 Nothing here knows a strategy or plan kind by name; the registry says which code runs.
 `workload` is the text of the kind's command-line options ({"tokens": "64:64"}); options
-left out take the kind's defaults.
+left out take the kind's defaults, options the kind does not take are refused (once, by
+`Strategy.workload`).
 """
 
+from pathlib import Path
 from typing import Any, NamedTuple
 
+from archipelago.estimate.figures import finite_estimate
 from archipelago.hardware.cluster import resolve_cluster
 from archipelago.models.zoo import resolve_model
-from archipelago.strategies.registry import get_strategy
+from archipelago.strategies.registry import default_strategy, get_strategy, resolve
 
 
 class Result(NamedTuple):
@@ -24,6 +28,13 @@ class Result(NamedTuple):
     estimate: Any
 
 
+def choose(command: str, strategy: str | None, cluster: str | None) -> tuple[str, str]:
+    """The strategy and cluster `command` runs on: the given ones, else the command's
+    default strategy and that strategy's default cluster (both declared at registration)."""
+    chosen = get_strategy(strategy) if strategy is not None else default_strategy(command)
+    return chosen.name, cluster if cluster is not None else chosen.cluster_for(command)
+
+
 def make_plan(model: str, cluster: str, strategy: str,
               engine: dict[str, Any] | None = None,
               workload: dict[str, str] | None = None, command: str = "plan") -> Any:
@@ -31,8 +42,14 @@ def make_plan(model: str, cluster: str, strategy: str,
     kind's plan-shaping options among `workload` join the engine parameters."""
     chosen = get_strategy(strategy)
     shaping = chosen.plan_kind.workload.plan_texts(workload or {}, command)
-    return chosen.plan(resolve_model(model), resolve_cluster(cluster),
-                       {**(engine or {}), **shaping})
+    return plan_on(resolve_model(model), resolve_cluster(cluster), strategy,
+                   {**(engine or {}), **shaping})
+
+
+def plan_on(spec: Any, cluster: Any, strategy: str, engine: dict[str, Any] | None = None
+            ) -> Any:
+    """`make_plan` for a model and cluster already resolved (a sweep's resized cluster)."""
+    return get_strategy(strategy).plan(spec, cluster, engine)
 
 
 def parse_workload(strategy: str, workload: dict[str, str] | None = None,
@@ -40,33 +57,55 @@ def parse_workload(strategy: str, workload: dict[str, str] | None = None,
     return get_strategy(strategy).workload(workload, command)
 
 
+def estimate(strategy: str, plan: Any, workload: Any, where: str) -> Any:
+    """The kind's estimate of `plan`, every figure finite and non-negative or a one-line
+    error naming the input behind it (`where` says which plan)."""
+    return finite_estimate(get_strategy(strategy).plan_kind.hook("estimator"), plan,
+                           workload, where)
+
+
 def plan_and_estimate(model: str, cluster: str, strategy: str,
                       workload: dict[str, str] | None = None,
-                      engine: dict[str, Any] | None = None) -> Result:
+                      engine: dict[str, Any] | None = None, command: str = "plan") -> Result:
+    """Plan and estimate; then the kind's outputs the user asked for (`--gantt FILE`) are
+    written by their writers, targets having been checked when the workload was parsed."""
     kind = get_strategy(strategy).plan_kind
-    work = parse_workload(strategy, workload)
-    plan = make_plan(model, cluster, strategy, engine, workload)
-    return Result(plan, work, kind.hook("estimator")(plan, work))
+    work = parse_workload(strategy, workload, command)
+    plan = make_plan(model, cluster, strategy, engine, workload, command)
+    est = estimate(strategy, plan, work, f"{strategy} plan of {model} on {cluster}")
+    for writer, target in kind.workload.outputs(workload or {}, command).items():
+        resolve(writer)(plan, work, est, Path(target))
+    return Result(plan, work, est)
 
 
 def emulate(model: str, cluster: str, strategy: str, workload: dict[str, str] | None = None,
-            seed: int = 0, precision: str = "fp32", checkpoint: str | None = None,
-            timeout_s: float = 30.0) -> dict[str, Any] | None:
+            seed: int = 0, timeout_s: float = 30.0) -> dict[str, Any] | None:
     """Run the plan `make_plan` returns (archipelago/emulate) and check it against a
-    reference model; None on torchrun ranks other than 0."""
+    reference model; None on torchrun ranks other than 0. The kind's job options
+    (`--precision`, `--checkpoint` where it takes them) come among `workload`."""
     from archipelago.emulate.job import EmulationJob
     from archipelago.estimate.figures import finite_report
 
     kind = get_strategy(strategy).plan_kind
     if kind.emulator is None:  # a kind without one fails before planning
         kind.hook("emulator")
-    job = EmulationJob(parse_workload(strategy, workload, "emulate"), seed, precision,
-                       checkpoint, timeout_s)
+    work = parse_workload(strategy, workload, "emulate")
+    job = EmulationJob(work, seed, timeout_s=timeout_s,
+                       **kind.workload.job_texts(workload or {}, "emulate"))
     plan = make_plan(model, cluster, strategy, workload=workload, command="emulate")
     # the emulator (torch) is imported only once the request is known to be runnable
     report = kind.hook("emulator")(plan, job)
     return None if report is None else finite_report(
         report, f"emulation of {model} on {cluster} ({strategy})")
+
+
+def explore_kind(model: str, cluster: str, strategy: str,
+                 workload: dict[str, str] | None = None) -> dict[str, Any]:
+    """`archi explore` of a kind that answers it itself (server sizing, not an
+    engine-parameter search), its options checked first."""
+    parse_workload(strategy, workload, "explore")
+    return get_strategy(strategy).plan_kind.hook("explorer")(model, cluster, strategy,
+                                                             dict(workload or {}))
 
 
 def build(model: str, cluster: str, strategy: str, out: str, force: bool = False,

@@ -1,8 +1,10 @@
-"""`archi`: the command line. Every user mistake is one line on stderr and exit status 2."""
+"""`archi`: the command line. Every user mistake is one line on stderr and exit status 2.
 
-import functools
+The commands name no strategy, plan kind or device: which strategy a command runs and on
+which cluster when the user leaves them out, the options a kind adds, the commands a kind
+adds (attached by `cli_group`) and the help that lists them all come from the registry."""
+
 import json
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -12,26 +14,69 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from archipelago.cli_group import OneLineErrorGroup
-from archipelago.errors import ArchipelagoError, ConfigError, signals_as_errors
+from archipelago.cli_group import OneLineErrorGroup, user_errors
+from archipelago.errors import ArchipelagoError, ConfigError
 from archipelago.safe_read import load_mapping
 
-app = typer.Typer(cls=OneLineErrorGroup, add_completion=False, invoke_without_command=True,
+# The hook a command needs of the strategy's plan kind, named in the command's help.
+COMMAND_HOOKS = {"report": "page", "emulate": "emulator", "build": "writers"}
+
+
+class ArchiGroup(OneLineErrorGroup):
+    """`archi`'s commands, their help completed from the registry when first looked up."""
+
+    def describe(self, name: str, command: Any) -> None:
+        from archipelago.strategies.registry import (
+            default_strategy,
+            kinds,
+            strategies,
+            strategies_with,
+        )
+
+        params = {p.name: p for p in command.params if p.param_type_name == "option"}
+        if "strategy" in params:
+            default = next((s for s in strategies().values() if name in s.default_for), None)
+            if default is not None:
+                params["strategy"].help += f" (default: {default_strategy(name).name})"
+                cluster = default.command_clusters.get(name, default.default_cluster)
+                if "cluster" in params and cluster is not None:
+                    params["cluster"].help += (f" (default: the strategy's own; {cluster} "
+                                               f"for {default.name})")
+        extra = []
+        if name in COMMAND_HOOKS:
+            extra.append(f"Strategies it applies to: "
+                         f"{', '.join(strategies_with(COMMAND_HOOKS[name]))}.")
+        if command.context_settings.get("allow_extra_args"):
+            extra.append(KIND_HELP)
+            for kind in kinds().values():
+                flags = ", ".join(f"--{o.name.replace('_', '-')}"
+                                  for o in kind.workload.of(name, "workload", "plan",
+                                                            "output", "job"))
+                users = [s.name for s in strategies().values() if s.kind == kind.name]
+                if flags and users:
+                    extra.append(f"{kind.workload.name} strategies ({', '.join(users)}): "
+                                 f"{flags}.")
+        if extra:
+            command.help = "\n\n".join([command.help or "", *extra])
+
+
+app = typer.Typer(cls=ArchiGroup, add_completion=False, invoke_without_command=True,
                   help="Plan, estimate and verify models split across FPGA clusters.")
 console = Console()
 
 ModelArg = Annotated[str, typer.Argument(help="zoo name (see `archi catalog`) or config.json path")]
-ClusterOpt = Annotated[str, typer.Option(help="NxDEVICE shorthand (e.g. 4xu280) or cluster YAML")]
-StrategyOpt = Annotated[str, typer.Option(help="partitioning strategy (see `archi catalog`)")]
+ClusterOpt = Annotated[str | None, typer.Option(
+    help="NxDEVICE shorthand or cluster YAML (see `archi catalog`)", show_default=False)]
+StrategyOpt = Annotated[str | None, typer.Option(
+    help="partitioning strategy (see `archi catalog`)", show_default=False)]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON object")]
 EngineOpt = Annotated[Path | None, typer.Option(help="engine parameters (YAML)")]
 ForceReportOpt = Annotated[bool, typer.Option("--force", help="replace an existing report file")]
-# The workload options (--tokens IN:OUT, --seq-len N, ...) belong to the strategy's plan kind:
-# typer passes them through as extra words, and the kind parses them.
+# The options of the strategy's plan kind (--tokens IN:OUT, --seq-len N, ...): typer passes
+# them through as extra words, and the kind parses or refuses them.
 KIND_OPTIONS = {"allow_extra_args": True, "ignore_unknown_options": True}
-KIND_HELP = ("\n\nThe strategy's plan kind adds its workload options (`archi catalog` lists "
-             "them), e.g. --tokens IN:OUT for tensor-parallel strategies, --seq-len N for "
-             "dataflow ones.")
+KIND_HELP = ("The strategy's plan kind adds its own options (`archi catalog` lists them); "
+             "each kind's, for this command:")
 
 
 @app.callback()
@@ -39,22 +84,6 @@ def _commands(ctx: typer.Context) -> None:
     """A bare `archi` prints its help (the commands) rather than an error."""
     if ctx.invoked_subcommand is None:
         print(ctx.get_help())
-
-
-def user_errors(command: Callable[..., None]) -> Callable[..., None]:
-    """Turn ArchipelagoError into `error: ...` on stderr and exit status 2, no traceback;
-    SIGINT and SIGTERM into `error: interrupted by ...` and exit status 128 + N."""
-
-    @functools.wraps(command)
-    def run(*args: Any, **kwargs: Any) -> None:
-        try:
-            with signals_as_errors():
-                command(*args, **kwargs)
-        except ArchipelagoError as err:
-            print(f"error: {err}", file=sys.stderr)
-            raise typer.Exit(getattr(err, "exit_code", 2)) from None
-
-    return run
 
 
 def load_engine_config(path: Path | None, strategy: str) -> dict[str, Any]:
@@ -92,14 +121,14 @@ def workload_options(ctx: typer.Context) -> dict[str, str]:
     return given
 
 
-@app.command(context_settings=KIND_OPTIONS, help=f"Split MODEL over CLUSTER and estimate its "
-             f"latency, throughput and resource use.{KIND_HELP}")
+@app.command(context_settings=KIND_OPTIONS, help="Split MODEL over CLUSTER and estimate its "
+             "latency, throughput and resource use.")
 @user_errors
 def plan(
     ctx: typer.Context,
     model: ModelArg,
-    cluster: ClusterOpt = "4xu280",
-    strategy: StrategyOpt = "dfx",
+    cluster: ClusterOpt = None,
+    strategy: StrategyOpt = None,
     engine_config: EngineOpt = None,
     as_json: JsonOpt = False,
     report_file: Annotated[Path | None, typer.Option(
@@ -107,9 +136,10 @@ def plan(
     ] = None,
     force: ForceReportOpt = False,
 ) -> None:
-    from archipelago.api import plan_and_estimate
+    from archipelago.api import choose, plan_and_estimate
     from archipelago.strategies.registry import get_strategy
 
+    strategy, cluster = choose("plan", strategy, cluster)
     kind = get_strategy(strategy).plan_kind
     if report_file is not None:  # a kind without a page, or a bad path, fails before planning
         from archipelago.report.html import check_target
@@ -131,52 +161,50 @@ def plan(
             console.print(f"report page written to {report_file}")
 
 
-@app.command(context_settings=KIND_OPTIONS, help=f"Write MODEL's plan on CLUSTER as one "
-             f"self-contained HTML page of charts (opens offline).{KIND_HELP}")
+@app.command(context_settings=KIND_OPTIONS, help="Write MODEL's plan on CLUSTER as one "
+             "self-contained HTML page of charts (opens offline).")
 @user_errors
 def report(
     ctx: typer.Context,
     model: ModelArg,
     out: Annotated[Path, typer.Option(help="the HTML file to write")],
-    cluster: ClusterOpt = "4xu280",
-    strategy: StrategyOpt = "dfx",
+    cluster: ClusterOpt = None,
+    strategy: StrategyOpt = None,
     engine_config: EngineOpt = None,
     force: ForceReportOpt = False,
 ) -> None:
-    from archipelago.api import plan_and_estimate
+    from archipelago.api import choose, plan_and_estimate
     from archipelago.report.html import check_target, write_report
     from archipelago.strategies.registry import get_strategy
 
+    strategy, cluster = choose("report", strategy, cluster)
     get_strategy(strategy).plan_kind.hook("page")  # no page, or a bad path: fail before planning
     check_target(out, force)
     result = plan_and_estimate(model, cluster, strategy, workload_options(ctx),
-                               load_engine_config(engine_config, strategy))
+                               load_engine_config(engine_config, strategy), "report")
     path = write_report(f"{model} on {cluster}", strategy, result, out, force)
     console.print(f"report page written to {path} ({path.stat().st_size / 1e6:.2f} MB)")
 
 
-@app.command(context_settings=KIND_OPTIONS, help=f"Run the plan with one process per device "
-             f"and check it against the unsplit model.{KIND_HELP}")
+@app.command(context_settings=KIND_OPTIONS, help="Run the plan with one process per device "
+             "and check it against the unsplit model.")
 @user_errors
 def emulate(
     ctx: typer.Context,
     model: ModelArg,
-    cluster: ClusterOpt = "4xu280",
-    strategy: StrategyOpt = "dfx",
+    cluster: ClusterOpt = None,
+    strategy: StrategyOpt = None,
     seed: Annotated[int, typer.Option(help="seed of the random weights and the prompt")] = 0,
-    precision: Annotated[str, typer.Option(help="arithmetic on the ranks: fp32 or fp16")] = "fp32",
-    checkpoint: Annotated[Path | None, typer.Option(
-        help="local Hugging Face checkpoint directory (safetensors) instead of seeded weights")
-    ] = None,
     timeout: Annotated[float, typer.Option(
         help="seconds a rank may keep the others waiting before all are stopped")] = 30.0,
     as_json: JsonOpt = False,
 ) -> None:
+    from archipelago.api import choose
     from archipelago.api import emulate as run_emulation
     from archipelago.strategies.registry import get_strategy
 
-    report = run_emulation(model, cluster, strategy, workload_options(ctx), seed, precision,
-                           None if checkpoint is None else str(checkpoint), timeout)
+    strategy, cluster = choose("emulate", strategy, cluster)
+    report = run_emulation(model, cluster, strategy, workload_options(ctx), seed, timeout)
     if report is None:  # a torchrun rank other than 0
         return
     if as_json:
@@ -190,18 +218,20 @@ def emulate(
 def build(
     model: ModelArg,
     out: Annotated[Path, typer.Option(help="directory for the build files")],
-    cluster: ClusterOpt = "72xsidewinder",
-    strategy: StrategyOpt = "galapagos",
+    cluster: ClusterOpt = None,
+    strategy: StrategyOpt = None,
     engine_config: EngineOpt = None,
     force: Annotated[bool, typer.Option(help="write into a non-empty --out")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Write the deployment files of MODEL's plan (Galapagos: Cluster Builder JSON,
-    logical/map XML per cluster, routing tables and a summary), all inside --out."""
+    """Write the deployment files of MODEL's plan (the strategy's plan kind says which:
+    cluster descriptions, routing tables, a summary), all inside --out."""
     from archipelago.api import build as write
+    from archipelago.api import choose
     from archipelago.emit.output_dir import check_output_dir
     from archipelago.strategies.registry import get_strategy
 
+    strategy, cluster = choose("build", strategy, cluster)
     check_output_dir(out, force)  # before any planning
     summary = write(model, cluster, strategy, str(out), force,
                     load_engine_config(engine_config, strategy))
@@ -285,14 +315,14 @@ def refuse_search_options(ctx: typer.Context, who: str) -> None:
                                " out")
 
 
-@app.command(context_settings=KIND_OPTIONS, help=f"Search engine design parameters (NSGA-II) "
-             f"under the devices' limits; resumable.{KIND_HELP}")
+@app.command(context_settings=KIND_OPTIONS, help="Search engine design parameters (NSGA-II) "
+             "under the devices' limits; resumable.")
 @user_errors
 def explore(
     ctx: typer.Context,
     model: ModelArg,
-    cluster: ClusterOpt = "1xu280",
-    strategy: StrategyOpt = "lora-q",
+    cluster: ClusterOpt = None,
+    strategy: StrategyOpt = None,
     trials: Annotated[int, typer.Option(callback=within(1, MAX_TRIALS),
                                         help="finished trials the study should hold")] = 200,
     storage: Annotated[str, typer.Option(help="optuna storage URL")] = "sqlite:///archi-explore.db",
@@ -305,7 +335,7 @@ def explore(
 ) -> None:
     from rich.progress import Progress
 
-    from archipelago.api import parse_workload
+    from archipelago.api import choose, explore_kind, parse_workload
     from archipelago.explore.search import SearchRequest, run_search
     from archipelago.explore.spaces import design_space
     from archipelago.explore.storage import check_storage_url
@@ -313,12 +343,13 @@ def explore(
     from archipelago.output_file import check_output_file, write_atomically
     from archipelago.strategies.registry import get_strategy
 
+    strategy, cluster = choose("explore", strategy, cluster)
     given = workload_options(ctx)
     kind = get_strategy(strategy).plan_kind
     if kind.explorer is not None:  # the kind sizes servers instead of searching engines
         refuse_search_options(ctx, f"strategy '{strategy}' (its plan kind '{kind.name}' "
                               "explores without an engine-parameter search)")
-        summary = kind.hook("explorer")(model, cluster, strategy, given)
+        summary = explore_kind(model, cluster, strategy, given)
         if as_json:
             print(json.dumps(summary, indent=2))
         else:
@@ -363,45 +394,3 @@ def explore(
     console.print(f"engine config written to {target}; use it with "
                   f"`archi plan {model} --cluster {cluster} --strategy {strategy} "
                   f"--engine-config {target}`")
-
-
-@app.command()
-@user_errors
-def proxies(
-    model: Annotated[str | None, typer.Argument(
-        help="measure at the sizes this model's program uses (nmt-luong, nmt-li, lstm, "
-             "matvec); default: a grid of sizes")] = None,
-    cluster: Annotated[str | None, typer.Option(
-        help="cluster MODEL's program is planned on (default 1xs10-2800)")] = None,
-    hidden: Annotated[int | None, typer.Option(help="hidden size of MODEL")] = None,
-    steps: Annotated[int | None, typer.Option(
-        help="input/output steps of MODEL's program (default 50)")] = None,
-    out: Annotated[Path | None, typer.Option(
-        help="profile file (default ~/.cache/archipelago/cpu-proxies.json, which `plan` "
-             "then uses)")] = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Time the cpu_* calls of the host-offload API (seeds/003 Table I) with numpy on this
-    machine and store them as the CPU proxies the modelling tool reads."""
-    from archipelago.strategies.host_offload.service import host_request, proxies_report
-
-    sizing = {"cluster": cluster, "hidden": hidden, "steps": steps}
-    given = {name: value for name, value in sizing.items() if value is not None}
-    if model is None and given:
-        raise ArchipelagoError(f"{', '.join(f'--{n}' for n in given)}: "
-                               f"{'applies' if len(given) == 1 else 'apply'} only to a MODEL's "
-                               "program; name the model (nmt-luong, nmt-li, lstm, matvec) or "
-                               f"drop {'it' if len(given) == 1 else 'them'}")
-    request = None
-    if model is not None:
-        options = {k: v for k, v in given.items() if k != "cluster"}
-        target = "1xs10-2800" if cluster is None else cluster  # "" is a bad name, not none
-        request = host_request(model=model, cluster=target, **options)
-    report = proxies_report(out, request)
-    if as_json:
-        print(json.dumps(report, indent=2))
-        return
-    for name, points in report["measured_s"].items():
-        shown = ", ".join(f"{n}: {t * 1e6:.2f} us" for n, t in points)
-        console.print(f"{name:12} {shown}")
-    console.print(f"stored in {report['file']} ({report['machine']})")

@@ -1,15 +1,36 @@
 """The command group `archi` runs under: the parser's own usage errors (an unknown option,
 a missing argument, a flag given a value) end like every other user mistake, in one
-`error:` line on stderr and exit status 2, instead of a framed multi-line box."""
+`error:` line on stderr and exit status 2, instead of a framed multi-line box.
 
+The group also holds the commands plan kinds declare (`PlanKind.commands`): they are looked
+up in the registry only when `archi` lists or runs its commands, so importing the CLI
+imports no kind, and the CLI's own source names none."""
+
+import functools
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import typer
 from typer.core import TyperGroup
 
-from archipelago.errors import ArchipelagoError
+from archipelago.errors import ArchipelagoError, signals_as_errors
+
+
+def user_errors(command: Callable[..., None]) -> Callable[..., None]:
+    """Turn ArchipelagoError into `error: ...` on stderr and exit status 2, no traceback;
+    SIGINT and SIGTERM into `error: interrupted by ...` and exit status 128 + N."""
+
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> None:
+        try:
+            with signals_as_errors():
+                command(*args, **kwargs)
+        except ArchipelagoError as err:
+            print(f"error: {err}", file=sys.stderr)
+            raise typer.Exit(getattr(err, "exit_code", 2)) from None
+
+    return run
 
 
 def valid_choices(err: typer.TyperException) -> str:
@@ -34,8 +55,41 @@ def usage_error_line(err: typer.TyperException) -> str:
     return f"error: {ArchipelagoError(message)}{valid_choices(err)}{where}"
 
 
+def declared_command(name: str, function: Callable[..., None]) -> Any:
+    """A kind's typer command function as a click command, its errors one line."""
+    single = typer.Typer(add_completion=False)
+    single.command(name=name)(user_errors(function))
+    return typer.main.get_command(single)
+
+
 class OneLineErrorGroup(TyperGroup):
-    """A TyperGroup whose `main` prints the parser's exceptions on one line."""
+    """A TyperGroup whose `main` prints the parser's exceptions on one line, which adds the
+    kinds' declared commands to its own, and lets a subclass complete each command's help
+    from the registry (`describe`) the first time the command is looked up."""
+
+    def list_commands(self, ctx: typer.Context) -> list[str]:
+        from archipelago.strategies.registry import commands
+
+        own = super().list_commands(ctx)
+        return [*own, *(name for name in commands() if name not in own)]
+
+    def get_command(self, ctx: typer.Context, cmd_name: str) -> Any:
+        command = super().get_command(ctx, cmd_name)
+        if command is None:
+            from archipelago.strategies.registry import commands, resolve
+
+            declared = commands().get(cmd_name)
+            if declared is None:
+                return None
+            command = declared_command(cmd_name, resolve(declared[1]))
+            self.add_command(command, cmd_name)
+        if not getattr(command, "described", False):
+            self.describe(cmd_name, command)
+            command.described = True  # type: ignore[attr-defined]
+        return command
+
+    def describe(self, name: str, command: Any) -> None:
+        """Complete `command`'s help from the registry; the base group adds nothing."""
 
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
              complete_var: str | None = None, standalone_mode: bool = True,
@@ -48,6 +102,9 @@ class OneLineErrorGroup(TyperGroup):
         except typer.Abort:
             print("error: interrupted", file=sys.stderr)
             code = 130
+        except ArchipelagoError as err:  # the registry, loaded to list the commands
+            print(f"error: {err}", file=sys.stderr)
+            code = 2
         if not standalone_mode:
             return code
         sys.exit(code if isinstance(code, int) else 0)

@@ -55,8 +55,8 @@ def main() -> None:
               f"{'max |dlogit|':>13} {'MiB per rank':>13}")
         print(f"{'transformers generate()':28} {base:9.2f} {1.0:15.2f}x")
         for ranks in map(int, args.ranks.split(",")):
-            report = emulate(args.model, f"{ranks}xu280", "dfx", {"tokens": args.tokens}, seed=SEED,
-                             checkpoint=str(weights))
+            report = emulate(args.model, f"{ranks}xu280", "dfx",
+                             {"tokens": args.tokens, "checkpoint": str(weights)}, seed=SEED)
             rate = report["tokens_per_s"]
             print(f"{f'emulated, {ranks} rank processes':28} {rate:9.2f} {rate / base:15.2f}x "
                   f"{report['tokens_match']!s:>13} {report['max_abs_logit_diff']:13.2e} "

@@ -10,14 +10,10 @@ from pathlib import Path
 
 from archipelago.errors import ArchipelagoError
 from archipelago.hardware.catalog import get_device
+from archipelago.strategies.host_offload.explore import CARD_TYPES, largest_report
 from archipelago.strategies.host_offload.pcie import PCIeLink, concurrent_s
 from archipelago.strategies.host_offload.proxies import load_profile
-from archipelago.strategies.host_offload.service import (
-    CARD_TYPES,
-    host_request,
-    largest_report,
-    plan_report,
-)
+from archipelago.strategies.host_offload.service import host_request, plan_report
 
 COUNTS = (1, 2, 4, 8)
 

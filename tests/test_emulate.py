@@ -120,7 +120,8 @@ def test_dfx_runs_four_all_gathers_per_layer(gpt2_run) -> None:
 
 
 def test_fp16_logits_within_rounding_tolerance(gpt2_config, gpt2_reference) -> None:
-    report = emulate(gpt2_config, "2xu280", "dfx", {"tokens": TOKENS}, seed=SEED, precision="fp16")
+    report = emulate(gpt2_config, "2xu280", "dfx", {"tokens": TOKENS, "precision": "fp16"},
+                     seed=SEED)
     _, scale = hf_greedy(gpt2_reference, report["prompt"])
     assert 0 < report["max_abs_logit_diff"] <= FP16_REL_TOL * scale
     assert report["bytes_per_rank"] == [2 * held_numel(gpt2_reference, 2)[0]] * 2
@@ -175,7 +176,7 @@ def test_local_checkpoint_with_bare_base_model_names(tmp_path) -> None:
     model = hf_model(GPT2, seed=11)
     model.transformer.save_pretrained(tmp_path / "ckpt")
     ckpt = str(tmp_path / "ckpt")
-    report = emulate(ckpt, "2xu280", "dfx", {"tokens": TOKENS}, seed=SEED, checkpoint=ckpt)
+    report = emulate(ckpt, "2xu280", "dfx", {"tokens": TOKENS, "checkpoint": ckpt}, seed=SEED)
     assert report["generated"] == hf_greedy(model, report["prompt"])[0]
     assert report["tokens_match"] and report["weights"] == ckpt
 

@@ -64,9 +64,10 @@ def test_bad_requests_are_rejected_before_any_process_starts(
              "gpt2-vocab1": write_config(tmp_path / "vocab1", {**GPT2, "vocab_size": 1}),
              "opt-proj": write_config(tmp_path / "opt", {**OPT, "word_embed_proj_dim": 16})}
     args = {"tokens": "4:4", "strategy": "dfx", **options}
-    strategy, tokens = args.pop("strategy"), args.pop("tokens")
+    strategy = args.pop("strategy")
+    kind = {k: args.pop(k) for k in ("tokens", "precision", "checkpoint") if k in args}
     with pytest.raises(error, match=message):
-        emulate(paths.get(model, model), cluster, strategy, {"tokens": tokens}, **args)
+        emulate(paths.get(model, model), cluster, strategy, kind, **args)
 
 
 @pytest.mark.parametrize(("fault", "reason"), [

@@ -50,8 +50,8 @@ def test_lora_f_generates_what_transformers_generates(ranks, gpt2_reference, tmp
 @pytest.fixture(scope="module")
 def w8a8_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[int, dict[str, Any]]:
     config = write_config(tmp_path_factory.mktemp("tiny-w8a8"), GPT2_Q)
-    return {n: emulate(config, f"{n}xu280", "lora-q", {"tokens": TOKENS}, seed=SEED,
-                       precision="fp16") for n in (1, 2, 4)}
+    return {n: emulate(config, f"{n}xu280", "lora-q", {"tokens": TOKENS, "precision": "fp16"},
+                       seed=SEED) for n in (1, 2, 4)}
 
 
 def test_w8a8_split_runs_equal_the_one_device_run(w8a8_runs) -> None:

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from archipelago.api import make_plan
-from archipelago.estimate.figures import ImpossibleFigure, checked
+from archipelago.estimate.figures import ImpossibleFigure, finite_estimate
 from tests.test_explore import archi
 
 
@@ -83,10 +83,9 @@ def test_json_of_sound_plans_is_strict_json_with_sound_figures(strategy) -> None
 def test_a_bad_figure_from_sound_inputs_is_reported_as_a_bug() -> None:
     plan = make_plan("gpt2-345m", "1xu280", "dfx")
 
-    @checked
-    def broken(plan: object) -> dict:
+    def broken(plan: object, workload: object) -> dict:
         return {"latency_s": 1e-3, "breakdown_s": {"sync": float("nan")}}
 
     with pytest.raises(ImpossibleFigure, match=r"breakdown_s.sync is nan, from no impossible "
                                                r"input: a bug in the estimate"):
-        broken(plan)
+        finite_estimate(broken, plan, None, "dfx plan of gpt2-345m on 1xu280")

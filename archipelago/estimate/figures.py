@@ -2,14 +2,14 @@
 
 A negative width or bandwidth in an engine config, or an infinite link latency or clock,
 makes the cycle models divide by zero or return negative or infinite times; printed, such a
-plan looked feasible, or `--json` held a bare NaN that no JSON reader accepts. `checked`
-wraps an estimator and leaves its formulas alone: a plan whose engine parameters or cluster
-figures are negative or non-finite is refused naming them; arithmetic that fails names the
-parameters that are zero, negative or non-finite; and a figure that still comes out
-negative, infinite or NaN is reported as the bug it is, with the plan's inputs.
+plan looked feasible, or `--json` held a bare NaN that no JSON reader accepts. The pipeline
+(`archipelago.api`) runs every kind's estimator through `finite_estimate`, which leaves its
+formulas alone: a plan whose engine parameters or cluster figures are negative or
+non-finite is refused naming them; arithmetic that fails names the parameters that are
+zero, negative or non-finite; and a figure that still comes out negative, infinite or NaN
+is reported as the bug it is, with the plan's inputs.
 """
 
-import functools
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import fields, is_dataclass
@@ -64,44 +64,40 @@ def _impossible(number: float) -> bool:
 
 def suspect_inputs(plan: Any, zero: bool = False) -> list[str]:
     """The plan's engine parameters and cluster figures that are negative or non-finite
-    (engine parameters that are zero too, with `zero`: a divisor's usual suspects)."""
+    (engine parameters that are zero too, with `zero`: a divisor's usual suspects). A plan
+    without an engine or a cluster has none of that side to suspect."""
+    config = getattr(getattr(plan, "engine", None), "config", None)
+    cluster = getattr(plan, "cluster", None)
     found = [f"engine parameter {path} = {number:g}"
-             for path, number in numbers(plan.engine.config, properties=False)
+             for path, number in numbers(config, properties=False)
              if _impossible(number) or (zero and number == 0)]
-    found += [f"cluster {plan.cluster.name} {path} = {number:g}"
-              for path, number in numbers(plan.cluster, properties=False) if _impossible(number)]
+    found += [f"cluster {cluster.name} {path} = {number:g}"
+              for path, number in numbers(cluster, properties=False) if _impossible(number)]
     return found
 
 
-def _where(plan: Any) -> str:
-    return f"{plan.strategy} plan of {plan.spec.name} on {plan.cluster.name}"
-
-
-def checked(estimate: Callable[..., Result]) -> Callable[..., Result]:
-    """Wrap `estimate(plan, ...)` so that it returns only finite, non-negative figures."""
-
-    @functools.wraps(estimate)
-    def run(plan: Any, *args: Any, **kwargs: Any) -> Result:
-        impossible = suspect_inputs(plan)
-        if impossible:
-            raise ImpossibleFigure(f"{_where(plan)}: {', '.join(impossible)}: must be a "
-                                   "finite, non-negative number")
-        try:
-            with np.errstate(all="ignore"):  # judged below, not printed as warnings
-                result = estimate(plan, *args, **kwargs)
-                bad = next(((p, n) for p, n in numbers(result) if _impossible(n)), None)
-        except (ArithmeticError, ValueError) as err:
-            causes = suspect_inputs(plan, zero=True)
-            if not causes:
-                raise
-            raise ImpossibleFigure(f"{_where(plan)}: {type(err).__name__} ({err}); caused by "
-                                   f"{', '.join(causes)}") from None
-        if bad is not None:
-            raise ImpossibleFigure(f"{_where(plan)}: {bad[0]} is {bad[1]:g}, from no impossible "
-                                   "input: a bug in the estimate, please report the command")
-        return result
-
-    return run
+def finite_estimate(estimate: Callable[[Any, Any], Result], plan: Any, workload: Any,
+                    where: str) -> Result:
+    """`estimate(plan, workload)` when every figure it returns is finite and non-negative;
+    `where` names the plan in the error (the pipeline runs every estimator through here)."""
+    impossible = suspect_inputs(plan)
+    if impossible:
+        raise ImpossibleFigure(f"{where}: {', '.join(impossible)}: must be a finite, "
+                               "non-negative number")
+    try:
+        with np.errstate(all="ignore"):  # judged below, not printed as warnings
+            result = estimate(plan, workload)
+            bad = next(((p, n) for p, n in numbers(result) if _impossible(n)), None)
+    except (ArithmeticError, ValueError) as err:
+        causes = suspect_inputs(plan, zero=True)
+        if not causes:
+            raise
+        raise ImpossibleFigure(f"{where}: {type(err).__name__} ({err}); caused by "
+                               f"{', '.join(causes)}") from None
+    if bad is not None:
+        raise ImpossibleFigure(f"{where}: {bad[0]} is {bad[1]:g}, from no impossible input: "
+                               "a bug in the estimate, please report the command")
+    return result
 
 
 def finite_report(report: Result, where: str) -> Result:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from archipelago.api import make_plan
+from archipelago.api import estimate, make_plan
 from archipelago.errors import ArchipelagoError, Interrupted
 from archipelago.explore.spaces import DesignSpace, design_space
 from archipelago.explore.storage import open_storage
@@ -48,11 +48,11 @@ class Best:
 
 
 def evaluate(request: SearchRequest, engine: dict[str, Any]) -> tuple[Any, Any]:
-    """The plan for one engine design and its estimate: the kind's estimator, whose result
-    has `latency_s`, `tokens_per_s` and `feasible`."""
-    strategy = get_strategy(request.strategy)
+    """The plan for one engine design and its estimate: the kind's estimator (through the
+    pipeline), whose result has `latency_s`, `tokens_per_s` and `feasible`."""
     plan = make_plan(request.model, request.cluster, request.strategy, engine)
-    return plan, strategy.plan_kind.hook("estimator")(plan, request.workload)
+    return plan, estimate(request.strategy, plan, request.workload,
+                          f"{request.strategy} plan of {request.model} on {request.cluster}")
 
 
 def _objective(request: SearchRequest, space: DesignSpace

@@ -1,5 +1,7 @@
-"""Sweeps a report asks the estimator for, with a progress bar on stderr: the same strategy
-and engine re-planned on 1, 2, 4, 8 devices of the plan's kind."""
+"""Sweeps a report asks the pipeline for, with a progress bar on stderr: the same strategy
+and engine re-planned on 1, 2, 4, 8 devices of the plan's kind, or the same plan estimated
+on a series of workloads. Plans and estimates come from `archipelago.api`, so a sweep's
+figures are checked as the headline's are."""
 
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
@@ -7,9 +9,9 @@ from typing import Any, TypeVar
 from rich.console import Console
 from rich.progress import Progress
 
+from archipelago.api import estimate, plan_on
 from archipelago.errors import ArchipelagoError
 from archipelago.hardware.cluster import Cluster, parse_shorthand
-from archipelago.strategies.registry import get_strategy
 
 T = TypeVar("T")
 DEVICE_COUNTS = (1, 2, 4, 8)
@@ -41,16 +43,25 @@ def device_count_sweep(plan: Any, workload: Any, metric: Callable[[Any], float],
                        ) -> tuple[list[int], list[float], list[str]]:
     """`metric` of the estimate when the plan's strategy and engine parameters are
     re-planned on each device count; counts the strategy refuses come back as notes."""
-    strategy = get_strategy(plan.strategy)
-    estimator = strategy.plan_kind.hook("estimator")
+    engine = plan.engine.config.model_dump()
     done, values, refused = [], [], []
     counts = list(counts)
     for count in progress(counts, "tokens/s against device count", len(counts)):
+        cluster = resized(plan.cluster, count)
         try:
-            again = strategy.planner(plan.spec, resized(plan.cluster, count), plan.engine.config)
+            again = plan_on(plan.spec, cluster, plan.strategy, engine)
         except ArchipelagoError as err:
             refused.append(f"{count} device(s): {err}")
             continue
         done.append(count)
-        values.append(metric(estimator(again, workload)))
+        values.append(metric(estimate(plan.strategy, again, workload,
+                                      f"{plan.strategy} plan of {plan.spec.name} on "
+                                      f"{cluster.name}")))
     return done, values, refused
+
+
+def workload_sweep(plan: Any, workloads: list[Any], label: str) -> list[Any]:
+    """The plan's estimate on each of `workloads` (a sequence-length sweep)."""
+    where = f"{plan.strategy} plan of {plan.spec.name} on {plan.cluster.name}"
+    return [estimate(plan.strategy, plan, work, where)
+            for work in progress(workloads, label, len(workloads))]

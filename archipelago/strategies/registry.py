@@ -4,7 +4,15 @@ A `PlanKind` is a shape of plan (an SPMD tensor-parallel program, a streaming da
 graph, ...): the workload its commands take from the command line, and where its estimator,
 emulator, writers, report and utilization live, as `module:attribute` paths resolved only
 when used so `import archipelago` stays light. A `Strategy` is a named way of making plans
-of one kind: a planner plus the typed model of its engine parameters.
+of one kind: a planner plus the typed model of its engine parameters, and what the command
+line takes when the user leaves it out (the commands it is the default strategy of, the
+cluster it plans on). The hooks' shapes are the Protocols of `archipelago.strategies.hooks`.
+
+What the command line offers comes from here, so `archipelago/cli.py` names no strategy,
+kind or device: each command's default strategy (`register(default_for=...)`), each
+strategy's default cluster (`default_cluster`, `command_clusters`), a kind's own options
+(`WorkloadOption`, refused for every other kind in `Strategy.workload`) and its own
+commands (`PlanKind.commands`, attached to `archi` when it starts).
 
 Built-in strategies register when their modules are imported (`_load`); a package outside
 the repository registers through the `archipelago.strategies` entry point group, whose
@@ -16,17 +24,22 @@ from dataclasses import dataclass, field
 from importlib import import_module
 from importlib.metadata import entry_points
 from pkgutil import iter_modules
-from typing import Any
+from typing import Any, Literal, overload
 
 from pydantic import BaseModel, ValidationError
 
 from archipelago.errors import ArchipelagoError, UnknownNameError
 from archipelago.hardware.cluster import Cluster
 from archipelago.models.spec import ModelSpec
+from archipelago.strategies import hooks
 
 ENTRY_POINT_GROUP = "archipelago.strategies"
 _ROLE_WORDS = {"writers": "build files", "utilization": "a resource model to explore",
                "page": "an HTML report page"}
+# Where a kind option's text goes: `workload` and `output` to the kind's parser (an output
+# names a file the option's `writer` writes once the estimate is made), `plan` to the engine
+# parameters, `job` to the command's own runner (the emulation job, the kind's explorer).
+ROLES = ("workload", "plan", "output", "job")
 
 
 @dataclass(frozen=True)
@@ -37,13 +50,29 @@ class WorkloadOption:
     `role` "plan" marks an option that shapes the plan rather than the run (a host
     program's model size, weight placement and step count, all fixed in the program it
     records): its text joins the engine parameters, validated by the strategy's config
-    model, and the config's own default applies when it is left out."""
+    model, and the config's own default applies when it is left out. "output" names a file
+    (`--gantt FILE`): the kind's parser checks it before any work, and the pipeline calls
+    `writer` once the estimate is made. "job" goes to the command's own runner (an
+    emulation's `--precision`). `commands` limits the option to some commands; any other
+    command, like any other kind, refuses it in `Strategy.workload`."""
 
     name: str  # the flag without dashes; a keyword of the workload parser
     help: str
     default: str
     command_defaults: dict[str, str] = field(default_factory=dict)
     role: str = "workload"
+    commands: tuple[str, ...] | None = None  # the commands taking it (None: every one)
+    writer: str | None = None  # an output's `module:attribute`, see hooks.OutputWriter
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise ValueError(f"option '{self.name}': role '{self.role}' is not one of {ROLES}")
+        if (self.role == "output") != (self.writer is not None):
+            raise ValueError(f"option '{self.name}': an output, and only an output, names "
+                             "its writer")
+
+    def applies(self, command: str) -> bool:
+        return self.commands is None or command in self.commands
 
 
 @dataclass(frozen=True)
@@ -56,10 +85,14 @@ class WorkloadType:
     options: tuple[WorkloadOption, ...]
     parse: Callable[..., Any]
 
+    def of(self, command: str, *roles: str) -> list[WorkloadOption]:
+        """The options `command` takes in `roles`."""
+        return [o for o in self.options if o.role in roles and o.applies(command)]
+
     def texts(self, given: dict[str, str], command: str = "plan") -> dict[str, str]:
         """Every workload option's text: the given ones, `command`'s defaults for the rest
-        (plan options are left to `plan_texts`)."""
-        run = {o.name for o in self.options if o.role == "workload"}
+        (plan options are left to `plan_texts`, job options to `job_texts`)."""
+        run = {o.name for o in self.of(command, "workload")}
         defaults = {o.name: o.command_defaults.get(command, o.default) for o in self.options
                     if o.name in run}
         return {**defaults, **{k: v for k, v in given.items() if k in run}}
@@ -67,14 +100,31 @@ class WorkloadType:
     def plan_texts(self, given: dict[str, str], command: str = "plan") -> dict[str, str]:
         """The options that shape the plan, to join the engine parameters: the given ones,
         and `command`'s own defaults where it has them (else the config's default holds)."""
-        shaping = [o for o in self.options if o.role == "plan"]
-        defaults = {o.name: o.command_defaults[command] for o in shaping
+        return self._given_or_command_default(given, command, "plan")
+
+    def job_texts(self, given: dict[str, str], command: str) -> dict[str, str]:
+        """The options the command's own runner takes (an emulation's precision)."""
+        return self._given_or_command_default(given, command, "job")
+
+    def outputs(self, given: dict[str, str], command: str = "plan") -> dict[str, str]:
+        """{writer path: file} of the outputs given to `command`."""
+        return {o.writer: given[o.name] for o in self.of(command, "output")
+                if given.get(o.name) and o.writer}
+
+    def _given_or_command_default(self, given: dict[str, str], command: str,
+                                  role: str) -> dict[str, str]:
+        options = self.of(command, role)
+        defaults = {o.name: o.command_defaults[command] for o in options
                     if command in o.command_defaults}
         return {**defaults, **{k: v for k, v in given.items()
-                               if k in {o.name for o in shaping}}}
+                               if k in {o.name for o in options}}}
 
     def from_args(self, given: dict[str, str], command: str = "plan") -> Any:
-        return self.parse(**self.texts(given, command))
+        """The workload object; an output's file name travels in it (the report names the
+        file), checked by the kind's parser before any work."""
+        outputs = {o.name for o in self.of(command, "output")}
+        return self.parse(**self.texts(given, command),
+                          **{k: v for k, v in given.items() if k in outputs})
 
 
 @dataclass(frozen=True)
@@ -96,6 +146,9 @@ class PlanKind:
     page         (plan, workload, est, summary) -> report.page.KindPage: the headline keys
                  of `summary` (estimate_to_dict's object) and the kind's charts for
                  `archi report` / `plan --report`; the only place plotly is imported
+    commands     {name: `module:attribute`}: commands only this kind has (host programs'
+                 `archi proxies`), each a typer command function, attached when `archi`
+                 starts (`commands()`)
     """
 
     name: str
@@ -107,13 +160,29 @@ class PlanKind:
     utilization: str | None = None
     explorer: str | None = None
     page: str | None = None
+    commands: dict[str, str] = field(default_factory=dict)  # its own `archi` commands
+
+    @overload
+    def hook(self, role: Literal["estimator"]) -> hooks.Estimator: ...
+    @overload
+    def hook(self, role: Literal["report"]) -> hooks.ReportModule: ...
+    @overload
+    def hook(self, role: Literal["emulator"]) -> hooks.Emulator: ...
+    @overload
+    def hook(self, role: Literal["writers"]) -> hooks.Writers: ...
+    @overload
+    def hook(self, role: Literal["utilization"]) -> hooks.Utilization: ...
+    @overload
+    def hook(self, role: Literal["explorer"]) -> hooks.Explorer: ...
+    @overload
+    def hook(self, role: Literal["page"]) -> hooks.Page: ...
 
     def hook(self, role: str) -> Any:
-        """The estimator, report, emulator, writers, utilization or page, imported now."""
+        """The estimator, report, emulator, writers, utilization, explorer or page, imported
+        now; its shape is the Protocol of the same name in `hooks`."""
         path = getattr(self, role)
         if path is None:
-            having = sorted(s.name for s in _STRATEGIES.values()
-                            if getattr(_KINDS[s.kind], role) is not None)
+            having = strategies_with(role)
             what = _ROLE_WORDS.get(role, role)
             raise ArchipelagoError(f"plan kind '{self.name}' has no {what}; strategies with "
                                    f"{what}: {', '.join(having)}")
@@ -135,6 +204,17 @@ class Strategy:
     design_space: str | None = None
     models: type | tuple[type, ...] = ModelSpec  # the model specs its planner takes
     clusters: type | tuple[type, ...] = Cluster  # the cluster descriptions it plans on
+    default_for: tuple[str, ...] = ()  # the commands run with it when --strategy is left out
+    default_cluster: str | None = None  # --cluster when it is left out ...
+    command_clusters: dict[str, str] = field(default_factory=dict)  # ... per command
+
+    def cluster_for(self, command: str) -> str:
+        """The cluster `command` plans on when the user names none."""
+        cluster = self.command_clusters.get(command, self.default_cluster)
+        if cluster is None:
+            raise ArchipelagoError(f"strategy '{self.name}' has no default cluster; pass "
+                                   "--cluster")
+        return cluster
 
     @property
     def plan_kind(self) -> PlanKind:
@@ -173,14 +253,16 @@ class Strategy:
         return self.planner(spec, cluster, self.config(engine))
 
     def workload(self, given: dict[str, str] | None = None, command: str = "plan") -> Any:
-        """The kind's workload from option texts ({"tokens": "64:64"}); an option of another
-        kind is a one-line error saying which strategies take it."""
-        options = self.plan_kind.workload.options
+        """The kind's workload from option texts ({"tokens": "64:64"}). The one place a kind
+        option is refused: an option of another kind, or of another command, is a one-line
+        error saying which strategies (and commands) take it."""
+        options = self.plan_kind.workload.of(command, *ROLES)
         for name in given or {}:
             if name not in {o.name for o in options}:
-                raise ArchipelagoError(f"{_flag(name)} {_who_takes(name)}; strategy "
-                                       f"'{self.name}' takes "
-                                       f"{', '.join(_flag(o.name) for o in options)}")
+                takes = ", ".join(_flag(o.name) for o in options) or "no options"
+                raise ArchipelagoError(f"{_flag(name)} {_who_takes(name, command)}; "
+                                       f"strategy '{self.name}' takes {takes}"
+                                       + (f" in `archi {command}`" if command else ""))
         return self.plan_kind.workload.from_args(given or {}, command)
 
 
@@ -200,19 +282,66 @@ def register(name: str, summary: str, kind: str, engine_config: type[BaseModel],
              engine_defaults: dict[str, Any] | None = None,
              design_space: str | None = None,
              models: type | tuple[type, ...] = ModelSpec,
-             clusters: type | tuple[type, ...] = Cluster) -> Callable[[Callable], Callable]:
+             clusters: type | tuple[type, ...] = Cluster,
+             default_for: tuple[str, ...] = (),
+             default_cluster: str | None = None,
+             command_clusters: dict[str, str] | None = None) -> Callable[[Callable], Callable]:
     """Decorate a planner to register it as strategy `name` making plans of `kind` from
-    model specs of type `models` (transformer `ModelSpec`s unless it says otherwise)."""
+    model specs of type `models` (transformer `ModelSpec`s unless it says otherwise).
+    `default_for`: the commands that run it when --strategy is left out (one strategy per
+    command); `default_cluster`, or `command_clusters[command]`: --cluster left out."""
 
     def wrap(planner: Callable) -> Callable:
         if name in _STRATEGIES:
             raise ValueError(f"strategy '{name}' registered twice")
+        for command in default_for:
+            other = _default_of(command)
+            if other is not None:
+                raise ValueError(f"strategy '{name}' and '{other.name}' are both the default "
+                                 f"of `archi {command}`")
         _STRATEGIES[name] = Strategy(name, summary, kind, engine_config, planner,
                                      dict(engine_defaults or {}), design_space, models,
-                                     clusters)
+                                     clusters, tuple(default_for), default_cluster,
+                                     dict(command_clusters or {}))
         return planner
 
     return wrap
+
+
+def _default_of(command: str) -> Strategy | None:
+    return next((s for s in _STRATEGIES.values() if command in s.default_for), None)
+
+
+def default_strategy(command: str) -> Strategy:
+    """The strategy `archi command` runs when --strategy is left out (registration keeps
+    it to one)."""
+    _load()
+    chosen = _default_of(command)
+    if chosen is None:
+        raise ArchipelagoError(f"no strategy is the default of `archi {command}`; pass "
+                               f"--strategy (one of {', '.join(_STRATEGIES)})")
+    return chosen
+
+
+def commands() -> dict[str, tuple[str, str]]:
+    """{command name: (plan kind, `module:attribute` of its typer function)} of the commands
+    kinds add to `archi`; two kinds adding one name is a registration mistake."""
+    _load()
+    found: dict[str, tuple[str, str]] = {}
+    for kind in _KINDS.values():
+        for name, path in kind.commands.items():
+            if name in found:
+                raise ValueError(f"plan kinds '{found[name][0]}' and '{kind.name}' both add "
+                                 f"`archi {name}`")
+            found[name] = (kind.name, path)
+    return found
+
+
+def strategies_with(role: str) -> list[str]:
+    """The strategies whose plan kind has hook `role` (writers, page, emulator, ...)."""
+    _load()
+    return sorted(s.name for s in _STRATEGIES.values()
+                  if getattr(_KINDS[s.kind], role) is not None)
 
 
 def unregister(name: str) -> None:
@@ -267,12 +396,17 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def _who_takes(option: str) -> str:
+def _who_takes(option: str, command: str) -> str:
+    """Which strategies take `option`, and in which commands where `command` is not one."""
     takers = []
     for kind in _KINDS.values():
-        if option in {o.name for o in kind.workload.options}:
+        for o in kind.workload.options:
+            if o.name != option:
+                continue
             users = sorted(s.name for s in _STRATEGIES.values() if s.kind == kind.name)
-            takers.append(f"{kind.workload.name} strategies ({', '.join(users)})")
+            where = "" if o.applies(command) else " in " + " and ".join(
+                f"`archi {c}`" for c in o.commands or ())
+            takers.append(f"{kind.workload.name} strategies ({', '.join(users)}){where}")
     if takers:
         return f"applies to {' and '.join(takers)}"
     return "is not an option of any plan kind"

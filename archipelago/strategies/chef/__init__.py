@@ -7,6 +7,9 @@
     exact       exhaustive deployment and mapping for small DAGs (Tables VI, VII)
     h2h         the H2H baseline (fixed accelerators, host memory, four steps)
     plan        the scheduled-DAG plan kind and the engine configuration
+    estimate    the estimator (the schedule the search simulated)
+    report      estimates and emulations as JSON or tables
+    gantt       `--gantt FILE`'s writer (plotly, imported only there)
     page        the charts of `archi report` (plotly, imported only there)
 """
 
@@ -50,12 +53,14 @@ def _parse(gantt: str = "") -> DagRun:
 SCHEDULED_DAG = WorkloadType("scheduled DAG", (
     WorkloadOption("bandwidth", "GB/s between every pair of FPGAs (presets 0.125, 3, 15)",
                    "the cluster's", role="plan"),
-    WorkloadOption("gantt", "write the schedule's Gantt chart to this HTML file", ""),
+    WorkloadOption("gantt", "write the schedule's Gantt chart to this HTML file", "",
+                   role="output", commands=("plan", "report"),
+                   writer="archipelago.strategies.chef.gantt:gantt_output"),
 ), _parse)
 
 register_kind(PlanKind(
     "scheduled-dag", SCHEDULED_DAG,
-    estimator="archipelago.strategies.chef.report:estimate",
+    estimator="archipelago.strategies.chef.estimate:estimate",
     report="archipelago.strategies.chef.report",
     emulator="archipelago.strategies.chef.emulate:emulate_plan",
     page="archipelago.strategies.chef.page:page",
@@ -104,13 +109,14 @@ def _with_progress(planner, what: str):
 
 
 _CLUSTERS = (Cluster, HeteroCluster)
+# Without --cluster, the U280 + U250 cluster of seeds/004 §VII-B.
+_ON = {"models": ModelDAG, "clusters": _CLUSTERS, "default_cluster": "hacc"}
 register("chef", "MMMT layer DAGs on heterogeneous FPGAs: IPs deployed by ILP + idle-aware "
          "re-deployment, layers mapped communication- and DRAM-aware (seeds/004)",
-         "scheduled-dag", ChefConfig, models=ModelDAG, clusters=_CLUSTERS)(
-    _with_progress(plan_chef, "CHEF search:"))
+         "scheduled-dag", ChefConfig, **_ON)(_with_progress(plan_chef, "CHEF search:"))
 register("h2h", "baseline of seeds/004: one fixed accelerator per FPGA, weights and "
          "features in host memory, H2H's four mapping steps", "scheduled-dag", ChefConfig,
-         models=ModelDAG, clusters=_CLUSTERS)(_with_progress(plan_h2h, "H2H mapping:"))
+         **_ON)(_with_progress(plan_h2h, "H2H mapping:"))
 register("chef-exact", "exact optimum of small layer DAGs (<= ~10 layers): every "
          "deployment, every mapping (seeds/004 Tables VI, VII)", "scheduled-dag", ChefConfig,
-         models=ModelDAG, clusters=_CLUSTERS)(_with_progress(plan_exact, "exact search:"))
+         **_ON)(_with_progress(plan_exact, "exact search:"))

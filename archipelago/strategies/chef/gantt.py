@@ -7,10 +7,14 @@ from typing import Any
 from archipelago.output_file import write_atomically
 
 
+def gantt_output(plan: Any, workload: Any, est: dict[str, Any], path: Path) -> Path:
+    """`--gantt FILE`'s writer, called by the pipeline once the schedule is estimated."""
+    return write_gantt(est, {la.name: la.modality for la in plan.dag.layers}, path)
+
+
 def write_gantt(plan: dict[str, Any], modality: dict[str, str], path: Path) -> Path:
     """`plan` is a scheduled DAG's `to_dict()`. The target was checked (not a file the
-    user has) when the option was parsed; it is replaced whole here, as the JSON and the
-    table of one run both write the same chart."""
+    user has) when the option was parsed, before the search; it is written whole here."""
     import plotly.graph_objects as go
 
     fig = go.Figure()

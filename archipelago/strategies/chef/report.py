@@ -1,4 +1,5 @@
-"""Scheduled-DAG results: the JSON the issue asks for, a rich summary, the Gantt chart."""
+"""Scheduled-DAG results: the JSON the issue asks for and a rich summary. The Gantt chart
+is `--gantt`'s writer's (gantt.py), called by the pipeline; this only names its file."""
 
 from pathlib import Path
 from typing import Any
@@ -7,27 +8,17 @@ from rich.console import Console
 from rich.table import Table
 
 
-def estimate(plan, workload) -> dict[str, Any]:
-    """The plan already holds its schedule (the simulator ran inside the search)."""
-    return plan.to_dict()
-
-
-def _gantt(plan, workload, est: dict[str, Any]) -> str | None:
-    if workload.gantt is None:
-        return None
-    from archipelago.strategies.chef.gantt import write_gantt
-
-    modality = {la.name: la.modality for la in plan.dag.layers}
-    return str(write_gantt(est, modality, Path(workload.gantt)))
+def _gantt(workload) -> str | None:
+    return None if workload.gantt is None else str(Path(workload.gantt))
 
 
 def estimate_to_dict(plan, workload, est: dict[str, Any]) -> dict[str, Any]:
-    gantt = _gantt(plan, workload, est)
+    gantt = _gantt(workload)
     return {**est, **({"gantt": gantt} if gantt else {})}
 
 
 def print_estimate(plan, workload, est: dict[str, Any], console: Console) -> None:
-    gantt = _gantt(plan, workload, est)
+    gantt = _gantt(workload)
     table = Table(title=f"{est['model']} on {est['cluster']} ({est['strategy']})")
     for col in ("FPGA", "accelerators", "DSP used", "BRAM used", "layers"):
         table.add_column(col)

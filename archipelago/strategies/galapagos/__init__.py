@@ -58,8 +58,10 @@ def _check_inputs(spec: ModelSpec, cluster: Cluster) -> None:
                              f"'{device.key}' is a {device.kind} without DSPs")
 
 
+# `archi build` without --strategy; without --cluster, the 72 Sidewinders of seeds/000 §8.
 @register("galapagos", "encoder as streaming I-BERT kernels on clusters of clusters, GMI "
-                       "collectives, Cluster Builder files (seeds/000)", "dataflow", StreamConfig)
+                       "collectives, Cluster Builder files (seeds/000)", "dataflow", StreamConfig,
+          default_for=("build",), default_cluster="72xsidewinder")
 def plan_galapagos(spec: ModelSpec, cluster: Cluster, config: StreamConfig) -> DataflowPlan:
     _check_inputs(spec, cluster)
     engine = AIEEngine(config) if cluster.devices[0].resources.aie else HLSStreamEngine(config)

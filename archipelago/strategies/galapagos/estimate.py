@@ -17,7 +17,6 @@ from itertools import pairwise
 
 import numpy as np
 
-from archipelago.estimate.figures import checked
 from archipelago.estimate.workload import Sequence
 from archipelago.hardware.device import FABRIC
 from archipelago.strategies.galapagos.gmi import HOST, gateway_name
@@ -199,7 +198,6 @@ def feasibility(plan: DataflowPlan, seq_len: int) -> list[str]:
     return reasons
 
 
-@checked
 def estimate_stream(plan: DataflowPlan, seq_len: int) -> StreamEstimate:
     if seq_len < 1:
         raise ValueError("seq_len must be >= 1")

@@ -19,11 +19,10 @@ from archipelago.report.charts import (
     sweep_lines,
 )
 from archipelago.report.page import Chart, Headline, KindPage
-from archipelago.report.sweep import progress
+from archipelago.report.sweep import workload_sweep
 from archipelago.strategies.galapagos.estimate import (
     EncoderTiming,
     StreamEstimate,
-    estimate_stream,
     kernel_outputs,
 )
 from archipelago.strategies.galapagos.gmi import HOST
@@ -126,8 +125,8 @@ def _seq_sweep(plan: DataflowPlan, est: StreamEstimate) -> Chart:
     top = plan.engine.config.max_seq_len
     lengths = sorted({*(2 ** i for i in range(3, 12) if 2 ** i <= top), top, est.seq_len})
     whole, encoder = [], []
-    for m in progress(lengths, "latency against sequence length", len(lengths)):
-        e = estimate_stream(plan, m)
+    for e in workload_sweep(plan, [Sequence(m) for m in lengths],
+                            "latency against sequence length"):
         whole.append(e.latency_s * MS)
         encoder.append(e.timing.last_output / e.clock_hz * MS)
     return Chart("latency against sequence length",

@@ -12,7 +12,9 @@ The host-program kind's consumers, imported only when a command needs them:
     proxies    CPU call proxies measured with numpy, stored as profiles
     estimate   the modelling tool: aggregate latency, breakdown, bottleneck calls
     sizing     fewest cards per device type for a latency target; largest persistent model
-    service    `archi explore` (largest model, latency target) and `archi proxies`
+    service    names in, reports out, through the pipeline (benchmarks, tests, proxies)
+    explore    `archi explore`: the largest persistent model, or cards for a latency target
+    commands   `archi proxies`, the kind's own command
     report     estimates, emulations and sizings as JSON or tables
     page       the charts of `archi report` (plotly, imported only there)
 The emulator is `archipelago.strategies.host_offload.emulate`.
@@ -57,19 +59,25 @@ HOST_PROGRAM = WorkloadType("host program", (
     _shaping("weights", "persistent, or streamed each use over pcie / from ddr4", "persistent"),
     _shaping("partition", "RxC row x column blocks of the matvec", "Nx1"),
     _shaping("cpu_profile", "CPU proxy profile (`archi proxies` writes one)", "this machine"),
+    WorkloadOption("largest", "size the largest model that stays persistent", "",
+                   role="job", commands=("explore",)),
+    WorkloadOption("latency_target", "per card type, the fewest cards meeting TIME (10ms)",
+                   "", role="job", commands=("explore",)),
 ), no_workload)
 register_kind(PlanKind(
     "host-program", HOST_PROGRAM,
     estimator="archipelago.strategies.host_offload.estimate:estimate",
     report="archipelago.strategies.host_offload.report",
     emulator="archipelago.strategies.host_offload.emulate:emulate",
-    explorer="archipelago.strategies.host_offload.service:explore",
-    page="archipelago.strategies.host_offload.page:page"))
+    explorer="archipelago.strategies.host_offload.explore:explore",
+    page="archipelago.strategies.host_offload.page:page",
+    commands={"proxies": "archipelago.strategies.host_offload.commands:proxies"}))
 
 
+# Without --cluster: the eight Stratix 10 cards of seeds/003's server.
 @register("persistent", "a CPU host with PCIe FPGA cards: an API program of CPU, FPGA and "
           "transfer calls, weights persistent in on-chip MRFs (seeds/003)", "host-program",
-          HostConfig, models=(MatvecSpec, LSTMSpec, NMTSpec))
+          HostConfig, models=(MatvecSpec, LSTMSpec, NMTSpec), default_cluster="8xs10-2800")
 def plan_persistent(spec: RecurrentSpec, cluster: Cluster, config: HostConfig) -> HostPlan:
     """Size the built-in, lay its weights over the cards, record its application. Weights
     that do not fit as asked are the user's to change (more cards, --weights)."""

@@ -100,3 +100,11 @@ def print_explore(summary: dict[str, Any], console: Console) -> None:
         table.add_row(device, str(row["cards"] or "-"),
                       _ms(row["latency_s"]) if row["cards"] else row["reason"])
     console.print(table)
+
+
+def print_proxies(report: dict[str, Any], console: Console) -> None:
+    """`archi proxies`: each CPU call's measured times, and where they were stored."""
+    for name, points in report["measured_s"].items():
+        shown = ", ".join(f"{n}: {t * 1e6:.2f} us" for n, t in points)
+        console.print(f"{name:12} {shown}")
+    console.print(f"stored in {report['file']} ({report['machine']})")

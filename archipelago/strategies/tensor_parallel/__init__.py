@@ -55,8 +55,12 @@ _LORA_EARLY = frozenset({"attn_context"})
 
 GENERATION = WorkloadType("generation", (
     WorkloadOption("tokens", "IN:OUT prompt and generated token counts", "64:64",
-                   {"emulate": "16:16", "explore": "32:256"}),),
-    parse_tokens)
+                   {"emulate": "16:16", "explore": "32:256"}),
+    WorkloadOption("precision", "arithmetic on the emulated ranks: fp32 or fp16", "fp32",
+                   role="job", commands=("emulate",)),
+    WorkloadOption("checkpoint", "local Hugging Face checkpoint directory (safetensors) "
+                   "instead of seeded weights", "seeded", role="job", commands=("emulate",)),
+), parse_tokens)
 # An SPMD program every device runs on its own shards (`Plan`), costed over a text generation.
 register_kind(PlanKind(
     "tensor-parallel", GENERATION,
@@ -198,8 +202,13 @@ def _plan(strategy: str, scheme: str, spec: ModelSpec, cluster: Cluster, engine:
 _SPACE = "archipelago.strategies.tensor_parallel.space"  # the engines' design spaces
 
 
+# Without --cluster: the four U280s of seeds/001's appliance; one for a design search.
+_CLUSTERS = {"default_cluster": "4xu280", "command_clusters": {"explore": "1xu280"}}
+
+
 @register("dfx", "tensor parallel, DFX sync scheme: 4 ring all-gathers per block (seeds/001)",
-          "tensor-parallel", DFXConfig, design_space=f"{_SPACE}:DFX")
+          "tensor-parallel", DFXConfig, design_space=f"{_SPACE}:DFX",
+          default_for=("plan", "report", "emulate"), **_CLUSTERS)
 def plan_dfx(spec: ModelSpec, cluster: Cluster, config: DFXConfig) -> Plan:
     _check_inputs(spec, cluster, "dfx")
     engine = DFXEngine(config)
@@ -238,13 +247,14 @@ LORA_Q_DEFAULTS = {"precision": "w8a8", "clock_hz": 250e6, "d_sa": 64, "t_m": 64
 @register("lora-f", "tensor parallel, LORA sync (4 all-gathers + 2 all-reduces, overlapped), "
                     "FP16 systolic engine at 200 MHz (seeds/002)", "tensor-parallel",
           SystolicConfig, {"precision": "fp16", "clock_hz": 200e6},
-          design_space=f"{_SPACE}:LORA_F")
+          design_space=f"{_SPACE}:LORA_F", **_CLUSTERS)
 def plan_lora_f(spec: ModelSpec, cluster: Cluster, config: SystolicConfig) -> Plan:
     return _plan_lora("lora-f", spec, cluster, config)
 
 
 @register("lora-q", "tensor parallel, LORA sync, W8A8 systolic engine with two int8 "
                     "products per DSP at 250 MHz (seeds/002)", "tensor-parallel",
-          SystolicConfig, LORA_Q_DEFAULTS, design_space=f"{_SPACE}:LORA_Q")
+          SystolicConfig, LORA_Q_DEFAULTS, design_space=f"{_SPACE}:LORA_Q",
+          default_for=("explore",), **_CLUSTERS)
 def plan_lora_q(spec: ModelSpec, cluster: Cluster, config: SystolicConfig) -> Plan:
     return _plan_lora("lora-q", spec, cluster, config)

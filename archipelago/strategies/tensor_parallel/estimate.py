@@ -6,7 +6,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from archipelago.engines.base import add_resources
-from archipelago.estimate.figures import checked
 from archipelago.estimate.workload import Generation
 from archipelago.hardware.device import Resources
 from archipelago.models.graph import Phase
@@ -139,7 +138,6 @@ def feasibility(plan: Plan, workload: Generation, devices: list[DeviceUse]) -> l
     return reasons
 
 
-@checked
 def estimate_generation(plan: Plan, workload: Generation) -> Estimate:
     n_in, n_out = workload.input_tokens, workload.output_tokens
     pre = _prefill_seconds(plan, n_in)

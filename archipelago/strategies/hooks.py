@@ -1,0 +1,71 @@
+"""The shapes of a plan kind's hooks, as typed Protocols: what `PlanKind.hook(role)` hands
+back, and what a new kind's modules must provide. Plans, workloads and estimates are the
+kind's own types (`Any` here); everything else is fixed."""
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:  # rich is the report modules' import, not the registry's
+    from rich.console import Console
+
+
+class Estimator(Protocol):
+    """(plan, workload) -> estimate; the pipeline checks every figure in it is finite."""
+
+    def __call__(self, plan: Any, workload: Any, /) -> Any: ...
+
+
+class ReportModule(Protocol):
+    """The kind's `report` module: an estimate as one JSON object or as tables. A kind with
+    an emulator, writers, an explorer or commands adds `print_emulation`, `print_build`,
+    `print_explore`, ... (each `(summary dict, console)`)."""
+
+    def estimate_to_dict(self, plan: Any, workload: Any, est: Any, /) -> dict[str, Any]: ...
+
+    def print_estimate(self, plan: Any, workload: Any, est: Any, console: "Console", /
+                       ) -> None: ...
+
+
+class Emulator(Protocol):
+    """(plan, EmulationJob) -> report dict, None on torchrun ranks other than 0."""
+
+    def __call__(self, plan: Any, job: Any, /) -> dict[str, Any] | None: ...
+
+
+class Writers(Protocol):
+    """(plan, out, force) -> summary dict; every file inside `out`."""
+
+    def __call__(self, plan: Any, out: str, force: bool, /) -> dict[str, Any]: ...
+
+
+class OutputWriter(Protocol):
+    """An output option's writer (`--gantt FILE`): (plan, workload, estimate, target),
+    called by the pipeline after the estimate; the target was checked when parsed."""
+
+    def __call__(self, plan: Any, workload: Any, est: Any, target: Path, /) -> Any: ...
+
+
+class Utilization(Protocol):
+    """(plan, estimate) -> {limit: worst fraction used}, for the design-space search."""
+
+    def __call__(self, plan: Any, est: Any, /) -> dict[str, float]: ...
+
+
+class Explorer(Protocol):
+    """(model, cluster, strategy, option texts) -> summary dict: `archi explore` of a kind
+    whose exploration is not an engine-parameter search."""
+
+    def __call__(self, model: str, cluster: str, strategy: str, options: dict[str, str], /
+                 ) -> dict[str, Any]: ...
+
+
+class Page(Protocol):
+    """(plan, workload, estimate, summary) -> report.page.KindPage: headline and charts."""
+
+    def __call__(self, plan: Any, workload: Any, est: Any, summary: dict[str, Any], /
+                 ) -> Any: ...
+
+
+HOOKS: dict[str, type] = {"estimator": Estimator, "report": ReportModule,
+                          "emulator": Emulator, "writers": Writers,
+                          "utilization": Utilization, "explorer": Explorer, "page": Page}
