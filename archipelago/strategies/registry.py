@@ -21,7 +21,6 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from archipelago.errors import ArchipelagoError, UnknownNameError
-from archipelago.hardware.cluster import Cluster
 from archipelago.models.spec import ModelSpec
 
 ENTRY_POINT_GROUP = "archipelago.strategies"
@@ -124,7 +123,9 @@ class PlanKind:
 class Strategy:
     """A named planner: `planner(spec, cluster, config)` where `config` is an instance of
     `engine_config` built from `engine_defaults` and the user's overrides; `design_space`
-    (`module:attribute`) is what `archi explore` may vary."""
+    (`module:attribute`) is what `archi explore` may vary. Any cluster may be handed to any
+    planner: one that cannot use the cluster's shape (mixed devices, a topology, a device
+    kind) raises a one-line PartitionError saying why."""
 
     name: str
     summary: str
@@ -134,7 +135,6 @@ class Strategy:
     engine_defaults: dict[str, Any] = field(default_factory=dict)
     design_space: str | None = None
     models: type | tuple[type, ...] = ModelSpec  # the model specs its planner takes
-    clusters: type | tuple[type, ...] = Cluster  # the cluster descriptions it plans on
 
     @property
     def plan_kind(self) -> PlanKind:
@@ -163,13 +163,6 @@ class Strategy:
             raise ArchipelagoError(f"strategy '{self.name}' plans {_model_words(self.models)}; "
                                    f"{spec.name} is a {type(spec).__name__} "
                                    f"({_planners_of(spec)})")
-        if not isinstance(cluster, self.clusters):
-            takers = sorted(s.name for s in _STRATEGIES.values()
-                            if isinstance(cluster, s.clusters))
-            raise ArchipelagoError(f"strategy '{self.name}' plans on a "
-                                   f"{_model_words(self.clusters)}; '{cluster.name}' is a "
-                                   f"{type(cluster).__name__} (strategies for it: "
-                                   f"{', '.join(takers)})")
         return self.planner(spec, cluster, self.config(engine))
 
     def workload(self, given: dict[str, str] | None = None, command: str = "plan") -> Any:
@@ -199,8 +192,7 @@ def register_kind(kind: PlanKind) -> PlanKind:
 def register(name: str, summary: str, kind: str, engine_config: type[BaseModel],
              engine_defaults: dict[str, Any] | None = None,
              design_space: str | None = None,
-             models: type | tuple[type, ...] = ModelSpec,
-             clusters: type | tuple[type, ...] = Cluster) -> Callable[[Callable], Callable]:
+             models: type | tuple[type, ...] = ModelSpec) -> Callable[[Callable], Callable]:
     """Decorate a planner to register it as strategy `name` making plans of `kind` from
     model specs of type `models` (transformer `ModelSpec`s unless it says otherwise)."""
 
@@ -208,8 +200,7 @@ def register(name: str, summary: str, kind: str, engine_config: type[BaseModel],
         if name in _STRATEGIES:
             raise ValueError(f"strategy '{name}' registered twice")
         _STRATEGIES[name] = Strategy(name, summary, kind, engine_config, planner,
-                                     dict(engine_defaults or {}), design_space, models,
-                                     clusters)
+                                     dict(engine_defaults or {}), design_space, models)
         return planner
 
     return wrap
