@@ -125,6 +125,17 @@ def test_the_classic_devices_spelling_is_the_nodes_list():
     assert classic.switch_latency_s == pytest.approx(250e-9)
 
 
+def test_resized_keeps_the_network():
+    """The device-count sweep of a report: the first node, repeated, on the same link."""
+    ring = resolve_cluster("4xu280")
+    three = ring.resized(3)
+    assert three == resolve_cluster("3xu280")
+    hacc = resolve_cluster("hacc").resized(2)
+    assert [d.key for d in hacc.devices] == ["u280", "u280"]
+    assert hacc.nodes[1].clock_hz == 200e6 and len(hacc.nodes[1].banks) == 32
+    assert hacc.link == resolve_cluster("hacc").link and hacc.name == "2xu280"
+
+
 def test_node_overrides_and_defaults():
     cluster = cluster_from_dict({"nodes": [
         {"device": "u280", "name": "big", "count": 2, "resources": {"dsp": 4000},

@@ -25,7 +25,7 @@ from archipelago.hardware.machines import (
 )
 from archipelago.safe_read import probe
 
-__all__ = ["MAX_DEVICES", "Cluster", "parse_shorthand", "resolve_cluster"]
+__all__ = ["MAX_DEVICES", "Cluster", "load_cluster_file", "parse_shorthand", "resolve_cluster"]
 
 _SHORTHAND = re.compile(r"^([0-9]+)x([a-z0-9_.-]+)$", re.IGNORECASE)
 

@@ -61,7 +61,7 @@ from archipelago.safe_read import load_mapping
 _MAX_BANKS = 1024
 _MAX_GBPS = 1e6
 _MAX_RESOURCE = 2**30
-_MAX_PAIRS = 2**16
+_MAX_PAIRS = 2**16  # every pair of 362 nodes (CHEF plans on at most 256)
 
 
 class _Spec(BaseModel):
@@ -69,12 +69,16 @@ class _Spec(BaseModel):
 
 
 class _Banks(_Spec):
+    """A node's DRAM banks (seeds/004 §VI: per FPGA its banks' count, size, bandwidth)."""
+
     count: int | None = Field(default=None, gt=0, le=_MAX_BANKS)
     size_bytes: int | None = Field(default=None, gt=0, le=2**50)
     bandwidth_gbytes_s: float | None = Field(default=None, ge=1e-3, le=_MAX_GBPS)
 
 
 class _Resources(_Spec):
+    """Fabric resources replacing the catalog's (hardware/device.Resources)."""
+
     dsp: int | None = Field(default=None, ge=0, le=_MAX_RESOURCE)
     bram: int | None = Field(default=None, ge=0, le=_MAX_RESOURCE)
     uram: int | None = Field(default=None, ge=0, le=_MAX_RESOURCE)
@@ -84,6 +88,8 @@ class _Resources(_Spec):
 
 
 class _Node(_Spec):
+    """`count` identical devices of the catalog (or `custom_devices`)."""
+
     device: str = Field(max_length=200)
     name: Name | None = None
     count: int = Field(default=1, ge=1, le=MAX_DEVICES)
@@ -113,6 +119,8 @@ class _Bandwidth(_Spec):
 
 
 class _Link(_Bandwidth):
+    """Every hop's alpha-beta parameters; Aurora's 64b/66b encoding costs 2 bits in 66."""
+
     latency_ns: float = Field(ge=0, le=1e9)  # up to a second
     encoding: Literal["none", "64b66b"] = "none"
 
@@ -123,6 +131,8 @@ class _Link(_Bandwidth):
 
 
 class _Pair(_Bandwidth):
+    """BW_inter of two named nodes (seeds/004 (3)), before a host relay halves it."""
+
     a: str = Field(max_length=200)
     b: str = Field(max_length=200)
 
@@ -218,16 +228,17 @@ def _nodes(spec: ClusterFile, source: str, key: str) -> list[Node]:
             raise ConfigError(source, f"{key}.{i}.device", f"unknown device '{entry.device}'; "
                               f"valid: {', '.join(sorted(known))}")
         banks, clock = entry.banks, entry.clock_mhz
-        bank_Bps = banks.bandwidth_gbytes_s * GB if banks.bandwidth_gbytes_s else None
+        try:
+            node = make_node(device, entry.name or device.key, clock * 1e6 if clock else None,
+                             entry.resources.model_dump(exclude_none=True), banks.count,
+                             banks.size_bytes,
+                             banks.bandwidth_gbytes_s * GB if banks.bandwidth_gbytes_s else None)
+        except ValueError as err:
+            raise ConfigError(source, f"{key}.{i}.banks", str(err)) from None
         for k in range(entry.count):
             name = (f"{device.key}_{len(nodes)}" if entry.name is None
                     else entry.name if entry.count == 1 else f"{entry.name}_{k}")
-            try:
-                nodes.append(make_node(device, name, clock * 1e6 if clock else None,
-                                       entry.resources.model_dump(exclude_none=True),
-                                       banks.count, banks.size_bytes, bank_Bps))
-            except ValueError as err:
-                raise ConfigError(source, f"{key}.{i}.banks", str(err)) from None
+            nodes.append(node.model_copy(update={"name": name}))
     names = [n.name for n in nodes]
     if len(set(names)) != len(names):
         twice = next(n for n in names if names.count(n) > 1)
