@@ -175,7 +175,7 @@ def _chef_node(entry: Any) -> Any:
     return node
 
 
-def from_chef_spelling(doc: dict[str, Any]) -> dict[str, Any]:
+def _from_chef_spelling(doc: dict[str, Any]) -> dict[str, Any]:
     """CHEF's `fpgas` document in the format above: P2P at `p2p_gbps` GB/s over a switch
     (the host's star where it relays), with no latency term (seeds/004 §III)."""
     out = {k: v for k, v in doc.items() if k not in ("fpgas", "p2p_gbps", "pairs")}
@@ -198,12 +198,12 @@ def _chef_field(loc: tuple[Any, ...]) -> tuple[Any, ...]:
     return ("fpgas", *rest) if head == ("nodes",) else loc
 
 
-def parse_cluster_file(data: dict[str, Any], source: str) -> ClusterFile:
+def _parse(data: dict[str, Any], source: str) -> ClusterFile:
     """Validate a document in any spelling; an error names the field as the user wrote it."""
     data = unwrap_sourced(data)
     chef = "fpgas" in data
     try:
-        return ClusterFile.model_validate(from_chef_spelling(data) if chef else data)
+        return ClusterFile.model_validate(_from_chef_spelling(data) if chef else data)
     except ValidationError as err:
         first = err.errors()[0]
         if chef:
@@ -267,7 +267,7 @@ def cluster_from_dict(data: object, source: str, folder: Path | None = None,
     """A cluster document in any spelling; `folder` is where `host_profile` is relative to."""
     if not isinstance(data, dict):
         raise ConfigError(source, "cluster", "top level must be a mapping")
-    spec = parse_cluster_file(data, source)
+    spec = _parse(data, source)
     key = next((k for k in ("fpgas", "devices") if k in data), "nodes")
     nodes = _nodes(spec, source, key)
     link = spec.link.to_link() if spec.link else None
