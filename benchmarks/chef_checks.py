@@ -11,7 +11,8 @@
     python -m benchmarks.chef_checks
 """
 
-from archipelago.hardware.hetero import cluster_from_dict, resolve_hetero_cluster
+from archipelago.hardware.cluster import resolve_cluster
+from archipelago.hardware.cluster_file import cluster_from_dict
 from archipelago.models.dag_zoo import BUILTIN_DAGS, builtin_dag
 from archipelago.strategies.chef.a2f import evaluate, initial_deployment, redeploy
 from archipelago.strategies.chef.exact import all_deployments, optimal_mapping, prefix_dag
@@ -25,8 +26,9 @@ TABLE_IV = {"casua-surf": 0.0307, "vfs": 0.1475, "facebag": 0.0159}  # seeds/004
 
 def cluster3(fpgas: int):
     devices = [("u280", 200), ("u250", 150)] * 2
-    return cluster_from_dict({"name": f"xacc-{fpgas}", "p2p_gbps": 3, "fpgas": [
-        {"name": f"{d}_{i}", "device": d, "freq_mhz": f}
+    return cluster_from_dict({"name": f"xacc-{fpgas}", "topology": "switch",
+                              "link": {"latency_ns": 0, "bandwidth_gbytes_s": 3}, "nodes": [
+        {"name": f"{d}_{i}", "device": d, "clock_mhz": f}
         for i, (d, f) in enumerate(devices[:fpgas])]}, "bench")
 
 
@@ -54,7 +56,7 @@ def near_optimality() -> None:
 
 def hacc() -> None:
     print("2. HACC (U280 200 MHz HBM 12 GB/s, U250 150 MHz DDR 8 GB/s, P2P 3 GB/s)")
-    cluster = resolve_hetero_cluster("hacc")
+    cluster = resolve_cluster("hacc")
     for name, paper in TABLE_IV.items():
         plan = plan_chef(builtin_dag(name), cluster, ChefConfig())
         print(f"{name:12} {plan.latency_s:.4f} s   paper model {paper:.4f} s   "
@@ -67,7 +69,7 @@ def versus_h2h() -> None:
     low, high = float("inf"), 0.0
     for cname in ("chef-cluster1", "chef-cluster2", "chef-cluster3"):
         for bw in (0.125, 3, 15):
-            cluster = resolve_hetero_cluster(cname, bw)
+            cluster = resolve_cluster(cname).with_bandwidth(bw)
             cells = []
             for name in BUILTIN_DAGS:
                 dag = builtin_dag(name)

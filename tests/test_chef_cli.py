@@ -39,7 +39,7 @@ def test_h2h_bandwidth_and_gantt(tmp_path):
     (("plan", "vfs", "--cluster", "4xu280", "--strategy", "dfx"),
      "strategy 'dfx' plans ModelSpec; vfs is a ModelDAG (strategies for it: chef"),
     (("plan", "gpt2-345m", "--cluster", "hacc", "--strategy", "dfx"),
-     "'hacc' is a HeteroCluster"),
+     "strategy 'dfx' needs identical devices; cluster 'hacc' mixes ['u250', 'u280']"),
     (("plan", "vfs", "--cluster", "hacc", "--strategy", "chef", "--bandwidth", "0"),
      "parameter 'bandwidth'"),
 ])

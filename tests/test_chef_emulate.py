@@ -4,7 +4,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from archipelago.hardware.hetero import resolve_hetero_cluster
+from archipelago.hardware.cluster import resolve_cluster
 from archipelago.models.dag_zoo import builtin_dag
 from archipelago.strategies.chef.emulate.run import emulate_dag
 from archipelago.strategies.chef.plan import ChefConfig
@@ -14,12 +14,12 @@ from archipelago.strategies.chef.planners import plan_chef
 def _emulate(plan):
     placement = plan.placement()
     order = sorted(placement, key=lambda n: plan.schedule.start[plan.tables.names.index(n)])
-    return emulate_dag(plan.dag, placement, order, [f.name for f in plan.cluster.fpgas],
+    return emulate_dag(plan.dag, placement, order, [f.name for f in plan.cluster.nodes],
                        seed=3)
 
 
 def test_cnn_lstm_split_over_six_fpgas_equals_unsplit():
-    plan = plan_chef(builtin_dag("cnn-lstm"), resolve_hetero_cluster("chef-cluster1"),
+    plan = plan_chef(builtin_dag("cnn-lstm"), resolve_cluster("chef-cluster1"),
                      ChefConfig())
     report = _emulate(plan)
     assert report["processes"] == 6 and report["outputs_equal"]
@@ -28,7 +28,7 @@ def test_cnn_lstm_split_over_six_fpgas_equals_unsplit():
     assert report["bytes_per_link"]  # the schedule does cross FPGAs
     placement = plan.placement()
     for fpga, layers in report["layers_per_fpga"].items():
-        index = [f.name for f in plan.cluster.fpgas].index(fpga)
+        index = [f.name for f in plan.cluster.nodes].index(fpga)
         assert layers == sorted(n for n, f in placement.items() if f == index)
 
 
@@ -44,12 +44,12 @@ def test_imported_module_planned_and_emulated_equals_the_module():
     module = TwoModalitiesSafe().eval()
     image, audio = torch.randn(1, 3, 8, 8), torch.randn(1, 1, 8, 8)
     dag, params = dag_from_module(module, (image, audio), "two")
-    cluster = resolve_hetero_cluster("chef-cluster1", bandwidth_gbps=15)
+    cluster = resolve_cluster("chef-cluster1").with_bandwidth(15)
     plan = plan_chef(dag, cluster, ChefConfig())
     placement = plan.placement()
     order = sorted(placement, key=lambda n: plan.schedule.start[plan.tables.names.index(n)])
     given = Given(module_weights(module, params), {"img1": image[0], "aud": audio[0]})
-    report = emulate_dag(dag, placement, order, [f.name for f in cluster.fpgas], given=given)
+    report = emulate_dag(dag, placement, order, [f.name for f in cluster.nodes], given=given)
     assert report["outputs_equal"]
     with torch.no_grad():
         expected = module(image, audio)[0]

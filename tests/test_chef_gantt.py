@@ -5,7 +5,7 @@ import pytest
 pytest.importorskip("plotly")
 
 from archipelago.errors import ArchipelagoError
-from archipelago.hardware.hetero import resolve_hetero_cluster
+from archipelago.hardware.cluster import resolve_cluster
 from archipelago.models.dag_zoo import builtin_dag
 from archipelago.strategies.chef.gantt import write_gantt
 from archipelago.strategies.chef.plan import ChefConfig
@@ -14,7 +14,7 @@ from archipelago.strategies.chef.planners import plan_chef
 
 def test_gantt_has_every_layer_and_never_overwrites(tmp_path):
     dag = builtin_dag("cnn-lstm")
-    plan = plan_chef(dag, resolve_hetero_cluster("hacc"), ChefConfig()).to_dict()
+    plan = plan_chef(dag, resolve_cluster("hacc"), ChefConfig()).to_dict()
     modality = {la.name: la.modality for la in dag.layers}
     path = write_gantt(plan, modality, tmp_path / "g.html")
     html = path.read_text()

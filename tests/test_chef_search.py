@@ -6,7 +6,9 @@ from itertools import product
 import pytest
 
 from archipelago.errors import PartitionError
-from archipelago.hardware.hetero import DramBank, FPGANode, HeteroCluster
+from archipelago.hardware.catalog import get_device
+from archipelago.hardware.device import Link, Resources
+from archipelago.hardware.machines import Cluster, DramBank, Node
 from archipelago.models.dag import dag_from_dict
 from archipelago.strategies.chef.a2f import initial_deployment, objective_weights
 from archipelago.strategies.chef.deployment import deploy, fits
@@ -19,14 +21,14 @@ IPS = builtin_ips()
 
 
 def _fpga(name, dsp=6000, bram=1000, banks=2, size=1 << 30, bw=10e9, freq=200e6):
-    return FPGANode(name=name, device="u280", freq_hz=freq, dsp=dsp, bram=bram,
-                    banks=(DramBank(size_bytes=size, bandwidth_Bps=bw),) * banks)
+    return Node(name=name, device=get_device("u280"), clock_hz=freq,
+                resources=Resources(dsp=dsp, bram=bram),
+                banks=(DramBank(size_bytes=size, bandwidth_Bps=bw),) * banks)
 
 
 def _cluster(*fpgas, inter=2e9):
-    n = len(fpgas)
-    return HeteroCluster(name="t", fpgas=fpgas, inter_Bps=tuple(
-        tuple(0.0 if i == j else inter for j in range(n)) for i in range(n)))
+    return Cluster(name="t", nodes=fpgas, topology="switch",
+                   link=Link(latency_s=0, bandwidth_Bps=inter))
 
 
 def _conv(name, deps, in_ch, out_ch, size=28, modality="m0"):

@@ -27,10 +27,10 @@ CONV = {"name": "c", "type": "conv", "out_ch": 64, "in_ch": 32, "out_rows": 28,
 
 def test_fig5_naming_and_five_dsps_per_mac():
     ip = builtin_ips()["conv_16_32"]
-    assert (ip.tn, ip.tm) == (16, 32) and ip.dsp == 5 * 16 * 32
+    assert (ip.tn, ip.tm) == (16, 32) and ip.resources.dsp == 5 * 16 * 32
     # 16 input banks of an 16x16 input tile, 32 output banks of 14x14: one BRAM36 each,
     # double-buffered; 3x3..7x7 weight banks live in LUTRAM.
-    assert ip.bram == 2 * (16 + 32)
+    assert ip.resources.bram == 2 * (16 + 32)
 
 
 def test_conv_cost_by_hand():
@@ -83,7 +83,7 @@ def test_ip_type_and_light_layers():
 def test_user_ip_file(tmp_path: Path):
     path = tmp_path / "ips.yaml"
     path.write_text("ips:\n  mine: {type: conv, tn: 4, tm: 8, tr: 7, tc: 7, k_max: 3}\n")
-    assert load_ips(path)["mine"].dsp == 160
+    assert load_ips(path)["mine"].resources.dsp == 160
     path.write_text("ips:\n  mine: {type: gru, tn: 4}\n")
     with pytest.raises(ConfigError, match=r"ips\.yaml: field 'ips\.mine\.type'"):
         load_ips(path)

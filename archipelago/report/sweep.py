@@ -34,8 +34,7 @@ def resized(cluster: Cluster, count: int) -> Cluster:
         shorthand = parse_shorthand(f"{count}x{device.key}")
         assert shorthand is not None
         return shorthand
-    return cluster.model_copy(update={"name": f"{count}x{device.key}",
-                                      "devices": (device,) * count})
+    return cluster.resized(count)
 
 
 def device_count_sweep(plan: Any, workload: Any, metric: Callable[[Any], float],

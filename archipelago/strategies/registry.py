@@ -29,7 +29,6 @@ from typing import Any, Literal, overload
 from pydantic import BaseModel, ValidationError
 
 from archipelago.errors import ArchipelagoError, UnknownNameError
-from archipelago.hardware.cluster import Cluster
 from archipelago.models.spec import ModelSpec
 from archipelago.strategies import hooks
 
@@ -193,7 +192,9 @@ class PlanKind:
 class Strategy:
     """A named planner: `planner(spec, cluster, config)` where `config` is an instance of
     `engine_config` built from `engine_defaults` and the user's overrides; `design_space`
-    (`module:attribute`) is what `archi explore` may vary."""
+    (`module:attribute`) is what `archi explore` may vary. Any cluster may be handed to any
+    planner: one that cannot use the cluster's shape (mixed devices, a topology, a device
+    kind) raises a one-line PartitionError saying why."""
 
     name: str
     summary: str
@@ -203,7 +204,6 @@ class Strategy:
     engine_defaults: dict[str, Any] = field(default_factory=dict)
     design_space: str | None = None
     models: type | tuple[type, ...] = ModelSpec  # the model specs its planner takes
-    clusters: type | tuple[type, ...] = Cluster  # the cluster descriptions it plans on
     default_for: tuple[str, ...] = ()  # the commands run with it when --strategy is left out
     default_cluster: str | None = None  # --cluster when it is left out ...
     command_clusters: dict[str, str] = field(default_factory=dict)  # ... per command
@@ -243,13 +243,6 @@ class Strategy:
             raise ArchipelagoError(f"strategy '{self.name}' plans {_model_words(self.models)}; "
                                    f"{spec.name} is a {type(spec).__name__} "
                                    f"({_planners_of(spec)})")
-        if not isinstance(cluster, self.clusters):
-            takers = sorted(s.name for s in _STRATEGIES.values()
-                            if isinstance(cluster, s.clusters))
-            raise ArchipelagoError(f"strategy '{self.name}' plans on a "
-                                   f"{_model_words(self.clusters)}; '{cluster.name}' is a "
-                                   f"{type(cluster).__name__} (strategies for it: "
-                                   f"{', '.join(takers)})")
         return self.planner(spec, cluster, self.config(engine))
 
     def workload(self, given: dict[str, str] | None = None, command: str = "plan") -> Any:
@@ -282,7 +275,6 @@ def register(name: str, summary: str, kind: str, engine_config: type[BaseModel],
              engine_defaults: dict[str, Any] | None = None,
              design_space: str | None = None,
              models: type | tuple[type, ...] = ModelSpec,
-             clusters: type | tuple[type, ...] = Cluster,
              default_for: tuple[str, ...] = (),
              default_cluster: str | None = None,
              command_clusters: dict[str, str] | None = None) -> Callable[[Callable], Callable]:
@@ -301,7 +293,7 @@ def register(name: str, summary: str, kind: str, engine_config: type[BaseModel],
                                  f"of `archi {command}`")
         _STRATEGIES[name] = Strategy(name, summary, kind, engine_config, planner,
                                      dict(engine_defaults or {}), design_space, models,
-                                     clusters, tuple(default_for), default_cluster,
+                                     tuple(default_for), default_cluster,
                                      dict(command_clusters or {}))
         return planner
 

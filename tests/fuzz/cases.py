@@ -106,7 +106,7 @@ def ip_case(doc: Any, tmp: Path) -> dict[str, Any]:
     return figures(str(tmp / "dag.yaml"), "hacc", "chef", {"ip_file": str(tmp / "ips.yaml")})
 
 
-def hetero_cluster_case(doc: Any, tmp: Path) -> dict[str, Any]:
-    path = tmp / "hetero.yaml"
+def chef_cluster_case(doc: Any, tmp: Path) -> dict[str, Any]:
+    path = tmp / "chef.yaml"
     path.write_text(yaml.safe_dump(doc))
     return figures("vfs", str(path), "h2h")

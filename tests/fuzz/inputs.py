@@ -79,7 +79,8 @@ def cluster_doc(draw: st.DrawFn) -> Any:
     groups = draw(st.lists(st.fixed_dictionaries(
         {"device": mostly(st.sampled_from(DEVICE_KEYS)),
          "count": mostly(st.integers(1, 8))}), min_size=1, max_size=3))
-    doc: dict[str, Any] = {"devices": groups}
+    # the one format's `nodes`, or its older name `devices`
+    doc: dict[str, Any] = {draw(st.sampled_from(["nodes", "devices"])): groups}
     if draw(st.booleans()):
         doc["topology"] = draw(mostly(st.sampled_from(TOPOLOGIES)))
     if draw(st.booleans()):
@@ -188,7 +189,7 @@ FILE_BYTES = st.one_of(
 )
 
 
-# ---- CHEF row: layer DAG files, IP template files, heterogeneous cluster files --------------
+# ---- CHEF row: layer DAG files, IP template files, CHEF's cluster files ---------------------
 def tiny_dag() -> dict[str, Any]:
     """The first layers of the built-in `vfs` DAG at a small image, so a plan takes
     milliseconds and the fuzzer reaches the scheduler, not only the loader."""
@@ -221,11 +222,26 @@ def ip_doc(draw: st.DrawFn) -> Any:
     return {"ips": {name: draw(mutated(raw[name])) for name in names}}
 
 
+# hacc in CHEF's `fpgas` spelling, from before the one cluster format: it must keep loading.
+OLD_HACC = {"name": "hacc", "p2p_gbps": 3, "fpgas": [
+    {"name": "u280", "device": "u280", "freq_mhz": 200,
+     "banks": {"count": 32, "bandwidth_gbps": 12}},
+    {"name": "u250", "device": "u250", "freq_mhz": 150,
+     "banks": {"count": 4, "bandwidth_gbps": 8}}]}
+
+
 @st.composite
-def hetero_cluster_doc(draw: st.DrawFn) -> Any:
+def chef_cluster_doc(draw: st.DrawFn) -> Any:
+    """The built-in hacc mutated, in the one format or in CHEF's older spelling."""
     from archipelago.hardware.catalog import unwrap_sourced
 
+    if draw(st.booleans()):
+        fpgas = [draw(mutated({**f, "banks": draw(mutated(f["banks"]))}))
+                 for f in OLD_HACC["fpgas"]]
+        return draw(mutated({**OLD_HACC, "fpgas": fpgas}, ["host_relay", "pairs"]))
     raw = unwrap_sourced(yaml.safe_load((Path(__file__).parents[2] / "archipelago" /
                                          "hardware" / "clusters" / "hacc.yaml").read_text()))
-    fpgas = [draw(mutated({**f, "banks": draw(mutated(f["banks"]))})) for f in raw["fpgas"]]
-    return draw(mutated({**raw, "fpgas": fpgas}))
+    nodes = [draw(mutated({**n, "banks": draw(mutated(n["banks"]))})) for n in raw["nodes"]]
+    pairs = [draw(mutated({"a": "u280", "b": "u250", "bandwidth_gbps": 8.0}))]
+    return draw(mutated({**raw, "nodes": nodes, "link": draw(mutated(raw["link"])),
+                         "pairs": pairs}, ["host_relay", "switch_latency_ns"]))

@@ -37,7 +37,7 @@ KINDS: dict[str, Kind] = {
                      lambda x, tmp: cases.emulate_edge_case(*x)),
     "dag": (inputs.dag_doc(), cases.dag_case),
     "ip": (inputs.ip_doc(), cases.ip_case),
-    "cluster:hetero": (inputs.hetero_cluster_doc(), cases.hetero_cluster_case),
+    "cluster:chef": (inputs.chef_cluster_doc(), cases.chef_cluster_case),
     "file": (st.tuples(inputs.FILE_BYTES, st.sampled_from(LOADERS)),
              lambda x, tmp: cases.file_case(x[0], x[1], tmp)),
 }

@@ -17,8 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from archipelago.hardware.cluster import Cluster
-from archipelago.hardware.hetero import HeteroCluster, hetero_from_devices
+from archipelago.hardware.machines import Cluster
 from archipelago.models.dag import ModelDAG
 from archipelago.output_file import check_output_file
 from archipelago.strategies.chef.h2h import plan_h2h
@@ -67,14 +66,6 @@ register_kind(PlanKind(
 ))
 
 
-def as_hetero(cluster: Cluster | HeteroCluster) -> HeteroCluster:
-    """`NxDEVICE` shorthand and classic cluster files work too: every pair at their link."""
-    if isinstance(cluster, HeteroCluster):
-        return cluster
-    bandwidth = cluster.link.bandwidth_Bps if cluster.link else 1e9
-    return hetero_from_devices(cluster.name, list(cluster.devices), bandwidth)
-
-
 class _SlowProgress:
     """A progress bar on stderr, shown only once a search has run for a second."""
 
@@ -98,19 +89,18 @@ class _SlowProgress:
 
 
 def _with_progress(planner, what: str):
-    def run(dag: ModelDAG, cluster: Cluster | HeteroCluster, config: ChefConfig):
+    def run(dag: ModelDAG, cluster: Cluster, config: ChefConfig):
         progress = _SlowProgress(f"{what} {dag.name}")
         try:
-            return planner(dag, as_hetero(cluster), config, progress)
+            return planner(dag, cluster, config, progress)
         finally:
             progress.close()
 
     return run
 
 
-_CLUSTERS = (Cluster, HeteroCluster)
 # Without --cluster, the U280 + U250 cluster of seeds/004 §VII-B.
-_ON = {"models": ModelDAG, "clusters": _CLUSTERS, "default_cluster": "hacc"}
+_ON = {"models": ModelDAG, "default_cluster": "hacc"}
 register("chef", "MMMT layer DAGs on heterogeneous FPGAs: IPs deployed by ILP + idle-aware "
          "re-deployment, layers mapped communication- and DRAM-aware (seeds/004)",
          "scheduled-dag", ChefConfig, **_ON)(_with_progress(plan_chef, "CHEF search:"))

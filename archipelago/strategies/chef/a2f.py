@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from archipelago.errors import PartitionError
-from archipelago.hardware.hetero import HeteroCluster
+from archipelago.hardware.machines import Cluster
 from archipelago.models.dag import ModelDAG
 from archipelago.strategies.chef.deployment import Deployment, deploy, fits
 from archipelago.strategies.chef.ip_templates import IPTemplate
@@ -34,14 +34,15 @@ def layer_types(dag: ModelDAG) -> list[str]:
     return sorted({la.type for la in dag.layers if la.is_compute})
 
 
-def check_candidates(dag: ModelDAG, cluster: HeteroCluster, ips: list[IPTemplate]) -> None:
+def check_candidates(dag: ModelDAG, cluster: Cluster, ips: list[IPTemplate]) -> None:
     """One line for a layer type no IP runs, or an IP that fits no FPGA."""
     for ip in ips:
-        if not any(ip.dsp <= f.dsp and ip.bram <= f.bram for f in cluster.fpgas):
-            big = max(cluster.fpgas, key=lambda f: f.dsp)
-            raise PartitionError(f"IP '{ip.name}' needs {ip.dsp} DSPs and {ip.bram} BRAMs; "
-                                 f"it fits no FPGA of '{cluster.name}' (largest: {big.name} "
-                                 f"with {big.dsp} DSPs, {big.bram} BRAMs)")
+        if all(ip.resources.exceeding(f.resources) for f in cluster.nodes):
+            big = max(cluster.nodes, key=lambda f: f.resources.dsp)
+            raise PartitionError(f"IP '{ip.name}' needs {ip.resources.dsp} DSPs and "
+                                 f"{ip.resources.bram} BRAMs; it fits no FPGA of "
+                                 f"'{cluster.name}' (largest: {big.name} with "
+                                 f"{big.resources.dsp} DSPs, {big.resources.bram} BRAMs)")
     have = {ip.type for ip in ips}
     for layer in dag.layers:
         if layer.is_compute and layer.type not in have:
@@ -49,25 +50,25 @@ def check_candidates(dag: ModelDAG, cluster: HeteroCluster, ips: list[IPTemplate
                                  f"it; IPs: {', '.join(ip.name for ip in ips)}")
 
 
-def throughput(costs: LayerCosts, cluster: HeteroCluster, fpga: int, ip: IPTemplate) -> float:
+def throughput(costs: LayerCosts, cluster: Cluster, fpga: int, ip: IPTemplate) -> float:
     """MAC/s of `ip` on FPGA `fpga` over the model's layers of its type (bank unshared)."""
-    node = cluster.fpgas[fpga]
-    column = costs.column(ip, node.freq_hz, node.banks[0].bandwidth_Bps)
+    node = cluster.nodes[fpga]
+    column = costs.column(ip, node.clock_hz, node.banks[0].bandwidth_Bps)
     layers = [costs.dag.by_name[n] for n in costs.dag.order]
     picked = [(la.macs, s) for la, s in zip(layers, column, strict=True) if la.type == ip.type]
     return sum(m for m, _ in picked) / sum(s for _, s in picked)
 
 
-def objective_weights(costs: LayerCosts, cluster: HeteroCluster,
+def objective_weights(costs: LayerCosts, cluster: Cluster,
                       ips: list[IPTemplate]) -> dict[tuple[int, str], int]:
     """thp_ita of Eq. (2), scaled so the best is THROUGHPUT_SCALE, as integers."""
     thp = {(i, ip.name): throughput(costs, cluster, i, ip)
-           for i in range(len(cluster.fpgas)) for ip in ips}
+           for i in range(len(cluster.nodes)) for ip in ips}
     top = max(thp.values())
     return {k: round(THROUGHPUT_SCALE * v / top) for k, v in thp.items()}
 
 
-def initial_deployment(costs: LayerCosts, cluster: HeteroCluster, ips: list[IPTemplate],
+def initial_deployment(costs: LayerCosts, cluster: Cluster, ips: list[IPTemplate],
                        max_per_fpga: int) -> Placed:
     """Eq. (2) under Eq. (1), solved exactly with CP-SAT."""
     from ortools.sat.python import cp_model
@@ -77,15 +78,17 @@ def initial_deployment(costs: LayerCosts, cluster: HeteroCluster, ips: list[IPTe
     weight = objective_weights(costs, cluster, usable)
     model = cp_model.CpModel()
     x = {}
-    for i, f in enumerate(cluster.fpgas):
+    for i, node in enumerate(cluster.nodes):
+        f = node.resources
         for ip in usable:
-            bound = min(f.dsp // ip.dsp, f.bram // max(ip.bram, 1), max_per_fpga)
+            need = ip.resources
+            bound = min(f.dsp // need.dsp, f.bram // max(need.bram, 1), max_per_fpga)
             x[i, ip.name] = model.new_int_var(0, bound, f"x_{i}_{ip.name}")
-        model.add(sum(ip.dsp * x[i, ip.name] for ip in usable) <= f.dsp)
-        model.add(sum(ip.bram * x[i, ip.name] for ip in usable) <= f.bram)
+        model.add(sum(ip.resources.dsp * x[i, ip.name] for ip in usable) <= f.dsp)
+        model.add(sum(ip.resources.bram * x[i, ip.name] for ip in usable) <= f.bram)
         model.add(sum(x[i, ip.name] for ip in usable) <= max_per_fpga)
     for t in types:
-        model.add(sum(x[i, ip.name] for i in range(len(cluster.fpgas))
+        model.add(sum(x[i, ip.name] for i in range(len(cluster.nodes))
                       for ip in usable if ip.type == t) >= 1)
     model.maximize(sum(weight[k] * v for k, v in x.items()))
     solver = cp_model.CpSolver()
@@ -113,7 +116,7 @@ class Evaluated:
         return self.schedule.latency_s
 
 
-def evaluate(costs: LayerCosts, cluster: HeteroCluster, placed: Placed,
+def evaluate(costs: LayerCosts, cluster: Cluster, placed: Placed,
              remapped: bool = True) -> Evaluated:
     """Deploy and map; `remapped=False` stops after M2A's list mapping (a cheap ranking)."""
     deployment = deploy(cluster, placed)
@@ -125,7 +128,7 @@ def evaluate(costs: LayerCosts, cluster: HeteroCluster, placed: Placed,
     return Evaluated(placed, deployment, tables, initial, mapping, simulate(tables, mapping))
 
 
-def _replacements(cluster: HeteroCluster, ips: list[IPTemplate], current: Evaluated,
+def _replacements(cluster: Cluster, ips: list[IPTemplate], current: Evaluated,
                   removed: int) -> list[Placed]:
     """§IV-B step 2: without accelerator `removed`, each other accelerator of its FPGA
     swapped for another IP of its type that fits (and the removal alone)."""
@@ -144,7 +147,7 @@ def _replacements(cluster: HeteroCluster, ips: list[IPTemplate], current: Evalua
     return options
 
 
-def redeploy(costs: LayerCosts, cluster: HeteroCluster, ips: list[IPTemplate],
+def redeploy(costs: LayerCosts, cluster: Cluster, ips: list[IPTemplate],
              start: Evaluated, progress: Callable[[], None] | None = None) -> Evaluated:
     """§IV-B steps 1-4 until no removal and replacement shortens the latency."""
     current = start

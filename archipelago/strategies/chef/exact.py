@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from itertools import combinations_with_replacement, product
 
 from archipelago.errors import PartitionError
-from archipelago.hardware.hetero import HeteroCluster
+from archipelago.hardware.machines import Cluster
 from archipelago.models.dag import ModelDAG, validate_dag
 from archipelago.strategies.chef.a2f import layer_types
 from archipelago.strategies.chef.deployment import fits
@@ -62,7 +62,7 @@ def optimal_mapping(t: Tables, limit: int = MAX_MAPPINGS) -> tuple[list[int], fl
 
 
 def _fpga_options(fpga, ips: list[IPTemplate], max_per_fpga: int,
-                  cluster: HeteroCluster, index: int) -> list[tuple[IPTemplate, ...]]:
+                  cluster: Cluster, index: int) -> list[tuple[IPTemplate, ...]]:
     out: list[tuple[IPTemplate, ...]] = [()]
     for k in range(1, max_per_fpga + 1):
         for combo in combinations_with_replacement(ips, k):
@@ -71,14 +71,14 @@ def _fpga_options(fpga, ips: list[IPTemplate], max_per_fpga: int,
     return out
 
 
-def all_deployments(dag: ModelDAG, cluster: HeteroCluster, ips: list[IPTemplate],
+def all_deployments(dag: ModelDAG, cluster: Cluster, ips: list[IPTemplate],
                     max_per_fpga: int,
                     limit: int = MAX_DEPLOYMENTS) -> Iterator[list[tuple[int, IPTemplate]]]:
     """Every deployment satisfying Eq. (1) with at most `max_per_fpga` IPs per FPGA."""
     types = set(layer_types(dag))
     usable = [ip for ip in ips if ip.type in types]
     per_fpga = [_fpga_options(f, usable, max_per_fpga, cluster, i)
-                for i, f in enumerate(cluster.fpgas)]
+                for i, f in enumerate(cluster.nodes)]
     space = 1
     for opts in per_fpga:
         space *= len(opts)

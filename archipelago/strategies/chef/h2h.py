@@ -18,7 +18,7 @@ import copy
 import time
 
 from archipelago.errors import PartitionError
-from archipelago.hardware.hetero import HeteroCluster
+from archipelago.hardware.machines import Cluster
 from archipelago.models.dag import ModelDAG
 from archipelago.strategies.chef.a2f import layer_types
 from archipelago.strategies.chef.deployment import deploy
@@ -29,11 +29,11 @@ from archipelago.strategies.chef.planners import prepare
 from archipelago.strategies.chef.simulate import INF, Tables, makespan, simulate
 
 
-def fixed_accelerators(dag: ModelDAG, cluster: HeteroCluster,
+def fixed_accelerators(dag: ModelDAG, cluster: Cluster,
                        ips: list[IPTemplate]) -> list[tuple[int, IPTemplate]]:
     work = {t: sum(la.macs for la in dag.layers if la.type == t) for t in layer_types(dag)}
     types = sorted(work, key=lambda t: work[t])  # least work first
-    fpgas = sorted(range(len(cluster.fpgas)), key=lambda i: (cluster.fpgas[i].dsp, i))
+    fpgas = sorted(range(cluster.size), key=lambda i: (cluster.nodes[i].resources.dsp, i))
     if len(fpgas) < len(types):
         raise PartitionError(f"H2H puts one accelerator on each FPGA: {len(types)} layer "
                              f"types need {len(types)} FPGAs, '{cluster.name}' has "
@@ -41,12 +41,12 @@ def fixed_accelerators(dag: ModelDAG, cluster: HeteroCluster,
     wanted = types[:-1] + [types[-1]] * (len(fpgas) - len(types) + 1)
     placed = []
     for i, t in zip(fpgas, wanted, strict=True):
-        f = cluster.fpgas[i]
-        fitting = [ip for ip in ips if ip.type == t and ip.dsp <= f.dsp and ip.bram <= f.bram]
+        f = cluster.nodes[i]
+        fitting = [ip for ip in ips if ip.type == t and not ip.resources.exceeding(f.resources)]
         if not fitting:
-            raise PartitionError(f"H2H: no {t} IP fits FPGA '{f.name}' ({f.dsp} DSPs, "
-                                 f"{f.bram} BRAMs)")
-        placed.append((i, max(fitting, key=lambda ip: (ip.dsp, ip.name))))
+            raise PartitionError(f"H2H: no {t} IP fits FPGA '{f.name}' ({f.resources.dsp} "
+                                 f"DSPs, {f.resources.bram} BRAMs)")
+        placed.append((i, max(fitting, key=lambda ip: (ip.resources.dsp, ip.name))))
     return placed
 
 
@@ -79,14 +79,15 @@ def _buffer_weights(t: Tables, mapping: list[int]) -> set[int]:
     return buffered
 
 
-def plan_h2h(dag: ModelDAG, cluster: HeteroCluster, config: ChefConfig,
+def plan_h2h(dag: ModelDAG, cluster: Cluster, config: ChefConfig,
              progress=None) -> ScheduledDAG:
     started = time.perf_counter()
     cluster, ips, costs = prepare(dag, cluster, config)
     placed = fixed_accelerators(dag, cluster, ips)
     base = Tables(costs, cluster, deploy(cluster, placed))
-    host_Bps = 2 * min(bw for row in cluster.inter_Bps for bw in row if bw > 0) \
-        if len(cluster.fpgas) > 1 else 2 * cluster.fpgas[0].banks[0].bandwidth_Bps
+    n = cluster.size
+    host_Bps = 2 * min(cluster.pair_Bps(i, j) for i in range(n) for j in range(n) if i != j) \
+        if n > 1 else 2 * cluster.nodes[0].banks[0].bandwidth_Bps
     step1 = _host_tables(base, host_Bps, set(), local=False)
     mapping = [min(range(base.n_accs), key=lambda a: (base.cost[i][a], a))
                for i in range(base.n_layers)]

@@ -13,7 +13,7 @@ stage at tm lanes (P/4 lanes on the LSTM IP), also bounded by their DRAM traffic
 """
 
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 from importlib import resources
 from math import ceil
 from pathlib import Path
@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from archipelago.engines.base import memory_blocks
 from archipelago.errors import ConfigError
+from archipelago.hardware.device import Resources
 from archipelago.models.dag import BYTES_PER_ELEMENT, FC, LSTM, Add, Conv, ModelDAG, Pool
 from archipelago.safe_read import load_yaml
 
@@ -57,12 +58,12 @@ class IPTemplate(BaseModel):
     def macs_per_cycle(self) -> int:
         return self.parallel if self.type == "lstm" else self.tn * self.tm
 
-    @property
-    def dsp(self) -> int:
-        return DSP_PER_FP32_MAC * self.macs_per_cycle
+    @cached_property
+    def resources(self) -> Resources:
+        """Five DSPs per MAC lane; BRAM36 blocks as `_bram` counts them."""
+        return Resources(dsp=DSP_PER_FP32_MAC * self.macs_per_cycle, bram=self._bram())
 
-    @property
-    def bram(self) -> int:
+    def _bram(self) -> int:
         """BRAM36 blocks: double-buffered input (tn banks), output (tm banks) tiles for
         Conv/FC; the weight buffer and h/c state vectors for LSTM."""
         if self.type == "lstm":  # weights packed into full 36 Kb blocks, plus h and c

@@ -148,7 +148,7 @@ def list_mapping(t: Tables) -> list[int]:
 
 
 def _no_room(t: Tables, i: int, budget: _Budget) -> str:
-    free = {t.cluster.fpgas[f].name: c - u for f, (c, u) in
+    free = {t.cluster.nodes[f].name: c - u for f, (c, u) in
             enumerate(zip(t.capacity, budget.use, strict=True))}
     rest = sum(t.dram[j] for j in budget.remaining)
     return (f"layer '{t.names[i]}': the model's remaining weights and features "

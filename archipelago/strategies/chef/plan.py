@@ -7,7 +7,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from archipelago.errors import ArchipelagoError, PartitionError
-from archipelago.hardware.hetero import HeteroCluster
+from archipelago.hardware.machines import Cluster
 from archipelago.models.dag import ModelDAG
 from archipelago.strategies.chef.deployment import Deployment, describe
 from archipelago.strategies.chef.ip_templates import IPTemplate, builtin_ips, load_ips
@@ -39,8 +39,8 @@ class ChefConfig(BaseModel):
         return [table[n] for n in self.ips]
 
 
-def check_dram(dag: ModelDAG, cluster: HeteroCluster, dram: list[int]) -> None:
-    need, have = sum(dram), sum(f.dram_bytes for f in cluster.fpgas)
+def check_dram(dag: ModelDAG, cluster: Cluster, dram: list[int]) -> None:
+    need, have = sum(dram), sum(f.dram_bytes for f in cluster.nodes)
     if need > have:
         raise PartitionError(f"model '{dag.name}' keeps {need / 2**30:.2f} GiB of weights and "
                              f"features; cluster '{cluster.name}' has {have / 2**30:.2f} GiB "
@@ -51,7 +51,7 @@ def check_dram(dag: ModelDAG, cluster: HeteroCluster, dram: list[int]) -> None:
 class ScheduledDAG:
     strategy: str
     dag: ModelDAG
-    cluster: HeteroCluster
+    cluster: Cluster
     deployment: Deployment
     tables: Tables
     schedule: Schedule
@@ -77,7 +77,7 @@ class ScheduledDAG:
             "deployment": describe(self.cluster, self.deployment),
             "mapping": [{"layer": name, "type": self.tables.type_of[i],
                          "accelerator": f"acc{s.mapping[i]}",
-                         "fpga": self.cluster.fpgas[self.tables.fpga_of[s.mapping[i]]].name,
+                         "fpga": self.cluster.nodes[self.tables.fpga_of[s.mapping[i]]].name,
                          "start_s": s.start[i], "end_s": s.end[i], "comm_s": s.comm_s[i]}
                         for i, name in enumerate(self.tables.names)],
         }

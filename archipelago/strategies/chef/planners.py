@@ -6,7 +6,8 @@ import time
 from collections.abc import Callable
 
 from archipelago.errors import PartitionError
-from archipelago.hardware.hetero import HeteroCluster
+from archipelago.hardware.catalog import catalog
+from archipelago.hardware.machines import Cluster
 from archipelago.models.dag import ModelDAG
 from archipelago.strategies.chef.a2f import (
     check_candidates,
@@ -28,28 +29,52 @@ MAX_CHEF_FPGAS = 16
 # Table III's largest model, VLocNet, has 185 layers. M2A re-maps every wave of ready layers
 # and A2F repeats M2A per removal: 500 layers plan in about 3 s on hacc, 2,000 in over 20 s.
 MAX_CHEF_LAYERS = 512
+# Mapping a DAG keeps an FPGA-by-FPGA bandwidth table and an accelerator-by-accelerator
+# transfer table; at 4,096 FPGAs those are 16 million entries each and H2H alone runs 6 s.
+# The paper's clusters hold 2 to 6 FPGAs (seeds/004 Table II); 256 keeps any plan near 1 s.
+MAX_FPGAS = 256
 
 
-def prepare(dag: ModelDAG, cluster: HeteroCluster, config: ChefConfig) -> tuple:
+def check_cluster(cluster: Cluster) -> None:
+    """The shape CHEF's planners need: at most MAX_FPGAS FPGAs, each with DSP slices to
+    deploy accelerators on and DRAM banks to keep their data in (seeds/004 §V-A)."""
+    if cluster.size > MAX_FPGAS:
+        raise PartitionError(f"cluster '{cluster.name}' has {cluster.size} FPGAs; CHEF's "
+                             f"planners map layers over at most {MAX_FPGAS}")
+    for node in cluster.nodes:
+        device = node.device
+        if device.kind != "fpga" or node.resources.dsp < 1:
+            fpgas = sorted(k for k, d in catalog().items() if d.kind == "fpga" and d.resources.dsp)
+            raise PartitionError(f"node '{node.name}' of cluster '{cluster.name}' is a "
+                                 f"{device.kind} ('{device.key}') without DSP slices; CHEF "
+                                 f"places accelerators on FPGAs: {', '.join(fpgas)}")
+        if not node.banks:
+            raise PartitionError(f"node '{node.name}' of cluster '{cluster.name}' "
+                                 f"('{device.key}') has no DRAM banks; CHEF keeps each "
+                                 "layer's weights and features in its FPGA's DRAM")
+
+
+def prepare(dag: ModelDAG, cluster: Cluster, config: ChefConfig) -> tuple:
+    check_cluster(cluster)
     cluster = cluster if config.bandwidth is None else \
         cluster.with_bandwidth(config.bandwidth)
     ips = config.candidates()
     if config.ips is None:  # the built-in list spans all boards; keep those that fit here
-        ips = [ip for ip in ips if any(ip.dsp <= f.dsp and ip.bram <= f.bram
-                                       for f in cluster.fpgas)]
+        ips = [ip for ip in ips if any(not ip.resources.exceeding(f.resources)
+                                       for f in cluster.nodes)]
     check_candidates(dag, cluster, ips)
     check_dram(dag, cluster, [dram_bytes(dag, la) for la in dag.layers])
     return cluster, ips, LayerCosts(dag)
 
 
-def plan_chef(dag: ModelDAG, cluster: HeteroCluster, config: ChefConfig,
+def plan_chef(dag: ModelDAG, cluster: Cluster, config: ChefConfig,
               progress: Callable[[], None] | None = None) -> ScheduledDAG:
     """§IV-§V: LP deployment, M2A (list mapping, re-mapping), idle-aware re-deployment.
     `steps_latency_s` are Fig. 7's three steps."""
     started = time.perf_counter()
-    if len(cluster.fpgas) > MAX_CHEF_FPGAS:
+    if cluster.size > MAX_CHEF_FPGAS:
         raise PartitionError(f"strategy 'chef' searches clusters of up to {MAX_CHEF_FPGAS} "
-                             f"FPGAs; {cluster.name} has {len(cluster.fpgas)} (strategy "
+                             f"FPGAs; {cluster.name} has {cluster.size} (strategy "
                              "'h2h' maps larger ones)")
     if len(dag.layers) > MAX_CHEF_LAYERS:
         raise PartitionError(f"strategy 'chef' searches DAGs of up to {MAX_CHEF_LAYERS} "
@@ -64,7 +89,7 @@ def plan_chef(dag: ModelDAG, cluster: HeteroCluster, config: ChefConfig,
                         steps, time.perf_counter() - started)
 
 
-def plan_exact(dag: ModelDAG, cluster: HeteroCluster, config: ChefConfig,
+def plan_exact(dag: ModelDAG, cluster: Cluster, config: ChefConfig,
                progress: Callable[[], None] | None = None) -> ScheduledDAG:
     """Every deployment Eq. (1) allows, each mapped optimally: the joint optimum."""
     started = time.perf_counter()

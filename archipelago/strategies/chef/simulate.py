@@ -12,7 +12,7 @@ bandwidth.
 from collections import Counter
 from dataclasses import dataclass
 
-from archipelago.hardware.hetero import HeteroCluster
+from archipelago.hardware.machines import Cluster
 from archipelago.models.dag import ModelDAG
 from archipelago.strategies.chef.deployment import Deployment
 from archipelago.strategies.chef.ip_templates import IPTemplate, dram_bytes, layer_cost
@@ -23,7 +23,7 @@ INF = float("inf")
 class Tables:
     """Everything the mapping loops read, as plain lists indexed by wave-order position."""
 
-    def __init__(self, costs: "LayerCosts", cluster: HeteroCluster,
+    def __init__(self, costs: "LayerCosts", cluster: Cluster,
                  deployment: Deployment) -> None:
         dag = costs.dag
         self.dag, self.cluster, self.deployment = dag, cluster, deployment
@@ -43,15 +43,15 @@ class Tables:
         accs = deployment.accs
         self.fpga_of = [a.fpga for a in accs]
         sharers = Counter((a.fpga, a.bank) for a in accs)
-        self.dram_Bps = [cluster.fpgas[a.fpga].banks[a.bank].bandwidth_Bps
+        self.dram_Bps = [cluster.nodes[a.fpga].banks[a.bank].bandwidth_Bps
                          / sharers[(a.fpga, a.bank)] for a in accs]
-        columns = [costs.column(a.ip, cluster.fpgas[a.fpga].freq_hz, bw)
+        columns = [costs.column(a.ip, cluster.nodes[a.fpga].clock_hz, bw)
                    for a, bw in zip(accs, self.dram_Bps, strict=True)]
         self.cost = [list(row) for row in zip(*columns, strict=True)]
         self.per_byte = [[_per_byte(cluster, a, b) for b in accs] for a in accs]
-        self.capacity = [f.dram_bytes for f in cluster.fpgas]
+        self.capacity = [f.dram_bytes for f in cluster.nodes]
         self.accs_on = [[a for a, f in enumerate(self.fpga_of) if f == i]
-                        for i in range(len(cluster.fpgas))]
+                        for i in range(len(cluster.nodes))]
 
     @property
     def n_layers(self) -> int:
@@ -80,13 +80,13 @@ class LayerCosts:
         return self._columns[key]
 
 
-def _per_byte(cluster: HeteroCluster, a, b) -> float:
+def _per_byte(cluster: Cluster, a, b) -> float:
     if a is b or (a.fpga == b.fpga and a.bank == b.bank):
         return 0.0
     if a.fpga == b.fpga:
-        banks = cluster.fpgas[a.fpga].banks
+        banks = cluster.nodes[a.fpga].banks
         return 1.0 / min(banks[a.bank].bandwidth_Bps, banks[b.bank].bandwidth_Bps)
-    return 1.0 / cluster.inter_Bps[a.fpga][b.fpga]
+    return 1.0 / cluster.pair_Bps(a.fpga, b.fpga)
 
 
 def makespan(t: Tables, mapping: list[int], bound: float = INF) -> float:

@@ -10,6 +10,6 @@ def emulate_plan(plan, job) -> dict[str, Any]:
     placement = plan.placement()
     start = dict(zip(plan.tables.names, plan.schedule.start, strict=True))
     order = sorted(placement, key=lambda name: (start[name], plan.dag.order.index(name)))
-    report = emulate_dag(plan.dag, placement, order, [f.name for f in plan.cluster.fpgas],
+    report = emulate_dag(plan.dag, placement, order, [f.name for f in plan.cluster.nodes],
                          job.seed, job.timeout_s)
     return {"strategy": plan.strategy, "cluster": plan.cluster.name, **report}

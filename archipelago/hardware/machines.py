@@ -1,0 +1,203 @@
+"""One description of a user's machines, for every strategy: a `Cluster` of `Node`s (a
+catalog device at a clock, with its fabric `Resources` and its DRAM banks) and the network
+between them: a topology, one link model shared by every hop, and optionally a bandwidth per
+pair of nodes (CHEF's BW_inter, seeds/004 (3)), halved where a host relays the traffic
+(seeds/004 §III: "using half of the BW parameter in (3) as the P2P communication BW").
+
+Rings of identical cards (DFX, LORA), switched FPGAs (Galapagos), host-attached cards (host
+offload) and heterogeneous boards (CHEF) are all this one type; a strategy that cannot use a
+cluster's shape says why when it plans. The forms a user names one in (`4xu280`, a built-in
+name, a YAML file) are in hardware/cluster.py and hardware/cluster_file.py.
+"""
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from archipelago.errors import ArchipelagoError, PartitionError
+from archipelago.hardware.device import Device, Link, Resources
+
+Topology = Literal["ring", "switch", "host_star"]
+
+GB = 1e9
+# Aurora 64b/66b carries 64 payload bits in every 66 line bits (seeds/001 §V-E: "only 3%
+# transmission overhead").
+AURORA_64B66B_EFFICIENCY = 64 / 66
+# Aurora 64b/66b link latency, simulated on U280 by LORA (seeds/002 §V: "approximately 300 ns").
+AURORA_LINK_LATENCY_S = 300e-9
+# Galapagos' 100G UDP network (seeds/000): "FPGA-to-FPGA round-trip latency of 0.17us through
+# a 100 Gbps switch" (§9.4), so 85 ns one way; "the latency between the 100G switches, d, to
+# be about 1.1us" (§8.2.2), paid where traffic crosses from one switch to the next (Fig. 17).
+SWITCHED_LINK_LATENCY_S = 0.17e-6 / 2
+SWITCH_TO_SWITCH_LATENCY_S = 1.1e-6
+# The largest cluster in the seeds is Galapagos' 72 FPGAs (seeds/000 §8.1); a bound far above
+# it keeps a typo (`100000000000000000000xu280`) from exhausting memory in the planner.
+MAX_DEVICES = 4096
+# Clock of a node whose device has none in the catalog: seeds/004 §VII-B runs its U280
+# kernels at 200 MHz.
+DEFAULT_KERNEL_HZ = 200e6
+# A kernel reaches a DRAM bank through one 512-bit AXI port (the width Vitis gives HBM and
+# DDR ports on Alveo cards, UG1393), so a bank gives an accelerator at most 64 B per cycle.
+AXI_PORT_BYTES = 64
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+
+class DramBank(_Frozen):
+    """One off-chip memory bank an accelerator is wired to (a U280 has 32 HBM banks)."""
+
+    size_bytes: int = Field(gt=0)
+    bandwidth_Bps: float = Field(gt=0)
+
+
+class Node(_Frozen):
+    """One device of a cluster as the planners see it: a catalog device running at
+    `clock_hz`, with the fabric `resources` a design may use and its DRAM `banks` (none
+    where the device has no HBM or DDR)."""
+
+    name: str
+    device: Device
+    clock_hz: float = Field(gt=0)
+    resources: Resources
+    banks: tuple[DramBank, ...] = ()
+
+    @property
+    def dram_bytes(self) -> int:
+        return sum(b.size_bytes for b in self.banks)
+
+
+def make_node(device: Device, name: str, clock_hz: float | None = None,
+              resources: dict[str, int] | None = None, bank_count: int | None = None,
+              bank_size: int | None = None, bank_Bps: float | None = None) -> Node:
+    """`device` as a node: the catalog's clock (else DEFAULT_KERNEL_HZ) and resources unless
+    given; banks as given, else one per channel of its HBM (else DDR), each the channel's
+    share of the datasheet peak capped by one AXI port at the node's clock. Raises
+    ValueError for banks asked of a device without DRAM but not fully described."""
+    clock = clock_hz or device.clock_hz or DEFAULT_KERNEL_HZ
+    fabric = Resources(**{**device.resources.model_dump(), **(resources or {})})
+    memory = device.memory("hbm") or device.memory("ddr")
+    if memory is None:
+        given = (bank_count, bank_size, bank_Bps)
+        if any(v is not None for v in given) and None in given:
+            raise ValueError(f"device '{device.key}' has no HBM or DDR to default from: give "
+                             f"the banks' count, size_bytes and bandwidth")
+        if bank_count is None or bank_size is None or bank_Bps is None:
+            return Node(name=name, device=device, clock_hz=clock, resources=fabric)
+        count, size, bandwidth = bank_count, bank_size, bank_Bps
+    else:
+        count = bank_count or memory.channels
+        size = bank_size or memory.capacity_bytes // count
+        bandwidth = bank_Bps or min(memory.bandwidth_Bps / memory.channels,
+                                    AXI_PORT_BYTES * clock)
+    return Node(name=name, device=device, clock_hz=clock, resources=fabric,
+                banks=(DramBank(size_bytes=size, bandwidth_Bps=bandwidth),) * count)
+
+
+def repeated(node: Node, count: int) -> tuple[Node, ...]:
+    """`count` copies of `node`, named DEVICE_i as `NxDEVICE` names them."""
+    return tuple(node.model_copy(update={"name": f"{node.device.key}_{i}"})
+                 for i in range(count))
+
+
+class Cluster(_Frozen):
+    """Nodes and the network between them. Every hop runs `link`; a pair of nodes named in
+    `pair_bandwidth_Bps` ((i, j) with i < j) gets its own bandwidth instead, and `host_relay`
+    halves every pair's (traffic is stored to and loaded from host memory). `host_profile`
+    is the host CPU of PCIe cards (a CPU proxy profile, `archi proxies` writes one); None
+    means the machine Archipelago runs on."""
+
+    name: str
+    nodes: tuple[Node, ...] = Field(min_length=1, max_length=MAX_DEVICES)
+    topology: Topology = "ring"
+    link: Link | None = None
+    switch_latency_s: float = Field(default=0.0, ge=0)
+    host_relay: bool = False
+    pair_bandwidth_Bps: dict[tuple[int, int], float] = Field(default_factory=dict)
+    host_profile: Path | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Cluster":
+        if len(self.nodes) > 1 and self.link is None:
+            raise ValueError("a cluster of more than one device needs a link")
+        for (i, j), bandwidth in self.pair_bandwidth_Bps.items():
+            if not 0 <= i < j < len(self.nodes) or bandwidth <= 0:
+                raise ValueError(f"pair ({i}, {j}) at {bandwidth} B/s: a pair is two "
+                                 f"different nodes (i < j) at a positive bandwidth")
+        return self
+
+    @property
+    def devices(self) -> tuple[Device, ...]:
+        """Each node's catalog device, in node order."""
+        return tuple(n.device for n in self.nodes)
+
+    @property
+    def size(self) -> int:
+        return len(self.nodes)
+
+    @property
+    def homogeneous(self) -> bool:
+        return len({n.device.key for n in self.nodes}) == 1
+
+    def require_identical(self, strategy: str) -> Device:
+        """The one device type of a homogeneous cluster; a PartitionError otherwise."""
+        if not self.homogeneous:
+            kinds = sorted({n.device.key for n in self.nodes})
+            raise PartitionError(f"strategy '{strategy}' needs identical devices; cluster "
+                                 f"'{self.name}' mixes {kinds}")
+        return self.nodes[0].device
+
+    def pair_Bps(self, i: int, j: int) -> float:
+        """BW_inter between nodes i != j (seeds/004 (3)): the pair's own bandwidth, else the
+        link's, halved where the host relays (§III)."""
+        assert self.link is not None  # the validator's: more than one node has a link
+        raw = self.pair_bandwidth_Bps.get((min(i, j), max(i, j)), self.link.bandwidth_Bps)
+        return raw * 0.5 if self.host_relay else raw
+
+    def replaced(self, **changes: object) -> "Cluster":
+        """A copy with `changes`, validated again (model_copy would not be)."""
+        return Cluster.model_validate({**{k: getattr(self, k) for k in Cluster.model_fields},
+                                       **changes})
+
+    def with_bandwidth(self, gbps: float) -> "Cluster":
+        """Every pair of nodes at `gbps` GB/s: the 0.125 / 3 / 15 GB/s presets of
+        seeds/004 §VII-A (`--bandwidth`)."""
+        if gbps <= 0:
+            raise ArchipelagoError(f"--bandwidth {gbps}: a bandwidth must be positive (GB/s)")
+        latency = self.link.latency_s if self.link else 0.0
+        return self.replaced(link=Link(latency_s=latency, bandwidth_Bps=gbps * GB),
+                             host_relay=False, pair_bandwidth_Bps={})
+
+    def resized(self, count: int) -> "Cluster":
+        """`count` copies of the first node on the same network (a device-count sweep)."""
+        key = self.nodes[0].device.key
+        return self.replaced(name=f"{count}x{key}", nodes=repeated(self.nodes[0], count),
+                             pair_bandwidth_Bps={})
+
+
+def aurora_ring_link(device: Device) -> Link:
+    """The DFX/LORA inter-FPGA link: one QSFP port running Aurora 64b/66b."""
+    if device.network is None:
+        raise ArchipelagoError(f"device '{device.key}' has no network ports for a ring")
+    payload_gbps = device.network.gbps * AURORA_64B66B_EFFICIENCY
+    return Link(latency_s=AURORA_LINK_LATENCY_S, bandwidth_Bps=payload_gbps * 1e9 / 8)
+
+
+def host_link(device: Device) -> Link:
+    """Devices without direct ports talk through the host over PCIe."""
+    if device.host_link_Bps is None:
+        raise ArchipelagoError(f"device '{device.key}' has neither network ports nor a host link")
+    return Link(latency_s=2e-6, bandwidth_Bps=device.host_link_Bps)
+
+
+def switched_link(device: Device) -> Link:
+    """One port into a 100G switch, as on the Galapagos testbed (seeds/000 §8.1)."""
+    assert device.network is not None
+    return Link(latency_s=SWITCHED_LINK_LATENCY_S, bandwidth_Bps=device.network.gbps * 1e9 / 8)
+
+
+def default_link(device: Device) -> Link:
+    """The link of a cluster file that gives none: the device's own ports, else its host's."""
+    return aurora_ring_link(device) if device.network else host_link(device)
