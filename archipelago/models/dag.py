@@ -357,7 +357,3 @@ def load_dag(path: Path) -> ModelDAG:
         raise ConfigError(source, "model", "top level must be a mapping")
     data.setdefault("name", path.stem)
     return dag_from_dict(data, source)
-
-
-def dag_to_dict(dag: ModelDAG) -> dict:
-    return dag.model_dump(mode="json", exclude_defaults=False)
