@@ -124,6 +124,8 @@ def simulate(t: Tables, mapping: list[int]) -> Schedule:
     latency = run(t.cost, t.preds, t.per_byte, mapping, range(t.n_layers), [0.0] * t.n_accs,
                   end, start=start, comm=comm)
     assert latency < INF, "a layer was mapped to an accelerator that cannot run it"
+    # a layer without inputs transfers nothing: the integer 0 that --json has always shown
+    comm = [c if t.preds[i] else 0 for i, c in enumerate(comm)]
     return Schedule(tuple(mapping), tuple(start), tuple(end), tuple(comm))
 
 
