@@ -10,8 +10,8 @@ on how a cluster is described:
 - `preds[i]`: (predecessor, bytes) pairs of layer i;
 - `per_byte[a][b]`: transfer seconds per byte from accelerator b to accelerator a.
 
-It is one loop, not a per-layer function, because M2A evaluates it millions of times per
-search and a call per layer would cost a third of the search.
+It is one loop over the layers it is given, not a function per layer: a search runs
+millions of layer steps, and a call per step would add to every one of them.
 """
 
 INF = float("inf")

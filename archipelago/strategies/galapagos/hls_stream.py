@@ -173,7 +173,8 @@ def _stage_depth(job: KernelJob) -> int:
 
 class KernelRules(ABC):
     """How one kind of kernel (a `KernelJob.op`) is built, timed and sized: the handler an
-    engine's `kernels` table holds for that op. The defaults are a compute kernel's."""
+    engine's `kernels` table holds for that op. A new op is one subclass and one row of
+    the table; the methods with a body are defaults that an op overrides where it differs."""
 
     @abstractmethod
     def design(self, cfg: StreamConfig, job: KernelJob, ii: int) -> KernelDesign:
