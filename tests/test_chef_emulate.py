@@ -36,9 +36,8 @@ def test_imported_module_planned_and_emulated_equals_the_module():
     import torch
 
     from archipelago.models.torch_import import dag_from_module
-    from archipelago.strategies.chef.emulate.dag_torch import module_weights
     from archipelago.strategies.chef.emulate.run import Given
-    from tests.test_torch_import import TwoModalitiesSafe
+    from tests.test_torch_import import TwoModalitiesSafe, module_weights
 
     torch.manual_seed(1)
     module = TwoModalitiesSafe().eval()

@@ -4,7 +4,7 @@ import pytest
 import yaml
 
 from archipelago.errors import ConfigError
-from archipelago.models.dag import dag_from_dict, dag_to_dict, load_dag
+from archipelago.models.dag import dag_from_dict, load_dag
 from archipelago.models.dag_zoo import BUILTIN_DAGS, builtin_dag
 
 
@@ -61,7 +61,7 @@ def test_unknown_layer_type_rejected():
 def test_yaml_round_trip(tmp_path):
     dag = builtin_dag("cnn-lstm")
     path = tmp_path / "cnn.yaml"
-    path.write_text(yaml.safe_dump(dag_to_dict(dag)))
+    path.write_text(yaml.safe_dump(dag.model_dump(mode="json")))
     assert load_dag(path) == dag
 
 

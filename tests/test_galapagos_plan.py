@@ -3,14 +3,21 @@ clusters with GMI kernels, against the paper's build (seeds/000 §7.2, Fig. 14) 
 counts."""
 
 from itertools import pairwise
+from typing import get_args
 
 import pytest
 
 from archipelago.api import make_plan
 from archipelago.errors import ArchipelagoError, PartitionError
 from archipelago.hardware.cluster import resolve_cluster
+from archipelago.strategies.galapagos.aie import AIEEngine
 from archipelago.strategies.galapagos.gmi import HOST, gateway_name
-from archipelago.strategies.galapagos.hls_stream import HLSStreamEngine, KernelJob, multiplier_dsp
+from archipelago.strategies.galapagos.hls_stream import (
+    HLSStreamEngine,
+    KernelJob,
+    OpKind,
+    multiplier_dsp,
+)
 
 
 def test_one_port_fpgas_hang_off_chained_switches() -> None:
@@ -71,6 +78,12 @@ def test_linear_kernels_by_hand() -> None:
     assert q.resources.dsp == 384 + 2 * multiplier_dsp(32, 32) == 392
     ffn = engine.design(KernelJob("linear", 768, 3072, (768,), 3072, ("gelu",)), 768)
     assert ffn.tiles * ffn.pes / 2 == 768 * 3072 / 768 / 2  # 1,536 DSPs of MACs
+
+
+@pytest.mark.parametrize("engine", [HLSStreamEngine, AIEEngine])
+def test_every_kernel_op_has_rules(engine) -> None:
+    """Each engine's handler table covers exactly the ops a kernel job can name."""
+    assert set(engine.kernels) == set(get_args(OpKind))
 
 
 def test_a_matrix_fifo_takes_about_43_bram18() -> None:

@@ -139,8 +139,10 @@ def test_every_built_in_name_resolves_by_its_own_family_only(
 
 
 def test_unknown_name_lists_every_family_s_choices() -> None:
-    """The same list the old resolver gave (sorted by UnknownNameError)."""
-    expected = ("<layer-DAG YAML>, <model.onnx>, <path to config.json>, bert-base, casua-surf, "
+    """The list the old resolver gave (sorted by UnknownNameError), with the torch.export
+    family added since."""
+    expected = ("<layer-DAG YAML>, <model.onnx>, <model.pt2 from torch.export.save>, "
+                "<path to config.json>, bert-base, casua-surf, "
                 "cnn-lstm, facebag, gpt2-1.5b, gpt2-345m, gpt2-774m, ibert-base, llama2-7b, "
                 "lstm, matvec, nmt-li, nmt-luong, opt-6.7b, vfs, vlocnet")
     for text in ("gpt5", "", "   "):  # an empty name is not the working directory

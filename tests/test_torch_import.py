@@ -1,12 +1,28 @@
-"""torch.fx importer: a user's two-modality module becomes a DAG that computes the same."""
+"""torch.fx importer: a user's two-modality module becomes a DAG that computes the same;
+the same module saved with torch.export (`archi plan model.pt2`) becomes the same DAG."""
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
 from archipelago.errors import ConfigError  # noqa: E402
+from archipelago.families import resolve  # noqa: E402
+from archipelago.models.torch_export import dag_from_exported  # noqa: E402
 from archipelago.models.torch_import import dag_from_module  # noqa: E402
-from archipelago.strategies.chef.emulate.dag_torch import module_weights, run_dag  # noqa: E402
+from archipelago.strategies.chef.emulate.dag_torch import run_dag  # noqa: E402
+
+
+def module_weights(module, params: dict[str, str]) -> dict[str, list[torch.Tensor]]:
+    """Weights of an imported module, in layer_weights' order (absent biases as zeros)."""
+    out = {}
+    for layer, path in params.items():
+        sub = module.get_submodule(path)
+        if isinstance(sub, torch.nn.LSTM):
+            out[layer] = [sub.weight_ih_l0, sub.weight_hh_l0, sub.bias_ih_l0, sub.bias_hh_l0]
+        else:
+            bias = sub.bias if sub.bias is not None else torch.zeros(sub.weight.shape[0])
+            out[layer] = [sub.weight, bias]
+    return {k: [t.detach() for t in v] for k, v in out.items()}
 
 
 class TwoModalitiesSafe(torch.nn.Module):
@@ -62,3 +78,35 @@ def test_imported_dag_matches_the_module():
     with torch.no_grad():
         expected = module(image, audio)[0]
     torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-6)
+
+
+# torch.export warns that nn.LSTM assigns its flat weights during export (torch's own code).
+@pytest.mark.filterwarnings("ignore:The tensor attributes")
+def test_exported_program_imports_to_the_traced_dag(tmp_path):
+    """torch.export records ATen operators, not modules: a second path through the importer
+    that must give the module-level trace's DAG, names and all."""
+    module = TwoModalitiesSafe().eval()
+    inputs = (torch.randn(1, 3, 8, 8), torch.randn(1, 1, 8, 8))
+    traced, _ = dag_from_module(module, inputs, "two")
+    path = tmp_path / "two.pt2"
+    torch.export.save(torch.export.export(module, inputs), str(path))
+    assert dag_from_exported(path) == traced
+    assert resolve("model", str(path)) == traced  # what `archi plan two.pt2` plans
+
+
+def test_exported_program_errors_name_the_file(tmp_path):
+    class Dilated(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 4, 3, dilation=2)
+
+        def forward(self, x):
+            return self.conv(x)
+
+    path = tmp_path / "d.pt2"
+    torch.export.save(torch.export.export(Dilated(), (torch.randn(1, 3, 9, 9),)), str(path))
+    with pytest.raises(ConfigError, match=r"d\.pt2: field 'conv2d': .*dilated"):
+        dag_from_exported(path)
+    (tmp_path / "junk.pt2").write_bytes(b"not a zip")
+    with pytest.raises(ConfigError, match=r"junk\.pt2: field 'pt2'"):
+        dag_from_exported(tmp_path / "junk.pt2")

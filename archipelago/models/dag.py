@@ -360,10 +360,6 @@ def load_dag(path: Path) -> ModelDAG:
     return dag_from_dict(data, source)
 
 
-def dag_to_dict(dag: ModelDAG) -> dict:
-    return dag.model_dump(mode="json", exclude_defaults=False)
-
-
 register_family(Family("layer-dag-yaml", "model",
                        matches=lambda text: Path(text).suffix in {".yaml", ".yml"},
                        load=lambda text: load_dag(Path(text)),

@@ -3,7 +3,8 @@
 Importing this module registers the built-in model families, each in the module that owns
 its form, tried in this order: zoo names, recurrent built-ins, layer-DAG built-ins (disjoint
 name sets, none with a file suffix, so their order among themselves is immaterial), then
-layer-DAG YAML, ONNX, and last any local config.json / checkpoint directory.
+layer-DAG YAML, a torch.export program (.pt2), ONNX, and last any local config.json /
+checkpoint directory.
 """
 
 from functools import cache
@@ -13,7 +14,11 @@ from typing import Any
 import yaml
 
 from archipelago.families import CatalogTable, Family, register_family, resolve
-from archipelago.models import dag_zoo, onnx_import  # noqa: F401 (their register_family calls)
+from archipelago.models import (  # noqa: F401 (their register_family calls)
+    dag_zoo,
+    onnx_import,
+    torch_export,
+)
 from archipelago.models.dag import ModelDAG
 from archipelago.models.hf_config import spec_from_hf_config
 from archipelago.models.recurrent import RecurrentSpec

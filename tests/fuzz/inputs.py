@@ -193,10 +193,9 @@ FILE_BYTES = st.one_of(
 def tiny_dag() -> dict[str, Any]:
     """The first layers of the built-in `vfs` DAG at a small image, so a plan takes
     milliseconds and the fuzzer reaches the scheduler, not only the loader."""
-    from archipelago.models.dag import dag_to_dict
     from archipelago.models.dag_zoo import builtin_dag
 
-    whole = dag_to_dict(builtin_dag("vfs"))
+    whole = builtin_dag("vfs").model_dump(mode="json")
     layers = [dict(layer) for layer in whole["layers"][:3]]
     for layer in layers:
         layer.update({k: 16 // (2 if layer["type"] == "pool" else 1)

@@ -16,7 +16,8 @@ from archipelago.models.dag import ModelDAG, validate_dag
 from archipelago.strategies.chef.a2f import layer_types
 from archipelago.strategies.chef.deployment import fits
 from archipelago.strategies.chef.ip_templates import IPTemplate
-from archipelago.strategies.chef.simulate import INF, Tables
+from archipelago.strategies.chef.schedule import INF, run
+from archipelago.strategies.chef.simulate import Tables
 
 MAX_MAPPINGS = 4**12  # N^M above this is refused (12 layers on 4 accelerators)
 MAX_DEPLOYMENTS = 2000
@@ -35,7 +36,7 @@ def optimal_mapping(t: Tables, limit: int = MAX_MAPPINGS) -> tuple[list[int], fl
     mapping, end, use = [-1] * n, [0.0] * n, [0] * len(t.capacity)
     best: list = [INF, None]
 
-    def walk(i: int, free: tuple[float, ...], latest: float) -> None:
+    def walk(i: int, free: list[float], latest: float) -> None:
         if latest >= best[0]:
             return
         if i == n:
@@ -45,17 +46,14 @@ def optimal_mapping(t: Tables, limit: int = MAX_MAPPINGS) -> tuple[list[int], fl
             f = t.fpga_of[acc]
             if use[f] + t.dram[i] > t.capacity[f]:
                 continue
-            mapping[i] = acc
-            ready, xfer = free[acc], 0.0
-            for p, nbytes in t.preds[i]:
-                ready = max(ready, end[p])
-                xfer += nbytes * t.per_byte[acc][mapping[p]]
-            end[i] = ready + xfer + t.cost[i][acc]
+            mapping[i], was_free = acc, free[acc]
+            finish = run(t.cost, t.preds, t.per_byte, mapping, (i,), free, end)
             use[f] += t.dram[i]
-            walk(i + 1, (*free[:acc], end[i], *free[acc + 1:]), max(latest, end[i]))
+            walk(i + 1, free, max(latest, finish))
             use[f] -= t.dram[i]
+            free[acc] = was_free
 
-    walk(0, (0.0,) * t.n_accs, 0.0)
+    walk(0, [0.0] * t.n_accs, 0.0)
     if best[1] is None:
         raise PartitionError("no mapping fits the cluster's DRAM")
     return best[1], best[0]

@@ -17,7 +17,8 @@ from itertools import product
 from math import prod
 
 from archipelago.errors import PartitionError
-from archipelago.strategies.chef.simulate import INF, Tables, dram_use, makespan
+from archipelago.strategies.chef.schedule import INF, run
+from archipelago.strategies.chef.simulate import Tables, dram_use, makespan
 
 WAVE_COMBINATIONS = 64
 
@@ -90,24 +91,17 @@ class _Budget:
         return [i for i in range(self.t.n_layers) if not self.mapped[i]]
 
 
-def _place(t: Tables, i: int, acc: int, mapping: list[int], free: list[float],
-           end: list[float]) -> float:
-    ready, xfer, row = free[acc], 0.0, t.per_byte[acc]
-    for p, nbytes in t.preds[i]:
-        ready = max(ready, end[p])
-        xfer += nbytes * row[mapping[p]]
-    return ready + xfer + t.cost[i][acc]
-
-
 def _try_wave(t: Tables, wave: list[int], accs: tuple[int, ...], mapping: list[int],
               free: list[float], end: list[float]) -> tuple[float, float]:
-    """(latency increment, sum of ends) of placing `wave` on `accs`, in wave order."""
-    free = list(free)
-    worst, total = 0.0, 0.0
+    """(latency increment, sum of ends) of placing `wave` on `accs`, in wave order. Leaves
+    trial values in `mapping` and `end` of the wave's layers, which no layer reads before
+    the wave is placed (layers of one wave do not depend on each other)."""
     for i, acc in zip(wave, accs, strict=True):
         mapping[i] = acc
-        e = free[acc] = _place(t, i, acc, mapping, free, end)
-        worst, total = max(worst, e), total + e
+    worst = run(t.cost, t.preds, t.per_byte, mapping, wave, list(free), end)
+    total = 0.0
+    for i in wave:
+        total += end[i]
     return worst, total
 
 
@@ -142,7 +136,7 @@ def list_mapping(t: Tables) -> list[int]:
                 raise PartitionError(_no_room(t, layers[0], budget))
             for i, acc in zip(layers, best, strict=True):
                 mapping[i] = acc
-                end[i] = free[acc] = _place(t, i, acc, mapping, free, end)
+            run(t.cost, t.preds, t.per_byte, mapping, layers, free, end)
             budget.commit(list(zip(layers, best, strict=True)))
     return mapping
 
@@ -158,36 +152,12 @@ def _no_room(t: Tables, i: int, budget: _Budget) -> str:
 
 def _snapshots(t: Tables, mapping: list[int]) -> tuple[list[float], list[list[float]]]:
     """Layer ends, and each accelerator's free time before every layer: a move of layer i
-    re-simulates from i on, the prefix being unchanged."""
+    re-schedules from i on, the prefix being unchanged."""
     free, end, before = [0.0] * t.n_accs, [0.0] * t.n_layers, []
-    for i, acc in enumerate(mapping):
+    for i in range(t.n_layers):
         before.append(list(free))
-        ready, xfer, row = free[acc], 0.0, t.per_byte[acc]
-        for p, nbytes in t.preds[i]:
-            ready = max(ready, end[p])
-            xfer += nbytes * row[mapping[p]]
-        end[i] = free[acc] = ready + xfer + t.cost[i][acc]
+        run(t.cost, t.preds, t.per_byte, mapping, (i,), free, end)
     return end, before
-
-
-def _suffix_makespan(t: Tables, mapping: list[int], start: int, end: list[float],
-                     free: list[float], prefix_max: float, bound: float) -> float:
-    end, free = list(end), list(free)
-    cost, preds, per_byte = t.cost, t.preds, t.per_byte
-    latest = prefix_max
-    for i in range(start, t.n_layers):
-        acc = mapping[i]
-        ready, xfer, row = free[acc], 0.0, per_byte[acc]
-        for p, nbytes in preds[i]:
-            if end[p] > ready:
-                ready = end[p]
-            xfer += nbytes * row[mapping[p]]
-        e = end[i] = free[acc] = ready + xfer + cost[i][acc]
-        if e >= bound:
-            return INF
-        if e > latest:
-            latest = e
-    return latest
 
 
 def remap(t: Tables, mapping: list[int]) -> list[int]:
@@ -212,8 +182,9 @@ def remap(t: Tables, mapping: list[int]) -> list[int]:
                         src != dst and use[dst] + t.dram[i] > t.capacity[dst]):
                     continue
                 mapping[i] = acc
-                latency = _suffix_makespan(t, mapping, i, end, before[i], prefix_max[i],
-                                           best * (1 - 1e-12))
+                suffix = run(t.cost, t.preds, t.per_byte, mapping, range(i, t.n_layers),
+                             list(before[i]), list(end), best * (1 - 1e-12))
+                latency = max(prefix_max[i], suffix)
                 if latency < best * (1 - 1e-12):
                     best, improved = latency, True
                     use[src] -= t.dram[i]

@@ -1,12 +1,10 @@
 """CHEF's simulator (seeds/004 §VI): the cost tables of one deployment, and the schedule a
-layer-to-accelerator mapping gives.
+layer-to-accelerator mapping gives (the recurrence itself is schedule.run).
 
 Every accelerator runs its layers in the DAG's wave order (the order CHEF-M2A maps them
-in). A layer starts when its accelerator is free and its predecessors have finished; its
-box (Fig. 6) is the transfer of its inputs plus its compute. Transfers (§V-A, Features 3-4):
-same accelerator or same DRAM bank: none; same FPGA, other bank: through the chip at the
-slower bank's bandwidth; other FPGA: BW_inter. Accelerators sharing a bank divide its
-bandwidth.
+in). Transfers (§V-A, Features 3-4): same accelerator or same DRAM bank: none; same FPGA,
+other bank: through the chip at the slower bank's bandwidth; other FPGA: BW_inter.
+Accelerators sharing a bank divide its bandwidth.
 """
 
 from collections import Counter
@@ -16,8 +14,7 @@ from archipelago.hardware.machines import Cluster
 from archipelago.models.dag import ModelDAG
 from archipelago.strategies.chef.deployment import Deployment
 from archipelago.strategies.chef.ip_templates import IPTemplate, dram_bytes, layer_cost
-
-INF = float("inf")
+from archipelago.strategies.chef.schedule import INF, run
 
 
 class Tables:
@@ -91,21 +88,9 @@ def _per_byte(cluster: Cluster, a, b) -> float:
 
 def makespan(t: Tables, mapping: list[int], bound: float = INF) -> float:
     """The latency of `mapping` (layer position -> accelerator); the hot loop of M2A. Stops
-    early, returning INF, once a layer ends at or after `bound` (ends only grow)."""
-    free = [0.0] * t.n_accs
-    end = [0.0] * t.n_layers
-    cost, preds, per_byte = t.cost, t.preds, t.per_byte
-    for i, acc in enumerate(mapping):
-        ready, xfer = free[acc], 0.0
-        row = per_byte[acc]
-        for p, nbytes in preds[i]:
-            if end[p] > ready:
-                ready = end[p]
-            xfer += nbytes * row[mapping[p]]
-        end[i] = free[acc] = ready + xfer + cost[i][acc]
-        if end[i] >= bound:
-            return INF
-    return max(end)
+    early, returning INF, once a layer ends at or after `bound`."""
+    return run(t.cost, t.preds, t.per_byte, mapping, range(t.n_layers), [0.0] * t.n_accs,
+               [0.0] * t.n_layers, bound)
 
 
 @dataclass(frozen=True)
@@ -135,14 +120,12 @@ class Schedule:
 
 
 def simulate(t: Tables, mapping: list[int]) -> Schedule:
-    free = [0.0] * t.n_accs
     start, end, comm = [0.0] * t.n_layers, [0.0] * t.n_layers, [0.0] * t.n_layers
-    for i, acc in enumerate(mapping):
-        ready = max([free[acc], *(end[p] for p, _ in t.preds[i])])
-        comm[i] = sum(nbytes * t.per_byte[acc][mapping[p]] for p, nbytes in t.preds[i])
-        start[i] = ready
-        end[i] = free[acc] = ready + comm[i] + t.cost[i][acc]
-    assert max(end) < INF, "a layer was mapped to an accelerator that cannot run it"
+    latency = run(t.cost, t.preds, t.per_byte, mapping, range(t.n_layers), [0.0] * t.n_accs,
+                  end, start=start, comm=comm)
+    assert latency < INF, "a layer was mapped to an accelerator that cannot run it"
+    # a layer without inputs transfers nothing: the integer 0 that --json has always shown
+    comm = [c if t.preds[i] else 0 for i, c in enumerate(comm)]
     return Schedule(tuple(mapping), tuple(start), tuple(end), tuple(comm))
 
 

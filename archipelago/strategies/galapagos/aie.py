@@ -10,19 +10,24 @@ PL to the AIEs (§9.1, §9.3). Everything else, the PL side included, is the HLS
 (the PL clock is the Galapagos shell's; DSP58 counted as DSP48E2 cascades).
 """
 
-from dataclasses import replace
 from math import ceil
 
-from archipelago.engines.base import add_resources, memory_blocks
+from archipelago.engines.base import add_resources
 from archipelago.errors import PartitionError
 from archipelago.hardware.device import Resources
 from archipelago.models.spec import ModelSpec
 from archipelago.strategies.galapagos.hls_stream import (
+    HLS_KERNELS,
     SOFTMAX_PASSES,
     STAGE_DSP,
+    ContextKernel,
     HLSStreamEngine,
     KernelDesign,
     KernelJob,
+    KernelRules,
+    LinearKernel,
+    ScoreKernel,
+    StreamConfig,
 )
 
 AIE_CLOCK_HZ = 1e9  # "a VLIW processor that can operate at a frequency of 1 GHz" (§9.1)
@@ -30,12 +35,6 @@ AIE_DATA_MEMORY_BYTES = 32 * 1024  # "Each AIE has 32 KB of data memory" (§9.1)
 # "each AIE can fetch 512 bits of data, or 64 8-bit weights, per cycle ... we use 64
 # multiplies per cycle to estimate the latency of each kernel" (§9.3).
 AIE_INT8_MACS_PER_CYCLE = 64
-_AIE_OPS = frozenset({"linear", "score", "context"})
-
-
-def _stage_elements(job: KernelJob, seq_len: int) -> int:
-    """Elements per row the PL stages see: scores for Softmax, outputs otherwise."""
-    return job.heads * (seq_len if job.op == "score" else job.fan_out)
 
 
 def columns_per_aie(fan_in: int, fan_out: int) -> int:
@@ -49,8 +48,79 @@ def columns_per_aie(fan_in: int, fan_out: int) -> int:
     return cols
 
 
+def _to_pl(cfg: StreamConfig, aie_cycles: float) -> int:
+    return ceil(aie_cycles * cfg.clock_hz / AIE_CLOCK_HZ)
+
+
+class OnAIE(KernelRules):
+    """A matrix multiply on AI Engines with its fused stages in the PL; the HLS kernel it
+    replaces keeps its pipeline depth. The defaults are attention's: one AIE per head
+    (several where a head's K or V exceeds its memory), working on one head's slice."""
+
+    passes = 1  # PL passes over each element per row (Softmax makes three)
+
+    def aies(self, cfg: StreamConfig, job: KernelJob) -> int:
+        """AIEs the kernel takes: K or V of one head must fit its AIE's memory."""
+        return job.heads * ceil(cfg.max_seq_len * job.fan_in / AIE_DATA_MEMORY_BYTES)
+
+    def aie_cycles(self, job: KernelJob, seq_len: int) -> float:
+        """AIE cycles per row: every AIE of the kernel works on its slice in parallel."""
+        return seq_len * job.fan_in / AIE_INT8_MACS_PER_CYCLE
+
+    def stage_elements(self, job: KernelJob, seq_len: int) -> int:
+        """Elements per row the PL stages see."""
+        return job.heads * job.fan_out
+
+    def design(self, cfg: StreamConfig, job: KernelJob, ii: int) -> KernelDesign:
+        per_row = self.stage_elements(job, cfg.max_seq_len)
+        lanes = ceil(self.passes * per_row / ii) if job.stages else 1
+        return KernelDesign(job, tiles=self.aies(cfg, job), pes=AIE_INT8_MACS_PER_CYCLE,
+                            lanes=lanes)
+
+    def compute(self, cfg: StreamConfig, d: KernelDesign, seq_len: int) -> int:
+        """PL cycles per row: the AIEs' time or the PL stages', whichever is longer."""
+        job = d.job
+        stages = ceil(self.stage_elements(job, seq_len) / d.lanes) if job.stages else 0
+        return max(_to_pl(cfg, self.aie_cycles(job, seq_len)), stages)
+
+    def resources(self, cfg: StreamConfig, d: KernelDesign) -> Resources:
+        stages = sum(STAGE_DSP[s] for s in d.job.stages)
+        return add_resources(Resources(dsp=d.lanes * stages, aie=d.tiles),
+                             *self.fifos(cfg, d.job))
+
+
+class LinearOnAIE(OnAIE, LinearKernel):
+    """Each AIE holds a K x c slice of the weights (§9.3)."""
+
+    def aies(self, cfg: StreamConfig, job: KernelJob) -> int:
+        return ceil(job.fan_out / columns_per_aie(job.fan_in, job.fan_out))
+
+    def aie_cycles(self, job: KernelJob, seq_len: int) -> float:
+        cols = columns_per_aie(job.fan_in, job.fan_out)
+        return job.fan_in * cols / AIE_INT8_MACS_PER_CYCLE
+
+
+class ScoreOnAIE(OnAIE, ScoreKernel):
+    """Softmax in the PL over the score row."""
+
+    passes = SOFTMAX_PASSES
+
+    def stage_elements(self, job: KernelJob, seq_len: int) -> int:
+        return job.heads * seq_len
+
+
+class ContextOnAIE(OnAIE, ContextKernel):
+    pass
+
+
+AIE_KERNELS: dict[str, KernelRules] = {
+    **HLS_KERNELS, "linear": LinearOnAIE(), "score": ScoreOnAIE(),
+    "context": ContextOnAIE()}
+
+
 class AIEEngine(HLSStreamEngine):
     name = "aie"
+    kernels = AIE_KERNELS
 
     def heads_per_kernel(self, spec: ModelSpec) -> int:
         """All heads in one dot-product/Softmax kernel and one softmax-matmul (§9.3)."""
@@ -60,51 +130,10 @@ class AIEEngine(HLSStreamEngine):
         """The Q/K/V kernels' AIE time per row, in PL cycles (Linears are balanced by
         their weight memory: 4x the work takes 4x the AIEs, §9.3)."""
         cols = columns_per_aie(spec.hidden, spec.hidden)
-        return self._to_pl(spec.hidden * cols / AIE_INT8_MACS_PER_CYCLE)
-
-    def aies(self, job: KernelJob) -> int:
-        if job.op == "linear":
-            return ceil(job.fan_out / columns_per_aie(job.fan_in, job.fan_out))
-        m = self.config.max_seq_len  # K or V of one head must fit its AIE's memory
-        return job.heads * ceil(m * job.fan_in / AIE_DATA_MEMORY_BYTES)
-
-    def design(self, job: KernelJob, row_interval: int) -> KernelDesign:
-        if job.op not in _AIE_OPS:
-            return super().design(job, row_interval)
-        per_row = _stage_elements(job, self.config.max_seq_len)
-        passes = SOFTMAX_PASSES if job.op == "score" else 1
-        lanes = ceil(passes * per_row / row_interval) if job.stages else 1
-        design = KernelDesign(job, tiles=self.aies(job), pes=AIE_INT8_MACS_PER_CYCLE,
-                              lanes=lanes)
-        return replace(design, resources=self.resources(design))
-
-    def _aie_cycles(self, design: KernelDesign, seq_len: int) -> float:
-        """AIE cycles per row: every AIE of the kernel works on its slice in parallel."""
-        job = design.job
-        if job.op == "linear":
-            cols = columns_per_aie(job.fan_in, job.fan_out)
-            return job.fan_in * cols / AIE_INT8_MACS_PER_CYCLE
-        return seq_len * job.fan_in / AIE_INT8_MACS_PER_CYCLE  # one head per AIE
+        return _to_pl(self.config, spec.hidden * cols / AIE_INT8_MACS_PER_CYCLE)
 
     def aie_seconds(self, design: KernelDesign, seq_len: int) -> float:
         """The AIE matrix-multiply time of a whole sequence (seeds/000 §9.3's figures)."""
-        return seq_len * self._aie_cycles(design, seq_len) / AIE_CLOCK_HZ
-
-    def _to_pl(self, aie_cycles: float) -> int:
-        return ceil(aie_cycles * self.config.clock_hz / AIE_CLOCK_HZ)
-
-    def compute_cycles(self, design: KernelDesign, seq_len: int) -> int:
-        if not design.resources.aie:
-            return super().compute_cycles(design, seq_len)
-        job = design.job
-        stages = ceil(_stage_elements(job, seq_len) / design.lanes) if job.stages else 0
-        return max(self._to_pl(self._aie_cycles(design, seq_len)), stages)
-
-    def resources(self, design: KernelDesign) -> Resources:
-        if design.job.op not in _AIE_OPS:
-            return super().resources(design)
-        job = design.job
-        stages = sum(STAGE_DSP[s] for s in job.stages)
-        pl = [memory_blocks(8 * self.config.flit_bytes, self.config.max_seq_len * n)
-              for n in self._fifo_flits(job) if n]
-        return add_resources(Resources(dsp=design.lanes * stages, aie=design.tiles), *pl)
+        rules = self.kernels[design.job.op]
+        assert isinstance(rules, OnAIE), f"{design.job.op} kernels do not run on AIEs"
+        return seq_len * rules.aie_cycles(design.job, seq_len) / AIE_CLOCK_HZ

@@ -34,7 +34,8 @@ from archipelago.strategies.tensor_parallel.plan import CommStep, ComputeStep, P
 
 MS = 1e3
 # Bytes one link carries per byte of a collective's full result, on a ring of N: an
-# all-gather forwards N-1 parts of 1/N each, an all-reduce twice that (comm/collectives.py).
+# all-gather forwards N-1 parts of 1/N each, a ring all-reduce (reduce-scatter, then
+# all-gather) twice that.
 _LINK_SHARE = {"all_gather": 1.0, "argmax_gather": 1.0, "all_reduce": 2.0}
 _COLOUR_ORDER = (*CATEGORIES, "collective")
 

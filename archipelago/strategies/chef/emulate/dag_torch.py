@@ -33,19 +33,6 @@ def layer_weights(dag: ModelDAG, name: str, seed: int) -> list[torch.Tensor]:
     return []
 
 
-def module_weights(module, params: dict[str, str]) -> dict[str, list[torch.Tensor]]:
-    """Weights of an imported module, in layer_weights' order (absent biases as zeros)."""
-    out = {}
-    for layer, path in params.items():
-        sub = module.get_submodule(path)
-        if isinstance(sub, torch.nn.LSTM):
-            out[layer] = [sub.weight_ih_l0, sub.weight_hh_l0, sub.bias_ih_l0, sub.bias_hh_l0]
-        else:
-            bias = sub.bias if sub.bias is not None else torch.zeros(sub.weight.shape[0])
-            out[layer] = [sub.weight, bias]
-    return {k: [t.detach() for t in v] for k, v in out.items()}
-
-
 def model_inputs(dag: ModelDAG, seed: int) -> dict[str, torch.Tensor]:
     gen = torch.Generator().manual_seed(seed)
     return {la.name: torch.randn(*dag.input_shape(la), generator=gen)

@@ -1,0 +1,55 @@
+"""`archi plan model.pt2`: a user's own torch model, saved with `torch.export.save` after
+`torch.export.export(module, example_inputs)`. The program carries its ATen graph and the
+example inputs it was exported with, which is all `dag_from_module` needs; torch is
+imported only when such a file is loaded.
+"""
+
+import stat
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from archipelago.errors import ConfigError
+from archipelago.families import Family, register_family
+from archipelago.models.dag import ModelDAG
+from archipelago.models.torch_import import dag_from_module
+from archipelago.safe_read import probe
+
+SUFFIX = ".pt2"  # torch.export.save's file format
+
+
+def dag_from_exported(path: Path, name: str | None = None) -> ModelDAG:
+    """The layer DAG of the exported program at `path` (batch size 1)."""
+    import torch
+
+    source = str(path)
+    info = probe(path, "model")
+    if info is None or not stat.S_ISREG(info.st_mode):
+        raise ConfigError(source, "file", "not a readable torch.export (.pt2) file")
+    try:
+        program = torch.export.load(source)
+    except Exception as err:  # torch raises RuntimeError, KeyError, ... by version
+        raise ConfigError(source, "pt2", str(err).splitlines()[0] if str(err) else
+                          type(err).__name__) from None
+    inputs = getattr(program, "example_inputs", None)
+    if inputs is None:
+        raise ConfigError(source, "example_inputs", "the program holds no example inputs; "
+                          "export it with torch.export.export(module, example_inputs)")
+    args, kwargs = inputs
+    if kwargs:
+        raise ConfigError(source, "example_inputs", f"keyword inputs {sorted(kwargs)} are not "
+                          "supported; pass the model's inputs positionally")
+    try:
+        dag, _ = dag_from_module(program.module(), args, name or path.stem, source)
+    except ValidationError as err:  # a layer the graph describes is out of bounds
+        raise ConfigError.from_validation(source, err) from None
+    return dag
+
+
+# Before the catch-all family of config.json paths, which accepts any existing file.
+register_family(Family(
+    name="torch-export", what="model",
+    matches=lambda text: Path(text).suffix == SUFFIX,
+    load=lambda text: dag_from_exported(Path(text)),
+    choices=lambda: ["<model.pt2 from torch.export.save>"],
+    order=45))
