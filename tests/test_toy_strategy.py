@@ -26,7 +26,7 @@ from archipelago.hardware.cluster import Cluster
 from archipelago.models.spec import ModelSpec
 from archipelago.models.weights import parameter_count
 from archipelago.models.zoo import resolve_model
-from archipelago.strategies import registry
+from archipelago.strategies import options, registry
 from tests.conftest import TINY_GPT2
 
 HERE = __name__
@@ -99,7 +99,7 @@ def page(plan: OneDevicePlan, workload: Steps, est: dict, summary: dict) -> Any:
 def one_device() -> Any:
     registry.register_kind(registry.PlanKind(
         "single-device",
-        registry.WorkloadType("steps", (registry.WorkloadOption("steps", "steps to run", "2"),),
+        options.WorkloadType("steps", (options.WorkloadOption("steps", "steps to run", "2"),),
                               parse_steps),
         estimator=f"{HERE}:estimate", report=HERE, writers=f"{HERE}:write",
         page=f"{HERE}:page"))

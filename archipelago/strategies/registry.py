@@ -31,101 +31,11 @@ from pydantic import BaseModel, ValidationError
 from archipelago.errors import ArchipelagoError, UnknownNameError
 from archipelago.models.spec import ModelSpec
 from archipelago.strategies import hooks
+from archipelago.strategies.options import ROLES, WorkloadType
 
 ENTRY_POINT_GROUP = "archipelago.strategies"
 _ROLE_WORDS = {"writers": "build files", "utilization": "a resource model to explore",
                "page": "an HTML report page"}
-# Where a kind option's text goes: `workload` and `output` to the kind's parser (an output
-# names a file the option's `writer` writes once the estimate is made), `plan` to the engine
-# parameters, `job` to the command's own runner (the emulation job, the kind's explorer).
-ROLES = ("workload", "plan", "output", "job")
-
-
-@dataclass(frozen=True)
-class WorkloadOption:
-    """One command-line option of a workload, e.g. `--tokens`; `command_defaults` overrides
-    `default` per command (a short `archi emulate` keeps the reference check quick).
-
-    `role` "plan" marks an option that shapes the plan rather than the run (a host
-    program's model size, weight placement and step count, all fixed in the program it
-    records): its text joins the engine parameters, validated by the strategy's config
-    model, and the config's own default applies when it is left out. "output" names a file
-    (`--gantt FILE`): the kind's parser checks it before any work, and the pipeline calls
-    `writer` once the estimate is made. "job" goes to the command's own runner (an
-    emulation's `--precision`). `commands` limits the option to some commands; any other
-    command, like any other kind, refuses it in `Strategy.workload`."""
-
-    name: str  # the flag without dashes; a keyword of the workload parser
-    help: str
-    default: str
-    command_defaults: dict[str, str] = field(default_factory=dict)
-    role: str = "workload"
-    commands: tuple[str, ...] | None = None  # the commands taking it (None: every one)
-    writer: str | None = None  # an output's `module:attribute`, see hooks.OutputWriter
-
-    def __post_init__(self) -> None:
-        if self.role not in ROLES:
-            raise ValueError(f"option '{self.name}': role '{self.role}' is not one of {ROLES}")
-        if (self.role == "output") != (self.writer is not None):
-            raise ValueError(f"option '{self.name}': an output, and only an output, names "
-                             "its writer")
-
-    def applies(self, command: str) -> bool:
-        return self.commands is None or command in self.commands
-
-
-@dataclass(frozen=True)
-class WorkloadType:
-    """What a plan kind's commands are asked to do, and how command-line text becomes it:
-    `parse` takes {option name: text} and returns the workload object (raising
-    ArchipelagoError with a one-line message for bad text)."""
-
-    name: str
-    options: tuple[WorkloadOption, ...]
-    parse: Callable[..., Any]
-
-    def of(self, command: str, *roles: str) -> list[WorkloadOption]:
-        """The options `command` takes in `roles`."""
-        return [o for o in self.options if o.role in roles and o.applies(command)]
-
-    def texts(self, given: dict[str, str], command: str = "plan") -> dict[str, str]:
-        """Every workload option's text: the given ones, `command`'s defaults for the rest
-        (plan options are left to `plan_texts`, job options to `job_texts`)."""
-        run = {o.name for o in self.of(command, "workload")}
-        defaults = {o.name: o.command_defaults.get(command, o.default) for o in self.options
-                    if o.name in run}
-        return {**defaults, **{k: v for k, v in given.items() if k in run}}
-
-    def plan_texts(self, given: dict[str, str], command: str = "plan") -> dict[str, str]:
-        """The options that shape the plan, to join the engine parameters: the given ones,
-        and `command`'s own defaults where it has them (else the config's default holds)."""
-        return self._given_or_command_default(given, command, "plan")
-
-    def job_texts(self, given: dict[str, str], command: str) -> dict[str, str]:
-        """The options the command's own runner takes (an emulation's precision)."""
-        return self._given_or_command_default(given, command, "job")
-
-    def outputs(self, given: dict[str, str], command: str = "plan") -> dict[str, str]:
-        """{writer path: file} of the outputs given to `command`."""
-        return {o.writer: given[o.name] for o in self.of(command, "output")
-                if given.get(o.name) and o.writer}
-
-    def _given_or_command_default(self, given: dict[str, str], command: str,
-                                  role: str) -> dict[str, str]:
-        options = self.of(command, role)
-        defaults = {o.name: o.command_defaults[command] for o in options
-                    if command in o.command_defaults}
-        return {**defaults, **{k: v for k, v in given.items()
-                               if k in {o.name for o in options}}}
-
-    def from_args(self, given: dict[str, str], command: str = "plan") -> Any:
-        """The workload object; an output's file name travels in it (the report names the
-        file), checked by the kind's parser before any work."""
-        outputs = {o.name for o in self.of(command, "output")}
-        return self.parse(**self.texts(given, command),
-                          **{k: v for k, v in given.items() if k in outputs})
-
-
 @dataclass(frozen=True)
 class PlanKind:
     """A shape of plan and the code that consumes it. Paths are `module:attribute`:

@@ -23,13 +23,8 @@ from archipelago.output_file import check_output_file
 from archipelago.strategies.chef.h2h import plan_h2h
 from archipelago.strategies.chef.plan import ChefConfig, ScheduledDAG
 from archipelago.strategies.chef.planners import plan_chef, plan_exact
-from archipelago.strategies.registry import (
-    PlanKind,
-    WorkloadOption,
-    WorkloadType,
-    register,
-    register_kind,
-)
+from archipelago.strategies.options import WorkloadOption, WorkloadType
+from archipelago.strategies.registry import PlanKind, register, register_kind
 
 __all__ = ["ChefConfig", "ScheduledDAG"]
 

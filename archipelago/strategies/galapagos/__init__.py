@@ -23,13 +23,8 @@ from archipelago.strategies.galapagos.aie import AIEEngine
 from archipelago.strategies.galapagos.builder import build_plan
 from archipelago.strategies.galapagos.hls_stream import HLSStreamEngine, StreamConfig
 from archipelago.strategies.galapagos.plan import DataflowPlan
-from archipelago.strategies.registry import (
-    PlanKind,
-    WorkloadOption,
-    WorkloadType,
-    register,
-    register_kind,
-)
+from archipelago.strategies.options import WorkloadOption, WorkloadType
+from archipelago.strategies.registry import PlanKind, register, register_kind
 
 __all__ = ["DataflowPlan", "plan_galapagos"]
 

@@ -25,13 +25,8 @@ from archipelago.hardware.cluster import Cluster
 from archipelago.models.recurrent import LSTMSpec, MatvecSpec, NMTSpec, RecurrentSpec
 from archipelago.strategies.host_offload.config import HostConfig
 from archipelago.strategies.host_offload.plan import HostPlan, configured_plan
-from archipelago.strategies.registry import (
-    PlanKind,
-    WorkloadOption,
-    WorkloadType,
-    register,
-    register_kind,
-)
+from archipelago.strategies.options import WorkloadOption, WorkloadType
+from archipelago.strategies.registry import PlanKind, register, register_kind
 
 __all__ = ["HostPlan", "plan_persistent"]
 

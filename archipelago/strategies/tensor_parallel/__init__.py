@@ -20,13 +20,8 @@ from archipelago.hardware.cluster import Cluster
 from archipelago.models.graph import Graph, Op, build_graph
 from archipelago.models.spec import ModelSpec
 from archipelago.models.weights import embedding_weights, layer_weights, output_weights
-from archipelago.strategies.registry import (
-    PlanKind,
-    WorkloadOption,
-    WorkloadType,
-    register,
-    register_kind,
-)
+from archipelago.strategies.options import WorkloadOption, WorkloadType
+from archipelago.strategies.registry import PlanKind, register, register_kind
 from archipelago.strategies.tensor_parallel.dfx import DFXConfig, DFXEngine
 from archipelago.strategies.tensor_parallel.plan import (
     CommStep,
