@@ -13,10 +13,10 @@ outside the repository registers through the `archipelago.families` entry point 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import import_module
-from importlib.metadata import entry_points
 from typing import Any, Literal
 
-from archipelago.errors import ArchipelagoError, UnknownNameError
+from archipelago.errors import UnknownNameError
+from archipelago.plugins import load_entry_points
 
 What = Literal["model", "cluster"]
 ENTRY_POINT_GROUP = "archipelago.families"
@@ -98,9 +98,4 @@ def _load(what: What) -> None:
         return
     _loaded.add(what)
     import_module(_BUILTIN[what])
-    for entry in entry_points(group=ENTRY_POINT_GROUP):
-        try:
-            entry.load()
-        except Exception as err:  # a broken plug-in: one line naming it, no traceback
-            raise ArchipelagoError(f"entry point '{entry.name}' ({entry.value}) of group "
-                                   f"{ENTRY_POINT_GROUP} failed to load: {err}") from None
+    load_entry_points(ENTRY_POINT_GROUP)

@@ -22,7 +22,6 @@ entries name modules that call `register_kind` / `register` when imported.
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import import_module
-from importlib.metadata import entry_points
 from pkgutil import iter_modules
 from typing import Any, Literal, overload
 
@@ -30,6 +29,7 @@ from pydantic import BaseModel, ValidationError
 
 from archipelago.errors import ArchipelagoError, UnknownNameError
 from archipelago.models.spec import ModelSpec
+from archipelago.plugins import load_entry_points
 from archipelago.strategies import hooks
 from archipelago.strategies.options import ROLES, WorkloadType
 
@@ -331,9 +331,4 @@ def _load() -> None:
     _loaded = True
     for package in builtin_kind_packages():
         import_module(package)
-    for entry in entry_points(group=ENTRY_POINT_GROUP):
-        try:
-            entry.load()
-        except Exception as err:  # a broken plug-in: one line naming it, no traceback
-            raise ArchipelagoError(f"entry point '{entry.name}' ({entry.value}) of group "
-                                   f"{ENTRY_POINT_GROUP} failed to load: {err}") from None
+    load_entry_points(ENTRY_POINT_GROUP)
