@@ -64,7 +64,9 @@ app = typer.Typer(cls=ArchiGroup, add_completion=False, invoke_without_command=T
                   help="Plan, estimate and verify models split across FPGA clusters.")
 console = Console()
 
-ModelArg = Annotated[str, typer.Argument(help="zoo name (see `archi catalog`) or config.json path")]
+ModelArg = Annotated[str, typer.Argument(
+    help="a built-in model or a model file (`archi catalog` lists the built-ins; an unknown "
+         "name lists every form)")]
 ClusterOpt = Annotated[str | None, typer.Option(
     help="NxDEVICE shorthand or cluster YAML (see `archi catalog`)", show_default=False)]
 StrategyOpt = Annotated[str | None, typer.Option(
