@@ -31,31 +31,41 @@ def _join(path: str, name: str) -> str:
     return f"{path}.{name}" if path else name
 
 
-def numbers(value: Any, path: str = "", properties: bool = True) -> Iterator[tuple[str, float]]:
+def numbers(value: Any, path: str = "", properties: bool = True,
+            seen: dict[int, Any] | None = None) -> Iterator[tuple[str, float]]:
     """Every number inside `value` (dataclasses, with their properties unless told not to,
-    pydantic models, mappings, sequences, numpy arrays), each with the path reaching it."""
+    pydantic models, mappings, sequences, numpy arrays), each with the path reaching it.
+
+    An object met again in one walk (a cluster's nodes share one catalog device and repeat
+    one DRAM bank) is walked once: it holds the same numbers. `seen` keeps every visited
+    object alive, so a property's fresh object cannot reuse a visited one's id."""
     if isinstance(value, bool | str) or value is None:
         return
     if isinstance(value, int | float | np.integer | np.floating):
         yield path, float(value)
-    elif isinstance(value, np.ndarray):
+        return
+    seen = {} if seen is None else seen
+    if id(value) in seen:
+        return
+    seen[id(value)] = value
+    if isinstance(value, np.ndarray):
         for index, item in enumerate(value.ravel()):
             yield f"{path}[{index}]", float(item)
     elif isinstance(value, dict):
         for key, item in value.items():
-            yield from numbers(item, _join(path, str(key)), properties)
+            yield from numbers(item, _join(path, str(key)), properties, seen)
     elif isinstance(value, list | tuple):
         for index, item in enumerate(value):
-            yield from numbers(item, f"{path}[{index}]", properties)
+            yield from numbers(item, f"{path}[{index}]", properties, seen)
     elif isinstance(value, BaseModel):
         for name in type(value).model_fields:
-            yield from numbers(getattr(value, name), _join(path, name), properties)
+            yield from numbers(getattr(value, name), _join(path, name), properties, seen)
     elif is_dataclass(value):
         names = [f.name for f in fields(value)]
         if properties:
             names += [n for n, a in vars(type(value)).items() if isinstance(a, property)]
         for name in names:
-            yield from numbers(getattr(value, name), _join(path, name), properties)
+            yield from numbers(getattr(value, name), _join(path, name), properties, seen)
 
 
 def _impossible(number: float) -> bool:
