@@ -35,10 +35,13 @@ class ArchiGroup(OneLineErrorGroup):
 
         params = {p.name: p for p in command.params if p.param_type_name == "option"}
         if "strategy" in params:
-            default = next((s for s in strategies().values() if name in s.default_for), None)
+            try:
+                default = default_strategy(name)
+            except ArchipelagoError:  # a command without a default strategy
+                default = None
             if default is not None:
-                params["strategy"].help += f" (default: {default_strategy(name).name})"
-                cluster = default.command_clusters.get(name, default.default_cluster)
+                params["strategy"].help += f" (default: {default.name})"
+                cluster = default.declared_cluster(name)
                 if "cluster" in params and cluster is not None:
                     params["cluster"].help += (f" (default: the strategy's own; {cluster} "
                                                f"for {default.name})")

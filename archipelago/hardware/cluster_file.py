@@ -31,6 +31,7 @@ and CHEF's `fpgas: [{name, device, freq_mhz, dsp, bram, banks}]` with `p2p_gbps`
 costs a transfer its size over BW_inter).
 """
 
+from functools import cache
 from importlib import resources
 from pathlib import Path
 from types import SimpleNamespace
@@ -286,8 +287,10 @@ def load_cluster_file(path: Path) -> Cluster:
     return cluster_from_dict(load_mapping(path, "cluster"), str(path), path.parent, path.stem)
 
 
+@cache
 def builtin_clusters() -> list[str]:
-    """The clusters packaged in archipelago/hardware/clusters/, by name."""
+    """The clusters packaged in archipelago/hardware/clusters/, by name (listed once: every
+    cluster name a command resolves is checked against them)."""
     folder = resources.files("archipelago.hardware").joinpath("clusters")
     return sorted(p.name.removesuffix(".yaml") for p in folder.iterdir()
                   if p.name.endswith(".yaml"))

@@ -118,9 +118,13 @@ class Strategy:
     default_cluster: str | None = None  # --cluster when it is left out ...
     command_clusters: dict[str, str] = field(default_factory=dict)  # ... per command
 
+    def declared_cluster(self, command: str) -> str | None:
+        """The cluster this strategy declared for `command`, if any."""
+        return self.command_clusters.get(command, self.default_cluster)
+
     def cluster_for(self, command: str) -> str:
         """The cluster `command` plans on when the user names none."""
-        cluster = self.command_clusters.get(command, self.default_cluster)
+        cluster = self.declared_cluster(command)
         if cluster is None:
             raise ArchipelagoError(f"strategy '{self.name}' has no default cluster; pass "
                                    "--cluster")
