@@ -7,8 +7,23 @@ from rich.console import Console
 from rich.table import Table
 
 from archipelago.estimate.workload import Generation
+from archipelago.strategies.tensor_parallel.efficiency import DecodeEfficiency, decode_efficiency
 from archipelago.strategies.tensor_parallel.estimate import Estimate
 from archipelago.strategies.tensor_parallel.plan import Plan
+
+
+def efficiency_to_dict(eff: DecodeEfficiency | None) -> dict[str, Any]:
+    if eff is None:
+        return {"bandwidth_efficiency": None, "compute_efficiency": None, "decode_roofline": None}
+    return {
+        "bandwidth_efficiency": eff.bandwidth,
+        "compute_efficiency": eff.compute,
+        "decode_roofline": {
+            "context": eff.context, "bytes_per_token": eff.bytes_per_token,
+            "flops_per_token": eff.flops_per_token, "streamed_Bps": eff.streamed_Bps,
+            "memory_Bps": eff.memory_Bps, "peak_ops_per_s": eff.peak_ops_per_s,
+        },
+    }
 
 
 def estimate_to_dict(plan: Plan, workload: Generation, est: Estimate) -> dict[str, Any]:
@@ -25,6 +40,7 @@ def estimate_to_dict(plan: Plan, workload: Generation, est: Estimate) -> dict[st
         "decode_s_last": est.decode_s_last,
         "breakdown_s": est.breakdown_s,
         "prefill_breakdown_s": est.prefill_breakdown_s,
+        **efficiency_to_dict(decode_efficiency(plan, workload, est)),
         "devices": [
             {
                 "rank": d.rank, "device": d.device,
@@ -54,6 +70,14 @@ def print_estimate(plan: Plan, workload: Generation, est: Estimate, console: Con
     head.add_row("decode per token (mean)", f"{est.decode_s_per_token * 1e3:,.3f} ms")
     head.add_row("decode first → last token",
                  f"{est.decode_s_first * 1e3:,.3f} → {est.decode_s_last * 1e3:,.3f} ms")
+    eff = decode_efficiency(plan, workload, est)
+    if eff is not None:
+        head.add_row("decode streams (of the boards' memory)",
+                     f"{eff.streamed_Bps / 1e9:,.1f} of {eff.memory_Bps / 1e9:,.0f} GB/s "
+                     f"({100 * eff.bandwidth:.0f}%)")
+        head.add_row("decode compute (of the matrix units' peak)",
+                     f"{eff.flops_per_token / eff.seconds_per_token / 1e9:,.1f} of "
+                     f"{eff.peak_ops_per_s / 1e9:,.0f} GFLOPS ({100 * eff.compute:.0f}%)")
     head.add_row("feasible", "yes" if est.feasible else "[red]no[/red]")
     console.print(head)
 

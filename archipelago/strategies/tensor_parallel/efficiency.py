@@ -1,0 +1,81 @@
+"""How close a generation estimate is to the two physical limits of decode.
+
+A decoder at batch 1 reads every weight once per output token, plus the KV cache, so the
+fastest any design could go is those bytes over the memory bandwidth the boards have
+together; it also cannot beat its FLOPs over the matrix units' peak. The ratios of those
+bounds to the predicted time per output token tell a reader at once whether a plan is
+memory-bound and how much of the hardware it uses, independently of the engine's model.
+"""
+
+from dataclasses import dataclass
+
+from archipelago.estimate.workload import Generation
+from archipelago.hardware.device import Device
+from archipelago.models.graph import Graph, decode
+from archipelago.strategies.tensor_parallel.estimate import Estimate
+from archipelago.strategies.tensor_parallel.plan import Plan
+
+_WEIGHT_KINDS = frozenset({"linear", "lm_head"})
+
+
+@dataclass(frozen=True)
+class DecodeEfficiency:
+    """Decode at the mean context of a workload, against its bandwidth and compute roofs."""
+
+    context: float
+    bytes_per_token: float  # weights read plus the KV cache attended, all devices
+    flops_per_token: float
+    memory_Bps: float  # the weight memories of all devices together
+    peak_ops_per_s: float  # the matrix units of all devices together
+    seconds_per_token: float  # predicted
+
+    @property
+    def streamed_Bps(self) -> float:
+        """The rate the predicted decode moves its bytes at."""
+        return self.bytes_per_token / self.seconds_per_token
+
+    @property
+    def bandwidth(self) -> float:
+        """Bandwidth-bound time per token over the predicted time (1 = at the limit)."""
+        return self.streamed_Bps / self.memory_Bps
+
+    @property
+    def compute(self) -> float:
+        return self.flops_per_token / self.seconds_per_token / self.peak_ops_per_s
+
+
+def weight_bytes_per_token(graph: Graph, bytes_per_param: float) -> float:
+    """Bytes of the weight matrices one decode token multiplies: every block's once per
+    layer, and the LM head's (an embedding lookup reads one row: negligible)."""
+    spec = graph.spec
+    block = sum(op.fan_in * op.fan_out for op in graph.block if op.kind in _WEIGHT_KINDS)
+    head = sum(op.fan_in * op.fan_out for op in graph.output if op.kind in _WEIGHT_KINDS)
+    return (spec.layers * block + head) * bytes_per_param
+
+
+def weight_memory_Bps(device: Device) -> float:
+    """Where decode streams weights from: HBM on boards that have it (DFX, seeds/001 §IV-B;
+    LORA, seeds/002 §V-C), otherwise their DDR."""
+    memory = device.memory("hbm") or device.memory("ddr")
+    return memory.bandwidth_Bps if memory else 0.0
+
+
+def decode_efficiency(plan: Plan, workload: Generation, est: Estimate
+                      ) -> DecodeEfficiency | None:
+    """None when the workload decodes no token after the first (nothing to rate)."""
+    if workload.output_tokens < 2 or est.decode_s_per_token <= 0:
+        return None
+    # decode step i (1 .. n_out - 1) attends n_in + i keys: the mean is the midpoint
+    context = workload.input_tokens + workload.output_tokens / 2
+    kv = plan.graph.kv_cache_bytes(context, plan.bytes_per_param)
+    memory = sum(weight_memory_Bps(d.device) for d in plan.devices)
+    if memory <= 0:
+        return None
+    return DecodeEfficiency(
+        context=context,
+        bytes_per_token=weight_bytes_per_token(plan.graph, plan.bytes_per_param) + kv,
+        flops_per_token=float(plan.graph.flops(decode(round(context)))),
+        memory_Bps=memory,
+        peak_ops_per_s=plan.ranks * plan.engine.peak_ops_per_s,
+        seconds_per_token=est.decode_s_per_token,
+    )
