@@ -3,11 +3,15 @@
 import numpy as np
 import pytest
 
+from archipelago.api import plan_and_estimate
+from archipelago.hardware.cluster import resolve_cluster
 from archipelago.models.graph import Op, Phase
 from archipelago.models.zoo import resolve_model
 from archipelago.strategies.tensor_parallel import dfx
 from archipelago.strategies.tensor_parallel.dfx import DFXConfig, DFXEngine
+from archipelago.strategies.tensor_parallel.estimate import Estimate
 from archipelago.strategies.tensor_parallel.plan import ComputeStep
+from archipelago.strategies.tensor_parallel.router import dfx_all_gather_s
 
 ENGINE = DFXEngine()
 ONE = Phase(1, np.array([100]))
@@ -82,3 +86,35 @@ def test_other_tile_shapes_change_latency_not_feed() -> None:
     small = DFXConfig(d=32, l=32)
     assert small.hbm_values_per_cycle == 1024 and small.mfu_latency == 6 + 5 * 11 + 11
     assert small.zigzag_tiles == 1
+
+
+def _estimate(model: str, cluster: str, tokens: str = "64:64") -> Estimate:
+    return plan_and_estimate(model, cluster, "dfx", {"tokens": tokens})[2]
+
+
+def test_both_calibration_points_are_reproduced() -> None:
+    """Issue #20: DFX_TILE_EFFICIENCY gives gpt2-345m on one U280 at 64:64 = 93.1 tokens/s,
+    DFX_SYNC_OVERHEAD_S the same on four U280s = 207.56 tokens/s
+    (`python -m benchmarks.calibrate_dfx`)."""
+    assert _estimate("gpt2-345m", "1xu280").tokens_per_s == pytest.approx(93.1, rel=2e-4)
+    assert _estimate("gpt2-345m", "4xu280").tokens_per_s == pytest.approx(207.56, rel=2e-4)
+
+
+def test_compute_waits_for_every_whole_sync() -> None:
+    """The scoreboard stalls the next instruction until the router's gather is written back
+    (§V-A), so sync time is every sync counted whole: per token pass (64 prompt + 63 decode)
+    24 layers x (three 1024-wide gathers + one 4096-wide), and one argmax pair per output."""
+    link = resolve_cluster("4xu280").link
+    gather = [dfx_all_gather_s(width // 4, 4, link, 200e6) for width in (1024, 1024, 4096, 1024)]
+    argmax = dfx_all_gather_s(2, 4, link, 200e6)
+    expected = 127 * 24 * sum(gather) + 64 * argmax
+    assert _estimate("gpt2-345m", "4xu280").breakdown_s["sync"] == pytest.approx(expected)
+
+
+def test_layernorm_and_residual_are_replicated_on_every_core() -> None:
+    """§VII Scalability: DFX does not split LayerNorm or residuals, so their time does not
+    shrink with more boards while the matrix work does."""
+    one, four = _estimate("gpt2-345m", "1xu280"), _estimate("gpt2-345m", "4xu280")
+    assert four.breakdown_s["layernorm_residual"] == pytest.approx(
+        one.breakdown_s["layernorm_residual"])
+    assert four.breakdown_s["ffn"] < one.breakdown_s["ffn"] / 3.9

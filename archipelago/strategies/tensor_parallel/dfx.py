@@ -16,7 +16,8 @@ sequences of d-wide vector instructions on the VFU; dependent instructions stall
 scoreboard (§V-A), so each pays its pipeline latency. WTE/WPE rows for the embedding come
 from DDR once per token; the LM head, a weight matrix like any other, streams its
 vocabulary slice from HBM (§IV-B: DDR data have "a negligible effect on the overall
-performance"). Synchronization goes through the router (`comm.router`, §V-E).
+performance"). Synchronization goes through the router (`router.py`, §V-E): four
+stalling ring all-gathers per layer, LayerNorm and residuals replicated on every core (§VII).
 """
 
 from math import log2
