@@ -4,7 +4,9 @@
    deployment (both mapped by CHEF-M2A, as the paper does), and CHEF-M2A vs the exact
    mapping onto m accelerators (one per FPGA), on Cluster 3 with three candidate IPs, grown
    to m = 2..4 FPGAs;
-2. HACC (U280 + U250, 3 GB/s) latencies beside the paper's modelled ones (Table IV);
+2. HACC (U280 + U250, 3 GB/s) latencies beside the paper's modelled ones (Table IV), with
+   each model's MACs and weights, and CASUA-SURF at a 224 x 224 crop beside [27]'s 112
+   (whole model, and one stream's first ten convs against Table VI's 10-layer subnetwork);
 3. CHEF vs H2H speedups and communication ratios on clusters 1-3 at 0.125, 3, 15 GB/s
    (Fig. 8, Table V).
 
@@ -13,7 +15,8 @@
 
 from archipelago.hardware.cluster import resolve_cluster
 from archipelago.hardware.cluster_file import cluster_from_dict
-from archipelago.models.dag_zoo import BUILTIN_DAGS, builtin_dag
+from archipelago.models.dag import ModelDAG, validate_dag
+from archipelago.models.dag_zoo import BUILTIN_DAGS, builtin_dag, casua_surf
 from archipelago.strategies.chef.a2f import evaluate, initial_deployment, redeploy
 from archipelago.strategies.chef.exact import all_deployments, optimal_mapping, prefix_dag
 from archipelago.strategies.chef.h2h import plan_h2h
@@ -54,13 +57,41 @@ def near_optimality() -> None:
     print(f"worst: A2F {worst[0]:.3f} (paper 1.23), M2A {worst[1]:.3f} (paper 1.17)\n")
 
 
+def stream_head(dag: ModelDAG, modality: str, convs: int) -> ModelDAG:
+    """One modality's first `convs` Conv layers and the pools/adds between them."""
+    keep, seen = [], 0
+    for name in dag.order:
+        layer = dag.by_name[name]
+        if layer.modality != modality or seen == convs:
+            continue
+        seen += layer.is_compute
+        keep.append(layer)
+    names = {layer.name for layer in keep}
+    sub = ModelDAG(name=f"{dag.name}[{modality}:{convs}]", layers=tuple(keep),
+                   inputs={k: v for k, v in dag.inputs.items() if k in names})
+    return validate_dag(sub, sub.name)
+
+
 def hacc() -> None:
     print("2. HACC (U280 200 MHz HBM 12 GB/s, U250 150 MHz DDR 8 GB/s, P2P 3 GB/s)")
     cluster = resolve_cluster("hacc")
-    for name, paper in TABLE_IV.items():
-        plan = plan_chef(builtin_dag(name), cluster, ChefConfig())
-        print(f"{name:12} {plan.latency_s:.4f} s   paper model {paper:.4f} s   "
-              f"ratio {plan.latency_s / paper:.2f}")
+    dags = {name: builtin_dag(name) for name in TABLE_IV}
+    dags["casua-surf@224"] = casua_surf(224)
+    for name, dag in dags.items():
+        paper = TABLE_IV[name.split("@")[0]]
+        plan = plan_chef(dag, cluster, ChefConfig())
+        print(f"{name:14} {plan.latency_s:.4f} s   paper model {paper:.4f} s   "
+              f"ratio {plan.latency_s / paper:.2f}   "
+              f"{sum(la.macs for la in dag.layers) / 1e9:.2f} GMAC, "
+              f"{sum(la.weight_elements for la in dag.layers) / 1e6:.1f} M weights")
+    print("(casua-surf@224: ResNet-18's ImageNet input, not [27]'s 112 x 112 crop)")
+    # Table VI's 10-layer CASUA-SURF subnetwork on the same U280 + U250, 3 IPs: 13.1 ms;
+    # CHEF does not list its layers, one stream's first ten convs are taken here
+    for face in (112, 224):
+        head = stream_head(casua_surf(face), "rgb", 10)
+        plan = plan_chef(head, cluster3(2), THREE_IPS)
+        print(f"casua-surf@{face} one stream's first 10 convs, Cluster 3, 3 IPs: "
+              f"{plan.latency_s * 1e3:.2f} ms   Table VI model 13.1 ms")
     print()
 
 

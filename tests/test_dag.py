@@ -5,7 +5,7 @@ import yaml
 
 from archipelago.errors import ConfigError
 from archipelago.models.dag import dag_from_dict, load_dag
-from archipelago.models.dag_zoo import BUILTIN_DAGS, builtin_dag
+from archipelago.models.dag_zoo import BUILTIN_DAGS, builtin_dag, casua_surf
 
 
 def _conv(name, deps=(), in_ch=3, out_ch=4, size=8):
@@ -27,6 +27,49 @@ def test_cross_modality_dependencies_exist():
     dag = builtin_dag("vlocnet")
     fuse = dag.by_name["glob_fuse"]
     assert {dag.by_name[d].modality for d in fuse.deps} == {"glob", "odo"}
+
+
+def _stream_macs(dag, modality: str) -> int:
+    return sum(la.macs for la in dag.layers if la.modality == modality and la.is_compute)
+
+
+def test_casua_surf_stream_counted_by_hand():
+    """[27]'s 112 x 112 face crop through ResNet-18 res1-res3 (He et al. Table 1) + SE gate."""
+    conv1 = 64 * 3 * 7 * 7 * 56 * 56  # 7x7/2 -> 56 x 56; the 3x3/2 max pool -> 28 x 28
+    res2 = 4 * 64 * 64 * 9 * 28 * 28
+    res3 = (128 * 64 * 9 + 128 * 64 + 3 * 128 * 128 * 9) * 14 * 14  # /2 conv, 1x1 shortcut
+    se = 128 * 128 * 14 * 14
+    dag = builtin_dag("casua-surf")
+    assert dag.inputs["rgb_conv1"] == (3, 112, 112)
+    assert _stream_macs(dag, "rgb") == conv1 + res2 + res3 + se == 251_080_704
+    assert dag.by_name["fused_res5_1b"].out_shape == (512, 4, 4)
+    # every map of a stream doubles per side at a 224 crop
+    assert _stream_macs(casua_surf(224), "depth") == 4 * 251_080_704
+
+
+def test_facebag_patch_stream_counted_by_hand():
+    """One 48 x 48 patch per modality ([28]'s authors' code), full resolution to res2."""
+    conv1 = 64 * 3 * 9 * 48 * 48
+    res2 = 6 * 64 * 64 * 9 * 48 * 48
+    res3 = (128 * 64 * 9 + 128 * 64 + 3 * 128 * 128 * 9) * 24 * 24
+    aux = 128 * 2
+    dag = builtin_dag("facebag")
+    assert dag.inputs["ir_conv1"] == (3, 48, 48)
+    assert _stream_macs(dag, "ir") == conv1 + res2 + res3 + aux == 815_579_392
+
+
+def test_face_models_share_one_fused_tail():
+    """res4 (384 -> 256) and res5 (256 -> 512) of two basic blocks each, biases included:
+    the weights CASUA-SURF streams from DRAM whatever its crop (dag_zoo.casua_surf)."""
+    res4 = 256 * 384 * 9 + 3 * 256 * 256 * 9 + 256 * 384 + 5 * 256
+    res5 = 512 * 256 * 9 + 3 * 512 * 512 * 9 + 512 * 256 + 5 * 512
+    for name in ("casua-surf", "facebag"):
+        layers = builtin_dag(name).layers
+        tail = sum(la.weight_elements for la in layers
+                   if la.name.startswith(("fused_res4", "fused_res5")))
+        assert tail == res4 + res5 == 11_144_960
+    total = sum(la.weight_elements for la in builtin_dag("casua-surf").layers)
+    assert 13_150_000 < total < 13_250_000  # "11.1 M of the 13.2 M weights"
 
 
 def test_conv_counts_by_hand():

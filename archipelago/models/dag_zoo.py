@@ -57,19 +57,35 @@ def vlocnet() -> ModelDAG:
     return b.build()
 
 
-def casua_surf() -> ModelDAG:
-    """CASIA-SURF baseline (Zhang et al., CVPR'19, ref [27]): 44 Conv layers, CNN only.
+FACE_CROP = 112  # [27] §5: each cropped face region is resized to 112 x 112
 
-    RGB, depth and IR streams each run ResNet-18 conv1 + res2 + res3 (10 conv) on 112x112
-    face crops; a squeeze-and-excitation gate per stream (assumed: one 1x1 conv on the
-    stream's res3 output standing in for the SE FC pair, since Table III lists no FC) is
-    concatenated across modalities; res4 and res5 (10 conv) run on the fused features and a
-    1x1 conv classifies live/spoof on the pooled map.
+
+def casua_surf(face: int = FACE_CROP) -> ModelDAG:
+    """CASIA-SURF baseline (Zhang et al., CVPR'19, seeds/004 ref [27]): 44 Conv layers, CNN only.
+
+    [27] §4 (the method's diagram): RGB, depth and IR streams each run ResNet-18's res1-res3
+    (conv1 7x7/2, a 3x3/2 max pool, two basic blocks at 64 and two at 128 channels with a 1x1
+    projection shortcut: 10 conv, He et al. CVPR'16 Table 1); squeeze-and-excitation fusion
+    re-weights each stream's res3 features and concatenates them (3 x 128 channels); res4
+    and res5 (10 conv) and global average pooling run once, shared, on the fused map. [27]
+    §5 resizes each cropped face to 112 x 112 (the working size of the authors of [28] on
+    the same data too, see `facebag`): res3 is 14 x 14, res5 4 x 4. Assumed: the SE gate
+    as one 1x1 conv per stream (Table III lists no FC, and 44 leaves one layer per stream)
+    and the classifier as a 1x1 conv on the pooled map.
+
+    Why the 112 crop stands though HACC comes out at 0.41x CHEF's own modelled 0.0307 s
+    (Table IV): the shared res4/res5 hold 11.1 M of the 13.2 M weights and stream them
+    from DRAM whatever the crop, so even ResNet-18's ImageNet size (224, which [27] does
+    not use) reaches only 0.78x. CHEF's figures point at a heavier per-stream front than
+    either: its 10-layer CASUA-SURF subnetwork takes 13.1 ms on the same U280 + U250
+    (Table VI), 43% of the whole model, about what one stream's first ten convs take here
+    at 224. CHEF states no input size, and choosing one to meet Table IV would be a fit,
+    so the cited 112 stays; `python -m benchmarks.chef_checks` prints all three figures.
     """
     b = DagBuilder("casua-surf")
     gates = []
     for tag in ("rgb", "depth", "ir"):
-        x = b.conv(f"{tag}_conv1", [(3, 112, 112)], 64, 7, 2, 3, modality=tag)
+        x = b.conv(f"{tag}_conv1", [(3, face, face)], 64, 7, 2, 3, modality=tag)
         x = b.pool(f"{tag}_pool1", x, 3, 2, 1, modality=tag)
         x = b.stage(f"{tag}_res2", x, 2, 64, 1, tag)
         x = b.stage(f"{tag}_res3", x, 2, 128, 2, tag)
@@ -123,11 +139,19 @@ def vfs() -> ModelDAG:
 def facebag() -> ModelDAG:
     """FaceBagNet (Shen et al., CVPRW'19, ref [28]): 51 Conv/FC layers.
 
-    Colour, depth and IR patches (3x48x48) each pass a ResNet stem: conv1, res2 of three
-    basic blocks, res3 of two (12 conv per modality); the three are concatenated (the
-    modal-feature-erasing fusion) into res4 and res5 of two blocks each (10 conv). Assumed to
-    reach 51: one auxiliary FC classifier per modality on its pooled res3 features, and the
-    fused head fc(256) + fc(2).
+    [28] classifies local patches, not whole faces (its title's bag of local features). Its
+    authors' challenge code (github SeuTao/CVPR19-Face-Anti-spoofing, read in the fork
+    tloki/CVPR19-Face-Anti-spoofing: `RESIZE_SIZE = 112` in the data helper, `--image_size=48`
+    in the README's training commands, 32 and 64 also trained) resizes each face to 112 x 112
+    and feeds one 48 x 48 patch per modality; at test time it averages 36 patches, and one
+    pass is what is modelled. Colour, depth and IR patches (3x48x48) each pass a ResNet
+    stem: conv1, res2 of three basic blocks, res3 of two (12 conv per modality); the three
+    are concatenated (the modal-feature-erasing fusion) into res4 and res5 of two blocks
+    each (10 conv). Assumed to reach 51: one auxiliary FC classifier per modality on its
+    pooled res3 features, and the fused head fc(256) + fc(2). Assumed too: the 3x3,
+    stride-1 conv1 (Table III: "ResNet variants"); the code's SE-ResNeXt stem (7x7/2 conv,
+    3x3/2 max pool) would leave 12 x 12 maps and 0.66x of Table IV's 0.0159 s, against
+    1.15x here, and [28]'s text as known here does not settle it.
     """
     b = DagBuilder("facebag")
     streams = []
