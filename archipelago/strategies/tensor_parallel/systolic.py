@@ -2,16 +2,40 @@
 (T_m x T_m tiles, Fig. 3b) and vector-matrix work (a T_m vector against T_v adjacent tiles,
 Fig. 8), and a VFU of N_acc accumulators for LayerNorm, Softmax, GELU and scaling.
 
-Latency follows Eq. 8 (double-buffered tiles: L_buf + max(L_buf, L_cal) x CNT + L_cal);
-the hybrid memory of §V-C streams prefill weights from DDR and decode weights from HBM; the
-KV cache sits in URAM and spills to HBM. A decode iteration takes 2 T_m cycles: the vector
-crosses the T_m-long 1D arrays and the last column drains (§V-C: a 32 x 32 array "demands
-around 190 GB/s" in decode at 200 MHz, i.e. T_v T_m^2 FP16 weights per 2 T_m cycles =
-205 GB/s; one T_m would demand 410). W8A8 halves the bytes per iteration and packs two
-int8 products per DSP (§V-A), so its array can grow until HBM, not DSPs, bounds decode
-(§V-D). Resources follow Eq. 5-7. No constant here is fitted: no issue names a
-calibration point, so every figure is a prediction. Synchronization runs on LORA's own
-router (`comm.router`, §IV-C, §V-B).
+Latency follows Eq. 8 (double-buffered tiles: L_buf + max(L_buf, L_cal) x CNT + L_cal, CNT
+the iterations after the first load); the hybrid memory of §V-C streams prefill weights from
+DDR and decode weights from HBM; the KV cache sits in URAM and spills to HBM.
+
+What the text settles:
+- A decode iteration takes 2 T_m cycles, not T_m. §V-C: a 32 x 32 array at 200 MHz demands
+  "approximately 11 GB/s" in prefill and "around 190 GB/s" in decode. Prefill moves one
+  2 KB FP16 weight tile per T_m^3 / D_sa^2 = 32 cycles: 12.8e9 B/s = 11.9 GiB/s, so the
+  paper's GB are GiB. Decode moves T_v = 32 tiles (64 KB) per iteration: in 2 T_m = 64
+  cycles that is 204.8e9 B/s = 190.7 GiB/s ("around 190"); in T_m cycles it would be 381.
+  Physically: the vector crosses each T_m-long 1D array, then its last PE drains.
+- An iteration's T_v tiles are the next T_v in traversal order, across rows of tiles. §IV-A
+  loads "a vector of dimension T_m along with T_v adjacent tiles" and §IV-B feeds every 1D
+  array "the same horizontal vector input"; neither says adjacent along which axis. Were an
+  iteration confined to one row of tiles, a 1024-column matrix (16 tiles of 64) would leave
+  48 of LORA-Q's 64 arrays idle and its decode would be bound by the array, not by HBM -
+  yet §VI-A-d says LORA-Q's parallelism on GPT-2 345M (whose q, k, v, out and FFN-down
+  matrices are all 1024 columns wide) "is bounded by the HBM bandwidth", and §IV-B-c that
+  the INT8 array grows until HBM bounds decode. So the horizontal input carries each tile
+  row's T_m slice (the "additional data paths" of §IV-B) and a board's narrow slice of a
+  matrix fills the array like a wide one; partial sums of one column block meet in the
+  write-back.
+- Decode is bound by HBM, not by the array, once D_sa^2 x bytes / 2 per cycle exceeds what
+  HBM delivers: each HBM pseudo-channel gives min(AXI width x kernel clock, HBM_EFFICIENCY
+  x its share of the 460 GB/s peak). At 200 MHz a 512-bit port carries 12.8 GB/s, 409.6
+  GB/s over 32 channels (89% of peak); at 250 MHz the port (16 GB/s) outruns the
+  channel's 14.375 GB/s. W8A8 halves the bytes of each tile (§V-A), so an HBM-bound int8
+  decode streams the same GB/s for half the bytes.
+- Attention (QK^T, SV) runs in the same vector mode over every local head's tiles, its
+  operands read from the URAM KV cache (72 bits per URAM per cycle, UG573) or, past what
+  the URAMs hold, from HBM (§V-C); Softmax rows pipeline through the VFU like LayerNorm's.
+
+Resources follow Eq. 5-7. One fitted constant, HBM_EFFICIENCY (see below). Synchronization
+runs on LORA's own router (`router.py`, §IV-C, §V-B).
 """
 
 from math import ceil, log2
@@ -58,15 +82,28 @@ PSI_INT8_MAC = 1 / PRODUCTS_PER_DSP
 # UltraScale+ memory primitives (UG573): BRAM18 = 1024 x 18 (Eq. 5), BRAM36 = 512 x 72 in
 # the reshape mode Eq. 6 uses with 36-bit words; URAM288 = 288 Kb.
 URAM_BYTES = 288 * 1024 // 8
+# UltraScale+ URAM288 read port: 72 bits per cycle (UG573); one port per URAM reads the KV
+# cache while the other writes the new token's keys and values.
+URAM_READ_BYTES = 72 // 8
 # Read latency of an on-chip buffer access (L_buf for on-chip operands): two cycles for a
 # registered BRAM read (UG573).
 ONCHIP_READ_CYCLES = 2
 # Aurora stream port width that packs d rows per transfer (seeds/002 §VI-C: "Given the
 # 256-bit data width of the communication IP, up to 16 input rows can be packed").
 LINK_PORT_BITS = 256
-# A decode iteration: the T_m vector crosses each 1D array, then its last column drains
-# (seeds/002 §V-C's 190 GB/s decode demand for 32 x 32 at 200 MHz; see the module doc).
+# A decode iteration: the T_m vector crosses each 1D array, then its last PE drains
+# (seeds/002 §V-C's "around 190 GB/s" for 32 x 32 at 200 MHz; see the module doc).
 DECODE_WAVEFRONT_PASSES = 2
+# The one fitted constant: the fraction of an HBM pseudo-channel's peak (the U280's 460
+# GB/s over 32, seeds/002 §VI-A-c) that the decode's tile reads sustain (refresh, row
+# activations and the AXI switch between the kernel's ports and the pseudo-channels).
+# Fitted by `python -m benchmarks.calibrate_lora` to the one calibration point issue 20
+# names: LORA-F, gpt2-345m, 32:256 tokens on one U280 = 678.4 ms end to end, at the design
+# the project's own 300-trial search picks for that workload (a fixed point of search and
+# fit: 40 x 40, whose 320 GB/s decode demand just meets the 317 GB/s this leaves of 460);
+# checked by tests/test_lora_engine.py. There, decode streams 297 GB/s (65% of peak): the
+# rest is Eq. 8's first load and last compute per matrix, tile padding and the VFU.
+HBM_EFFICIENCY = 0.6885
 
 
 class SystolicConfig(EngineConfig):
@@ -107,6 +144,12 @@ class SystolicConfig(EngineConfig):
         return LINK_PORT_BITS // (8 * int(self.weight_bytes))
 
 
+def _eq8(l_buf: float | np.ndarray, l_cal: float, iterations: int | np.ndarray) -> np.ndarray:
+    """Eq. 8 over double-buffered iterations: the first load, then each later load hidden
+    behind (or hiding) the previous iteration's compute, then the last compute."""
+    return l_buf + np.maximum(l_buf, l_cal) * (iterations - 1) + l_cal
+
+
 class SystolicEngine:
     """Cycles per plan step and resources of one LORA core."""
 
@@ -120,10 +163,14 @@ class SystolicEngine:
         hbm, ddr = device.memory("hbm"), device.memory("ddr")
         assert hbm is not None and ddr is not None, "LORA uses HBM and DDR (seeds/002 §V-C)"
         channel_peak = hbm.bandwidth_Bps / hbm.channels
-        per_channel = min(config.hbm_axi_bits / 8 * config.clock_hz, channel_peak)
+        per_channel = min(config.hbm_axi_bits / 8 * config.clock_hz,
+                          HBM_EFFICIENCY * channel_peak)
         self.hbm_bytes_per_cycle = config.hbm_channels * per_channel / config.clock_hz
         self.ddr_bytes_per_cycle = ddr.bandwidth_Bps / config.clock_hz
-        kv_bytes_per_token = 2 * spec.layers * spec.kv_dim / ranks * 2  # FP16 K and V
+        self.uram_bytes_per_cycle = config.kv_uram * URAM_READ_BYTES
+        # K and V of every layer, in the datapath's precision (SmoothQuant O3 quantizes the
+        # attention matmuls' inputs too, seeds/002 §IV-B-c)
+        kv_bytes_per_token = 2 * spec.layers * spec.kv_dim / ranks * config.weight_bytes
         self.kv_tokens_onchip = config.kv_uram * URAM_BYTES // kv_bytes_per_token
         self._cycles: dict[str, CycleHandler] = {
             "linear": self._matmul, "lm_head": self._matmul,
@@ -142,6 +189,21 @@ class SystolicEngine:
     def seconds(self, step: ComputeStep, phase: Phase) -> np.ndarray:
         return self.cycles(step, phase) / self.config.clock_hz
 
+    def streamed_bytes(self, step: ComputeStep, phase: Phase) -> np.ndarray:
+        """Weight and KV-cache bytes `step` reads at each context (HBM, DDR or the URAM KV
+        cache), whole tiles as the MPU fetches them; zero for VFU work on buffered rows."""
+        m, t = phase.new_tokens, np.asarray(phase.context)
+        kind = step.op.kind
+        if kind in ("linear", "lm_head"):
+            nbytes = self._weight_tiles(step, m) * self._tile_bytes
+        elif kind in ("attn_score", "attn_context"):
+            nbytes = self._kv_tiles(step, m, t) * self._tile_bytes
+        elif kind == "embedding":
+            nbytes = m * self._embedding_row_bytes(step)
+        else:
+            nbytes = 0.0
+        return np.zeros_like(t, dtype=float) + nbytes
+
     def collective_seconds(self, step: CommStep, rows: int, cluster: Cluster) -> float:
         """LORA's router: all-gathers both ways round the ring with merged one-way cycles,
         all-reduces accumulated hop by hop in its ACC unit (seeds/002 §IV-C)."""
@@ -157,39 +219,39 @@ class SystolicEngine:
         return lora_all_gather_s(per_rank, ranks, link)
 
     # --- MPU ---------------------------------------------------------------------------
+    @property
+    def _tile_bytes(self) -> float:
+        return self.config.t_m ** 2 * self.config.weight_bytes
+
     def _fill(self) -> int:
         """Systolic fill and drain: a wavefront crosses the array twice."""
         return 2 * self.config.d_sa
 
-    def _vector_matrix(self, k: int | np.ndarray, n: int | np.ndarray,
-                       stream_bytes_per_cycle: float | np.ndarray) -> np.ndarray:
-        """Fig. 8: per iteration one T_m vector meets T_v tiles in 2 T_m cycles (L_cal), while
-        the next T_v tiles stream in (L_axi; zero for on-chip operands); Eq. 8."""
+    def _vector_matrix(self, tiles: int | np.ndarray,
+                       cycles_per_byte: float | np.ndarray) -> np.ndarray:
+        """Fig. 8: per iteration one vector meets the next T_v tiles in 2 T_m cycles (L_cal)
+        while the following T_v tiles stream in (L_axi), Eq. 8."""
         c = self.config
-        column_tiles = ceil_div(n, c.t_m)
-        per_row = ceil_div(column_tiles, c.t_v)  # iterations across the columns
-        count = ceil_div(k, c.t_m) * per_row
-        stream = np.asarray(stream_bytes_per_cycle, dtype=float)
-        # Only the tiles the matrix has are fetched: a narrow matrix leaves arrays idle.
-        tile_bytes = column_tiles / per_row * c.t_m ** 2 * c.weight_bytes
-        l_axi = np.divide(tile_bytes, stream, out=np.zeros_like(stream), where=stream > 0)
-        l_cal = DECODE_WAVEFRONT_PASSES * c.t_m
-        return l_axi + np.maximum(l_axi, l_cal) * count + l_cal
+        iterations = ceil_div(tiles, c.t_v)
+        l_axi = tiles / iterations * self._tile_bytes * np.asarray(cycles_per_byte)
+        return _eq8(l_axi, DECODE_WAVEFRONT_PASSES * c.t_m, iterations)
 
     def _matrix_matrix(self, m: int, k: int | np.ndarray, n: int | np.ndarray,
-                       stream_bytes_per_cycle: float) -> np.ndarray | float:
+                       stream_bytes_per_cycle: float) -> np.ndarray:
         """Fig. 3b: T_m x T_m tile pairs, T_m^3 / D_sa^2 cycles each; Eq. 8."""
         c = self.config
         count = ceil_div(m, c.t_m) * ceil_div(k, c.t_m) * ceil_div(n, c.t_m)
         l_cal = c.t_m ** 3 / c.d_sa ** 2
-        l_buf = (c.t_m ** 2 * c.weight_bytes / stream_bytes_per_cycle
+        l_buf = (self._tile_bytes / stream_bytes_per_cycle
                  if stream_bytes_per_cycle else ONCHIP_READ_CYCLES)
-        return l_buf + np.maximum(l_buf, l_cal) * count + l_cal + self._fill()
+        return _eq8(l_buf, l_cal, count) + self._fill()
 
-    def _kv_stream(self, context: np.ndarray) -> np.ndarray:
-        """Bytes/cycle feeding attention: on-chip URAM (unbounded here) until the cache
-        spills, then HBM for the whole read (the spilled rows set the pace)."""
-        return np.where(context <= self.kv_tokens_onchip, 0.0, self.hbm_bytes_per_cycle)
+    def _kv_cycles_per_byte(self, context: np.ndarray) -> np.ndarray:
+        """The KV read's pace: the URAM-held rows and the rows spilled to HBM stream side by
+        side, the slower share setting it."""
+        spilled = np.maximum(context - self.kv_tokens_onchip, 0) / context
+        uram = (1 - spilled) / self.uram_bytes_per_cycle if self.uram_bytes_per_cycle else 0.0
+        return np.maximum(uram, spilled / self.hbm_bytes_per_cycle)
 
     # --- VFU ---------------------------------------------------------------------------
     def _sweeps(self, rows: int, width: int | np.ndarray, sweeps: int) -> np.ndarray:
@@ -219,11 +281,13 @@ class SystolicEngine:
         return {"stats": stats, "apply": apply, "whole": stats + apply}[step.stage]
 
     def _softmax(self, step: ComputeStep, m: int, t: np.ndarray) -> np.ndarray:
-        """Per head: a max sweep, an exp-and-sum sweep through the tree, a scaling sweep;
-        it stays FP16 in LORA-Q (§VI-C)."""
-        chain = (self._sweeps(m, t, 3) + 2 * self._tree_cycles + FP16_ADD_CYCLES
-                 + FP16_EXP_CYCLES + FP16_RECIP_CYCLES + FP16_MUL_CYCLES)
-        return step.local_heads * chain
+        """A max sweep, an exp-and-sum sweep through the tree and a scaling sweep per row;
+        every head's rows pipeline through the VFU (§IV-B-b: a matrix is split into rows
+        processed independently), so the chain's latency shows once. FP16 in LORA-Q too
+        (§VI-C)."""
+        chain = (2 * self._tree_cycles + FP16_ADD_CYCLES + FP16_EXP_CYCLES
+                 + FP16_RECIP_CYCLES + FP16_MUL_CYCLES)
+        return self._sweeps(m * step.local_heads, t, 3) + chain
 
     def _elementwise(self, step: ComputeStep, m: int, t: np.ndarray) -> np.ndarray:
         """Residual add or piece-wise linear GELU (a multiply and an add per element)."""
@@ -232,27 +296,48 @@ class SystolicEngine:
     def _gated(self, step: ComputeStep, m: int, t: np.ndarray) -> np.ndarray:
         return self._sweeps(m, step.local_out, 2) + 2 * FP16_MUL_CYCLES + FP16_ADD_CYCLES
 
+    def _embedding_row_bytes(self, step: ComputeStep) -> float:
+        """A token's and a position's table rows (this device's columns)."""
+        return 2 * step.local_out * self.config.weight_bytes
+
     def _embedding(self, step: ComputeStep, m: int, t: np.ndarray) -> np.ndarray:
         """Table rows from DDR, then one add sweep."""
-        row = 2 * step.local_out * self.config.weight_bytes / self.ddr_bytes_per_cycle
+        row = self._embedding_row_bytes(step) / self.ddr_bytes_per_cycle
         return m * row + self._sweeps(m, step.local_out, 1) + FP16_ADD_CYCLES
 
     # --- MPU dispatch ------------------------------------------------------------------
+    def _weight_tiles(self, step: ComputeStep, m: int) -> int:
+        """Weight tiles a linear layer fetches: each once in decode, once per row tile of
+        the activations in prefill (traversed column-major, Fig. 3b)."""
+        c = self.config
+        tiles = ceil_div(step.op.fan_in, c.t_m) * ceil_div(step.local_out, c.t_m)
+        return tiles if m == 1 else ceil_div(m, c.t_m) * tiles
+
     def _matmul(self, step: ComputeStep, m: int, t: np.ndarray) -> np.ndarray:
         """Linear layers and the LM head: vector mode from HBM in decode, tiles from DDR in
         prefill (§V-C)."""
         if m == 1:
-            return self._vector_matrix(step.op.fan_in, step.local_out, self.hbm_bytes_per_cycle)
+            return self._vector_matrix(self._weight_tiles(step, 1), 1 / self.hbm_bytes_per_cycle)
         return self._matrix_matrix(m, step.op.fan_in, step.local_out, self.ddr_bytes_per_cycle)
 
+    @staticmethod
+    def _attention_shape(step: ComputeStep, t: np.ndarray) -> tuple[int | np.ndarray, ...]:
+        """(K, N) of one head: QmulKT is head_dim x t, SmulV t x head_dim."""
+        return (step.op.fan_in, t) if step.op.kind == "attn_score" else (t, step.op.fan_in)
+
+    def _kv_tiles(self, step: ComputeStep, m: int, t: np.ndarray) -> np.ndarray:
+        c = self.config
+        k, n = self._attention_shape(step, t)
+        per_head = ceil_div(k, c.t_m) * ceil_div(n, c.t_m)
+        return ceil_div(m, c.t_m) * step.local_heads * per_head
+
     def _attention(self, step: ComputeStep, m: int, t: np.ndarray) -> np.ndarray:
-        """QmulKT (head_dim x t) or SmulV (t x head_dim) per head, KV from URAM or HBM."""
-        k, n = (step.op.fan_in, t) if step.op.kind == "attn_score" else (t, step.op.fan_in)
+        """Decode: every local head's K or V tiles in vector mode, read from the URAM KV
+        cache or, past what it holds, HBM. Prefill: per head, tile pairs from on chip."""
         if m == 1:
-            per_head = self._vector_matrix(k, n, self._kv_stream(t))
-        else:
-            per_head = self._matrix_matrix(m, k, n, 0.0)
-        return step.local_heads * per_head
+            return self._vector_matrix(self._kv_tiles(step, 1, t), self._kv_cycles_per_byte(t))
+        k, n = self._attention_shape(step, t)
+        return step.local_heads * self._matrix_matrix(m, k, n, 0.0)
 
     def cycles(self, step: ComputeStep, phase: Phase) -> np.ndarray:
         return dispatch_cycles(self._cycles, "LORA", step, phase)
@@ -289,7 +374,7 @@ class SystolicEngine:
         inter_values = c.token_window * (6 * local + 2 * spec.ffn // self.ranks)
         inter = ceil(inter_values * bits / (36 * 1024))
         bram = ceil(weight18 / 2) + axi + router + inter
-        kv_need = ceil(2 * spec.layers * spec.max_positions * spec.kv_dim / self.ranks * 2
-                       / URAM_BYTES)
+        kv_need = ceil(2 * spec.layers * spec.max_positions * spec.kv_dim / self.ranks
+                       * c.weight_bytes / URAM_BYTES)
         return Resources(bram=bram, uram=min(c.kv_uram, kv_need))
 
