@@ -74,7 +74,7 @@ KERNELS: dict[str, tuple[Setup, Callable[..., Any]]] = {
                    lambda a, b: np.concatenate((a, b))),
 }
 # The measuring grid: lengths from where numpy's dispatch dominates (64) to where the
-# per-element cost is 10 - 100x it (64K), all cache-resident (64K float32 = 256 KiB per
+# per-element cost is 10 - 60x it (64K), all cache-resident (64K float32 = 256 KiB per
 # vector, within the 1 MiB L2 per core of Table II's Xeon Gold 6132; Intel ARK).
 VECTOR_SIZES = tuple(2 ** k for k in range(6, 17))     # 64 .. 64K elements
 MATRIX_SIZES = tuple(2 ** k for k in range(8, 17))     # 256 .. 64K elements (16^2 .. 256^2)
@@ -172,7 +172,7 @@ class CPUProfile:
 
 def measure_profile(sizes: dict[str, tuple[int, ...]] | None = None) -> CPUProfile:
     """Time the CPU calls on this machine over the fit grid, plus the lengths `sizes` names
-    per call (then only those calls), which the fit then covers."""
+    per call (then only those calls)."""
     chosen = sizes or {name: () for name in KERNELS}
     points = {name: tuple((n, measure_call(name, n)) for n in sorted({*grid_of(name), *ns}))
               for name, ns in chosen.items()}
@@ -195,7 +195,8 @@ def cpu_model() -> str:
 
 
 def program_sizes(calls: Iterable[Any]) -> dict[str, tuple[int, ...]]:
-    """The (call, size) pairs a recorded program's CPU calls use, to measure exactly."""
+    """The (call, size) pairs a recorded program's CPU calls use, measured beside the grid
+    so that a profile holds the times of the calls the model prices."""
     sizes: dict[str, set[int]] = {}
     for call in calls:
         if call.name in KERNELS:
