@@ -1,21 +1,28 @@
 """Predicted figures of the Intel CPU + multi-FPGA row (issue #12, seeds/003 §IV). These
 are predictions from the modelling tool (NPU overlay cycles, PCIe model, CPU proxies of
-the profile in use); the paper's measurements are held out.
+the profile in use); the paper's measurements are held out. The CPU figures depend on the
+profile's machine: the shipped profiles/dev-host.json unless ~/.cache/archipelago (or
+$ARCHIPELAGO_HOME) holds one `archi proxies` wrote, or --cpu-profile names one.
 
     python -m benchmarks.predictions_host_offload [--cpu-profile FILE] [--vocab V]
 """
 
 import argparse
+import dataclasses
 from pathlib import Path
 
 from archipelago.errors import ArchipelagoError
 from archipelago.hardware.catalog import get_device
+from archipelago.hardware.cluster import resolve_cluster
+from archipelago.strategies.host_offload.estimate import estimate_host
 from archipelago.strategies.host_offload.explore import CARD_TYPES, largest_report
 from archipelago.strategies.host_offload.pcie import PCIeLink, concurrent_s
+from archipelago.strategies.host_offload.plan import configured_plan
 from archipelago.strategies.host_offload.proxies import load_profile
 from archipelago.strategies.host_offload.service import host_request, plan_report
 
 COUNTS = (1, 2, 4, 8)
+VOCAB_CALLS = ("cpu_pickTop", "cpu_log", "cpu_softmax")  # each decoder step, over the vocab
 
 
 def ms(seconds: float) -> str:
@@ -25,6 +32,39 @@ def ms(seconds: float) -> str:
 def breakdown(report: dict) -> str:
     b = report["breakdown_s"]
     return f"cpu {ms(b['cpu'])}  fpga {ms(b['fpga'])}  comm {ms(b['comm'])}"
+
+
+def luong_scaling(profile: Path | None, vocab: int | None) -> None:
+    """seeds/003 §IV "Scaling Study" (Fig. 5b/5c): the largest persistent NMT-Luong on
+    1 .. 8 S10 cards, priced with numpy's calls (the proxies before issue 20) and with the
+    fitted native calls (now): model size and latency relative to one card, CPU share."""
+    native = load_profile(profile)
+    priced = {"numpy calls (before)": dataclasses.replace(native, native=False),
+              "native calls (now)": native}
+    sized = []
+    for n in COUNTS:
+        request = host_request(model="nmt-luong", cluster=f"{n}xs10-2800", steps=50,
+                               vocab=vocab, cpu_profile=profile)
+        hidden = largest_report(request)["hidden"]
+        req = request.with_options(hidden=hidden)
+        spec = req.spec()
+        sized.append((n, spec, configured_plan(spec, resolve_cluster(req.cluster), req.config)))
+    print(f"\n== NMT-Luong 1 -> 8 S10 cards, largest persistent ({vocab or '50K'} words, "
+          "50 + 50 steps): growth over one card; vocab: the CPU's pickTop, log and softmax "
+          "over the vocabulary, other: its hidden-sized calls")
+    for label, cpu in priced.items():
+        first = None
+        for n, spec, plan in sized:
+            est = estimate_host(plan, cpu)
+            first = first or (spec.params, est.latency_s, est.breakdown_s["cpu"])
+            at_vocab = sum(cpu.time_s(c.name, c.elements) for c in plan.program.calls
+                           if c.name in VOCAB_CALLS and c.elements == spec.tgt_vocab)
+            print(f"{label:21} {n} x S10  hidden {spec.hidden:5d}  {spec.params / 1e6:6.1f} M "
+                  f"x{spec.params / first[0]:4.1f}   {ms(est.latency_s)} "
+                  f"x{est.latency_s / first[1]:5.2f}   cpu {ms(est.breakdown_s['cpu'])} "
+                  f"x{est.breakdown_s['cpu'] / first[2]:5.2f} "
+                  f"({100 * est.breakdown_s['cpu'] / est.latency_s:2.0f}%): vocab "
+                  f"{ms(at_vocab)}, other {ms(est.breakdown_s['cpu'] - at_vocab)}")
 
 
 def main() -> None:
@@ -78,6 +118,8 @@ def main() -> None:
                 continue
             print(f"{n} x {device:12} hidden {r['hidden']:5d}  {r['params'] / 1e6:7.1f} M  "
                   f"{ms(r['latency_s'])}   {breakdown(r)}")
+
+    luong_scaling(profile, vocab)
 
     print("\n== NMT-Li (beam 5): persistent on 8 x S10 vs streamed on one S10, 50 steps")
     big = largest_report(host_request(model="nmt-li", cluster="8xs10-2800", steps=50,

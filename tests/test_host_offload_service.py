@@ -76,7 +76,10 @@ def test_archi_proxies_measures_the_program_sizes_and_stores_them(tmp_path) -> N
                          capture_output=True, text=True, timeout=120, env=env)
     assert run.returncode == 0, run.stderr
     report = json.loads(run.stdout)
-    assert report["measured_s"]["cpu_concat"][0][0] == 128  # [x; h] of a 64-wide LSTM
+    concat = [n for n, _ in report["measured_s"]["cpu_concat"]]
+    assert 128 in concat and concat[-1] == 65536  # [x; h] of a 64-wide LSTM, and the grid
+    fit = report["fits"]["cpu_concat"]
+    assert fit["sizes"] == [64, 65536] and fit["numpy_call_s"] >= 0 < fit["per_element_s"]
     stored = json.loads(out.read_text())
     assert all(t > 0 for pts in stored["calls"].values() for _, t in pts)
 
@@ -84,7 +87,7 @@ def test_archi_proxies_measures_the_program_sizes_and_stores_them(tmp_path) -> N
 def test_a_cluster_file_names_the_host_and_its_cards(tmp_path) -> None:
     from archipelago.strategies.host_offload.proxies import KERNELS, CPUProfile, save_profile
 
-    slow = CPUProfile("a slow host", {k: ((1, 1e-3), (10**8, 1e-3)) for k in KERNELS})
+    slow = CPUProfile("a slow host", {k: ((1000, 1e-3), (2000, 2e-3)) for k in KERNELS})
     save_profile(slow, tmp_path / "slow-host.json")
     (tmp_path / "server.yaml").write_text(
         "devices:\n  - {device: s10-2800, count: 4}\ntopology: host_star\n"

@@ -30,7 +30,9 @@ def proxies(
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
 ) -> None:
     """Time the cpu_* calls of the host-offload API (seeds/003 Table I) with numpy on this
-    machine and store them as the CPU proxies the modelling tool reads."""
+    machine at lengths 64 .. 64K and store them as the CPU proxies the modelling tool reads;
+    print each call's fit, numpy's per-call cost apart from the per-element cost, which the
+    model adds to a native call's fixed cost of a few ns."""
     from rich.console import Console
 
     from archipelago.strategies.host_offload.report import print_proxies

@@ -3,11 +3,13 @@ rich tables for people."""
 
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
 from archipelago.strategies.host_offload.estimate import HostEstimate
 from archipelago.strategies.host_offload.plan import HostPlan
+from archipelago.strategies.host_offload.proxies import FIT_MAX_ELEMENTS
 
 TOP_CALLS = 8  # the costliest calls a report names
 
@@ -103,8 +105,21 @@ def print_explore(summary: dict[str, Any], console: Console) -> None:
 
 
 def print_proxies(report: dict[str, Any], console: Console) -> None:
-    """`archi proxies`: each CPU call's measured times, and where they were stored."""
-    for name, points in report["measured_s"].items():
-        shown = ", ".join(f"{n}: {t * 1e6:.2f} us" for n, t in points)
-        console.print(f"{name:12} {shown}")
+    """`archi proxies`: each CPU call's fit (numpy's per-call cost apart from the per-element
+    cost), the time the model prices at the longest length measured, where it was stored."""
+    native_ns = report["native_call_s"] * 1e9
+    table = Table(title="CPU proxies: measured t = numpy call + n x per element",
+                  caption=f"model: {native_ns:g} ns (a native call) + n x per element; n: "
+                          f"the longest length measured (fitted up to {FIT_MAX_ELEMENTS}; "
+                          "--json: the sizes fitted)",
+                  box=box.SIMPLE_HEAD, pad_edge=False)
+    for col in ("call", "numpy call", "per element", "n", "measured", "model"):
+        table.add_column(col, justify="left" if col == "call" else "right", no_wrap=True)
+    for name, fit in report["fits"].items():
+        n, t = report["measured_s"][name][-1]
+        model = report["native_call_s"] + n * fit["per_element_s"]
+        table.add_row(name, f"{fit['numpy_call_s'] * 1e6:.3f} us",
+                      f"{fit['per_element_s'] * 1e9:.4f} ns", f"{n}", f"{t * 1e6:.2f} us",
+                      f"{model * 1e6:.2f} us")
+    console.print(table)
     console.print(f"stored in {report['file']} ({report['machine']})")

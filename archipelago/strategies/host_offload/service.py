@@ -96,11 +96,14 @@ def profile_target(out: Path | None) -> tuple[Path, str]:
 
 
 def proxies_report(out: Path | None, request: HostRequest | None = None) -> dict[str, Any]:
-    """Time the CPU calls on this machine (at a model's program sizes when given, else on
-    the standard grid), merge them into the profile at `out` and store it. The target and
-    the profile already there are checked before the seconds of measuring start."""
+    """Time the CPU calls on this machine (on the fit grid, plus a model's program sizes
+    when given), merge them into the profile at `out` and store it; report each call's fit
+    over the stored points: numpy's per-call cost and the per-element cost the model uses
+    after the native per-call cost. The target and the profile already there are checked
+    before the seconds of measuring start."""
     from archipelago.safe_read import probe
     from archipelago.strategies.host_offload.proxies import (
+        NATIVE_CALL_S,
         measure_profile,
         merged,
         program_sizes,
@@ -115,4 +118,8 @@ def proxies_report(out: Path | None, request: HostRequest | None = None) -> dict
     save_profile(profile, target, label)
     return {"file": str(target), "machine": profile.machine,
             "measured_s": {name: [[n, t] for n, t in pts] for name, pts in fresh.points.items()},
-            "points_stored": {name: len(pts) for name, pts in profile.points.items()}}
+            "points_stored": {name: len(pts) for name, pts in profile.points.items()},
+            "native_call_s": NATIVE_CALL_S,
+            "fits": {name: {"numpy_call_s": fit.overhead_s, "per_element_s": fit.per_element_s,
+                            "sizes": [fit.low, fit.high]}
+                     for name, fit in profile.fits.items() if name in fresh.points}}
