@@ -7,7 +7,7 @@ import pytest
 from archipelago.api import make_plan
 from archipelago.errors import PartitionError
 from archipelago.models.weights import all_weights, parameter_count
-from archipelago.strategies.tensor_parallel.plan import CommStep, ComputeStep
+from archipelago.strategies.tensor_parallel.plan import ComputeStep
 
 
 @pytest.mark.parametrize("ranks", [1, 2, 4])
@@ -28,18 +28,20 @@ def test_shards_sum_to_the_whole_model(model: str, ranks: int, strategy: str) ->
     assert total == parameter_count(plan.spec)
 
 
-def test_each_rank_holds_a_quarter_of_the_block_matrices_and_of_the_lm_head() -> None:
-    """HBM: the block matrices split four ways, plus this rank's vocabulary rows of the
-    (tied) LM head; DDR keeps the whole WTE for the embedding lookup (seeds/001 §IV-B)."""
-    plan = make_plan("gpt2-345m", "4xu280", "dfx")
-    hbm = [d.held_bytes(plan.spec, 2, "hbm") for d in plan.devices]
-    matrices = sum(t.numel for t in all_weights(plan.spec)
-                   if t.layer is not None and t.role.endswith("weight") and len(t.shape) == 2)
-    rows = [d.vocab_slice[1] - d.vocab_slice[0] for d in plan.devices]
-    assert sum(rows) == 50257
-    assert hbm == [pytest.approx(2 * (matrices / 4 + r * 1024)) for r in rows]
-    ddr = plan.devices[0].held_bytes(plan.spec, 2, "ddr")
-    assert ddr > 2 * 50257 * 1024
+def test_each_rank_holds_a_quarter_of_the_block_matrices_and_the_whole_lm_head() -> None:
+    """HBM: the block matrices split four ways, plus the whole (tied) LM head, which every
+    core runs (seeds/001 §IV-B splits only attention and FC weights); LORA splits the head by
+    vocabulary. DDR keeps the whole WTE for the embedding lookup (seeds/001 §IV-B)."""
+    for strategy, split in (("dfx", False), ("lora-f", True)):
+        plan = make_plan("gpt2-345m", "4xu280", strategy)
+        matrices = sum(t.numel for t in all_weights(plan.spec) if t.layer is not None
+                       and t.role.endswith("weight") and len(t.shape) == 2)
+        rows = [d.vocab_slice[1] - d.vocab_slice[0] for d in plan.devices]
+        assert sum(rows) == (50257 if split else 4 * 50257)
+        hbm = [d.held_bytes(plan.spec, 2, "hbm") for d in plan.devices]
+        assert hbm == [pytest.approx(2 * (matrices / 4 + r * 1024)) for r in rows]
+        ddr = plan.devices[0].held_bytes(plan.spec, 2, "ddr")
+        assert ddr > 2 * 50257 * 1024
 
 
 def test_dfx_scheme_has_four_all_gathers_per_block() -> None:
@@ -53,7 +55,8 @@ def test_dfx_scheme_has_four_all_gathers_per_block() -> None:
     score = next(s for s in plan.block_steps
                  if isinstance(s, ComputeStep) and s.op.name == "attn_score")
     assert (q.local_out, score.local_heads) == (256, 4)
-    assert isinstance(plan.output_steps[-1], CommStep)
+    head = plan.output_steps[-1]  # whole on every core: no fifth sync for the LM head
+    assert isinstance(head, ComputeStep) and head.local_out == 50257
 
 
 def test_indivisible_heads_are_rejected_with_the_numbers() -> None:

@@ -96,10 +96,12 @@ def _check_inputs(spec: ModelSpec, cluster: Cluster, strategy: str) -> None:
 
 
 def _device_plan(spec: ModelSpec, cluster: Cluster, rank: int, split_norms: bool,
-                 matrix_mirror: MemoryKind | None) -> DevicePlan:
+                 matrix_mirror: MemoryKind | None, split_head: bool) -> DevicePlan:
     """Matrices column-split in HBM (optionally mirrored), their biases split in DDR; norm
-    parameters split with the columns (LORA) or replicated (DFX); embeddings in DDR."""
+    parameters split with the columns (LORA) or replicated (DFX); embeddings in DDR; the LM
+    head split by vocabulary (LORA) or whole on every device (DFX)."""
     ranks = cluster.size
+    vocab = split_bounds(spec.vocab, ranks, rank) if split_head else (0, spec.vocab)
     layer: dict[str, Shard] = {}
     for tensor in layer_weights(spec, 0):
         name, part = tensor.role.split(".")
@@ -117,17 +119,15 @@ def _device_plan(spec: ModelSpec, cluster: Cluster, rank: int, split_norms: bool
         # The LM head is a weight matrix streamed every token, so HBM holds a copy; the DDR
         # copy serves the once-per-token embedding lookup (seeds/001 §IV-B).
         copy = "hbm" if tensor.role == head_role else None
-        if tensor.role == "lm_head.weight":  # untied head: vocab-split like the WTE read
-            start, stop = split_bounds(spec.vocab, ranks, rank)
-            other[tensor.role] = Shard(1, start, stop, "ddr", copy)
+        if tensor.role == "lm_head.weight" and split_head:  # untied: vocab-split
+            other[tensor.role] = Shard(1, *vocab, "ddr", copy)
         elif tensor.role.startswith("final_norm") and split_norms:
             start, stop = split_bounds(spec.hidden, ranks, rank)
             other[tensor.role] = Shard(0, start, stop, "ddr")
         else:
-            rows = split_bounds(spec.vocab, ranks, rank) if copy else None
+            rows = vocab if copy else None
             other[tensor.role] = Shard(None, memory="ddr", mirror=copy, mirror_rows=rows)
-    return DevicePlan(rank, cluster.devices[rank], layer, other,
-                      split_bounds(spec.vocab, ranks, rank), ranks)
+    return DevicePlan(rank, cluster.devices[rank], layer, other, vocab, ranks)
 
 
 def _local_out(op: Op, ranks: int, columns_split: bool) -> int:
@@ -148,6 +148,14 @@ def _compute(op: Op, ranks: int, columns_split: bool = False) -> ComputeStep:
 def _lm_head_steps(op: Op, ranks: int) -> list[Step]:
     """Each rank scores its vocabulary slice; (max, argmax) pairs pick the token."""
     return [_compute(op, ranks), CommStep("argmax_gather", op.name, 2 * ranks)]
+
+
+def _dfx_output_steps(graph: Graph) -> list[Step]:
+    """The final LayerNorm and the LM head, whole on every core: seeds/001 §IV-B splits
+    only the attention and FC weights and counts four syncs per decoder layer and no other,
+    so every core scores the whole vocabulary and its reduce-max unit (§V-C) picks the same
+    token ("each FPGA runs identical operations ... to run GPT-2 end-to-end")."""
+    return [ComputeStep(op, op.fan_out) for op in graph.output]
 
 
 def dfx_block_steps(graph: Graph, ranks: int) -> list[Step]:
@@ -209,9 +217,8 @@ def plan_dfx(spec: ModelSpec, cluster: Cluster, config: DFXConfig) -> Plan:
     engine = DFXEngine(config)
     graph, ranks = build_graph(spec), cluster.size
     steps = ([_compute(op, ranks) for op in graph.embed], dfx_block_steps(graph, ranks),
-             [s for op in graph.output for s in
-              (_lm_head_steps(op, ranks) if op.kind == "lm_head" else [_compute(op, ranks)])])
-    devices = [_device_plan(spec, cluster, r, False, None) for r in range(ranks)]
+             _dfx_output_steps(graph))
+    devices = [_device_plan(spec, cluster, r, False, None, False) for r in range(ranks)]
     return _plan("dfx", "dfx", spec, cluster, engine, FP16_BYTES, steps, devices)
 
 
@@ -226,7 +233,7 @@ def _plan_lora(strategy: str, spec: ModelSpec, cluster: Cluster,
     act = config.weight_bytes
     steps = tuple(lora_steps(ops, spec, ranks, act, config.pack_rows)
                   for ops in (graph.embed, graph.block, graph.output))
-    devices = [_device_plan(spec, cluster, r, True, "ddr") for r in range(ranks)]
+    devices = [_device_plan(spec, cluster, r, True, "ddr", True) for r in range(ranks)]
     return _plan(strategy, "lora", spec, cluster, engine, config.weight_bytes, steps, devices,
                  config.precision)
 

@@ -14,10 +14,11 @@ time through the whole model, exactly like generation (`token_serial_prefill`), 
 why DFX "retains" its GFLOPS in both stages (§VII). LayerNorm, Softmax and residuals are
 sequences of d-wide vector instructions on the VFU; dependent instructions stall on the
 scoreboard (§V-A), so each pays its pipeline latency. WTE/WPE rows for the embedding come
-from DDR once per token; the LM head, a weight matrix like any other, streams its
-vocabulary slice from HBM (§IV-B: DDR data have "a negligible effect on the overall
-performance"). Synchronization goes through the router (`router.py`, §V-E): four
-stalling ring all-gathers per layer, LayerNorm and residuals replicated on every core (§VII).
+from DDR once per token (§IV-B: DDR data have "a negligible effect on the overall
+performance"); the LM head, a weight matrix like any other, streams the whole vocabulary
+from HBM on every core (the plan splits only attention and FC weights). Synchronization
+goes through the router (`router.py`, §V-E): four stalling ring all-gathers per layer,
+LayerNorm and residuals replicated on every core (§VII).
 """
 
 from math import log2
@@ -57,8 +58,6 @@ BYPASS_CYCLES = 1
 # Not stated in seeds/001: comparator-tree levels of the reduce-max unit (§V-C, SFU_M) taken
 # as one registered cycle each.
 COMPARE_LEVEL_CYCLES = 1
-# The argmax of each core's vocabulary slice travels as one (value, index) beat (§V-E).
-ARGMAX_VALUES_PER_RANK = 2
 
 # Calibration (issues #2 and #9): the one constant of this engine, the fraction of cycles in
 # which the matrix unit is fed the tile it could take (HBM refresh and page switches, DMA
@@ -173,10 +172,8 @@ class DFXEngine:
         if ranks == 1:
             return 0.0
         assert cluster.link is not None
-        per_rank = (ARGMAX_VALUES_PER_RANK if step.kind == "argmax_gather"
-                    else rows * -(-step.width // ranks))
-        return dfx_all_gather_s(per_rank, ranks, cluster.link, self.config.clock_hz,
-                                self.config.data_bits)
+        return dfx_all_gather_s(rows * -(-step.width // ranks), ranks, cluster.link,
+                                self.config.clock_hz, self.config.data_bits)
 
     # --- matrix instructions (MFU + SFU_M) ---------------------------------------------
     def matrix_vector_cycles(self, fan_in: int | np.ndarray,
@@ -200,7 +197,7 @@ class DFXEngine:
             self.config.mfu_latency
 
     def _lm_head(self, step: ComputeStep, m: int, t: np.ndarray) -> np.ndarray:
-        """MM of the last row against this core's vocabulary slice, then argmax (SFU_M)."""
+        """MM of the last row against the vocabulary, then argmax (SFU_M's reduce-max)."""
         return self._linear(step, m, t) + self._reduce_max_cycles
 
     def _attn_score(self, step: ComputeStep, m: int, t: np.ndarray) -> np.ndarray:

@@ -67,8 +67,12 @@ def check(plan: Plan, job: EmulationJob) -> None:
     if missing:
         raise EmulationError(f"plan '{plan.scheme}' uses step kinds with no emulator handler: "
                              f"{', '.join(missing)}")
-    if not any(isinstance(s, CommStep) and s.kind == "argmax_gather" for s in plan.output_steps):
-        raise EmulationError(f"plan '{plan.scheme}' has no argmax_gather to pick tokens with")
+    gathers = any(isinstance(s, CommStep) and s.kind == "argmax_gather"
+                  for s in plan.output_steps)
+    whole = all(d.vocab_slice == (0, spec.vocab) for d in plan.devices)
+    if not (gathers or whole):
+        raise EmulationError(f"plan '{plan.scheme}' splits the vocabulary but has no "
+                             "argmax_gather to pick tokens with")
     work = job.workload
     if work.total_tokens > spec.max_positions:
         raise EmulationError(f"--tokens {work.input_tokens}:{work.output_tokens}: "
@@ -120,8 +124,8 @@ def summarize(plan: Plan, job: EmulationJob, ranks: list[dict[str, Any]]) -> dic
     if any(r["tokens"] != first["tokens"] or r["collectives"] != first["collectives"]
            for r in ranks):
         raise EmulationError("ranks disagree on the generated tokens or the collectives run")
-    ordered = sorted(ranks, key=lambda r: r["vocab_slice"][0])
-    logits = torch.cat([r["logits"] for r in ordered], dim=-1)
+    slices = {tuple(r["vocab_slice"]): r["logits"] for r in ranks}  # a whole head: one
+    logits = torch.cat([slices[k] for k in sorted(slices)], dim=-1)
     assert logits.shape[-1] == plan.spec.vocab, tuple(logits.shape)
     work = job.workload
     prompt = prompt_ids(plan.spec, work.input_tokens, job.seed)

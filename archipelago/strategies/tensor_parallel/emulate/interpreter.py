@@ -71,7 +71,11 @@ def forward(plan: Plan, rs: RankState, tokens: torch.Tensor) -> tuple[int, torch
     env = {"block_out": hidden[-1:]}  # decoders score only the last token
     run_steps(plan.output_steps, env, rs)
     rs.seen += len(tokens)
-    return int(env[NEXT_TOKEN]), env[head_name(plan)][-1]
+    logits = env[head_name(plan)][-1]
+    # A head whole on every rank picks the token locally (its reduce-max unit); a split one
+    # agreed on it in an argmax_gather.
+    token = env[NEXT_TOKEN] if NEXT_TOKEN in env else torch.argmax(logits)
+    return int(token), logits
 
 
 @dataclass
