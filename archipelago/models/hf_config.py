@@ -14,8 +14,10 @@ from pydantic import ValidationError
 from archipelago.errors import ConfigError, Notice, UnknownNameError
 from archipelago.families import Family, register_family
 from archipelago.models.hf_decoders import DECODER_READERS, llama_like
+from archipelago.models.hf_encoders import ENCODER_READERS, NOT_READ_ENCODERS
 from archipelago.models.hf_fields import Fields
 from archipelago.models.spec import ModelSpec
+from archipelago.models.weights import parameter_count
 from archipelago.safe_read import is_dir, load_json, probe
 
 # Fields transformers builds the reference model from besides the sizes the readers below
@@ -91,29 +93,12 @@ def _opt(f: Fields) -> dict[str, Any]:
     )
 
 
-def _bert_like(arch: str) -> Callable[[Fields], dict[str, Any]]:
-    def read(f: Fields) -> dict[str, Any]:
-        heads = f.int("num_attention_heads")
-        return dict(
-            arch=arch, layers=f.int("num_hidden_layers"), hidden=f.int("hidden_size"),
-            heads=heads, kv_heads=heads, ffn=f.int("intermediate_size"),
-            vocab=f.int("vocab_size"), max_positions=f.int("max_position_embeddings"),
-            activation=f.str("hidden_act", "gelu"), pre_norm=False, final_norm=False,
-            embedding_norm=True, type_vocab=f.int("type_vocab_size", 2),
-            position_offset=0 if arch == "bert" else 2,
-        )
-
-    return read
-
-
 _READERS: dict[str, Callable[[Fields], dict[str, Any]]] = {
     "gpt2": _gpt2,
     "opt": _opt,
     "llama": lambda f: llama_like(f, "llama"),
     **DECODER_READERS,
-    "bert": _bert_like("bert"),
-    "roberta": _bert_like("roberta"),
-    "ibert": _bert_like("ibert"),
+    **ENCODER_READERS,
 }
 
 
@@ -138,6 +123,8 @@ def _unknown_reader(model_type: str, f: Fields) -> Callable[[Fields], dict[str, 
     """Refuse a config that is not a decoder transformer, saying why; read an unknown one
     with the standard fields as LLaMA-shaped, with a one-line notice naming the assumption."""
     config = f.config
+    if model_type in NOT_READ_ENCODERS:
+        raise ConfigError(f.source, "model_type", NOT_READ_ENCODERS[model_type])
     why = _NOT_DECODERS.get(model_type) or (
         _ENCODER_DECODER if config.get("is_encoder_decoder") is True else None) or (
         _VISION if "image_size" in config else None)
@@ -191,4 +178,5 @@ def _is_config_path(text: str) -> bool:
 # Last of the built-ins: a zoo name or a DAG file wins over a same-named path.
 register_family(Family("config.json", "model", matches=_is_config_path,
                        load=lambda text: spec_from_config_file(Path(text)),
-                       choices=lambda: ("<path to config.json>",), order=60))
+                       choices=lambda: ("<path to config.json>",), order=60,
+                       parameters=parameter_count))

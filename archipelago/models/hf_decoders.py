@@ -39,10 +39,10 @@ def _window(f: Fields, layers: int, default_sliding: Callable[[int], bool]) -> d
         return {}
     kinds = f.config.get("layer_types")
     if isinstance(kinds, list):
-        count = sum(kind == "sliding_attention" for kind in kinds)
+        ids = tuple(i for i, kind in enumerate(kinds[:layers]) if kind == "sliding_attention")
     else:
-        count = sum(default_sliding(i) for i in range(layers))
-    return dict(sliding_window=f.int("sliding_window"), sliding_layers=count) if count else {}
+        ids = tuple(i for i in range(layers) if default_sliding(i))
+    return dict(sliding_window=f.int("sliding_window"), sliding_layers=ids) if ids else {}
 
 
 def _every_layer(_: int) -> bool:

@@ -14,6 +14,8 @@ EncoderArch = Literal["bert", "roberta", "ibert", "distilbert", "electra", "xlm-
                       "deberta-v2"]
 Arch = DecoderArch | EncoderArch
 DECODER_ARCHS: frozenset[str] = frozenset(DecoderArch.__args__)
+# RoBERTa's layout: position ids start after the padding index, inside max_positions.
+ROBERTA_LIKE: frozenset[str] = frozenset({"roberta", "ibert", "xlm-roberta"})
 
 
 # Bounds far above any published transformer (the largest have ~128 layers, hidden 16384,
@@ -118,7 +120,7 @@ class ModelSpec(BaseModel):
     qk_norm_bias: bool = False
     alibi: bool = False             # linear score biases instead of position embeddings
     sliding_window: int | None = Field(default=None, gt=0, le=MAX_POSITIONS)
-    sliding_layers: int = Field(default=0, ge=0, le=MAX_LAYERS)  # layers using the window
+    sliding_layers: tuple[int, ...] = ()  # indices of the layers that use the window
     moe: MoE | None = None
     mla: MLA | None = None
     hf_config: dict[str, Any] = Field(default_factory=dict, repr=False)
@@ -136,14 +138,13 @@ class ModelSpec(BaseModel):
             raise ValueError(f"hidden {self.hidden} is not divisible by heads {self.heads}")
         if self.heads % self.kv_heads:
             raise ValueError(f"heads {self.heads} is not divisible by kv_heads {self.kv_heads}")
-        if (self.sliding_window is None) != (self.sliding_layers == 0):
-            raise ValueError("a sliding window needs the count of layers that use it")
-        if self.sliding_layers > self.layers:
-            raise ValueError(f"sliding_layers {self.sliding_layers} exceeds layers "
-                             f"{self.layers}")
-        if self.moe and any(not 0 <= i < self.layers for i in self.moe.dense_layers):
-            raise ValueError(f"dense layer indices {self.moe.dense_layers} outside 0.."
-                             f"{self.layers - 1}")
+        if (self.sliding_window is None) != (not self.sliding_layers):
+            raise ValueError("a sliding window needs the layers that use it")
+        for what, ids in (("sliding", self.sliding_layers),
+                          ("dense", self.moe.dense_layers if self.moe else ())):
+            if any(not 0 <= i < self.layers for i in ids) or len(set(ids)) != len(ids):
+                raise ValueError(f"{what} layer indices {ids} must be distinct, in 0.."
+                                 f"{self.layers - 1}")
         return self
 
     @property
@@ -166,6 +167,10 @@ class ModelSpec(BaseModel):
     def is_moe_layer(self, layer: int) -> bool:
         return self.moe is not None and layer not in self.moe.dense_layers
 
+    def window(self, layer: int) -> int | None:
+        """The keys one query attends to at most in `layer` (None: the whole context)."""
+        return self.sliding_window if layer in self.sliding_layers else None
+
     def kv_values_per_token(self) -> int:
         """Values one layer caches per token: K and V per KV head, or MLA's latent plus its
         shared rotary key (DeepSeek-V2 §2.1.2)."""
@@ -185,11 +190,12 @@ class ModelSpec(BaseModel):
             "an LM head bias": self.lm_head_bias,
             "parallel attention+MLP blocks": self.parallel_block,
             f"sublayer norms on the '{self.sublayer_norms}' side": self.sublayer_norms != "input",
-            "query/key norms": self.qk_norm != "none",
+            "per-head query/key norms": self.qk_norm == "head",
+            "query/key norms over the whole width": self.qk_norm == "width",
             "ALiBi": self.alibi,
-            "sliding-window attention": self.sliding_layers == self.layers,
+            "sliding-window attention": len(self.sliding_layers) == self.layers,
             "sliding-window and full attention layers mixed":
-                0 < self.sliding_layers < self.layers,
+                0 < len(self.sliding_layers) < self.layers,
             "mixture of experts": self.moe is not None,
             "dense and MoE layers mixed": bool(self.moe and self.moe.dense_layers),
             "multi-head latent attention": self.mla is not None,

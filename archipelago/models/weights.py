@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from math import prod
 
-from archipelago.models.spec import ModelSpec
+from archipelago.models.spec import ROBERTA_LIKE, ModelSpec
 
 
 @dataclass(frozen=True)
@@ -123,7 +123,7 @@ def embedding_weights(spec: ModelSpec) -> Iterator[WeightTensor]:
     yield WeightTensor("embed_tokens.weight", (spec.vocab, width))
     if spec.learned_positions:
         rows = spec.max_positions + spec.position_offset
-        if spec.arch in {"roberta", "ibert"}:
+        if spec.arch in ROBERTA_LIKE:
             rows = spec.max_positions  # RoBERTa's padding offset is inside max_positions
         yield WeightTensor("embed_positions.weight", (rows, spec.hidden))
     if spec.type_vocab:
