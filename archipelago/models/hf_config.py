@@ -133,9 +133,8 @@ def _unknown_reader(model_type: str, f: Fields) -> Callable[[Fields], dict[str, 
                           "transformer; Archipelago plans transformer decoders and encoders")
     missing = [key for key in STANDARD_FIELDS if key not in config]
     if missing:
-        raise ConfigError(f.source, "model_type", f"unknown '{model_type}' without the standard "
-                          f"decoder fields ({', '.join(missing)}); known model types: "
-                          f"{', '.join(sorted(_READERS))}")
+        raise UnknownNameError(f"model_type in {f.source} (it lacks the standard decoder "
+                               f"fields {', '.join(missing)})", model_type, _READERS)
     warnings.warn(Notice(f"{f.source}: model_type '{model_type}' is not a known family; read "
                          "as a llama-style decoder (RMSNorm, SwiGLU, rotary positions, no "
                          "biases, untied LM head) from its standard fields"), stacklevel=3)
