@@ -158,7 +158,8 @@ def plan(
     if as_json:
         figures = report.estimate_to_dict(*result)
         if parameters is not None:  # right after the model's name
-            figures = {"model": figures.pop("model"), "parameters": parameters, **figures}
+            name = {"model": figures.pop("model")} if "model" in figures else {}
+            figures = {**name, "parameters": parameters, **figures}
         print(json.dumps(figures, indent=2))
     else:
         if parameters is not None:
