@@ -148,7 +148,7 @@ def spec_from_hf_config(config: Mapping[str, Any] | Any, name: str, source: str)
         config = config.to_dict()
     fields = Fields(config, source)
     model_type = config.get("model_type")
-    if not isinstance(model_type, str):
+    if not isinstance(model_type, str) or not model_type.strip():
         raise UnknownNameError(f"model_type in {source}", str(model_type), _READERS)
     read = _READERS.get(model_type) or _unknown_reader(model_type, fields)
     values = read(fields)
