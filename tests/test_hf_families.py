@@ -255,3 +255,15 @@ def test_cli_prints_the_unknown_type_notice_once(tmp_path: Path) -> None:
     assert out.exit_code == 0, out.output
     notices = [line for line in out.stderr.splitlines() if line.startswith("notice:")]
     assert len(notices) == 1 and "read as a llama-style decoder" in notices[0]
+
+
+def test_sliding_window_caps_a_decode_steps_attention() -> None:
+    """Mistral with a 16-token window: a step at context 100 costs what the same model
+    without a window costs at context 16 (the block attends to 16 keys either way)."""
+    from archipelago.strategies.tensor_parallel.estimate import decode_seconds
+
+    lora, cluster = get_strategy("lora-q"), resolve_cluster("2xu280")
+    windowed = lora.plan(tiny("Mistral", sliding_window=16), cluster)
+    full = lora.plan(tiny("Mistral", sliding_window=None), cluster)
+    assert decode_seconds(windowed, np.array([100])) == decode_seconds(full, np.array([16]))
+    assert decode_seconds(full, np.array([100])) > decode_seconds(full, np.array([16]))
