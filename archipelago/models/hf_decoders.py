@@ -73,23 +73,29 @@ def _sliding_all(arch: str) -> Reader:
     return read
 
 
+# Which layers slide when a Qwen config predates layer_types (transformers' config classes
+# fill it the same way): from max_window_layers on; Qwen2-MoE every other one below it;
+# Qwen3-MoE every layer.
+_QWEN_SLIDING: dict[str, Callable[[int, int], bool]] = {
+    "qwen2": lambda i, first: i >= first,
+    "qwen3": lambda i, first: i >= first,
+    "qwen2_moe": lambda i, first: i % 2 == 0 and i < first,
+    "qwen3_moe": lambda i, first: True,
+}
+
+
 def _qwen(arch: str) -> Reader:
     """Qwen2 biases q, k and v but not the output projection; Qwen3 replaces those biases
-    (attention_bias, default off) with RMSNorms over each head's queries and keys. Both
-    slide the window over the layers from max_window_layers on."""
+    (attention_bias, default off) with RMSNorms over each head's queries and keys."""
     def read(f: Fields) -> dict[str, Any]:
         values = llama_like(f, arch)
         if arch.startswith("qwen2"):
-            bias = f.bool("qkv_bias", True)
-            values.update(attn_bias=bias, attn_out_bias=False)
+            values.update(attn_bias=f.bool("qkv_bias", True), attn_out_bias=False)
         else:
             values.update(qk_norm="head")
-        first = f.config.get("max_window_layers", 28)
-        sparse = arch.endswith("moe")
-        rule = (lambda i: i % 2 == 0 and i < first) if arch == "qwen2_moe" else (
-            _every_layer if sparse else (lambda i: i >= first))
-        values.update(_window(f, values["layers"], rule))
-        if sparse:
+        first = f.count("max_window_layers", 28)
+        values.update(_window(f, values["layers"], lambda i: _QWEN_SLIDING[arch](i, first)))
+        if arch.endswith("moe"):
             values["moe"] = _qwen_moe(f, values["layers"])
         return values
     return read
@@ -221,7 +227,7 @@ def _falcon(f: Fields) -> dict[str, Any]:
     kv = f.int("num_kv_heads", heads) if new else (
         1 if f.bool("multi_query", True) else heads)
     parallel = f.bool("parallel_attn", True)
-    norms = f.config.get("num_ln_in_parallel_attn") or (2 if new else 1)
+    norms = f.count("num_ln_in_parallel_attn", 2 if new else 1)
     bias = f.bool("bias", False)
     return dict(
         arch="falcon", layers=f.int("num_hidden_layers"), hidden=hidden, heads=heads,

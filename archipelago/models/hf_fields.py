@@ -28,9 +28,10 @@ class Fields:
         """A positive integer, or None where the field is absent or null."""
         return None if self.config.get(key) is None else self.int(key)
 
-    def count(self, key: str) -> int:
-        """A non-negative integer (absent or null: 0)."""
-        value = self.config.get(key) or 0
+    def count(self, key: str, default: int = 0) -> int:
+        """A non-negative integer (absent or null: `default`)."""
+        value = self.config.get(key)
+        value = default if value is None else value
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ConfigError(self.source, key, f"must be an integer >= 0, got {value!r}")
         return value
