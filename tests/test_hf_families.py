@@ -267,3 +267,11 @@ def test_sliding_window_caps_a_decode_steps_attention() -> None:
     full = lora.plan(tiny("Mistral", sliding_window=None), cluster)
     assert decode_seconds(windowed, np.array([100])) == decode_seconds(full, np.array([16]))
     assert decode_seconds(full, np.array([100])) > decode_seconds(full, np.array([16]))
+
+
+def test_a_huge_layer_count_is_refused_before_any_per_layer_list() -> None:
+    """Qwen's sliding and MoE layer lists are built per layer: 10**9 layers must be one
+    line, not a billion-entry tuple."""
+    fields = {**config("Qwen2Moe").to_dict(), "num_hidden_layers": 10**9}
+    with pytest.raises(ConfigError, match=r"num_hidden_layers.*at most 1024"):
+        spec_from_hf_config(fields, "q", "cfg.json")

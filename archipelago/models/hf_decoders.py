@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from archipelago.models.hf_fields import Fields
+from archipelago.models.spec import MAX_LAYERS
 
 Reader = Callable[[Fields], dict[str, Any]]
 # BLOOM's config has no length field: ALiBi sets no hard limit, and 2048 is the sequence
@@ -54,10 +55,11 @@ def llama_like(f: Fields, arch: str, **extra: Any) -> dict[str, Any]:
     separate LM head, q/k/v/o without biases unless attention_bias)."""
     heads, hidden = f.int("num_attention_heads"), f.int("hidden_size")
     values = dict(
-        arch=arch, layers=f.int("num_hidden_layers"), hidden=hidden, heads=heads,
-        kv_heads=f.int("num_key_value_heads", heads), ffn=f.int("intermediate_size"),
-        vocab=f.int("vocab_size"), max_positions=f.int("max_position_embeddings"),
-        activation=_activation(f, "silu"), norm="rmsnorm", gated_ffn=True,
+        arch=arch, layers=f.int("num_hidden_layers", at_most=MAX_LAYERS), hidden=hidden,
+        heads=heads, kv_heads=f.int("num_key_value_heads", heads),
+        ffn=f.int("intermediate_size"), vocab=f.int("vocab_size"),
+        max_positions=f.int("max_position_embeddings"), activation=_activation(f, "silu"),
+        norm="rmsnorm", gated_ffn=True,
         attn_bias=f.bool("attention_bias", False), mlp_bias=f.bool("mlp_bias", False),
         tied_embeddings=f.bool("tie_word_embeddings", False), learned_positions=False,
         head_size=_head_size(f, hidden, heads),

@@ -16,12 +16,16 @@ class Fields:
     def __init__(self, config: Mapping[str, Any], source: str) -> None:
         self.config, self.source = config, source
 
-    def int(self, key: str, default: int | None = None) -> int:
+    def int(self, key: str, default: int | None = None, at_most: int | None = None) -> int:
+        """A positive integer; `at_most` bounds one a reader loops over (the layer count)
+        before ModelSpec would refuse it."""
         value = self.config.get(key, default)
         if value is None:
             raise ConfigError(self.source, key, "missing (an integer is required)")
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise ConfigError(self.source, key, f"must be a positive integer, got {value!r}")
+        if at_most is not None and value > at_most:
+            raise ConfigError(self.source, key, f"must be at most {at_most}, got {value}")
         return value
 
     def optional_int(self, key: str) -> int | None:
