@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from archipelago.estimate.figures import finite_estimate
+from archipelago.families import family_of
 from archipelago.hardware.cluster import resolve_cluster
 from archipelago.models.zoo import resolve_model
 from archipelago.strategies.registry import default_strategy, get_strategy, resolve
@@ -33,6 +34,14 @@ def choose(command: str, strategy: str | None, cluster: str | None) -> tuple[str
     default strategy and that strategy's default cluster (both declared at registration)."""
     chosen = get_strategy(strategy) if strategy is not None else default_strategy(command)
     return chosen.name, cluster if cluster is not None else chosen.cluster_for(command)
+
+
+def listed_parameters(model: str) -> int | None:
+    """The parameter count of a model no catalog lists (a config.json), which `archi plan`
+    shows beside its estimate; None for a zoo name (`archi catalog` lists its count) or a
+    family that cannot count."""
+    family = family_of("model", model)
+    return None if family.parameters is None else family.parameters(family.load(model))
 
 
 def make_plan(model: str, cluster: str, strategy: str,

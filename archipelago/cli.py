@@ -141,7 +141,7 @@ def plan(
     ] = None,
     force: ForceReportOpt = False,
 ) -> None:
-    from archipelago.api import choose, plan_and_estimate
+    from archipelago.api import choose, listed_parameters, plan_and_estimate
     from archipelago.strategies.registry import get_strategy
 
     strategy, cluster = choose("plan", strategy, cluster)
@@ -154,9 +154,16 @@ def plan(
     result = plan_and_estimate(model, cluster, strategy, workload_options(ctx),
                                load_engine_config(engine_config, strategy))
     report = kind.hook("report")
+    parameters = listed_parameters(model)
     if as_json:
-        print(json.dumps(report.estimate_to_dict(*result), indent=2))
+        figures = report.estimate_to_dict(*result)
+        if parameters is not None:  # right after the model's name
+            name = {"model": figures.pop("model")} if "model" in figures else {}
+            figures = {**name, "parameters": parameters, **figures}
+        print(json.dumps(figures, indent=2))
     else:
+        if parameters is not None:
+            console.print(f"{parameters:,} parameters ({parameters / 1e9:,.2f} B)")
         report.print_estimate(*result, console)
     if report_file is not None:
         from archipelago.report.html import write_report

@@ -14,17 +14,18 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
-from archipelago.errors import ArchipelagoError, signals_as_errors
+from archipelago.errors import ArchipelagoError, notices_on_stderr, signals_as_errors
 
 
 def user_errors(command: Callable[..., None]) -> Callable[..., None]:
     """Turn ArchipelagoError into `error: ...` on stderr and exit status 2, no traceback;
-    SIGINT and SIGTERM into `error: interrupted by ...` and exit status 128 + N."""
+    SIGINT and SIGTERM into `error: interrupted by ...` and exit status 128 + N; notices
+    into one `notice: ...` line each."""
 
     @functools.wraps(command)
     def run(*args: Any, **kwargs: Any) -> None:
         try:
-            with signals_as_errors():
+            with signals_as_errors(), notices_on_stderr():
                 command(*args, **kwargs)
         except ArchipelagoError as err:
             print(f"error: {err}", file=sys.stderr)

@@ -1,7 +1,9 @@
 """One exception family, so the CLI can print any user mistake on one line and exit 2."""
 
 import signal
+import sys
 import threading
+import warnings
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -42,6 +44,29 @@ class ConfigError(ArchipelagoError):
         if first["loc"] and first["type"] != "missing":
             problem += f" (got {repr(first.get('input'))[:40]})"
         return cls(source, f"{prefix}.{field}" if prefix else field, problem)
+
+
+class Notice(UserWarning):
+    """An assumption made on the user's behalf (e.g. an unknown model_type read as a known
+    layout): the CLI prints it once as a `notice:` line on stderr (`notices_on_stderr`)."""
+
+
+@contextmanager
+def notices_on_stderr() -> Iterator[None]:
+    """Show each distinct Notice once, as one `notice: ...` line on stderr."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("once", Notice)
+        show = warnings.showwarning
+
+        def one_line(message: Warning | str, category: type[Warning], *args: Any,
+                     **kwargs: Any) -> None:
+            if issubclass(category, Notice):
+                print(f"notice: {message}", file=sys.stderr)
+            else:
+                show(message, category, *args, **kwargs)
+
+        warnings.showwarning = one_line
+        yield
 
 
 class PartitionError(ArchipelagoError):

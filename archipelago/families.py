@@ -56,6 +56,9 @@ class Family:
     choices: Callable[[], Sequence[str]] = field(default=lambda: ())
     catalog: Callable[[], CatalogTable] | None = None
     order: int = 100
+    # The parameter count of a loaded model, for families whose models no catalog lists
+    # (a config file): `archi plan` shows it beside the estimate.
+    parameters: Callable[[Any], int] | None = None
 
 
 _FAMILIES: dict[str, Family] = {}
@@ -81,14 +84,19 @@ def families(what: What) -> list[Family]:
     return sorted((f for f in _FAMILIES.values() if f.what == what), key=lambda f: f.order)
 
 
-def resolve(what: What, text: str) -> Any:
-    """The model or cluster `text` names: loaded by the first family that recognizes it;
-    an unknown name is one line listing every family's choices."""
+def family_of(what: What, text: str) -> Family:
+    """The first family that recognizes `text`; an unknown name is one line listing every
+    family's choices."""
     candidates = families(what)
     for family in candidates:
         if family.matches(text):
-            return family.load(text)
+            return family
     raise UnknownNameError(what, text, [c for f in candidates for c in f.choices()])
+
+
+def resolve(what: What, text: str) -> Any:
+    """The model or cluster `text` names, loaded by the first family that recognizes it."""
+    return family_of(what, text).load(text)
 
 
 def _load(what: What) -> None:

@@ -92,7 +92,8 @@ def test_catalog_lists_the_registered_family(toy_family: Family) -> None:
 def test_plan_plans_the_registered_family_as_its_config_json(toy_family: Family,
                                                             tmp_path: Path) -> None:
     """The toy name and the same config.json read through the config.json family give the
-    same plan, figure for figure."""
+    same plan, figure for figure; the file's also shows its parameter count, which the toy
+    family (no catalog count) does not."""
     name = "toy-gpt-L2-H64"
     path = tmp_path / name / "config.json"
     path.parent.mkdir()
@@ -100,6 +101,7 @@ def test_plan_plans_the_registered_family_as_its_config_json(toy_family: Family,
     args = ("--cluster", "2xu280", "--strategy", "dfx", "--json")
     by_name = json.loads(archi("plan", name, *args))
     by_file = json.loads(archi("plan", str(path), *args))
+    assert by_file.pop("parameters") == transformers_parameters(toy_config(name))
     assert by_name == by_file
     assert by_name["model"] == name and len(by_name["devices"]) == 2
     assert by_name["latency_s"] > 0

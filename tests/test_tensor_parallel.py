@@ -69,3 +69,14 @@ def test_dfx_refuses_encoders_and_non_hbm_devices() -> None:
         make_plan("bert-base", "2xu280", "dfx")
     with pytest.raises(PartitionError, match="without HBM"):
         make_plan("gpt2-345m", "2xu250", "dfx")
+
+
+def test_an_untied_head_is_held_whole_on_every_dfx_core() -> None:
+    """LLaMA-2-7B's separate LM head (4096 x 32000) sits whole in every core's HBM beside a
+    quarter of the block matrices."""
+    plan = make_plan("llama2-7b", "4xu280", "dfx")
+    matrices = sum(t.numel for t in all_weights(plan.spec) if t.layer is not None
+                   and t.role.endswith("weight") and len(t.shape) == 2)
+    for d in plan.devices:
+        assert d.vocab_slice == (0, 32000)
+        assert d.held_bytes(plan.spec, 2, "hbm") == 2 * (matrices / 4 + 4096 * 32000)

@@ -1,9 +1,24 @@
-"""Operator graph of a transformer: one block template repeated `layers` times, plus the
+"""Operator graph of a transformer: block templates repeated over the layers, plus the
 embedding and output ops. Shapes are per token; a Phase supplies how many new tokens flow
 through and how long the attended context is, so the same graph serves prefill, decode at
 any context length, and encoder passes.
+
+A model whose layers differ (DeepSeek's dense layers before its MoE ones, Gemma-2's
+alternating sliding-window and full attention) has one template per kind of layer
+(`Graph.variants`); `Graph.block` is the most common one.
+
+Mixture of experts, per token: the router, then one gated FFN as wide as the routed experts
+a token runs through plus the shared experts (`MoE.active_ffn`): that is a token's compute,
+while every expert's weights are held (models/weights.py). The weighted sum of the experts'
+outputs (about 2 x per_token x hidden flops, under 0.1% of the FFN's) is not an op.
+Multi-head latent attention (DeepSeek-V3): the query and key/value down and up projections
+as transformers runs them for each new token, scores over qk_nope + qk_rope dimensions per
+head; the cache holds the latent (`ModelSpec.kv_values_per_token`). ALiBi adds one bias per
+score (not counted: softmax's five operations per score dominate it); it has no position
+embedding, as rotary models have none.
 """
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import Literal
 
@@ -39,6 +54,18 @@ class Phase:
         first = self.context - self.new_tokens + 1
         return self.new_tokens * (first + self.context) // 2
 
+    def pairs_within(self, window: int | None) -> int | np.ndarray:
+        """Pairs scored when each query sees at most `window` keys (sliding-window
+        attention): positions that see c keys contribute min(c, window)."""
+        if window is None:
+            return self.attended_pairs
+        if not self.causal:
+            return self.new_tokens * np.minimum(self.context, window)
+        first, last = self.context - self.new_tokens + 1, self.context
+        top = np.minimum(last, window)  # queries with first..top keys are under the window
+        under = np.where(top >= first, (first + top) * (top - first + 1) // 2, 0)
+        return under + window * (last - np.maximum(first - 1, top))
+
 
 def prefill(tokens: int) -> Phase:
     return Phase(tokens, tokens)
@@ -60,6 +87,7 @@ class Op:
     inputs: tuple[str, ...]
     weight: str | None = None
     heads: int = 0
+    window: int | None = None  # attention ops of a sliding-window layer
 
     def flops(self, phase: Phase) -> int:
         """Floating-point operations (multiply and add counted separately)."""
@@ -67,9 +95,9 @@ class Op:
         if self.kind in {"linear", "lm_head"}:
             return 2 * n * self.fan_in * self.fan_out
         if self.kind in {"attn_score", "attn_context"}:
-            return 2 * self.heads * self.fan_in * phase.attended_pairs
-        if self.kind == "softmax":
-            return 5 * self.heads * phase.attended_pairs  # max, sub, exp, sum, scale
+            return 2 * self.heads * self.fan_in * phase.pairs_within(self.window)
+        if self.kind == "softmax":  # max, sub, exp, sum, scale
+            return 5 * self.heads * phase.pairs_within(self.window)
         if self.kind == "norm":
             return 8 * n * self.fan_out
         if self.kind in {"activation", "gated_activation", "residual", "embedding"}:
@@ -79,44 +107,99 @@ class Op:
 
 @dataclass(frozen=True)
 class Graph:
-    """The model as ops: `embed` once, `block` per layer, `output` once (last token only
-    for decoders, every token for encoders)."""
+    """The model as ops: `embed` once, a block per layer, `output` once (last token only
+    for decoders, every token for encoders). `variants` holds each distinct block with the
+    layers that run it; `block` is the one most layers run."""
 
     spec: ModelSpec
     embed: tuple[Op, ...]
     block: tuple[Op, ...]
     output: tuple[Op, ...]
+    variants: tuple[tuple[tuple[Op, ...], tuple[int, ...]], ...] = ()
 
     def flops(self, phase: Phase) -> int:
         out_phase = Phase(1, phase.context, phase.causal) if self.spec.is_decoder else phase
+        blocks = self.variants or ((self.block, range(self.spec.layers)),)
         return (
             sum(op.flops(phase) for op in self.embed)
-            + self.spec.layers * sum(op.flops(phase) for op in self.block)
+            + sum(len(ids) * sum(op.flops(phase) for op in ops) for ops, ids in blocks)
             + sum(op.flops(out_phase) for op in self.output)
         )
 
     def kv_cache_bytes(self, context: int, bytes_per_value: float) -> float:
-        """Keys and values of every layer for `context` tokens (decoders only)."""
-        if not self.spec.is_decoder:
+        """Keys and values of every layer for `context` tokens (decoders only); a
+        sliding-window layer keeps only its last `window` tokens."""
+        spec = self.spec
+        if not spec.is_decoder:
             return 0.0
-        return 2 * self.spec.layers * context * self.spec.kv_dim * bytes_per_value
+        sliding = len(spec.sliding_layers)
+        tokens = (spec.layers - sliding) * context
+        if sliding:
+            tokens = tokens + sliding * np.minimum(context, spec.sliding_window)
+        return tokens * spec.kv_values_per_token() * bytes_per_value
 
 
-def _attention(spec: ModelSpec, src: str) -> list[Op]:
-    h, hd = spec.hidden, spec.head_dim
-    return [
+def _attention(spec: ModelSpec, src: str, window: int | None) -> list[Op]:
+    if spec.mla:
+        return _latent_attention(spec, src, window)
+    h, hd, q = spec.hidden, spec.head_dim, spec.q_dim
+    ops = [
         Op("v", "linear", h, spec.kv_dim, (src,), weight="v"),
         Op("k", "linear", h, spec.kv_dim, (src,), weight="k"),
-        Op("q", "linear", h, h, (src,), weight="q"),
-        Op("attn_score", "attn_score", hd, hd, ("q", "k"), heads=spec.heads),
-        Op("softmax", "softmax", hd, hd, ("attn_score",), heads=spec.heads),
-        Op("attn_context", "attn_context", hd, hd, ("softmax", "v"), heads=spec.heads),
-        Op("attn_out", "linear", h, h, ("attn_context",), weight="attn_out"),
+        Op("q", "linear", h, q, (src,), weight="q"),
+    ]
+    score_in = ("q", "k")
+    if spec.qk_norm != "none":
+        ops += [Op("q_norm", "norm", q, q, ("q",), weight="q_norm"),
+                Op("k_norm", "norm", spec.kv_dim, spec.kv_dim, ("k",), weight="k_norm")]
+        score_in = ("q_norm", "k_norm")
+    return [*ops, *_scores(spec, score_in, "v", hd, hd, window),
+            Op("attn_out", "linear", q, h, ("attn_context",), weight="attn_out")]
+
+
+def _scores(spec: ModelSpec, qk: tuple[str, str], v: str, qk_dim: int, v_dim: int,
+            window: int | None) -> list[Op]:
+    heads = spec.heads
+    return [
+        Op("attn_score", "attn_score", qk_dim, qk_dim, qk, heads=heads, window=window),
+        Op("softmax", "softmax", qk_dim, qk_dim, ("attn_score",), heads=heads, window=window),
+        Op("attn_context", "attn_context", v_dim, v_dim, ("softmax", v), heads=heads,
+           window=window),
     ]
 
 
-def _ffn(spec: ModelSpec, src: str) -> list[Op]:
+def _latent_attention(spec: ModelSpec, src: str, window: int | None) -> list[Op]:
+    """DeepSeek-V3's MLA (see the module docstring), shapes as models/weights.py holds them."""
+    m, h, heads = spec.mla, spec.hidden, spec.heads
+    assert m is not None
+    if m.q_rank:
+        ops = [Op("q_a", "linear", h, m.q_rank, (src,), weight="q_a"),
+               Op("q_a_norm", "norm", m.q_rank, m.q_rank, ("q_a",), weight="q_a_norm"),
+               Op("q_b", "linear", m.q_rank, heads * m.qk_dim, ("q_a_norm",), weight="q_b")]
+    else:
+        ops = [Op("q", "linear", h, heads * m.qk_dim, (src,), weight="q")]
+    latent = m.kv_rank + m.rope_dim
+    ops += [Op("kv_a", "linear", h, latent, (src,), weight="kv_a"),
+            Op("kv_a_norm", "norm", m.kv_rank, m.kv_rank, ("kv_a",), weight="kv_a_norm"),
+            Op("kv_b", "linear", m.kv_rank, heads * (m.nope_dim + m.v_dim), ("kv_a_norm",),
+               weight="kv_b")]
+    return [*ops, *_scores(spec, (ops[-4].name, "kv_b"), "kv_b", m.qk_dim, m.v_dim, window),
+            Op("attn_out", "linear", heads * m.v_dim, h, ("attn_context",), weight="attn_out")]
+
+
+def _ffn(spec: ModelSpec, src: str, moe: bool) -> list[Op]:
     h, f = spec.hidden, spec.ffn
+    if moe:  # the router, then the active experts as one gated FFN (module docstring)
+        assert spec.moe is not None
+        f = spec.moe.active_ffn
+        ops = [Op("router", "linear", h, spec.moe.experts, (src,), weight="router")]
+        if spec.moe.shared_gate:
+            ops.append(Op("shared_scale", "linear", h, 1, (src,), weight="shared_scale"))
+        return [*ops,
+                Op("ffn_gate", "linear", h, f, (src, "router"), weight="experts_gate"),
+                Op("ffn_up", "linear", h, f, (src, "router"), weight="experts_up"),
+                Op("ffn_act", "gated_activation", f, f, ("ffn_gate", "ffn_up")),
+                Op("ffn_down", "linear", f, h, ("ffn_act",), weight="experts_down")]
     if spec.gated_ffn:
         return [
             Op("ffn_gate", "linear", h, f, (src,), weight="ffn_gate"),
@@ -131,31 +214,75 @@ def _ffn(spec: ModelSpec, src: str) -> list[Op]:
     ]
 
 
-def build_block(spec: ModelSpec) -> tuple[Op, ...]:
-    """Pre-norm (GPT-2, OPT, LLaMA) or post-norm (BERT family) transformer block."""
+def _norm(name: str, spec: ModelSpec, src: str) -> Op:
+    return Op(name, "norm", spec.hidden, spec.hidden, (src,), weight=name)
+
+
+def _sublayer(name: str, ops: list[Op], spec: ModelSpec, src: str) -> tuple[list[Op], str]:
+    """`ops` read `src` (behind an input norm when the block has them) and, when the block
+    normalizes sublayer outputs (OLMo-2, Gemma-2), their output goes through one more norm.
+    Returns the ops and the name of their result."""
+    before = [_norm(f"{name}_norm", spec, src)] if spec.sublayer_norms != "output" else []
+    after = [_norm(f"{name}_post_norm", spec, ops[-1].name)] \
+        if spec.sublayer_norms != "input" else []
+    return [*before, *ops, *after], (after or ops)[-1].name
+
+
+def _pre_norm(spec: ModelSpec, moe: bool, window: int | None) -> tuple[Op, ...]:
     h = spec.hidden
+    if spec.parallel_block:  # GPT-J, NeoX, Falcon, Phi: x + attn(norm(x)) + ffn(norm'(x))
+        attn_src = "attn_norm"
+        ffn_src = "attn_norm" if spec.shared_block_norm else "ffn_norm"
+        norms = [_norm("attn_norm", spec, "block_in")]
+        if not spec.shared_block_norm:
+            norms.append(_norm("ffn_norm", spec, "block_in"))
+        return (*norms, *_attention(spec, attn_src, window), *_ffn(spec, ffn_src, moe),
+                Op("block_residual", "residual", h, h, ("attn_out", "ffn_down", "block_in")))
+    attn, attn_out = _sublayer("attn", _attention(spec, "", window), spec, "block_in")
+    attn = _rewire(attn, "block_in" if spec.sublayer_norms == "output" else "attn_norm")
+    ffn, ffn_out = _sublayer("ffn", _ffn(spec, "", moe), spec, "attn_residual")
+    ffn = _rewire(ffn, "attn_residual" if spec.sublayer_norms == "output" else "ffn_norm")
+    return (*attn, Op("attn_residual", "residual", h, h, (attn_out, "block_in")),
+            *ffn, Op("ffn_residual", "residual", h, h, (ffn_out, "attn_residual")))
+
+
+def _rewire(ops: list[Op], src: str) -> list[Op]:
+    """Point the ops built with a placeholder input ("") at `src`."""
+    return [Op(o.name, o.kind, o.fan_in, o.fan_out,
+               tuple(src if i == "" else i for i in o.inputs), o.weight, o.heads, o.window)
+            for o in ops]
+
+
+def build_block(spec: ModelSpec, layer: int = 0) -> tuple[Op, ...]:
+    """Pre-norm (GPT-2, OPT, LLaMA and later decoders) or post-norm (BERT family) block
+    of `layer` (layers differ in MoE or dense FFN and sliding or full attention)."""
+    h, moe, window = spec.hidden, spec.is_moe_layer(layer), spec.window(layer)
     if spec.pre_norm:
-        return (
-            Op("attn_norm", "norm", h, h, ("block_in",), weight="attn_norm"),
-            *_attention(spec, "attn_norm"),
-            Op("attn_residual", "residual", h, h, ("attn_out", "block_in")),
-            Op("ffn_norm", "norm", h, h, ("attn_residual",), weight="ffn_norm"),
-            *_ffn(spec, "ffn_norm"),
-            Op("ffn_residual", "residual", h, h, ("ffn_down", "attn_residual")),
-        )
+        return _pre_norm(spec, moe, window)
     return (
-        *_attention(spec, "block_in"),
+        *_attention(spec, "block_in", window),
         Op("attn_residual", "residual", h, h, ("attn_out", "block_in")),
         Op("attn_norm", "norm", h, h, ("attn_residual",), weight="attn_norm"),
-        *_ffn(spec, "attn_norm"),
+        *_ffn(spec, "attn_norm", moe),
         Op("ffn_residual", "residual", h, h, ("ffn_down", "attn_norm")),
         Op("ffn_norm", "norm", h, h, ("ffn_residual",), weight="ffn_norm"),
     )
 
 
+def _variants(spec: ModelSpec) -> tuple[tuple[tuple[Op, ...], tuple[int, ...]], ...]:
+    """Each distinct block with the layers running it, the most common first."""
+    kinds = {layer: (spec.is_moe_layer(layer), spec.window(layer))
+             for layer in range(spec.layers)}
+    order = [kind for kind, _ in Counter(kinds.values()).most_common()]
+    return tuple((build_block(spec, next(i for i, k in kinds.items() if k == kind)),
+                  tuple(i for i, k in kinds.items() if k == kind)) for kind in order)
+
+
 def build_graph(spec: ModelSpec) -> Graph:
     h = spec.hidden
-    embed = (Op("embed", "embedding", spec.vocab, h, ("tokens",), weight="embed_tokens"),)
+    embed = [Op("embed", "embedding", spec.vocab, h, ("tokens",), weight="embed_tokens")]
+    if spec.embedding_norm and spec.is_decoder:  # BLOOM's LayerNorm on the embeddings
+        embed.append(Op("embed_norm", "norm", h, h, ("embed",), weight="embed_norm"))
     output: list[Op] = []
     if spec.final_norm:
         output.append(Op("final_norm", "norm", h, h, ("block_out",), weight="final_norm"))
@@ -163,4 +290,5 @@ def build_graph(spec: ModelSpec) -> Graph:
         head_weight = "embed_tokens" if spec.tied_embeddings else "lm_head"
         src = output[-1].name if output else "block_out"
         output.append(Op("lm_head", "lm_head", h, spec.vocab, (src,), weight=head_weight))
-    return Graph(spec, embed, build_block(spec), tuple(output))
+    variants = _variants(spec)
+    return Graph(spec, tuple(embed), variants[0][0], tuple(output), variants)

@@ -4,68 +4,26 @@ Each architecture has its own field names; one small reader per `model_type` map
 ModelSpec. A missing or ill-typed field is reported with the file and field name.
 """
 
-import math
+import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from archipelago.errors import ConfigError, UnknownNameError
+from archipelago.errors import ConfigError, Notice, UnknownNameError
 from archipelago.families import Family, register_family
+from archipelago.models.hf_decoders import DECODER_READERS, llama_like
+from archipelago.models.hf_encoders import ENCODER_READERS, NOT_READ_ENCODERS
+from archipelago.models.hf_fields import Fields
 from archipelago.models.spec import ModelSpec
+from archipelago.models.weights import parameter_count
 from archipelago.safe_read import is_dir, load_json, probe
-
-
-class _Fields:
-    """Typed access to a config dictionary that names the source on every failure."""
-
-    def __init__(self, config: Mapping[str, Any], source: str) -> None:
-        self.config, self.source = config, source
-
-    def int(self, key: str, default: int | None = None) -> int:
-        value = self.config.get(key, default)
-        if value is None:
-            raise ConfigError(self.source, key, "missing (an integer is required)")
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise ConfigError(self.source, key, f"must be a positive integer, got {value!r}")
-        return value
-
-    def str(self, key: str, default: str | None = None) -> str:
-        value = self.config.get(key, default)
-        if not isinstance(value, str):
-            raise ConfigError(self.source, key, f"must be a string, got {value!r}")
-        return value
-
-    def bool(self, key: str, default: bool) -> bool:
-        value = self.config.get(key, default)
-        if not isinstance(value, bool):
-            raise ConfigError(self.source, key, f"must be true or false, got {value!r}")
-        return value
-
-    def number(self, key: str, kind: str, within: str = "") -> float:
-        """A float field of kind "positive", "std" or "probability" (see _CHECKED), at the
-        top level or inside the object `within`."""
-        value = (self.config[within] if within else self.config)[key]
-        key = f"{within}.{key}" if within else key
-        low, high, zero_ok, need = _NUMBER_KINDS[kind]
-        if (isinstance(value, bool) or not isinstance(value, int | float)
-                or not math.isfinite(value) or not low <= value <= high
-                or (value == 0 and not zero_ok)):
-            raise ConfigError(self.source, key, f"must be {need}, got {value!r}")
-        return float(value)
-
 
 # Fields transformers builds the reference model from besides the sizes the readers below
 # take (its 5.x config classes): a bad one is one line here, not a TypeError inside
 # transformers nor NaN logits from a negative epsilon. Numbers given as integers are kept as
 # floats, since transformers' strict config classes refuse an int where they declare float.
-_NUMBER_KINDS = {  # kind: (low, high, zero allowed, what the message asks for)
-    "positive": (0.0, math.inf, False, "a finite number > 0"),
-    # weights drawn wider than 1 overflow fp16 activations (real configs use about 0.02)
-    "std": (0.0, 1.0, True, "a standard deviation in [0, 1]"),
-    "probability": (0.0, 1.0, True, "a probability in [0, 1]"),
-}
 _ENCODER = {"layer_norm_eps": "positive", "initializer_range": "std",
             "hidden_dropout_prob": "probability", "attention_probs_dropout_prob": "probability",
             "tie_word_embeddings": "bool"}
@@ -89,11 +47,11 @@ _CHECKED: dict[str, dict[str, str]] = {
 }
 
 
-def checked_fields(f: _Fields, model_type: str) -> dict[str, Any]:
+def checked_fields(f: Fields, model_type: str) -> dict[str, Any]:
     """The config with every field of _CHECKED[model_type] it sets validated (numbers as
     floats), and llama's nested rope_parameters likewise."""
     config = dict(f.config)
-    for key, kind in _CHECKED[model_type].items():
+    for key, kind in _CHECKED.get(model_type, {}).items():
         if config.get(key) is None:  # absent or null: transformers' default
             continue
         config[key] = f.bool(key, False) if kind == "bool" else f.number(key, kind)
@@ -107,7 +65,7 @@ def checked_fields(f: _Fields, model_type: str) -> dict[str, Any]:
     return config
 
 
-def _gpt2(f: _Fields) -> dict[str, Any]:
+def _gpt2(f: Fields) -> dict[str, Any]:
     hidden = f.int("n_embd")
     return dict(
         arch="gpt2", layers=f.int("n_layer"), hidden=hidden, heads=f.int("n_head"),
@@ -118,7 +76,7 @@ def _gpt2(f: _Fields) -> dict[str, Any]:
     )
 
 
-def _opt(f: _Fields) -> dict[str, Any]:
+def _opt(f: Fields) -> dict[str, Any]:
     hidden = f.int("hidden_size")
     proj = f.int("word_embed_proj_dim", hidden)
     pre_norm = f.bool("do_layer_norm_before", True)
@@ -135,42 +93,52 @@ def _opt(f: _Fields) -> dict[str, Any]:
     )
 
 
-def _llama(f: _Fields) -> dict[str, Any]:
-    heads = f.int("num_attention_heads")
-    return dict(
-        arch="llama", layers=f.int("num_hidden_layers"), hidden=f.int("hidden_size"),
-        heads=heads, kv_heads=f.int("num_key_value_heads", heads),
-        ffn=f.int("intermediate_size"), vocab=f.int("vocab_size"),
-        max_positions=f.int("max_position_embeddings"), activation=f.str("hidden_act", "silu"),
-        norm="rmsnorm", gated_ffn=True, attn_bias=f.bool("attention_bias", False),
-        mlp_bias=f.bool("mlp_bias", False), tied_embeddings=f.bool("tie_word_embeddings", False),
-        learned_positions=False,
-    )
-
-
-def _bert_like(arch: str) -> Callable[[_Fields], dict[str, Any]]:
-    def read(f: _Fields) -> dict[str, Any]:
-        heads = f.int("num_attention_heads")
-        return dict(
-            arch=arch, layers=f.int("num_hidden_layers"), hidden=f.int("hidden_size"),
-            heads=heads, kv_heads=heads, ffn=f.int("intermediate_size"),
-            vocab=f.int("vocab_size"), max_positions=f.int("max_position_embeddings"),
-            activation=f.str("hidden_act", "gelu"), pre_norm=False, final_norm=False,
-            embedding_norm=True, type_vocab=f.int("type_vocab_size", 2),
-            position_offset=0 if arch == "bert" else 2,
-        )
-
-    return read
-
-
-_READERS: dict[str, Callable[[_Fields], dict[str, Any]]] = {
+_READERS: dict[str, Callable[[Fields], dict[str, Any]]] = {
     "gpt2": _gpt2,
     "opt": _opt,
-    "llama": _llama,
-    "bert": _bert_like("bert"),
-    "roberta": _bert_like("roberta"),
-    "ibert": _bert_like("ibert"),
+    "llama": lambda f: llama_like(f, "llama"),
+    **DECODER_READERS,
+    **ENCODER_READERS,
 }
+
+
+# The standard fields of a transformers decoder config: an unknown model_type that has them
+# all is read as LLaMA-shaped, the most common layout of today's decoders.
+STANDARD_FIELDS = ("hidden_size", "num_hidden_layers", "num_attention_heads",
+                   "intermediate_size", "vocab_size")
+_ENCODER_DECODER = "an encoder-decoder model (its decoder cross-attends to an encoder)"
+_VISION = "a vision model (it reads image patches, not tokens)"
+_NOT_DECODERS = {
+    **dict.fromkeys(("mamba", "mamba2", "falcon_mamba"),
+                    "a state-space model (a selective scan, no attention)"),
+    "rwkv": "a recurrent model (RWKV time mixing, no attention)",
+    **dict.fromkeys(("t5", "mt5", "umt5", "longt5", "bart", "mbart", "pegasus", "marian",
+                     "whisper", "switch_transformers"), _ENCODER_DECODER),
+    **dict.fromkeys(("vit", "deit", "beit", "swin", "convnext", "resnet", "regnet", "dinov2",
+                     "clip", "siglip", "efficientnet", "mobilenet_v2"), _VISION),
+}
+
+
+def _unknown_reader(model_type: str, f: Fields) -> Callable[[Fields], dict[str, Any]]:
+    """Refuse a config that is not a decoder transformer, saying why; read an unknown one
+    with the standard fields as LLaMA-shaped, with a one-line notice naming the assumption."""
+    config = f.config
+    if model_type in NOT_READ_ENCODERS:
+        raise ConfigError(f.source, "model_type", NOT_READ_ENCODERS[model_type])
+    why = _NOT_DECODERS.get(model_type) or (
+        _ENCODER_DECODER if config.get("is_encoder_decoder") is True else None) or (
+        _VISION if "image_size" in config else None)
+    if why:
+        raise ConfigError(f.source, "model_type", f"'{model_type}' is {why}, not a decoder "
+                          "transformer; Archipelago plans transformer decoders and encoders")
+    missing = [key for key in STANDARD_FIELDS if key not in config]
+    if missing:
+        raise UnknownNameError(f"model_type in {f.source} (it lacks the standard decoder "
+                               f"fields {', '.join(missing)})", model_type, _READERS)
+    warnings.warn(Notice(f"{f.source}: model_type '{model_type}' is not a known family; read "
+                         "as a llama-style decoder (RMSNorm, SwiGLU, rotary positions, no "
+                         "biases, untied LM head) from its standard fields"), stacklevel=3)
+    return lambda fields: llama_like(fields, "llama")
 
 
 def spec_from_hf_config(config: Mapping[str, Any] | Any, name: str, source: str) -> ModelSpec:
@@ -178,11 +146,12 @@ def spec_from_hf_config(config: Mapping[str, Any] | Any, name: str, source: str)
     PretrainedConfig), so callers never need transformers imported here."""
     if not isinstance(config, Mapping):
         config = config.to_dict()
-    fields = _Fields(config, source)
+    fields = Fields(config, source)
     model_type = config.get("model_type")
-    if not isinstance(model_type, str) or model_type not in _READERS:
+    if not isinstance(model_type, str) or not model_type.strip():
         raise UnknownNameError(f"model_type in {source}", str(model_type), _READERS)
-    values = _READERS[model_type](fields)
+    read = _READERS.get(model_type) or _unknown_reader(model_type, fields)
+    values = read(fields)
     try:
         return ModelSpec(name=name, hf_config=checked_fields(fields, model_type), **values)
     except ValidationError as err:
@@ -208,4 +177,5 @@ def _is_config_path(text: str) -> bool:
 # Last of the built-ins: a zoo name or a DAG file wins over a same-named path.
 register_family(Family("config.json", "model", matches=_is_config_path,
                        load=lambda text: spec_from_config_file(Path(text)),
-                       choices=lambda: ("<path to config.json>",), order=60))
+                       choices=lambda: ("<path to config.json>",), order=60,
+                       parameters=parameter_count))

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from math import prod
 
-from archipelago.models.spec import ModelSpec
+from archipelago.models.spec import ROBERTA_LIKE, ModelSpec
 
 
 @dataclass(frozen=True)
@@ -29,10 +29,16 @@ class WeightTensor:
         return prod(self.shape)
 
 
-def _norm(role: str, spec: ModelSpec, layer: int | None) -> Iterator[WeightTensor]:
-    yield WeightTensor(f"{role}.weight", (spec.hidden,), layer)
-    if spec.norm == "layernorm":
-        yield WeightTensor(f"{role}.bias", (spec.hidden,), layer)
+def _norm(role: str, spec: ModelSpec, layer: int | None, width: int | None = None,
+          bias: bool | None = None) -> Iterator[WeightTensor]:
+    """A norm over `width` (the hidden size unless given): a weight, and a bias for a
+    LayerNorm that has one; nothing for OLMo's parameter-free LayerNorm."""
+    width = width or spec.hidden
+    if not spec.norm_affine:
+        return
+    yield WeightTensor(f"{role}.weight", (width,), layer)
+    if (spec.norm == "layernorm" and spec.norm_bias) if bias is None else bias:
+        yield WeightTensor(f"{role}.bias", (width,), layer)
 
 
 def _linear(
@@ -43,19 +49,73 @@ def _linear(
         yield WeightTensor(f"{role}.bias", (fan_out,), layer)
 
 
-def layer_weights(spec: ModelSpec, layer: int) -> Iterator[WeightTensor]:
-    """The tensors of one transformer block; pre- and post-norm blocks hold the same ones."""
-    h, kv = spec.hidden, spec.kv_dim
-    yield from _norm("attn_norm", spec, layer)
-    yield from _linear("q", h, h, spec.attn_bias, layer)
+def block_norm_roles(spec: ModelSpec) -> tuple[str, ...]:
+    """The hidden-width norms of one block, in the order they run: before each sublayer
+    (pre-norm; one shared by a parallel block), after each (OLMo-2) or both (Gemma-2)."""
+    before = ("attn_norm",) if spec.parallel_block and spec.shared_block_norm \
+        else ("attn_norm", "ffn_norm")
+    after = ("attn_post_norm", "ffn_post_norm")
+    return {"input": before, "output": after, "both": (*before, *after)}[spec.sublayer_norms]
+
+
+def _attention_weights(spec: ModelSpec, layer: int) -> Iterator[WeightTensor]:
+    h, kv, q = spec.hidden, spec.kv_dim, spec.q_dim
+    if spec.mla:  # DeepSeek-V3: only the down projections and the output carry attention_bias
+        m = spec.mla
+        if m.q_rank:
+            yield from _linear("q_a", h, m.q_rank, spec.attn_bias, layer)
+            yield from _norm("q_a_norm", spec, layer, m.q_rank)
+            yield from _linear("q_b", m.q_rank, spec.heads * m.qk_dim, False, layer)
+        else:
+            yield from _linear("q", h, spec.heads * m.qk_dim, False, layer)
+        yield from _linear("kv_a", h, m.kv_rank + m.rope_dim, spec.attn_bias, layer)
+        yield from _norm("kv_a_norm", spec, layer, m.kv_rank)
+        yield from _linear("kv_b", m.kv_rank, spec.heads * (m.nope_dim + m.v_dim), False, layer)
+        yield from _linear("attn_out", spec.heads * m.v_dim, h, spec.out_bias, layer)
+        return
+    yield from _linear("q", h, q, spec.attn_bias, layer)
     yield from _linear("k", h, kv, spec.attn_bias, layer)
     yield from _linear("v", h, kv, spec.attn_bias, layer)
-    yield from _linear("attn_out", h, h, spec.attn_bias, layer)
-    yield from _norm("ffn_norm", spec, layer)
-    if spec.gated_ffn:
-        yield from _linear("ffn_gate", h, spec.ffn, spec.mlp_bias, layer)
-    yield from _linear("ffn_up", h, spec.ffn, spec.mlp_bias, layer)
-    yield from _linear("ffn_down", spec.ffn, h, spec.mlp_bias, layer)
+    if spec.qk_norm != "none":
+        per_head = spec.qk_norm == "head"
+        yield from _norm("q_norm", spec, layer, spec.head_dim if per_head else q,
+                         spec.qk_norm_bias)
+        yield from _norm("k_norm", spec, layer, spec.head_dim if per_head else kv,
+                         spec.qk_norm_bias)
+    yield from _linear("attn_out", q, h, spec.out_bias, layer)
+
+
+def _ffn_weights(spec: ModelSpec, layer: int) -> Iterator[WeightTensor]:
+    """A dense FFN, or an MoE layer: the router and every expert (all are held, whichever a
+    token routes to), stacked as (experts, in, out), then the shared experts."""
+    h, moe = spec.hidden, spec.moe
+    if moe is None or not spec.is_moe_layer(layer):
+        if spec.gated_ffn:
+            yield from _linear("ffn_gate", h, spec.ffn, spec.mlp_bias, layer)
+        yield from _linear("ffn_up", h, spec.ffn, spec.mlp_bias, layer)
+        yield from _linear("ffn_down", spec.ffn, h, spec.mlp_bias, layer)
+        return
+    yield from _linear("router", h, moe.experts, False, layer)
+    e, f = moe.experts, moe.expert_ffn
+    yield WeightTensor("experts_gate.weight", (e, h, f), layer)
+    yield WeightTensor("experts_up.weight", (e, h, f), layer)
+    yield WeightTensor("experts_down.weight", (e, f, h), layer)
+    if moe.shared_ffn:
+        yield from _linear("shared_gate", h, moe.shared_ffn, False, layer)
+        yield from _linear("shared_up", h, moe.shared_ffn, False, layer)
+        yield from _linear("shared_down", moe.shared_ffn, h, False, layer)
+    if moe.shared_gate:
+        yield from _linear("shared_scale", h, 1, False, layer)
+
+
+def layer_weights(spec: ModelSpec, layer: int) -> Iterator[WeightTensor]:
+    """The tensors of one transformer block; pre- and post-norm blocks hold the same ones."""
+    roles = block_norm_roles(spec)
+    yield from _norm(roles[0], spec, layer)
+    yield from _attention_weights(spec, layer)
+    for role in roles[1:]:
+        yield from _norm(role, spec, layer)
+    yield from _ffn_weights(spec, layer)
 
 
 def embedding_weights(spec: ModelSpec) -> Iterator[WeightTensor]:
@@ -63,7 +123,7 @@ def embedding_weights(spec: ModelSpec) -> Iterator[WeightTensor]:
     yield WeightTensor("embed_tokens.weight", (spec.vocab, width))
     if spec.learned_positions:
         rows = spec.max_positions + spec.position_offset
-        if spec.arch in {"roberta", "ibert"}:
+        if spec.arch in ROBERTA_LIKE:
             rows = spec.max_positions  # RoBERTa's padding offset is inside max_positions
         yield WeightTensor("embed_positions.weight", (rows, spec.hidden))
     if spec.type_vocab:
@@ -82,6 +142,8 @@ def output_weights(spec: ModelSpec) -> Iterator[WeightTensor]:
         yield from _linear("project_out", spec.hidden, spec.embed_proj_dim, False, None)
     if spec.is_decoder and not spec.tied_embeddings:
         yield WeightTensor("lm_head.weight", (spec.embed_proj_dim or spec.hidden, spec.vocab))
+    if spec.lm_head_bias:
+        yield WeightTensor("lm_head.bias", (spec.vocab,))
 
 
 def all_weights(spec: ModelSpec) -> list[WeightTensor]:

@@ -10,6 +10,14 @@ LayerNorm run on local columns (LayerNorm parameters split too) with an all-redu
 partial sums; activations are all-gathered only where a matmul needs global data (before
 QKV, the attention projection, FC0 and FC1): four all-gathers and two all-reduces per block,
 hidden behind compute by row packing, early broadcast and column-major traversal.
+
+Decoders beyond GPT-2/OPT/LLaMA (models/hf_decoders.py) split the same way: query heads of
+any head_dim and GQA key/value heads head-wise, per-head q/k norms with their heads, parallel
+blocks' sublayers each as their sequential twin. A mixture of experts is split for now like
+any FFN: every expert's columns across the ring, the router's too, with a token's active
+experts as one FFN of `MoE.active_ffn` columns (expert placement and its all-to-all are issue
+21 point 2). Features whose synchronization neither paper defines are refused
+(`_NOT_SPLIT`).
 """
 
 from typing import Any
@@ -39,7 +47,17 @@ FP16_BYTES = 2
 # LayerNorm partial sums travel as FP32 pairs (sum, sum of squares) per row.
 STATS_VALUES, STATS_BYTES = 2, 4
 # Per-layer tensors whose output columns are split across ranks (everything but norms).
-_COLUMN_SPLIT = frozenset({"q", "k", "v", "attn_out", "ffn_gate", "ffn_up", "ffn_down"})
+_COLUMN_SPLIT = frozenset({"q", "k", "v", "attn_out", "ffn_gate", "ffn_up", "ffn_down",
+                           "router", "experts_gate", "experts_up", "experts_down",
+                           "shared_gate", "shared_up", "shared_down"})
+# Norms inside the head-wise split: each device normalizes its own heads, no collective.
+_HEAD_LOCAL = frozenset({"q_norm", "k_norm"})
+# ModelSpec.extensions these plans cannot make: norms over a split width or after each
+# sublayer (where would DFX's and LORA's syncs go?), DeepSeek's latent attention, and layers
+# of two kinds, since a plan repeats one block template.
+_NOT_SPLIT = ("query/key norms over the whole width", "sublayer norms on the 'output' side",
+              "sublayer norms on the 'both' side", "multi-head latent attention",
+              "sliding-window and full attention layers mixed", "dense and MoE layers mixed")
 # DFX synchronizes after these ops (seeds/001 Algorithm 1, lines 13, 15, 22, 24).
 _DFX_SYNC_AFTER = ("attn_context", "attn_out", "ffn_act", "ffn_down")
 # LORA gathers these outputs before the matmuls that consume them (seeds/002 §III-A).
@@ -68,8 +86,11 @@ register_kind(PlanKind(
 
 def check_divisible(spec: ModelSpec, ranks: int) -> None:
     """Head-wise and column-wise splits need every split dimension to divide evenly."""
+    moe = spec.moe
+    widths = (("expert FFN width", moe.expert_ffn), ("shared expert FFN width", moe.shared_ffn)
+              ) if moe else (("FFN width", spec.ffn),)
     for what, value in (("attention heads", spec.heads), ("key/value heads", spec.kv_heads),
-                        ("FFN width", spec.ffn), ("hidden size", spec.hidden)):
+                        *widths, ("hidden size", spec.hidden)):
         if value % ranks:
             raise PartitionError(
                 f"{spec.name}: {what} ({value}) is not divisible by the device count ({ranks});"
@@ -78,6 +99,11 @@ def check_divisible(spec: ModelSpec, ranks: int) -> None:
 
 
 def _check_inputs(spec: ModelSpec, cluster: Cluster, strategy: str) -> None:
+    refused = [name for name in spec.extensions if name in _NOT_SPLIT]
+    if refused:
+        raise PartitionError(f"strategy '{strategy}' cannot split {spec.name}: it has "
+                             f"{' and '.join(refused)}, which neither DFX's nor LORA's sync "
+                             "scheme covers")
     device = cluster.require_identical(strategy)
     if device.kind != "fpga" or device.memory("hbm") is None:
         raise PartitionError(f"strategy '{strategy}' runs on HBM FPGAs; '{device.key}' is a "
@@ -125,13 +151,13 @@ def _device_plan(spec: ModelSpec, cluster: Cluster, rank: int, split_norms: bool
             start, stop = split_bounds(spec.hidden, ranks, rank)
             other[tensor.role] = Shard(0, start, stop, "ddr")
         else:
-            rows = vocab if copy else None
+            rows = vocab if copy and split_head else None  # this rank's vocabulary rows
             other[tensor.role] = Shard(None, memory="ddr", mirror=copy, mirror_rows=rows)
     return DevicePlan(rank, cluster.devices[rank], layer, other, vocab, ranks)
 
 
 def _local_out(op: Op, ranks: int, columns_split: bool) -> int:
-    if op.kind in {"linear", "activation", "gated_activation"}:
+    if op.kind in {"linear", "activation", "gated_activation"} or op.name in _HEAD_LOCAL:
         return op.fan_out // ranks
     if op.kind == "lm_head":  # the widest vocabulary slice sets the pace
         return split_bounds(op.fan_out, ranks, 0)[1]
@@ -158,13 +184,18 @@ def _dfx_output_steps(graph: Graph) -> list[Step]:
     return [ComputeStep(op, op.fan_out) for op in graph.output]
 
 
+def _gathered_width(op: Op, spec: ModelSpec) -> int:
+    """Per-token elements an all-gather after `op` assembles: all heads' attention context,
+    the FFN's active columns, otherwise the hidden size."""
+    return {"attn_context": spec.q_dim, "ffn_act": op.fan_out}.get(op.name, spec.hidden)
+
+
 def dfx_block_steps(graph: Graph, ranks: int) -> list[Step]:
     steps: list[Step] = []
     for op in graph.block:
         steps.append(_compute(op, ranks))
         if op.name in _DFX_SYNC_AFTER:
-            width = graph.spec.hidden if op.name != "ffn_act" else graph.spec.ffn
-            steps.append(CommStep("all_gather", op.name, width))
+            steps.append(CommStep("all_gather", op.name, _gathered_width(op, graph.spec)))
     return steps
 
 
@@ -180,15 +211,15 @@ def lora_steps(ops: tuple[Op, ...], spec: ModelSpec, ranks: int,
                activation_bytes: float, group_rows: int) -> list[Step]:
     steps: list[Step] = []
     for op in ops:
-        if op.kind == "norm":
+        if op.kind == "norm" and op.name not in _HEAD_LOCAL:
             steps.extend(_distributed_norm(op, ranks, group_rows))
         elif op.kind == "lm_head":
             steps.extend(_lm_head_steps(op, ranks))
         else:
             steps.append(_compute(op, ranks, columns_split=True))
         if op.name in _LORA_GATHER or (op.name == "final_norm" and spec.is_decoder):
-            width = spec.ffn if op.name == "ffn_act" else spec.hidden
-            steps.append(CommStep("all_gather", op.name, width, activation_bytes,
+            steps.append(CommStep("all_gather", op.name, _gathered_width(op, spec),
+                                  activation_bytes,
                                   "matmul_blocks", early=op.name in _LORA_EARLY))
     return steps
 

@@ -84,10 +84,13 @@ def _seconds(plan: Plan, parts: list[Part], shape: tuple[int, ...]) -> dict[str,
 def _phase_seconds(plan: Plan, rows: int, context: np.ndarray,
                    output: bool = True) -> dict[str, np.ndarray]:
     """Seconds by category for `rows` new tokens at each context length: embedding for all
-    rows, every block `layers` times, then (if `output`) the output ops on the last row."""
-    phase = Phase(rows, context)
+    rows, every block `layers` times, then (if `output`) the output ops on the last row.
+    One new token of a sliding-window model (plans have it in every layer or refuse it)
+    attends to the last `window` keys only; a prompt pass still attends in full."""
+    phase, window = Phase(rows, context), plan.spec.sliding_window
+    block = phase if rows > 1 or window is None else Phase(1, np.minimum(context, window))
     parts: list[Part] = [(plan.embed_steps, phase, 1),
-                         (plan.block_steps, phase, plan.spec.layers)]
+                         (plan.block_steps, block, plan.spec.layers)]
     if output:
         parts.append((plan.output_steps, Phase(1, context), 1))
     return _seconds(plan, parts, context.shape)

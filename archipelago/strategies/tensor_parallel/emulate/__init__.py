@@ -54,6 +54,9 @@ def check(plan: Plan, job: EmulationJob) -> None:
     if not spec.is_decoder or spec.arch not in ARCH_NAMES:
         raise EmulationError(f"{spec.name}: generation is emulated for {', '.join(ARCH_NAMES)} "
                              f"decoders, not '{spec.arch}'")
+    if spec.extensions:  # e.g. a llama config with an explicit head_dim or an unknown type
+        raise EmulationError(f"{spec.name}: {', '.join(spec.extensions)} not emulated; "
+                             f"emulation runs plain {', '.join(ARCH_NAMES)} decoders")
     if spec.embed_proj_dim:
         raise EmulationError(f"{spec.name}: word_embed_proj_dim {spec.embed_proj_dim} != hidden "
                              "size needs project_in/project_out ops the plan does not have")
