@@ -1,16 +1,20 @@
-"""The packaged device catalog. Numbers are written as {value, source} so every figure keeps
-its citation; loading strips the sources, and `raw_catalog()` keeps them inspectable
-(`unsourced_numbers` finds any figure written without one)."""
+"""The packaged hardware catalog: devices and the Ethernet switches boards hang off. Numbers
+are written as {value, source} so every figure keeps its citation; loading strips the
+sources, and `raw_catalog()` / `raw_switches()` keep them inspectable (`unsourced_numbers`
+finds any figure written without one). `get_device(key)` and `get_switch(key)` are the
+lookups; docs/hardware.md lists the entries and their datasheets."""
 
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 from pydantic import ValidationError
 
 from archipelago.errors import ConfigError, UnknownNameError
-from archipelago.hardware.device import Device
+from archipelago.hardware.device import Device, Switch
+
+_Entry = TypeVar("_Entry", Device, Switch)
 
 
 def unwrap_sourced(node: Any) -> Any:
@@ -36,16 +40,30 @@ def unsourced_numbers(node: Any, path: str = "") -> list[str]:
 
 
 @cache
-def raw_catalog() -> dict[str, Any]:
+def _raw() -> dict[str, Any]:
     text = resources.files("archipelago.hardware").joinpath("catalog.yaml").read_text()
-    return yaml.safe_load(text)["devices"]
+    return yaml.safe_load(text)
+
+
+def raw_catalog() -> dict[str, Any]:
+    """The devices as written, sources kept."""
+    return _raw()["devices"]
+
+
+def raw_switches() -> dict[str, Any]:
+    """The switches as written, sources kept."""
+    return _raw()["switches"]
+
+
+def _validated(model: type[_Entry], key: str, entry: dict[str, Any], source: str) -> _Entry:
+    try:
+        return model(key=key, **unwrap_sourced(entry))
+    except ValidationError as err:
+        raise ConfigError.from_validation(source, err, prefix=key) from None
 
 
 def device_from_dict(key: str, entry: dict[str, Any], source: str) -> Device:
-    try:
-        return Device(key=key, **unwrap_sourced(entry))
-    except ValidationError as err:
-        raise ConfigError.from_validation(source, err, prefix=key) from None
+    return _validated(Device, key, entry, source)
 
 
 @cache
@@ -58,3 +76,16 @@ def get_device(key: str) -> Device:
     if key.lower() not in devices:
         raise UnknownNameError("device", key, devices)
     return devices[key.lower()]
+
+
+@cache
+def switches() -> dict[str, Switch]:
+    return {k: _validated(Switch, k, v, "catalog.yaml") for k, v in raw_switches().items()}
+
+
+def get_switch(key: str) -> Switch:
+    """A switch kind by name (`eth-100g`, `eth-200g`, `eth-400g`)."""
+    table = switches()
+    if key.lower() not in table:
+        raise UnknownNameError("switch", key, table)
+    return table[key.lower()]

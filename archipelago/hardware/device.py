@@ -4,6 +4,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from archipelago.errors import ArchipelagoError
+
 
 class _Frozen(BaseModel):
     # Catalog entries and a user's `custom_devices` alike: no NaN or infinite figure.
@@ -78,3 +80,29 @@ class Link(_Frozen):
 
     latency_s: float = Field(ge=0)
     bandwidth_Bps: float = Field(gt=0)
+
+
+class Switch(_Frozen):
+    """An Ethernet switch boards hang off: its port speed and its published port-to-port
+    (forwarding) latency. One hop through it, board port to board port, is a `Link`; the
+    boards' own MAC/PHY time is not included (the datasheets quote the switch alone)."""
+
+    key: str
+    name: str
+    port_kind: str
+    ports: int = Field(gt=0, le=1024)
+    port_gbps: float = Field(gt=0)
+    latency_s: float = Field(ge=0)
+
+    def link(self) -> Link:
+        """One hop at the switch's line rate (bits on the wire / 8, as `switched_link`)."""
+        return Link(latency_s=self.latency_s, bandwidth_Bps=self.port_gbps * 1e9 / 8)
+
+    def link_for(self, device: Device) -> Link:
+        """One hop for `device`'s boards: the slower of the board's port and the switch's
+        (a 100G QSFP28 card on a 400G switch runs at 100G)."""
+        if device.network is None or device.network.ports == 0:
+            raise ArchipelagoError(f"device '{device.key}' has no network ports to plug into "
+                                   f"switch '{self.key}'")
+        gbps = min(self.port_gbps, device.network.gbps)
+        return Link(latency_s=self.latency_s, bandwidth_Bps=gbps * 1e9 / 8)
