@@ -8,7 +8,7 @@ from rich.table import Table
 
 from archipelago.estimate.workload import Generation
 from archipelago.strategies.tensor_parallel.efficiency import DecodeEfficiency, decode_efficiency
-from archipelago.strategies.tensor_parallel.estimate import Estimate
+from archipelago.strategies.tensor_parallel.estimate import DeviceUse, Estimate
 from archipelago.strategies.tensor_parallel.plan import Plan
 
 
@@ -23,6 +23,15 @@ def efficiency_to_dict(eff: DecodeEfficiency | None) -> dict[str, Any]:
             "flops_per_token": eff.flops_per_token, "streamed_Bps": eff.streamed_Bps,
             "memory_Bps": eff.memory_Bps, "peak_ops_per_s": eff.peak_ops_per_s,
         },
+    }
+
+
+def device_to_dict(d: DeviceUse) -> dict[str, Any]:
+    return {
+        "rank": d.rank, "device": d.device,
+        "dsp": d.total.dsp, "bram": d.total.bram, "uram": d.total.uram,
+        "hbm_bytes": d.hbm_bytes, "ddr_bytes": d.ddr_bytes,
+        "units": {name: r.model_dump(exclude_defaults=True) for name, r in d.units.items()},
     }
 
 
@@ -41,15 +50,7 @@ def estimate_to_dict(plan: Plan, workload: Generation, est: Estimate) -> dict[st
         "breakdown_s": est.breakdown_s,
         "prefill_breakdown_s": est.prefill_breakdown_s,
         **efficiency_to_dict(decode_efficiency(plan, workload, est)),
-        "devices": [
-            {
-                "rank": d.rank, "device": d.device,
-                "dsp": d.total.dsp, "bram": d.total.bram, "uram": d.total.uram,
-                "hbm_bytes": d.hbm_bytes, "ddr_bytes": d.ddr_bytes,
-                "units": {name: r.model_dump(exclude_defaults=True) for name, r in d.units.items()},
-            }
-            for d in est.devices
-        ],
+        "devices": [device_to_dict(d) for d in est.devices],
         "feasible": est.feasible,
         "reasons": est.reasons,
     }

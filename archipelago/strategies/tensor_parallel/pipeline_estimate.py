@@ -1,0 +1,326 @@
+"""Estimate a tensor x pipeline plan: choose (or check) the split, then cost its stages.
+
+One request at a time (batch 1), the stages run one after another: a token's latency is
+the sum of the stages' times plus the transfers between them, each `latency + bytes /
+bandwidth` over the link it crosses (the hidden vector of every row at the activations'
+width, seeds/002 §III's all-gather width; the sampled token, an int32, back to the first
+stage for the next step). Stage times come from the single-ring estimator's per-step
+seconds: the embedding on the first stage, the block as many times as the stage has
+layers, the output ops on the last. Memory: the single-ring plan's per-device bytes,
+scaled to the stage's layers, with the embedding only on the first stage and the LM head
+(a tied one's vocabulary slice) only on the last.
+
+"auto" tries every tensor-parallel degree with every stage count; at batch 1 more stages
+only add transfers, so it keeps the fastest split that fits (the fewer devices on a tie),
+or, when none fits, the one using the most devices, whose refusal it reports.
+"""
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from archipelago.estimate.workload import Generation
+from archipelago.hardware.device import Link
+from archipelago.models.graph import Phase
+from archipelago.models.weights import embedding_weights, output_weights
+from archipelago.strategies.tensor_parallel.estimate import (
+    CATEGORIES,
+    DeviceUse,
+    Estimate,
+    device_use,
+    estimate_generation,
+    step_category,
+    steps_seconds,
+)
+from archipelago.strategies.tensor_parallel.pipeline import PipelinePlan
+from archipelago.strategies.tensor_parallel.plan import CommStep, DevicePlan, Plan, Step
+from archipelago.strategies.tensor_parallel.stages import Split, balanced_layers
+
+TOKEN_ID_BYTES = 4  # the sampled token travels as an int32
+FP16_BYTES = 2.0
+_MEMORIES = ("hbm", "ddr")
+
+
+@dataclass(frozen=True)
+class PartTimes:
+    """Seconds by category of one part of the model (the embedding, one block, the output
+    ops) over a generation: the prompt's, and each decode step's."""
+
+    prefill: dict[str, float]
+    decode: dict[str, np.ndarray]
+
+    @property
+    def total(self) -> float:
+        return sum(self.prefill.values()) + float(sum(v.sum() for v in self.decode.values()))
+
+
+def _by_category(plan: Plan, steps: list[Step], phase: Phase) -> dict[str, np.ndarray]:
+    out = {c: np.zeros(phase.context.shape) for c in CATEGORIES}
+    for step, seconds in zip(steps, steps_seconds(plan, steps, phase), strict=True):
+        out[step_category(step)] += seconds
+    return out
+
+
+def part_times(plan: Plan, workload: Generation) -> dict[str, PartTimes]:
+    """The embedding, one block and the output ops, phased as estimate_generation phases
+    the whole model (the prompt as one pass, or token by token on engines that run it so;
+    the output ops once after the prompt; decode step i at context n_in + i)."""
+    n_in, n_out = workload.input_tokens, workload.output_tokens
+    last = np.array([n_in])
+    prompt = (Phase(1, np.arange(1, n_in + 1)) if plan.engine.token_serial_prefill
+              else Phase(n_in, last))
+    decode = Phase(1, n_in + np.arange(1, n_out))
+    parts = {"embed": (plan.embed_steps, prompt), "block": (plan.block_steps, prompt),
+             "output": (plan.output_steps, Phase(1, last))}
+    return {name: PartTimes({c: float(v.sum()) for c, v in
+                             _by_category(plan, steps, phase).items()},
+                            _by_category(plan, steps, decode))
+            for name, (steps, phase) in parts.items()}
+
+
+def activation_bytes(plan: Plan) -> float:
+    """Bytes of one activation value between boards: what the plan's all-gathers carry."""
+    return next((s.value_bytes for s in plan.block_steps
+                 if isinstance(s, CommStep) and s.kind == "all_gather"), FP16_BYTES)
+
+
+def hop_seconds(link: Link, nbytes: float) -> float:
+    return link.latency_s + nbytes / link.bandwidth_Bps
+
+
+def _end_elements(dp: DevicePlan, plan: Plan, memory: str, first: bool, last: bool) -> int:
+    """Elements of the non-layer tensors a stage's device keeps in `memory`: the
+    embedding's on the first stage, the output ops' on the last; a tied head's copy (the
+    embedding's mirror, seeds/001 §IV-B) goes with the head."""
+    spec = plan.spec
+    head = "embed_tokens.weight" if spec.tied_embeddings else None
+    count = 0
+    for tensor in embedding_weights(spec):
+        shard = dp.shard_for(tensor)
+        if first and shard.memory == memory:
+            count += shard.numel_in(tensor, memory)  # type: ignore[arg-type]
+        if shard.mirror == memory and (last if tensor.role == head else first):
+            count += shard.numel_in(tensor, memory)  # type: ignore[arg-type]
+    if last:
+        count += sum(dp.shard_for(t).numel_in(t, memory)  # type: ignore[arg-type]
+                     for t in output_weights(spec))
+    return count
+
+
+@dataclass
+class StageEstimate:
+    stage: int
+    first_layer: int
+    layers: int
+    nodes: list[int]  # indices of the cluster's nodes, rank order
+    prefill_s: float
+    decode_s: float  # all decode steps
+    decode_s_per_token: float
+    devices: list[DeviceUse]  # rank order; memory for this stage's layers
+
+    @property
+    def busy_s(self) -> float:
+        return self.prefill_s + self.decode_s
+
+
+@dataclass
+class PipelineEstimate:
+    """A generation estimate (the single-ring Estimate's figures) of a chosen split."""
+
+    split: Split
+    chosen: str  # "given" or "auto"
+    latency_s: float
+    tokens_per_s: float
+    prefill_s: float
+    decode_s_per_token: float
+    decode_s_first: float
+    decode_s_last: float
+    transfer_s: float  # every inter-stage transfer of the run
+    breakdown_s: dict[str, float]  # by category over all stages, plus "transfer"
+    prefill_breakdown_s: dict[str, float]
+    stages: list[StageEstimate]
+    links: list[Link]  # stage k to k + 1, then the last stage back to the first
+    feasible: bool
+    reasons: list[str] = field(default_factory=list)
+    ring: Plan | None = None  # the single-ring plan every stage runs
+
+    @property
+    def devices(self) -> list[DeviceUse]:
+        return [d for s in self.stages for d in s.devices]
+
+
+class _Degree:
+    """What one tensor-parallel degree's ring plan gives every split of it: part times,
+    per-device use over all layers, and the non-layer bytes each end stage holds."""
+
+    def __init__(self, plan: PipelinePlan, tp: int, workload: Generation) -> None:
+        self.tp, self.ring, self.cluster = tp, plan.rings[tp], plan.cluster
+        self.parts = part_times(self.ring, workload)
+        self.uses = device_use(self.ring, workload)
+        self.act_bytes = activation_bytes(self.ring)
+        self._ends: dict[tuple[bool, bool], list[dict[str, float]]] = {}
+
+    def ends(self, first: bool, last: bool) -> list[dict[str, float]]:
+        key = (first, last)
+        if key not in self._ends:
+            bpp = self.ring.bytes_per_param
+            self._ends[key] = [{m: _end_elements(dp, self.ring, m, first, last) * bpp
+                                for m in _MEMORIES} for dp in self.ring.devices]
+        return self._ends[key]
+
+    def stage_use(self, stage: int, stages: int, layers: int) -> list[DeviceUse]:
+        """Each rank's use holding `layers` layers (the layer part scales, KV included)."""
+        first, last = stage == 0, stage == stages - 1
+        total, own = self.ends(True, True), self.ends(first, last)
+        share = layers / self.ring.spec.layers
+        out = []
+        for use, all_ends, ends in zip(self.uses, total, own, strict=True):
+            held = {m: (getattr(use, f"{m}_bytes") - all_ends[m]) * share + ends[m]
+                    for m in _MEMORIES}
+            out.append(DeviceUse(use.rank, use.device, use.units, held["hbm"], held["ddr"]))
+        return out
+
+    def links(self, stages: int) -> list[Link]:
+        tp = self.tp
+        hops = [self.cluster.hop_link(k * tp + tp - 1, (k + 1) * tp) for k in range(stages - 1)]
+        return [*hops, self.cluster.hop_link((stages - 1) * tp, 0)] if stages > 1 else []
+
+    def transfer_s(self, workload: Generation, stages: int) -> tuple[float, np.ndarray]:
+        """Inter-stage seconds of the prompt, and of each decode step."""
+        n_in, n_out = workload.input_tokens, workload.output_tokens
+        links = self.links(stages)
+        row = self.ring.spec.hidden * self.act_bytes
+        prompt = 0.0
+        for link in links[:-1]:
+            prompt += (n_in * hop_seconds(link, row) if self.ring.engine.token_serial_prefill
+                       else hop_seconds(link, n_in * row))
+        step = sum(hop_seconds(link, row) for link in links[:-1])
+        if links:
+            step += hop_seconds(links[-1], TOKEN_ID_BYTES)
+        return prompt, np.full(max(n_out - 1, 0), step)
+
+    def layer_total_s(self) -> tuple[float, float, float]:
+        return (self.parts["block"].total, self.parts["embed"].total,
+                self.parts["output"].total)
+
+
+def _reasons(degree: _Degree, workload: Generation, counts: tuple[int, ...]) -> list[str]:
+    """Every stage device short of memory or fabric: which (stage, rank), which memory and
+    by how much; ranks of a stage short alike are named together."""
+    reasons = []
+    spec = degree.ring.spec
+    if workload.total_tokens > spec.max_positions:
+        reasons.append(f"{workload.total_tokens} tokens exceed the model's "
+                       f"{spec.max_positions} positions")
+    for s, layers in enumerate(counts):
+        lines: dict[str, list[int]] = {}
+        for use, dp in zip(degree.stage_use(s, len(counts), layers), degree.ring.devices,
+                           strict=True):
+            dev = dp.device
+            for kind in _MEMORIES:
+                need, mem = getattr(use, f"{kind}_bytes"), dev.memory(kind)
+                have = mem.capacity_bytes if mem else 0
+                if need and need > have:
+                    lines.setdefault(f"{kind.upper()} needs {need:.4g} bytes, has {have:.4g} "
+                                     f"({need - have:.3g} short)", []).append(use.rank)
+            for res in use.total.exceeding(dev.resources):
+                lines.setdefault(f"{res.upper()} needs {getattr(use.total, res)}, has "
+                                 f"{getattr(dev.resources, res)}", []).append(use.rank)
+        for text, ranks in lines.items():
+            who = (f"rank {ranks[0]}" if len(ranks) == 1
+                   else f"ranks {ranks[0]}-{ranks[-1]}")
+            nodes = [s * degree.tp + r for r in ranks]
+            where = f"device {nodes[0]}" if len(nodes) == 1 else f"devices {nodes[0]}-{nodes[-1]}"
+            reasons.append(f"stage {s} {who} ({where}, {degree.uses[0].device}, layers "
+                           f"{sum(counts[:s])}-{sum(counts[:s + 1]) - 1}): {text}")
+    return reasons
+
+
+def _counts(degree: _Degree, split: Split) -> tuple[int, ...]:
+    if split.layers is not None:
+        return split.layers
+    layer_s, embed_s, output_s = degree.layer_total_s()
+    return balanced_layers(degree.ring.spec.layers, split.pp, layer_s, embed_s, output_s)
+
+
+def _cost(degree: _Degree, workload: Generation, split: Split,
+          reasons: list[str]) -> PipelineEstimate:
+    """The estimate of `split` (its layer counts known) on `degree`'s ring plan."""
+    counts = split.layers
+    assert counts is not None  # _counts filled them
+    parts, stages = degree.parts, []
+    prefill = {c: 0.0 for c in CATEGORIES}
+    decode = {c: np.zeros_like(parts["block"].decode[c]) for c in CATEGORIES}
+    start = 0
+    for s, layers in enumerate(counts):
+        weights = {"embed": float(s == 0), "block": float(layers),
+                   "output": float(s == len(counts) - 1)}
+        pre = {c: sum(w * parts[p].prefill[c] for p, w in weights.items()) for c in CATEGORIES}
+        dec_by = {c: sum(w * parts[p].decode[c] for p, w in weights.items())
+                  for c in CATEGORIES}
+        for c in CATEGORIES:
+            prefill[c] += pre[c]
+            decode[c] = decode[c] + dec_by[c]
+        dec = np.asarray(sum(dec_by.values()))
+        stages.append(StageEstimate(
+            s, start, layers, [s * split.tp + r for r in range(split.tp)], sum(pre.values()),
+            float(dec.sum()), float(dec.mean()) if dec.size else 0.0,
+            degree.stage_use(s, len(counts), layers)))
+        start += layers
+    prompt_hops, step_hops = degree.transfer_s(workload, len(counts))
+    per_token = sum(decode.values()) + step_hops
+    prefill_s = sum(prefill.values()) + prompt_hops
+    latency = prefill_s + float(per_token.sum())
+    breakdown = {c: prefill[c] + float(decode[c].sum()) for c in CATEGORIES}
+    breakdown["transfer"] = prompt_hops + float(step_hops.sum())
+    return PipelineEstimate(
+        split=split, chosen="", latency_s=latency,
+        tokens_per_s=workload.output_tokens / latency, prefill_s=prefill_s,
+        decode_s_per_token=float(per_token.mean()) if per_token.size else 0.0,
+        decode_s_first=float(per_token[0]) if per_token.size else 0.0,
+        decode_s_last=float(per_token[-1]) if per_token.size else 0.0,
+        transfer_s=breakdown["transfer"], breakdown_s=breakdown,
+        prefill_breakdown_s={**prefill, "transfer": prompt_hops}, stages=stages,
+        links=degree.links(len(counts)), feasible=not reasons, reasons=reasons,
+        ring=degree.ring)
+
+
+def estimate_pipeline(plan: PipelinePlan, workload: Generation) -> PipelineEstimate:
+    """The user's split costed, or the best split of the cluster (this module's rule)."""
+    degrees = {tp: _Degree(plan, tp, workload) for tp in plan.rings}
+    if isinstance(plan.request, Split):
+        degree = degrees[plan.request.tp]
+        split = Split(plan.request.tp, plan.request.pp, _counts(degree, plan.request))
+        est = _cost(degree, workload, split, _reasons(degree, workload, split.layers or ()))
+        est.chosen = "given"
+        return est
+    best: tuple[Any, ...] | None = None
+    fallback: tuple[Any, ...] | None = None
+    for tp, degree in degrees.items():
+        layers = degree.ring.spec.layers
+        for pp in range(1, min(plan.cluster.size // tp, layers) + 1):
+            split = Split(tp, pp, _counts(degree, Split(tp, pp)))
+            reasons = _reasons(degree, workload, split.layers or ())
+            prompt, steps = degree.transfer_s(workload, pp)
+            latency = (sum(p.total for p in degree.parts.values())
+                       + (layers - 1) * degree.parts["block"].total + prompt + steps.sum())
+            if not reasons:
+                key = (latency, tp * pp)
+                if best is None or key < best[0]:
+                    best = (key, degree, split, reasons)
+                break  # more stages of this degree only add transfers
+            key = (-tp * pp, latency)
+            if fallback is None or key < fallback[0]:
+                fallback = (key, degree, split, reasons)
+    _, degree, split, reasons = best or fallback  # type: ignore[misc]
+    est = _cost(degree, workload, split, reasons)
+    est.chosen = "auto"
+    return est
+
+
+def estimate(plan: Plan | PipelinePlan, workload: Generation) -> Estimate | PipelineEstimate:
+    """The tensor-parallel kind's estimator: a single-ring plan as before, a pipeline here."""
+    if isinstance(plan, PipelinePlan):
+        return estimate_pipeline(plan, workload)
+    return estimate_generation(plan, workload)

@@ -1,0 +1,159 @@
+"""The tensor-parallel kind's hooks for both plan shapes: a single-ring plan goes to
+report.py, estimate.py and friends unchanged; a pipeline plan is reported here (its split,
+per-stage resources and times, the refusal first when it does not fit). Emulation, the
+report page and the design search run one ring; a pipeline plan says so in one line."""
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from archipelago.errors import PartitionError
+from archipelago.estimate.workload import Generation
+from archipelago.models.weights import parameter_count
+from archipelago.strategies.tensor_parallel import report as ring_report
+from archipelago.strategies.tensor_parallel.efficiency import DecodeEfficiency, decode_roofline
+from archipelago.strategies.tensor_parallel.estimate import Estimate
+from archipelago.strategies.tensor_parallel.pipeline import PipelinePlan
+from archipelago.strategies.tensor_parallel.pipeline_estimate import PipelineEstimate
+from archipelago.strategies.tensor_parallel.plan import Plan
+
+print_emulation = ring_report.print_emulation
+
+
+def pipeline_efficiency(est: PipelineEstimate, workload: Generation
+                        ) -> DecodeEfficiency | None:
+    """Decode against the memory and matrix units of every device of every stage."""
+    ring = est.ring
+    assert ring is not None  # the estimator sets it
+    devices = [d.device for _ in est.stages for d in ring.devices]
+    return decode_roofline(ring.graph, ring.bytes_per_param, devices,
+                           len(devices) * ring.engine.peak_ops_per_s, workload,
+                           est.decode_s_per_token)
+
+
+def _stage_dict(plan: PipelinePlan, est: PipelineEstimate, s: int) -> dict[str, Any]:
+    stage = est.stages[s]
+    link = est.links[s] if s < len(est.stages) - 1 else None
+    worst = {k: max(getattr(d, k) for d in stage.devices) for k in ("hbm_bytes", "ddr_bytes")}
+    total = stage.devices[0].total
+    return {
+        "stage": s, "layers": [stage.first_layer, stage.first_layer + stage.layers],
+        "nodes": [plan.cluster.nodes[i].name for i in stage.nodes],
+        "prefill_s": stage.prefill_s, "decode_s_per_token": stage.decode_s_per_token,
+        "busy_s": stage.busy_s, "dsp": total.dsp, "bram": total.bram, "uram": total.uram,
+        **worst,
+        "link_to_next": None if link is None else {"latency_s": link.latency_s,
+                                                   "bandwidth_Bps": link.bandwidth_Bps},
+        "ranks": [ring_report.device_to_dict(d) for d in stage.devices],
+    }
+
+
+def pipeline_to_dict(plan: PipelinePlan, workload: Generation,
+                     est: PipelineEstimate) -> dict[str, Any]:
+    split = est.split
+    return {
+        "model": plan.spec.name, "cluster": plan.cluster.name, "strategy": plan.strategy,
+        "tokens": {"input": workload.input_tokens, "output": workload.output_tokens},
+        "parameters": parameter_count(plan.spec),
+        "split": {"tp": split.tp, "pp": split.pp, "layers": list(split.layers or ()),
+                  "devices": split.tp * split.pp, "chosen": est.chosen},
+        "latency_s": est.latency_s, "tokens_per_s": est.tokens_per_s,
+        "prefill_s": est.prefill_s, "decode_s_per_token": est.decode_s_per_token,
+        "decode_s_first": est.decode_s_first, "decode_s_last": est.decode_s_last,
+        "transfer_s": est.transfer_s, "breakdown_s": est.breakdown_s,
+        "prefill_breakdown_s": est.prefill_breakdown_s,
+        **ring_report.efficiency_to_dict(pipeline_efficiency(est, workload)),
+        "stages": [_stage_dict(plan, est, s) for s in range(len(est.stages))],
+        "feasible": est.feasible, "reasons": est.reasons,
+    }
+
+
+def estimate_to_dict(plan: Plan | PipelinePlan, workload: Generation,
+                     est: Estimate | PipelineEstimate) -> dict[str, Any]:
+    if isinstance(plan, PipelinePlan) and isinstance(est, PipelineEstimate):
+        return pipeline_to_dict(plan, workload, est)
+    assert isinstance(plan, Plan) and isinstance(est, Estimate)  # one estimator per shape
+    return ring_report.estimate_to_dict(plan, workload, est)
+
+
+def _print_pipeline(plan: PipelinePlan, workload: Generation, est: PipelineEstimate,
+                    console: Console) -> None:
+    for reason in est.reasons:  # a plan that does not fit says so above any figure
+        console.print(f"[red]infeasible:[/red] {reason}")
+    split = est.split
+    head = Table(title=f"{plan.spec.name} on {plan.cluster.name} · strategy {plan.strategy} · "
+                       f"{workload.input_tokens}:{workload.output_tokens} tokens")
+    head.add_column("metric")
+    head.add_column("value", justify="right")
+    head.add_row("parameters", f"{parameter_count(plan.spec) / 1e9:,.2f} B")
+    head.add_row(f"split ({est.chosen})", f"tp={split.tp} x pp={split.pp} "
+                 f"({split.tp * split.pp} of {plan.cluster.size} devices)")
+    head.add_row("end-to-end latency", f"{est.latency_s * 1e3:,.2f} ms")
+    head.add_row("tokens/s (output / latency)", f"{est.tokens_per_s:,.2f}")
+    head.add_row("prefill (summarization)", f"{est.prefill_s * 1e3:,.2f} ms")
+    head.add_row("decode per token (mean)", f"{est.decode_s_per_token * 1e3:,.3f} ms")
+    head.add_row("inter-stage transfers (whole run)", f"{est.transfer_s * 1e3:,.3f} ms")
+    eff = pipeline_efficiency(est, workload)
+    if eff is not None:
+        head.add_row("decode streams (of all stages' memory)",
+                     f"{eff.streamed_Bps / 1e9:,.1f} of {eff.memory_Bps / 1e9:,.0f} GB/s "
+                     f"({100 * eff.bandwidth:.0f}%)")
+    head.add_row("feasible", "yes" if est.feasible else "[red]no[/red]")
+    console.print(head)
+    stages = Table(title="per stage (each device of a stage)")
+    for col in ("stage", "layers", "devices", "prefill ms", "decode ms/token", "busy ms",
+                "DSP", "BRAM", "URAM", "HBM GB", "DDR GB"):
+        stages.add_column(col, justify="right")
+    for s, stage in enumerate(est.stages):
+        row = _stage_dict(plan, est, s)
+        stages.add_row(str(s), f"{row['layers'][0]}-{row['layers'][1] - 1}",
+                       f"{stage.nodes[0]}-{stage.nodes[-1]}", f"{stage.prefill_s * 1e3:,.2f}",
+                       f"{stage.decode_s_per_token * 1e3:,.3f}", f"{stage.busy_s * 1e3:,.1f}",
+                       f"{row['dsp']:,}", f"{row['bram']:,}", f"{row['uram']:,}",
+                       f"{row['hbm_bytes'] / 1e9:,.2f}", f"{row['ddr_bytes'] / 1e9:,.2f}")
+    console.print(stages)
+    where = Table(title="where the time goes (all stages)")
+    where.add_column("part")
+    where.add_column("ms", justify="right")
+    where.add_column("share", justify="right")
+    for name, seconds in est.breakdown_s.items():
+        where.add_row(name, f"{seconds * 1e3:,.2f}", f"{100 * seconds / est.latency_s:.1f}%")
+    console.print(where)
+
+
+def print_estimate(plan: Plan | PipelinePlan, workload: Generation,
+                   est: Estimate | PipelineEstimate, console: Console) -> None:
+    if isinstance(plan, PipelinePlan) and isinstance(est, PipelineEstimate):
+        _print_pipeline(plan, workload, est, console)
+        return
+    assert isinstance(plan, Plan) and isinstance(est, Estimate)  # one estimator per shape
+    ring_report.print_estimate(plan, workload, est, console)
+
+
+def one_ring(plan: Plan | PipelinePlan, what: str) -> Plan:
+    """`plan` if it runs on one ring; a one-line refusal naming `what` otherwise."""
+    if isinstance(plan, PipelinePlan):
+        raise PartitionError(f"{what} runs one ring; '{plan.cluster.name}' plans stages of "
+                             f"rings (estimate it with `archi plan`, or name one ring such as "
+                             f"{plan.cluster.ring_size}x{plan.cluster.nodes[0].device.key})")
+    return plan
+
+
+def emulate(plan: Plan | PipelinePlan, job: Any) -> dict[str, Any] | None:
+    from archipelago.strategies.tensor_parallel.emulate import emulate as run
+
+    return run(one_ring(plan, "emulation"), job)
+
+
+def utilization(plan: Plan | PipelinePlan, est: Any) -> dict[str, float]:
+    from archipelago.strategies.tensor_parallel.utilization import utilization as used
+
+    return used(one_ring(plan, "the design search"), est)
+
+
+def page(plan: Plan | PipelinePlan, workload: Generation, est: Any, summary: dict[str, Any]
+         ) -> Any:
+    from archipelago.strategies.tensor_parallel.page import page as ring_page
+
+    return ring_page(one_ring(plan, "the report page"), workload, est, summary)
