@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from archipelago.estimate.workload import Generation
-from archipelago.hardware.device import Link
+from archipelago.hardware.device import Link, Resources
 from archipelago.models.graph import Phase
 from archipelago.models.weights import embedding_weights, output_weights
 from archipelago.strategies.tensor_parallel.estimate import (
@@ -44,21 +44,22 @@ _MEMORIES = ("hbm", "ddr")
 
 @dataclass(frozen=True)
 class PartTimes:
-    """Seconds by category of one part of the model (the embedding, one block, the output
-    ops) over a generation: the prompt's, and each decode step's."""
+    """Seconds of one part of the model (the embedding, one block, the output ops) over a
+    generation, by category (rows in CATEGORIES order): the prompt's, and each decode
+    step's (columns)."""
 
-    prefill: dict[str, float]
-    decode: dict[str, np.ndarray]
+    prefill: np.ndarray
+    decode: np.ndarray
 
     @property
     def total(self) -> float:
-        return sum(self.prefill.values()) + float(sum(v.sum() for v in self.decode.values()))
+        return float(self.prefill.sum() + self.decode.sum())
 
 
-def _by_category(plan: Plan, steps: list[Step], phase: Phase) -> dict[str, np.ndarray]:
-    out = {c: np.zeros(phase.context.shape) for c in CATEGORIES}
+def _by_category(plan: Plan, steps: list[Step], phase: Phase) -> np.ndarray:
+    out = np.zeros((len(CATEGORIES), *phase.context.shape))
     for step, seconds in zip(steps, steps_seconds(plan, steps, phase), strict=True):
-        out[step_category(step)] += seconds
+        out[CATEGORIES.index(step_category(step))] += seconds
     return out
 
 
@@ -73,8 +74,7 @@ def part_times(plan: Plan, workload: Generation) -> dict[str, PartTimes]:
     decode = Phase(1, n_in + np.arange(1, n_out))
     parts = {"embed": (plan.embed_steps, prompt), "block": (plan.block_steps, prompt),
              "output": (plan.output_steps, Phase(1, last))}
-    return {name: PartTimes({c: float(v.sum()) for c, v in
-                             _by_category(plan, steps, phase).items()},
+    return {name: PartTimes(_by_category(plan, steps, phase).sum(axis=1),
                             _by_category(plan, steps, decode))
             for name, (steps, phase) in parts.items()}
 
@@ -89,23 +89,23 @@ def hop_seconds(link: Link, nbytes: float) -> float:
     return link.latency_s + nbytes / link.bandwidth_Bps
 
 
-def _end_elements(dp: DevicePlan, plan: Plan, memory: str, first: bool, last: bool) -> int:
-    """Elements of the non-layer tensors a stage's device keeps in `memory`: the
-    embedding's on the first stage, the output ops' on the last; a tied head's copy (the
-    embedding's mirror, seeds/001 §IV-B) goes with the head."""
+def _end_elements(dp: DevicePlan, plan: Plan, memory: str) -> tuple[int, int]:
+    """Elements of the non-layer tensors a device keeps in `memory` on the first stage (the
+    embedding's) and on the last (the output ops'; a tied head's copy, the embedding's
+    mirror, seeds/001 §IV-B, goes with the head)."""
     spec = plan.spec
     head = "embed_tokens.weight" if spec.tied_embeddings else None
-    count = 0
+    first = last = 0
     for tensor in embedding_weights(spec):
         shard = dp.shard_for(tensor)
-        if first and shard.memory == memory:
-            count += shard.numel_in(tensor, memory)  # type: ignore[arg-type]
-        if shard.mirror == memory and (last if tensor.role == head else first):
-            count += shard.numel_in(tensor, memory)  # type: ignore[arg-type]
-    if last:
-        count += sum(dp.shard_for(t).numel_in(t, memory)  # type: ignore[arg-type]
-                     for t in output_weights(spec))
-    return count
+        if shard.memory == memory:
+            first += shard.numel_in(tensor, memory)  # type: ignore[arg-type]
+        if shard.mirror == memory:
+            count = shard.numel_in(tensor, memory)  # type: ignore[arg-type]
+            first, last = (first, last + count) if tensor.role == head else (first + count, last)
+    last += sum(dp.shard_for(t).numel_in(t, memory)  # type: ignore[arg-type]
+                for t in output_weights(spec))
+    return first, last
 
 
 @dataclass
@@ -117,11 +117,19 @@ class StageEstimate:
     prefill_s: float
     decode_s: float  # all decode steps
     decode_s_per_token: float
-    devices: list[DeviceUse]  # rank order; memory for this stage's layers
+    device: str  # every rank's catalog device ...
+    units: dict[str, Resources]  # ... and core (the ring plan's)
+    hbm_bytes: np.ndarray  # by rank: this stage's layers, KV cache and end tensors
+    ddr_bytes: np.ndarray
 
     @property
     def busy_s(self) -> float:
         return self.prefill_s + self.decode_s
+
+    def ranks(self) -> list[DeviceUse]:
+        """Each rank's use, as a single-ring estimate lists its devices."""
+        return [DeviceUse(r, self.device, self.units, float(h), float(d))
+                for r, (h, d) in enumerate(zip(self.hbm_bytes, self.ddr_bytes, strict=True))]
 
 
 @dataclass
@@ -143,11 +151,6 @@ class PipelineEstimate:
     links: list[Link]  # stage k to k + 1, then the last stage back to the first
     feasible: bool
     reasons: list[str] = field(default_factory=list)
-    ring: Plan | None = None  # the single-ring plan every stage runs
-
-    @property
-    def devices(self) -> list[DeviceUse]:
-        return [d for s in self.stages for d in s.devices]
 
 
 class _Degree:
@@ -157,29 +160,25 @@ class _Degree:
     def __init__(self, plan: PipelinePlan, tp: int, workload: Generation) -> None:
         self.tp, self.ring, self.cluster = tp, plan.rings[tp], plan.cluster
         self.parts = part_times(self.ring, workload)
-        self.uses = device_use(self.ring, workload)
         self.act_bytes = activation_bytes(self.ring)
-        self._ends: dict[tuple[bool, bool], list[dict[str, float]]] = {}
+        uses = device_use(self.ring, workload)
+        self.device, self.units = uses[0].device, uses[0].units
+        self.total = uses[0].total
+        bpp, devices = self.ring.bytes_per_param, self.ring.devices
+        # each rank's bytes of the first stage's and the last stage's own tensors ...
+        ends = {m: np.array([_end_elements(dp, self.ring, m) for dp in devices]) * bpp
+                for m in _MEMORIES}
+        self._first = {m: ends[m][:, 0] for m in _MEMORIES}
+        self._last = {m: ends[m][:, 1] for m in _MEMORIES}
+        # ... and of all layers (weights and KV cache), which scale with a stage's layers
+        self._layers = {m: np.array([getattr(u, f"{m}_bytes") for u in uses])
+                        - self._first[m] - self._last[m] for m in _MEMORIES}
 
-    def ends(self, first: bool, last: bool) -> list[dict[str, float]]:
-        key = (first, last)
-        if key not in self._ends:
-            bpp = self.ring.bytes_per_param
-            self._ends[key] = [{m: _end_elements(dp, self.ring, m, first, last) * bpp
-                                for m in _MEMORIES} for dp in self.ring.devices]
-        return self._ends[key]
-
-    def stage_use(self, stage: int, stages: int, layers: int) -> list[DeviceUse]:
-        """Each rank's use holding `layers` layers (the layer part scales, KV included)."""
-        first, last = stage == 0, stage == stages - 1
-        total, own = self.ends(True, True), self.ends(first, last)
+    def stage_bytes(self, stage: int, stages: int, layers: int) -> dict[str, np.ndarray]:
+        """Each rank's bytes in each memory, holding `layers` layers of stage `stage`."""
         share = layers / self.ring.spec.layers
-        out = []
-        for use, all_ends, ends in zip(self.uses, total, own, strict=True):
-            held = {m: (getattr(use, f"{m}_bytes") - all_ends[m]) * share + ends[m]
-                    for m in _MEMORIES}
-            out.append(DeviceUse(use.rank, use.device, use.units, held["hbm"], held["ddr"]))
-        return out
+        return {m: self._layers[m] * share + self._first[m] * (stage == 0)
+                + self._last[m] * (stage == stages - 1) for m in _MEMORIES}
 
     def links(self, stages: int) -> list[Link]:
         tp = self.tp
@@ -213,26 +212,26 @@ def _reasons(degree: _Degree, workload: Generation, counts: tuple[int, ...]) -> 
     if workload.total_tokens > spec.max_positions:
         reasons.append(f"{workload.total_tokens} tokens exceed the model's "
                        f"{spec.max_positions} positions")
+    device = degree.ring.devices[0].device  # every stage runs the same core on one kind
+    fabric = [f"{res.upper()} needs {getattr(degree.total, res)}, has "
+              f"{getattr(device.resources, res)}" for res in degree.total.exceeding(
+                  device.resources)]
     for s, layers in enumerate(counts):
-        lines: dict[str, list[int]] = {}
-        for use, dp in zip(degree.stage_use(s, len(counts), layers), degree.ring.devices,
-                           strict=True):
-            dev = dp.device
-            for kind in _MEMORIES:
-                need, mem = getattr(use, f"{kind}_bytes"), dev.memory(kind)
-                have = mem.capacity_bytes if mem else 0
+        lines: dict[str, list[int]] = {text: list(range(degree.tp)) for text in fabric}
+        held = degree.stage_bytes(s, len(counts), layers)
+        for kind in _MEMORIES:
+            mem = device.memory(kind)
+            have = mem.capacity_bytes if mem else 0
+            for rank, need in enumerate(held[kind]):
                 if need and need > have:
                     lines.setdefault(f"{kind.upper()} needs {need:.4g} bytes, has {have:.4g} "
-                                     f"({need - have:.3g} short)", []).append(use.rank)
-            for res in use.total.exceeding(dev.resources):
-                lines.setdefault(f"{res.upper()} needs {getattr(use.total, res)}, has "
-                                 f"{getattr(dev.resources, res)}", []).append(use.rank)
+                                     f"({need - have:.3g} short)", []).append(rank)
         for text, ranks in lines.items():
             who = (f"rank {ranks[0]}" if len(ranks) == 1
                    else f"ranks {ranks[0]}-{ranks[-1]}")
             nodes = [s * degree.tp + r for r in ranks]
             where = f"device {nodes[0]}" if len(nodes) == 1 else f"devices {nodes[0]}-{nodes[-1]}"
-            reasons.append(f"stage {s} {who} ({where}, {degree.uses[0].device}, layers "
+            reasons.append(f"stage {s} {who} ({where}, {degree.device}, layers "
                            f"{sum(counts[:s])}-{sum(counts[:s + 1]) - 1}): {text}")
     return reasons
 
@@ -250,30 +249,28 @@ def _cost(degree: _Degree, workload: Generation, split: Split,
     counts = split.layers
     assert counts is not None  # _counts filled them
     parts, stages = degree.parts, []
-    prefill = {c: 0.0 for c in CATEGORIES}
-    decode = {c: np.zeros_like(parts["block"].decode[c]) for c in CATEGORIES}
+    prefill = np.zeros(len(CATEGORIES))
+    decode = np.zeros_like(parts["block"].decode)
     start = 0
     for s, layers in enumerate(counts):
-        weights = {"embed": float(s == 0), "block": float(layers),
-                   "output": float(s == len(counts) - 1)}
-        pre = {c: sum(w * parts[p].prefill[c] for p, w in weights.items()) for c in CATEGORIES}
-        dec_by = {c: sum(w * parts[p].decode[c] for p, w in weights.items())
-                  for c in CATEGORIES}
-        for c in CATEGORIES:
-            prefill[c] += pre[c]
-            decode[c] = decode[c] + dec_by[c]
-        dec = np.asarray(sum(dec_by.values()))
+        weights = (("embed", s == 0), ("block", layers), ("output", s == len(counts) - 1))
+        pre = sum(w * parts[p].prefill for p, w in weights if w)
+        dec = sum(w * parts[p].decode for p, w in weights if w)
+        prefill, decode = prefill + pre, decode + dec
+        step = np.asarray(dec).sum(axis=0)
+        held = degree.stage_bytes(s, len(counts), layers)
         stages.append(StageEstimate(
-            s, start, layers, [s * split.tp + r for r in range(split.tp)], sum(pre.values()),
-            float(dec.sum()), float(dec.mean()) if dec.size else 0.0,
-            degree.stage_use(s, len(counts), layers)))
+            s, start, layers, [s * split.tp + r for r in range(split.tp)], float(pre.sum()),
+            float(step.sum()), float(step.mean()) if step.size else 0.0, degree.device,
+            degree.units, held["hbm"], held["ddr"]))
         start += layers
     prompt_hops, step_hops = degree.transfer_s(workload, len(counts))
-    per_token = sum(decode.values()) + step_hops
-    prefill_s = sum(prefill.values()) + prompt_hops
+    per_token = decode.sum(axis=0) + step_hops
+    prefill_s = float(prefill.sum()) + prompt_hops
     latency = prefill_s + float(per_token.sum())
-    breakdown = {c: prefill[c] + float(decode[c].sum()) for c in CATEGORIES}
+    breakdown = {c: float(prefill[i] + decode[i].sum()) for i, c in enumerate(CATEGORIES)}
     breakdown["transfer"] = prompt_hops + float(step_hops.sum())
+    prompt_by = {c: float(prefill[i]) for i, c in enumerate(CATEGORIES)}
     return PipelineEstimate(
         split=split, chosen="", latency_s=latency,
         tokens_per_s=workload.output_tokens / latency, prefill_s=prefill_s,
@@ -281,9 +278,8 @@ def _cost(degree: _Degree, workload: Generation, split: Split,
         decode_s_first=float(per_token[0]) if per_token.size else 0.0,
         decode_s_last=float(per_token[-1]) if per_token.size else 0.0,
         transfer_s=breakdown["transfer"], breakdown_s=breakdown,
-        prefill_breakdown_s={**prefill, "transfer": prompt_hops}, stages=stages,
-        links=degree.links(len(counts)), feasible=not reasons, reasons=reasons,
-        ring=degree.ring)
+        prefill_breakdown_s={**prompt_by, "transfer": prompt_hops}, stages=stages,
+        links=degree.links(len(counts)), feasible=not reasons, reasons=reasons)
 
 
 def estimate_pipeline(plan: PipelinePlan, workload: Generation) -> PipelineEstimate:

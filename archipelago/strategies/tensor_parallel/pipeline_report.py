@@ -21,11 +21,10 @@ from archipelago.strategies.tensor_parallel.plan import Plan
 print_emulation = ring_report.print_emulation
 
 
-def pipeline_efficiency(est: PipelineEstimate, workload: Generation
+def pipeline_efficiency(plan: PipelinePlan, est: PipelineEstimate, workload: Generation
                         ) -> DecodeEfficiency | None:
     """Decode against the memory and matrix units of every device of every stage."""
-    ring = est.ring
-    assert ring is not None  # the estimator sets it
+    ring = plan.rings[est.split.tp]
     devices = [d.device for _ in est.stages for d in ring.devices]
     return decode_roofline(ring.graph, ring.bytes_per_param, devices,
                            len(devices) * ring.engine.peak_ops_per_s, workload,
@@ -35,8 +34,9 @@ def pipeline_efficiency(est: PipelineEstimate, workload: Generation
 def _stage_dict(plan: PipelinePlan, est: PipelineEstimate, s: int) -> dict[str, Any]:
     stage = est.stages[s]
     link = est.links[s] if s < len(est.stages) - 1 else None
-    worst = {k: max(getattr(d, k) for d in stage.devices) for k in ("hbm_bytes", "ddr_bytes")}
-    total = stage.devices[0].total
+    ranks = stage.ranks()
+    worst = {k: max(getattr(d, k) for d in ranks) for k in ("hbm_bytes", "ddr_bytes")}
+    total = ranks[0].total
     return {
         "stage": s, "layers": [stage.first_layer, stage.first_layer + stage.layers],
         "nodes": [plan.cluster.nodes[i].name for i in stage.nodes],
@@ -45,7 +45,7 @@ def _stage_dict(plan: PipelinePlan, est: PipelineEstimate, s: int) -> dict[str, 
         **worst,
         "link_to_next": None if link is None else {"latency_s": link.latency_s,
                                                    "bandwidth_Bps": link.bandwidth_Bps},
-        "ranks": [ring_report.device_to_dict(d) for d in stage.devices],
+        "ranks": [ring_report.device_to_dict(d) for d in ranks],
     }
 
 
@@ -63,7 +63,7 @@ def pipeline_to_dict(plan: PipelinePlan, workload: Generation,
         "decode_s_first": est.decode_s_first, "decode_s_last": est.decode_s_last,
         "transfer_s": est.transfer_s, "breakdown_s": est.breakdown_s,
         "prefill_breakdown_s": est.prefill_breakdown_s,
-        **ring_report.efficiency_to_dict(pipeline_efficiency(est, workload)),
+        **ring_report.efficiency_to_dict(pipeline_efficiency(plan, est, workload)),
         "stages": [_stage_dict(plan, est, s) for s in range(len(est.stages))],
         "feasible": est.feasible, "reasons": est.reasons,
     }
@@ -94,7 +94,7 @@ def _print_pipeline(plan: PipelinePlan, workload: Generation, est: PipelineEstim
     head.add_row("prefill (summarization)", f"{est.prefill_s * 1e3:,.2f} ms")
     head.add_row("decode per token (mean)", f"{est.decode_s_per_token * 1e3:,.3f} ms")
     head.add_row("inter-stage transfers (whole run)", f"{est.transfer_s * 1e3:,.3f} ms")
-    eff = pipeline_efficiency(est, workload)
+    eff = pipeline_efficiency(plan, est, workload)
     if eff is not None:
         head.add_row("decode streams (of all stages' memory)",
                      f"{eff.streamed_Bps / 1e9:,.1f} of {eff.memory_Bps / 1e9:,.0f} GB/s "
