@@ -23,7 +23,11 @@ from archipelago.models.weights import embedding_weights, layer_weights, output_
 from archipelago.strategies.options import WorkloadOption, WorkloadType
 from archipelago.strategies.registry import PlanKind, register, register_kind
 from archipelago.strategies.tensor_parallel.dfx import DFXConfig, DFXEngine
-from archipelago.strategies.tensor_parallel.pipeline import pipelined, with_split
+from archipelago.strategies.tensor_parallel.pipeline import (
+    DFXSplitConfig,
+    SystolicSplitConfig,
+    pipelined,
+)
 from archipelago.strategies.tensor_parallel.plan import (
     CommStep,
     ComputeStep,
@@ -251,13 +255,13 @@ def plan_lora_q(spec: ModelSpec, cluster: Cluster, config: SystolicConfig) -> Pl
 # Each strategy plans one ring as above, and stages of rings across a cluster of several
 # (or as `--split` says) with its ring plan as every stage's program (pipeline.py).
 register("dfx", "tensor parallel, DFX sync scheme: 4 ring all-gathers per block (seeds/001)",
-         "tensor-parallel", with_split(DFXConfig), design_space=f"{_SPACE}:DFX",
+         "tensor-parallel", DFXSplitConfig, design_space=f"{_SPACE}:DFX",
          default_for=("plan", "report", "emulate"), **_CLUSTERS)(pipelined("dfx", plan_dfx))
 register("lora-f", "tensor parallel, LORA sync (4 all-gathers + 2 all-reduces, overlapped), "
                    "FP16 systolic engine at 200 MHz (seeds/002)", "tensor-parallel",
-         with_split(SystolicConfig), {"precision": "fp16", "clock_hz": 200e6},
+         SystolicSplitConfig, {"precision": "fp16", "clock_hz": 200e6},
          design_space=f"{_SPACE}:LORA_F", **_CLUSTERS)(pipelined("lora-f", plan_lora_f))
 register("lora-q", "tensor parallel, LORA sync, W8A8 systolic engine with two int8 "
                    "products per DSP at 250 MHz (seeds/002)", "tensor-parallel",
-         with_split(SystolicConfig), LORA_Q_DEFAULTS, design_space=f"{_SPACE}:LORA_Q",
+         SystolicSplitConfig, LORA_Q_DEFAULTS, design_space=f"{_SPACE}:LORA_Q",
          default_for=("explore",), **_CLUSTERS)(pipelined("lora-q", plan_lora_q))

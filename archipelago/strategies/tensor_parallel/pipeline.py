@@ -16,31 +16,41 @@ chooses among them, or checks the user's.
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
-from pydantic import BaseModel, Field, create_model, field_validator
+from pydantic import Field, field_validator
 
+from archipelago.engines.base import EngineConfig
 from archipelago.errors import ArchipelagoError, PartitionError
 from archipelago.hardware.cluster import Cluster
 from archipelago.models.spec import ModelSpec
+from archipelago.strategies.tensor_parallel.dfx import DFXConfig
 from archipelago.strategies.tensor_parallel.plan import Plan, StepEngine
 from archipelago.strategies.tensor_parallel.stages import Split, parse_split
+from archipelago.strategies.tensor_parallel.systolic import SystolicConfig
 
-Config = TypeVar("Config", bound=BaseModel)
 RingPlanner = Callable[[ModelSpec, Cluster, Any], Plan]
 
 
-def with_split(config: type[Config]) -> type[Config]:
-    """`config` with the `--split` text, read (and refused in one line) when given."""
+class SplitOption(EngineConfig):
+    """The `--split` text among a strategy's parameters, read (and refused in one line,
+    naming the valid forms) where it is given."""
 
-    def check(cls: type, text: str | None) -> str | None:
-        parse_split(text)  # raises ArchipelagoError naming the bad part and the valid forms
+    split: str | None = Field(default=None, max_length=200)
+
+    @field_validator("split")
+    @classmethod
+    def _readable(cls, text: str | None) -> str | None:
+        parse_split(text)  # raises ArchipelagoError naming the bad part
         return text
 
-    return create_model(  # type: ignore[call-overload,no-any-return]
-        config.__name__, __base__=config, __doc__=config.__doc__,
-        split=(str | None, Field(default=None, max_length=200)),
-        __validators__={"_split": field_validator("split")(classmethod(check))})
+
+class DFXSplitConfig(DFXConfig, SplitOption):
+    """DFX's engine parameters and the split its stages run in."""
+
+
+class SystolicSplitConfig(SystolicConfig, SplitOption):
+    """LORA's engine parameters and the split its stages run in."""
 
 
 @dataclass
