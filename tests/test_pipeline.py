@@ -19,7 +19,8 @@ from archipelago.strategies.registry import get_kind
 from archipelago.strategies.tensor_parallel.estimate import estimate_generation
 from archipelago.strategies.tensor_parallel.pipeline import PipelinePlan
 from archipelago.strategies.tensor_parallel.pipeline_estimate import part_times
-from archipelago.strategies.tensor_parallel.pipeline_report import one_ring, print_estimate
+from archipelago.strategies.tensor_parallel.report import print_estimate
+from archipelago.strategies.tensor_parallel.rings import one_ring
 from archipelago.strategies.tensor_parallel.stages import (
     Split,
     balanced_layers,
@@ -221,6 +222,10 @@ def test_pipeline_plans_are_not_emulated() -> None:
         one_ring(plan, "emulation")
     assert get_kind("tensor-parallel").hook("estimator")(
         plan, Generation(4, 4)).split.tp in (1, 2)
+    out = subprocess.run([sys.executable, "-m", "archipelago", "emulate", "gpt2-345m",
+                          "--cluster", "2x2xu280"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1
+    assert "emulation runs one ring; '2x2xu280' plans stages of rings" in out.stderr
 
 
 def test_done_when_command() -> None:

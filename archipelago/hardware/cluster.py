@@ -102,8 +102,8 @@ def _builtin_table() -> CatalogTable:
 
 register_family(Family(
     "cluster-shorthand", "cluster", lambda text: _SHORTHAND.match(text.strip()) is not None,
-    _shorthand, lambda: [f"NxDEVICE or RxNxDEVICE (e.g. 4xu280, 8x4xu280; DEVICE: "
-                         f"{' '.join(sorted(catalog()))})"],
+    _shorthand, lambda: [f"NxDEVICE (e.g. 4xu280; RxNxDEVICE: R rings, e.g. 8x4xu280; "
+                         f"DEVICE: {' '.join(sorted(catalog()))})"],
     order=10))
 register_family(Family(
     "cluster-builtin", "cluster", lambda text: text in builtin_clusters(), load_builtin,

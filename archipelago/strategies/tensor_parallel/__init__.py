@@ -67,11 +67,11 @@ GENERATION = WorkloadType("generation", (
 # An SPMD program every device runs on its own shards (`Plan`), costed over a text generation.
 register_kind(PlanKind(
     "tensor-parallel", GENERATION,
-    estimator="archipelago.strategies.tensor_parallel.pipeline_estimate:estimate",
-    report="archipelago.strategies.tensor_parallel.pipeline_report",
-    emulator="archipelago.strategies.tensor_parallel.pipeline_report:emulate",
-    utilization="archipelago.strategies.tensor_parallel.pipeline_report:utilization",
-    page="archipelago.strategies.tensor_parallel.pipeline_report:page"))
+    estimator="archipelago.strategies.tensor_parallel.estimate:estimate",
+    report="archipelago.strategies.tensor_parallel.report",
+    emulator="archipelago.strategies.tensor_parallel.emulate:emulate",
+    utilization="archipelago.strategies.tensor_parallel.utilization:utilization",
+    page="archipelago.strategies.tensor_parallel.page:page"))
 
 
 def check_divisible(spec: ModelSpec, ranks: int) -> None:

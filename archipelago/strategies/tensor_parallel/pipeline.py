@@ -16,18 +16,26 @@ chooses among them, or checks the user's.
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, field_validator
 
 from archipelago.engines.base import EngineConfig
 from archipelago.errors import ArchipelagoError, PartitionError
+from archipelago.estimate.workload import Generation
 from archipelago.hardware.cluster import Cluster
 from archipelago.models.spec import ModelSpec
 from archipelago.strategies.tensor_parallel.dfx import DFXConfig
+from archipelago.strategies.tensor_parallel.pipeline_estimate import (
+    PipelineEstimate,
+    estimate_pipeline,
+)
 from archipelago.strategies.tensor_parallel.plan import Plan, StepEngine
 from archipelago.strategies.tensor_parallel.stages import Split, parse_split
 from archipelago.strategies.tensor_parallel.systolic import SystolicConfig
+
+if TYPE_CHECKING:  # rich is the report's import, loaded when a report is asked for
+    from rich.console import Console
 
 RingPlanner = Callable[[ModelSpec, Cluster, Any], Plan]
 
@@ -45,11 +53,11 @@ class SplitOption(EngineConfig):
         return text
 
 
-class DFXSplitConfig(DFXConfig, SplitOption):
+class DFXSplitConfig(SplitOption, DFXConfig):
     """DFX's engine parameters and the split its stages run in."""
 
 
-class SystolicSplitConfig(SystolicConfig, SplitOption):
+class SystolicSplitConfig(SplitOption, SystolicConfig):
     """LORA's engine parameters and the split its stages run in."""
 
 
@@ -69,6 +77,23 @@ class PipelinePlan:
     def engine(self) -> StepEngine:
         """The stages' engine (the same core at every degree; figures checks read it)."""
         return next(iter(self.rings.values())).engine
+
+    def estimate(self, workload: Generation) -> PipelineEstimate:
+        """The kind's estimator hands a plan of stages here (estimate.estimate)."""
+        return estimate_pipeline(self, workload)
+
+    def report_dict(self, workload: Generation, est: PipelineEstimate) -> dict[str, Any]:
+        """The kind's report hands a plan of stages here (report.estimate_to_dict)."""
+        from archipelago.strategies.tensor_parallel.pipeline_report import pipeline_to_dict
+
+        return pipeline_to_dict(self, workload, est)
+
+    def print_report(self, workload: Generation, est: PipelineEstimate,
+                     console: "Console") -> None:
+        """The kind's report hands a plan of stages here (report.print_estimate)."""
+        from archipelago.strategies.tensor_parallel.pipeline_report import print_pipeline
+
+        print_pipeline(self, workload, est, console)
 
 
 def _degrees(cluster: Cluster) -> list[int]:

@@ -16,7 +16,7 @@ or, when none fits, the one using the most devices, whose refusal it reports.
 """
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,15 +27,15 @@ from archipelago.models.weights import embedding_weights, output_weights
 from archipelago.strategies.tensor_parallel.estimate import (
     CATEGORIES,
     DeviceUse,
-    Estimate,
     device_use,
-    estimate_generation,
     step_category,
     steps_seconds,
 )
-from archipelago.strategies.tensor_parallel.pipeline import PipelinePlan
 from archipelago.strategies.tensor_parallel.plan import CommStep, DevicePlan, Plan, Step
 from archipelago.strategies.tensor_parallel.stages import Split, balanced_layers
+
+if TYPE_CHECKING:  # the plan calls this module (pipeline.py imports it)
+    from archipelago.strategies.tensor_parallel.pipeline import PipelinePlan
 
 TOKEN_ID_BYTES = 4  # the sampled token travels as an int32
 FP16_BYTES = 2.0
@@ -157,7 +157,7 @@ class _Degree:
     """What one tensor-parallel degree's ring plan gives every split of it: part times,
     per-device use over all layers, and the non-layer bytes each end stage holds."""
 
-    def __init__(self, plan: PipelinePlan, tp: int, workload: Generation) -> None:
+    def __init__(self, plan: "PipelinePlan", tp: int, workload: Generation) -> None:
         self.tp, self.ring, self.cluster = tp, plan.rings[tp], plan.cluster
         self.parts = part_times(self.ring, workload)
         self.act_bytes = activation_bytes(self.ring)
@@ -282,7 +282,7 @@ def _cost(degree: _Degree, workload: Generation, split: Split,
         links=degree.links(len(counts)), feasible=not reasons, reasons=reasons)
 
 
-def estimate_pipeline(plan: PipelinePlan, workload: Generation) -> PipelineEstimate:
+def estimate_pipeline(plan: "PipelinePlan", workload: Generation) -> PipelineEstimate:
     """The user's split costed, or the best split of the cluster (this module's rule)."""
     degrees = {tp: _Degree(plan, tp, workload) for tp in plan.rings}
     if isinstance(plan.request, Split):
@@ -313,10 +313,3 @@ def estimate_pipeline(plan: PipelinePlan, workload: Generation) -> PipelineEstim
     est = _cost(degree, workload, split, reasons)
     est.chosen = "auto"
     return est
-
-
-def estimate(plan: Plan | PipelinePlan, workload: Generation) -> Estimate | PipelineEstimate:
-    """The tensor-parallel kind's estimator: a single-ring plan as before, a pipeline here."""
-    if isinstance(plan, PipelinePlan):
-        return estimate_pipeline(plan, workload)
-    return estimate_generation(plan, workload)

@@ -1,27 +1,23 @@
-"""The tensor-parallel kind's hooks for both plan shapes: a single-ring plan goes to
-report.py, estimate.py and friends unchanged; a pipeline plan is reported here (its split,
-per-stage resources and times, the refusal first when it does not fit). Emulation, the
-report page and the design search run one ring; a pipeline plan says so in one line."""
+"""A tensor x pipeline estimate as one JSON object and as tables: its split, per-stage
+resources and times, the refusal first when it does not fit (report.py hands a pipeline
+plan here through the plan itself)."""
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 
-from archipelago.errors import PartitionError
 from archipelago.estimate.workload import Generation
 from archipelago.models.weights import parameter_count
 from archipelago.strategies.tensor_parallel import report as ring_report
 from archipelago.strategies.tensor_parallel.efficiency import DecodeEfficiency, decode_roofline
-from archipelago.strategies.tensor_parallel.estimate import Estimate
-from archipelago.strategies.tensor_parallel.pipeline import PipelinePlan
 from archipelago.strategies.tensor_parallel.pipeline_estimate import PipelineEstimate
-from archipelago.strategies.tensor_parallel.plan import Plan
 
-print_emulation = ring_report.print_emulation
+if TYPE_CHECKING:  # the plan calls this module (pipeline.py imports it)
+    from archipelago.strategies.tensor_parallel.pipeline import PipelinePlan
 
 
-def pipeline_efficiency(plan: PipelinePlan, est: PipelineEstimate, workload: Generation
+def pipeline_efficiency(plan: "PipelinePlan", est: PipelineEstimate, workload: Generation
                         ) -> DecodeEfficiency | None:
     """Decode against the memory and matrix units of every device of every stage."""
     ring = plan.rings[est.split.tp]
@@ -31,7 +27,7 @@ def pipeline_efficiency(plan: PipelinePlan, est: PipelineEstimate, workload: Gen
                            est.decode_s_per_token)
 
 
-def _stage_dict(plan: PipelinePlan, est: PipelineEstimate, s: int) -> dict[str, Any]:
+def _stage_dict(plan: "PipelinePlan", est: PipelineEstimate, s: int) -> dict[str, Any]:
     stage = est.stages[s]
     link = est.links[s] if s < len(est.stages) - 1 else None
     ranks = stage.ranks()
@@ -49,7 +45,7 @@ def _stage_dict(plan: PipelinePlan, est: PipelineEstimate, s: int) -> dict[str, 
     }
 
 
-def pipeline_to_dict(plan: PipelinePlan, workload: Generation,
+def pipeline_to_dict(plan: "PipelinePlan", workload: Generation,
                      est: PipelineEstimate) -> dict[str, Any]:
     split = est.split
     return {
@@ -69,15 +65,7 @@ def pipeline_to_dict(plan: PipelinePlan, workload: Generation,
     }
 
 
-def estimate_to_dict(plan: Plan | PipelinePlan, workload: Generation,
-                     est: Estimate | PipelineEstimate) -> dict[str, Any]:
-    if isinstance(plan, PipelinePlan) and isinstance(est, PipelineEstimate):
-        return pipeline_to_dict(plan, workload, est)
-    assert isinstance(plan, Plan) and isinstance(est, Estimate)  # one estimator per shape
-    return ring_report.estimate_to_dict(plan, workload, est)
-
-
-def _print_pipeline(plan: PipelinePlan, workload: Generation, est: PipelineEstimate,
+def print_pipeline(plan: "PipelinePlan", workload: Generation, est: PipelineEstimate,
                     console: Console) -> None:
     for reason in est.reasons:  # a plan that does not fit says so above any figure
         console.print(f"[red]infeasible:[/red] {reason}")
@@ -122,40 +110,3 @@ def _print_pipeline(plan: PipelinePlan, workload: Generation, est: PipelineEstim
     for name, seconds in est.breakdown_s.items():
         where.add_row(name, f"{seconds * 1e3:,.2f}", f"{100 * seconds / est.latency_s:.1f}%")
     console.print(where)
-
-
-def print_estimate(plan: Plan | PipelinePlan, workload: Generation,
-                   est: Estimate | PipelineEstimate, console: Console) -> None:
-    if isinstance(plan, PipelinePlan) and isinstance(est, PipelineEstimate):
-        _print_pipeline(plan, workload, est, console)
-        return
-    assert isinstance(plan, Plan) and isinstance(est, Estimate)  # one estimator per shape
-    ring_report.print_estimate(plan, workload, est, console)
-
-
-def one_ring(plan: Plan | PipelinePlan, what: str) -> Plan:
-    """`plan` if it runs on one ring; a one-line refusal naming `what` otherwise."""
-    if isinstance(plan, PipelinePlan):
-        raise PartitionError(f"{what} runs one ring; '{plan.cluster.name}' plans stages of "
-                             f"rings (estimate it with `archi plan`, or name one ring such as "
-                             f"{plan.cluster.ring_size}x{plan.cluster.nodes[0].device.key})")
-    return plan
-
-
-def emulate(plan: Plan | PipelinePlan, job: Any) -> dict[str, Any] | None:
-    from archipelago.strategies.tensor_parallel.emulate import emulate as run
-
-    return run(one_ring(plan, "emulation"), job)
-
-
-def utilization(plan: Plan | PipelinePlan, est: Any) -> dict[str, float]:
-    from archipelago.strategies.tensor_parallel.utilization import utilization as used
-
-    return used(one_ring(plan, "the design search"), est)
-
-
-def page(plan: Plan | PipelinePlan, workload: Generation, est: Any, summary: dict[str, Any]
-         ) -> Any:
-    from archipelago.strategies.tensor_parallel.page import page as ring_page
-
-    return ring_page(one_ring(plan, "the report page"), workload, est, summary)

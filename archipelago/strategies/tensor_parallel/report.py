@@ -36,6 +36,8 @@ def device_to_dict(d: DeviceUse) -> dict[str, Any]:
 
 
 def estimate_to_dict(plan: Plan, workload: Generation, est: Estimate) -> dict[str, Any]:
+    if not isinstance(plan, Plan):  # a plan of stages across rings reports itself
+        return plan.report_dict(workload, est)
     return {
         "model": plan.spec.name,
         "cluster": plan.cluster.name,
@@ -61,6 +63,9 @@ def _pct(used: float, have: float, fmt: str = ",.0f") -> str:
 
 
 def print_estimate(plan: Plan, workload: Generation, est: Estimate, console: Console) -> None:
+    if not isinstance(plan, Plan):  # a plan of stages across rings reports itself
+        plan.print_report(workload, est, console)
+        return
     head = Table(title=f"{plan.spec.name} on {plan.cluster.name} · strategy {plan.strategy} · "
                        f"{workload.input_tokens}:{workload.output_tokens} tokens")
     head.add_column("metric")
