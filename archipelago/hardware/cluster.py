@@ -1,7 +1,8 @@
 """The forms a user names a cluster in, each a registered family (archipelago/families.py):
-`NxDEVICE` shorthand (`4xu280`), a built-in cluster (`hacc`, `chef-cluster1`..3) and a path
-to a cluster YAML file (hardware/cluster_file.py gives its format). `resolve_cluster` tries
-them in that order. The one cluster type they all give is hardware/machines.Cluster.
+`NxDEVICE` shorthand (`4xu280`; `RxNxDEVICE`, R such groups joined by a 100G switch), a
+built-in cluster (`hacc`, `chef-cluster1`..3) and a path to a cluster YAML file
+(hardware/cluster_file.py gives its format). `resolve_cluster` tries them in that order.
+The one cluster type they all give is hardware/machines.Cluster.
 """
 
 import re
@@ -21,36 +22,48 @@ from archipelago.hardware.machines import (
     host_link,
     make_node,
     repeated,
+    switch_port_link,
     switched_link,
 )
 from archipelago.safe_read import probe
 
 __all__ = ["MAX_DEVICES", "Cluster", "load_cluster_file", "parse_shorthand", "resolve_cluster"]
 
-_SHORTHAND = re.compile(r"^([0-9]+)x([a-z0-9_.-]+)$", re.IGNORECASE)
+_SHORTHAND = re.compile(r"^(?:([0-9]+)x)?([0-9]+)x([a-z0-9_.-]+)$", re.IGNORECASE)
+
+
+def _count(text: str, digits: str, what: str) -> int:
+    digits = digits.lstrip("0") or "0"
+    if not 1 <= len(digits) <= len(str(MAX_DEVICES)) or not 1 <= int(digits) <= MAX_DEVICES:
+        raise ArchipelagoError(f"cluster '{text}': {what} {digits[:24]} is out of range "
+                               f"1..{MAX_DEVICES}")
+    return int(digits)
 
 
 def parse_shorthand(text: str) -> Cluster | None:
     """`NxDEVICE`: N identical devices. FPGAs with two ports form an Aurora ring as in DFX;
     with one port they hang off 100G switches, chained switch to switch, as Galapagos
-    deploys them (seeds/000 §8.1, Fig. 17); without ports they sit on the host's PCIe."""
+    deploys them (seeds/000 §8.1, Fig. 17); without ports they sit on the host's PCIe.
+    `RxNxDEVICE`: R such groups of N, each group reaching a 100G switch through one port
+    (machines.SWITCH_PORT_GBPS): rings for tensor parallel, the switch between stages."""
     match = _SHORTHAND.match(text.strip())
     if not match:
         return None
-    digits, key = match.group(1).lstrip("0") or "0", match.group(2).lower()
-    if not 1 <= len(digits) <= len(str(MAX_DEVICES)) or not 1 <= int(digits) <= MAX_DEVICES:
-        raise ArchipelagoError(f"cluster '{text}': device count {digits[:24]} is out of range "
-                               f"1..{MAX_DEVICES}")
-    count = int(digits)
+    rings = _count(text, match.group(1), "ring count") if match.group(1) else 1
+    per_ring, key = _count(text, match.group(2), "device count"), match.group(3).lower()
+    if rings * per_ring > MAX_DEVICES:
+        raise ArchipelagoError(f"cluster '{text}': {rings} x {per_ring} devices exceed the "
+                               f"limit of {MAX_DEVICES}")
     device = get_device(key)
-    nodes = repeated(make_node(device, device.key), count)
+    nodes = repeated(make_node(device, device.key), rings * per_ring)
+    between = {"rings": rings, "inter_ring_link": switch_port_link()} if rings > 1 else {}
     ports = device.network.ports if device.network is not None else 0
     if ports == 1:
         return Cluster(name=text, nodes=nodes, topology="switch", link=switched_link(device),
-                       switch_latency_s=SWITCH_TO_SWITCH_LATENCY_S)
+                       switch_latency_s=SWITCH_TO_SWITCH_LATENCY_S, **between)
     link = aurora_ring_link(device) if ports else host_link(device)
     topology: Topology = "ring" if ports else "host_star"
-    return Cluster(name=text, nodes=nodes, topology=topology, link=link)
+    return Cluster(name=text, nodes=nodes, topology=topology, link=link, **between)
 
 
 def _shorthand(text: str) -> Cluster:
@@ -89,7 +102,8 @@ def _builtin_table() -> CatalogTable:
 
 register_family(Family(
     "cluster-shorthand", "cluster", lambda text: _SHORTHAND.match(text.strip()) is not None,
-    _shorthand, lambda: [f"NxDEVICE (e.g. 4xu280; DEVICE: {' '.join(sorted(catalog()))})"],
+    _shorthand, lambda: [f"NxDEVICE (e.g. 4xu280; RxNxDEVICE: R rings, e.g. 8x4xu280; "
+                         f"DEVICE: {' '.join(sorted(catalog()))})"],
     order=10))
 register_family(Family(
     "cluster-builtin", "cluster", lambda text: text in builtin_clusters(), load_builtin,

@@ -18,6 +18,10 @@ cases that keep loading. Numbers may be written `{value, source}` like the catal
       bandwidth_gbps: 100        #   Gb/s, or bandwidth_gbytes_s in GB/s (exactly one)
       encoding: 64b66b           #   none | 64b66b (Aurora: 64 payload bits in 66)
     switch_latency_ns: 1100      # between switches (Galapagos' d); default 0
+    rings: 8                     # optional: the nodes, in order, as 8 equal rings (default 1)
+    inter_ring_link:             # between rings; default: a 100G switch port (machines.py)
+      latency_ns: 85             #   the same fields as `link`
+      bandwidth_gbps: 100
     host_relay: false            # pairs talk through host memory at half their bandwidth
     pairs:                       # optional BW_inter of named pairs (CHEF), else the link's
       - {a: u280, b: u250, bandwidth_gbytes_s: 3}
@@ -52,6 +56,7 @@ from archipelago.hardware.machines import (
     Topology,
     default_link,
     make_node,
+    switch_port_link,
 )
 from archipelago.names import Name
 from archipelago.safe_read import load_mapping
@@ -148,6 +153,8 @@ class ClusterFile(_Spec):
     topology: Topology = "ring"
     link: _Link | None = None
     switch_latency_ns: float = Field(default=0.0, ge=0, le=1e9)
+    rings: int = Field(default=1, ge=1, le=MAX_DEVICES)
+    inter_ring_link: _Link | None = None
     host_relay: bool = False
     pairs: list[_Pair] = Field(default_factory=list, max_length=_MAX_PAIRS)
     custom_devices: dict[str, dict[str, Any]] = Field(default_factory=dict)
@@ -275,11 +282,16 @@ def cluster_from_dict(data: object, source: str, folder: Path | None = None,
     if link is None and len(nodes) > 1:
         link = default_link(nodes[0].device)
     profile = (folder or Path()) / spec.host_profile if spec.host_profile else None
+    if len(nodes) % spec.rings:
+        raise ConfigError(source, "rings", f"{len(nodes)} nodes do not form {spec.rings} "
+                          f"equal rings; give a ring count dividing {len(nodes)}")
+    between = spec.inter_ring_link.to_link() if spec.inter_ring_link else switch_port_link()
     return Cluster(name=spec.name or default_name, nodes=tuple(nodes), topology=spec.topology,
                    link=link, switch_latency_s=spec.switch_latency_ns * 1e-9,
                    host_relay=spec.host_relay,
                    pair_bandwidth_Bps=_pairs(spec, [n.name for n in nodes], source),
-                   host_profile=profile)
+                   host_profile=profile, rings=spec.rings,
+                   inter_ring_link=between if spec.rings > 1 else None)
 
 
 def load_cluster_file(path: Path) -> Cluster:

@@ -13,7 +13,14 @@ name, a YAML file) are in hardware/cluster.py and hardware/cluster_file.py.
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 from archipelago.errors import ArchipelagoError, PartitionError
 from archipelago.hardware.device import Device, Link, Resources
@@ -31,6 +38,10 @@ AURORA_LINK_LATENCY_S = 300e-9
 # be about 1.1us" (§8.2.2), paid where traffic crosses from one switch to the next (Fig. 17).
 SWITCHED_LINK_LATENCY_S = 0.17e-6 / 2
 SWITCH_TO_SWITCH_LATENCY_S = 1.1e-6
+# Rings of `RxNxDEVICE` meet on a 100 Gb/s Ethernet switch: one port per ring at the line
+# rate, one way through the switch as Galapagos measured it on its Dell Z9100-ON (seeds/000
+# §9.4 and ref. [11]: 0.17 us round trip FPGA to FPGA at full 100 Gb/s throughput).
+SWITCH_PORT_GBPS = 100.0
 # The largest cluster in the seeds is Galapagos' 72 FPGAs (seeds/000 §8.1); a bound far above
 # it keeps a typo (`100000000000000000000xu280`) from exhausting memory in the planner.
 MAX_DEVICES = 4096
@@ -107,7 +118,11 @@ class Cluster(_Frozen):
     `pair_bandwidth_Bps` ((i, j) with i < j) gets its own bandwidth instead, and `host_relay`
     halves every pair's (traffic is stored to and loaded from host memory). `host_profile`
     is the host CPU of PCIe cards (a CPU proxy profile, `archi proxies` writes one); None
-    means the machine Archipelago runs on."""
+    means the machine Archipelago runs on.
+
+    `rings` > 1 cuts the nodes, in order, into that many equal groups, each wired by
+    `topology` and `link` as above, the groups joined by `inter_ring_link` (a switch port):
+    tensor parallel runs inside a group, pipeline stages across them."""
 
     name: str
     nodes: tuple[Node, ...] = Field(min_length=1, max_length=MAX_DEVICES)
@@ -117,16 +132,32 @@ class Cluster(_Frozen):
     host_relay: bool = False
     pair_bandwidth_Bps: dict[tuple[int, int], float] = Field(default_factory=dict)
     host_profile: Path | None = None
+    rings: int = Field(default=1, ge=1, le=MAX_DEVICES)
+    inter_ring_link: Link | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> "Cluster":
         if len(self.nodes) > 1 and self.link is None:
             raise ValueError("a cluster of more than one device needs a link")
+        if len(self.nodes) % self.rings:
+            raise ValueError(f"{len(self.nodes)} devices do not form {self.rings} equal rings")
+        if self.rings > 1 and self.inter_ring_link is None:
+            raise ValueError("a cluster of several rings needs a link between them")
         for (i, j), bandwidth in self.pair_bandwidth_Bps.items():
             if not 0 <= i < j < len(self.nodes) or bandwidth <= 0:
                 raise ValueError(f"pair ({i}, {j}) at {bandwidth} B/s: a pair is two "
                                  f"different nodes (i < j) at a positive bandwidth")
         return self
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
+        """A one-ring cluster dumps as it did before rings existed (a study's digest of
+        its cluster stays the same)."""
+        data = handler(self)
+        if self.rings == 1 and self.inter_ring_link is None:
+            data.pop("rings", None)
+            data.pop("inter_ring_link", None)
+        return data
 
     @property
     def devices(self) -> tuple[Device, ...]:
@@ -140,6 +171,33 @@ class Cluster(_Frozen):
     @property
     def homogeneous(self) -> bool:
         return len({n.device.key for n in self.nodes}) == 1
+
+    @property
+    def ring_size(self) -> int:
+        return len(self.nodes) // self.rings
+
+    def group(self, start: int, count: int) -> "Cluster":
+        """Nodes [start, start + count) of one ring as a cluster of their own, wired as the
+        ring is (a stage's tensor-parallel group; `count` boards re-cabled as a ring)."""
+        stop = start + count
+        if not (0 <= start < stop <= self.size and start // self.ring_size
+                == (stop - 1) // self.ring_size):
+            raise ValueError(f"nodes {start}..{stop - 1} are not inside one ring")
+        pairs = {(i - start, j - start): b for (i, j), b in self.pair_bandwidth_Bps.items()
+                 if start <= i < j < stop}
+        return self.replaced(name=f"{self.name}[{start}:{stop}]",
+                             nodes=self.nodes[start:stop], pair_bandwidth_Bps=pairs,
+                             link=self.link if count > 1 else None, rings=1,
+                             inter_ring_link=None)
+
+    def hop_link(self, i: int, j: int) -> Link:
+        """The link a point-to-point transfer from node i to node j crosses: the ring's own
+        inside one ring, the switch port between rings."""
+        if i // self.ring_size != j // self.ring_size:
+            assert self.inter_ring_link is not None  # the validator's: rings > 1 have one
+            return self.inter_ring_link
+        assert self.link is not None  # the validator's: more than one node has a link
+        return self.link
 
     def require_identical(self, strategy: str) -> Device:
         """The one device type of a homogeneous cluster; a PartitionError otherwise."""
@@ -174,7 +232,7 @@ class Cluster(_Frozen):
         """`count` copies of the first node on the same network (a device-count sweep)."""
         key = self.nodes[0].device.key
         return self.replaced(name=f"{count}x{key}", nodes=repeated(self.nodes[0], count),
-                             pair_bandwidth_Bps={})
+                             pair_bandwidth_Bps={}, rings=1, inter_ring_link=None)
 
 
 def aurora_ring_link(device: Device) -> Link:
@@ -196,6 +254,11 @@ def switched_link(device: Device) -> Link:
     """One port into a 100G switch, as on the Galapagos testbed (seeds/000 §8.1)."""
     assert device.network is not None
     return Link(latency_s=SWITCHED_LINK_LATENCY_S, bandwidth_Bps=device.network.gbps * 1e9 / 8)
+
+
+def switch_port_link(gbps: float = SWITCH_PORT_GBPS) -> Link:
+    """The link between rings: one switch port at `gbps` line rate (SWITCH_PORT_GBPS)."""
+    return Link(latency_s=SWITCHED_LINK_LATENCY_S, bandwidth_Bps=gbps * 1e9 / 8)
 
 
 def default_link(device: Device) -> Link:

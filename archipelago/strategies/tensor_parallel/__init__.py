@@ -31,6 +31,11 @@ from archipelago.models.weights import embedding_weights, layer_weights, output_
 from archipelago.strategies.options import WorkloadOption, WorkloadType
 from archipelago.strategies.registry import PlanKind, register, register_kind
 from archipelago.strategies.tensor_parallel.dfx import DFXConfig, DFXEngine
+from archipelago.strategies.tensor_parallel.pipeline import (
+    DFXSplitConfig,
+    SystolicSplitConfig,
+    pipelined,
+)
 from archipelago.strategies.tensor_parallel.plan import (
     CommStep,
     ComputeStep,
@@ -73,11 +78,14 @@ GENERATION = WorkloadType("generation", (
                    role="job", commands=("emulate",)),
     WorkloadOption("checkpoint", "local Hugging Face checkpoint directory (safetensors) "
                    "instead of seeded weights", "seeded", role="job", commands=("emulate",)),
+    WorkloadOption("split", "tensor x pipeline split: auto, or tp=T,pp=P[,layers=A+B+...] "
+                   "(several rings: auto; one ring: tensor parallel over it)", "",
+                   role="plan", commands=("plan", "report")),
 ), parse_tokens)
 # An SPMD program every device runs on its own shards (`Plan`), costed over a text generation.
 register_kind(PlanKind(
     "tensor-parallel", GENERATION,
-    estimator="archipelago.strategies.tensor_parallel.estimate:estimate_generation",
+    estimator="archipelago.strategies.tensor_parallel.estimate:estimate",
     report="archipelago.strategies.tensor_parallel.report",
     emulator="archipelago.strategies.tensor_parallel.emulate:emulate",
     utilization="archipelago.strategies.tensor_parallel.utilization:utilization",
@@ -240,9 +248,6 @@ _SPACE = "archipelago.strategies.tensor_parallel.space"  # the engines' design s
 _CLUSTERS = {"default_cluster": "4xu280", "command_clusters": {"explore": "1xu280"}}
 
 
-@register("dfx", "tensor parallel, DFX sync scheme: 4 ring all-gathers per block (seeds/001)",
-          "tensor-parallel", DFXConfig, design_space=f"{_SPACE}:DFX",
-          default_for=("plan", "report", "emulate"), **_CLUSTERS)
 def plan_dfx(spec: ModelSpec, cluster: Cluster, config: DFXConfig) -> Plan:
     _check_inputs(spec, cluster, "dfx")
     engine = DFXEngine(config)
@@ -277,17 +282,24 @@ def _plan_lora(strategy: str, spec: ModelSpec, cluster: Cluster,
 LORA_Q_DEFAULTS = {"precision": "w8a8", "clock_hz": 250e6, "d_sa": 64, "t_m": 64, "t_v": 64}
 
 
-@register("lora-f", "tensor parallel, LORA sync (4 all-gathers + 2 all-reduces, overlapped), "
-                    "FP16 systolic engine at 200 MHz (seeds/002)", "tensor-parallel",
-          SystolicConfig, {"precision": "fp16", "clock_hz": 200e6},
-          design_space=f"{_SPACE}:LORA_F", **_CLUSTERS)
 def plan_lora_f(spec: ModelSpec, cluster: Cluster, config: SystolicConfig) -> Plan:
     return _plan_lora("lora-f", spec, cluster, config)
 
 
-@register("lora-q", "tensor parallel, LORA sync, W8A8 systolic engine with two int8 "
-                    "products per DSP at 250 MHz (seeds/002)", "tensor-parallel",
-          SystolicConfig, LORA_Q_DEFAULTS, design_space=f"{_SPACE}:LORA_Q",
-          default_for=("explore",), **_CLUSTERS)
 def plan_lora_q(spec: ModelSpec, cluster: Cluster, config: SystolicConfig) -> Plan:
     return _plan_lora("lora-q", spec, cluster, config)
+
+
+# Each strategy plans one ring as above, and stages of rings across a cluster of several
+# (or as `--split` says) with its ring plan as every stage's program (pipeline.py).
+register("dfx", "tensor parallel, DFX sync scheme: 4 ring all-gathers per block (seeds/001)",
+         "tensor-parallel", DFXSplitConfig, design_space=f"{_SPACE}:DFX",
+         default_for=("plan", "report", "emulate"), **_CLUSTERS)(pipelined("dfx", plan_dfx))
+register("lora-f", "tensor parallel, LORA sync (4 all-gathers + 2 all-reduces, overlapped), "
+                   "FP16 systolic engine at 200 MHz (seeds/002)", "tensor-parallel",
+         SystolicSplitConfig, {"precision": "fp16", "clock_hz": 200e6},
+         design_space=f"{_SPACE}:LORA_F", **_CLUSTERS)(pipelined("lora-f", plan_lora_f))
+register("lora-q", "tensor parallel, LORA sync, W8A8 systolic engine with two int8 "
+                   "products per DSP at 250 MHz (seeds/002)", "tensor-parallel",
+         SystolicSplitConfig, LORA_Q_DEFAULTS, design_space=f"{_SPACE}:LORA_Q",
+         default_for=("explore",), **_CLUSTERS)(pipelined("lora-q", plan_lora_q))

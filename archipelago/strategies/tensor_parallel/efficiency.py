@@ -7,6 +7,7 @@ bounds to the predicted time per output token tell a reader at once whether a pl
 memory-bound and how much of the hardware it uses, independently of the engine's model.
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from archipelago.estimate.workload import Generation
@@ -63,19 +64,29 @@ def weight_memory_Bps(device: Device) -> float:
 def decode_efficiency(plan: Plan, workload: Generation, est: Estimate
                       ) -> DecodeEfficiency | None:
     """None when the workload decodes no token after the first (nothing to rate)."""
-    if workload.output_tokens < 2 or est.decode_s_per_token <= 0:
+    return decode_roofline(plan.graph, plan.bytes_per_param, [d.device for d in plan.devices],
+                           plan.ranks * plan.engine.peak_ops_per_s, workload,
+                           est.decode_s_per_token)
+
+
+def decode_roofline(graph: Graph, bytes_per_param: float, devices: Sequence[Device],
+                    peak_ops_per_s: float, workload: Generation, seconds_per_token: float
+                    ) -> DecodeEfficiency | None:
+    """`decode_efficiency` of any set of devices running `graph` (a pipeline's every stage:
+    one stage works at a time, so its efficiency is at most one over the stage count)."""
+    if workload.output_tokens < 2 or seconds_per_token <= 0:
         return None
     # decode step i (1 .. n_out - 1) attends n_in + i keys: the mean is the midpoint
     context = workload.input_tokens + workload.output_tokens / 2
-    kv = plan.graph.kv_cache_bytes(context, plan.bytes_per_param)
-    memory = sum(weight_memory_Bps(d.device) for d in plan.devices)
+    kv = graph.kv_cache_bytes(context, bytes_per_param)
+    memory = sum(weight_memory_Bps(d) for d in devices)
     if memory <= 0:
         return None
     return DecodeEfficiency(
         context=context,
-        bytes_per_token=weight_bytes_per_token(plan.graph, plan.bytes_per_param) + kv,
-        flops_per_token=float(plan.graph.flops(decode(round(context)))),
+        bytes_per_token=weight_bytes_per_token(graph, bytes_per_param) + kv,
+        flops_per_token=float(graph.flops(decode(round(context)))),
         memory_Bps=memory,
-        peak_ops_per_s=plan.ranks * plan.engine.peak_ops_per_s,
-        seconds_per_token=est.decode_s_per_token,
+        peak_ops_per_s=peak_ops_per_s,
+        seconds_per_token=seconds_per_token,
     )

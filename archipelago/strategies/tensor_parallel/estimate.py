@@ -2,6 +2,7 @@
 per-device memory and resources, and feasibility with reasons."""
 
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -170,3 +171,17 @@ def estimate_generation(plan: Plan, workload: Generation) -> Estimate:
 def decode_seconds(plan: Plan, contexts: np.ndarray) -> np.ndarray:
     """Time of one generation step at each context length (the KV cache grows with it)."""
     return sum(_phase_seconds(plan, 1, np.asarray(contexts)).values())
+
+
+class StagedPlan(Protocol):
+    """A plan of stages across rings (pipeline.py): it costs itself from this module's
+    parts, so this module needs not know it."""
+
+    def estimate(self, workload: Generation) -> Any: ...
+
+
+def estimate(plan: Plan | StagedPlan, workload: Generation) -> Any:
+    """The kind's estimator: a single-ring plan here, a staged plan by itself."""
+    if isinstance(plan, Plan):
+        return estimate_generation(plan, workload)
+    return plan.estimate(workload)

@@ -31,6 +31,7 @@ from archipelago.strategies.tensor_parallel.estimate import (
 )
 from archipelago.strategies.tensor_parallel.overlap import collective_seconds
 from archipelago.strategies.tensor_parallel.plan import CommStep, ComputeStep, Plan
+from archipelago.strategies.tensor_parallel.rings import one_ring
 
 MS = 1e3
 # Bytes one link carries per byte of a collective's full result, on a ring of N: an
@@ -182,6 +183,7 @@ def _sweeps(plan: Plan, work: Generation, est: Estimate) -> tuple[list[Chart], l
 
 def page(plan: Plan, work: Generation, est: Estimate, summary: dict[str, Any]) -> KindPage:
     """The tensor-parallel kind's `page` hook."""
+    plan = one_ring(plan, "the report page")
     decode = {c: est.breakdown_s[c] - est.prefill_breakdown_s[c] for c in CATEGORIES}
     breakdown = Chart(
         "where the time goes",

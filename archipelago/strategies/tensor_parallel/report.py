@@ -8,7 +8,7 @@ from rich.table import Table
 
 from archipelago.estimate.workload import Generation
 from archipelago.strategies.tensor_parallel.efficiency import DecodeEfficiency, decode_efficiency
-from archipelago.strategies.tensor_parallel.estimate import Estimate
+from archipelago.strategies.tensor_parallel.estimate import DeviceUse, Estimate
 from archipelago.strategies.tensor_parallel.plan import Plan
 
 
@@ -26,7 +26,18 @@ def efficiency_to_dict(eff: DecodeEfficiency | None) -> dict[str, Any]:
     }
 
 
+def device_to_dict(d: DeviceUse) -> dict[str, Any]:
+    return {
+        "rank": d.rank, "device": d.device,
+        "dsp": d.total.dsp, "bram": d.total.bram, "uram": d.total.uram,
+        "hbm_bytes": d.hbm_bytes, "ddr_bytes": d.ddr_bytes,
+        "units": {name: r.model_dump(exclude_defaults=True) for name, r in d.units.items()},
+    }
+
+
 def estimate_to_dict(plan: Plan, workload: Generation, est: Estimate) -> dict[str, Any]:
+    if not isinstance(plan, Plan):  # a plan of stages across rings reports itself
+        return plan.report_dict(workload, est)
     return {
         "model": plan.spec.name,
         "cluster": plan.cluster.name,
@@ -41,15 +52,7 @@ def estimate_to_dict(plan: Plan, workload: Generation, est: Estimate) -> dict[st
         "breakdown_s": est.breakdown_s,
         "prefill_breakdown_s": est.prefill_breakdown_s,
         **efficiency_to_dict(decode_efficiency(plan, workload, est)),
-        "devices": [
-            {
-                "rank": d.rank, "device": d.device,
-                "dsp": d.total.dsp, "bram": d.total.bram, "uram": d.total.uram,
-                "hbm_bytes": d.hbm_bytes, "ddr_bytes": d.ddr_bytes,
-                "units": {name: r.model_dump(exclude_defaults=True) for name, r in d.units.items()},
-            }
-            for d in est.devices
-        ],
+        "devices": [device_to_dict(d) for d in est.devices],
         "feasible": est.feasible,
         "reasons": est.reasons,
     }
@@ -60,6 +63,9 @@ def _pct(used: float, have: float, fmt: str = ",.0f") -> str:
 
 
 def print_estimate(plan: Plan, workload: Generation, est: Estimate, console: Console) -> None:
+    if not isinstance(plan, Plan):  # a plan of stages across rings reports itself
+        plan.print_report(workload, est, console)
+        return
     head = Table(title=f"{plan.spec.name} on {plan.cluster.name} · strategy {plan.strategy} · "
                        f"{workload.input_tokens}:{workload.output_tokens} tokens")
     head.add_column("metric")

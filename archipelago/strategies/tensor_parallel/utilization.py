@@ -3,11 +3,13 @@
 
 from archipelago.strategies.tensor_parallel.estimate import Estimate
 from archipelago.strategies.tensor_parallel.plan import Plan
+from archipelago.strategies.tensor_parallel.rings import one_ring
 
 
 def utilization(plan: Plan, est: Estimate) -> dict[str, float]:
     """Worst-device fraction used of each limited resource (memory capacity and the HBM
     bandwidth the engine streams at included)."""
+    plan = one_ring(plan, "the design search")
     out = {"dsp": 0.0, "bram": 0.0, "uram": 0.0, "hbm": 0.0, "hbm_bandwidth": 0.0}
     for use, dp in zip(est.devices, plan.devices, strict=True):
         used = use.total.fractions_of(dp.device.resources)

@@ -26,6 +26,7 @@ from archipelago.strategies.tensor_parallel.emulate.quantized import read_scales
 from archipelago.strategies.tensor_parallel.emulate.state import RankState
 from archipelago.strategies.tensor_parallel.emulate.w8a8 import quantize
 from archipelago.strategies.tensor_parallel.plan import CommStep, ComputeStep, Plan
+from archipelago.strategies.tensor_parallel.rings import one_ring
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
 
@@ -195,5 +196,6 @@ PROGRAM = RankProgram(run_rank, summarize, pace, provide_weights)
 def emulate(plan: Plan, job: EmulationJob) -> dict[str, Any] | None:
     """The tensor-parallel kind's emulator: check everything that would stop a rank, then
     one process per device, each generating from its own shard."""
+    plan = one_ring(plan, "emulation")
     check(plan, job)
     return run_spmd(plan, job, PROGRAM)

@@ -1,0 +1,116 @@
+"""A tensor x pipeline split (`--split`) and its layer boundaries balanced by time.
+
+`tp` boards of one ring run each stage as tensor parallel (the single-ring plan); `pp`
+stages run the layers in order, the first also the embedding, the last the final norm and
+LM head. An expert-parallel degree for mixture-of-experts layers joins `Split` as a third
+dimension (`ep`) when MoE placement is planned; a dense decoder has none.
+"""
+
+import math
+import re
+from dataclasses import dataclass
+
+from archipelago.errors import ArchipelagoError
+
+# The keys `--split` takes besides `auto` (an MoE planner adds `ep` here).
+SPLIT_KEYS = ("tp", "pp", "layers")
+_HELP = "--split takes auto or tp=T,pp=P[,layers=A+B+...] (e.g. tp=4,pp=8)"
+
+
+@dataclass(frozen=True)
+class Split:
+    """`tp` boards per stage, `pp` stages; `layers` the layer count of each stage (None:
+    balanced by estimated time when planned)."""
+
+    tp: int
+    pp: int
+    layers: tuple[int, ...] | None = None
+
+
+def _whole(key: str, text: str) -> int:
+    if not re.fullmatch(r"[0-9]{1,6}", text) or int(text) < 1:
+        raise ArchipelagoError(f"--split {key}={text[:24]!r}: must be a whole number >= 1; "
+                               f"{_HELP}")
+    return int(text)
+
+
+def parse_split(text: str | None) -> Split | str | None:
+    """None (the cluster's own shape: one ring runs tensor parallel alone, several rings are
+    split automatically), "auto", or the user's Split; a one-line error names the bad part
+    and the valid forms."""
+    if text is None or not text.strip():
+        return None
+    text = text.strip().lower()
+    if text == "auto":
+        return "auto"
+    given: dict[str, str] = {}
+    for part in text.split(","):
+        key, eq, value = (p.strip() for p in part.partition("="))
+        if not eq or key not in SPLIT_KEYS:
+            raise ArchipelagoError(f"--split: '{part.strip()[:24]}' is not one of "
+                                   f"{', '.join(k + '=' for k in SPLIT_KEYS)}; {_HELP}")
+        if key in given:
+            raise ArchipelagoError(f"--split: {key} given twice; {_HELP}")
+        given[key] = value
+    if "tp" not in given or "pp" not in given:
+        raise ArchipelagoError(f"--split '{text[:40]}': give both tp= and pp=; {_HELP}")
+    tp, pp = _whole("tp", given["tp"]), _whole("pp", given["pp"])
+    layers = None
+    if "layers" in given:
+        layers = tuple(_whole("layers", n) for n in given["layers"].split("+"))
+        if len(layers) != pp:
+            raise ArchipelagoError(f"--split layers={given['layers'][:40]}: {len(layers)} "
+                                   f"stage(s) for pp={pp}; give one count per stage")
+    return Split(tp, pp, layers)
+
+
+def stage_seconds(counts: tuple[int, ...], layer_s: float, first_s: float,
+                  last_s: float) -> list[float]:
+    """Each stage's time: its layers, plus the embedding on the first, the output on the
+    last."""
+    times = [n * layer_s for n in counts]
+    times[0] += first_s
+    times[-1] += last_s
+    return times
+
+
+def balanced_layers(layers: int, stages: int, layer_s: float, first_s: float,
+                    last_s: float) -> tuple[int, ...]:
+    """Layer counts (each >= 1) minimizing the slowest stage, layers costing `layer_s`
+    each, the first stage also `first_s`, the last `last_s` (stages in a row set the rate
+    of a pipelined stream). The bottleneck is the least candidate n x layer_s + extra that
+    every stage can meet with all layers placed (bisection over the sorted candidates); the
+    excess is then taken from the slowest stages, the later one first on a tie."""
+    if not 1 <= stages <= layers:
+        raise ValueError(f"{stages} stages for {layers} layers")
+    if stages == 1:
+        return (layers,)
+    extras = [0.0] * stages
+    extras[0] += first_s
+    extras[-1] += last_s
+    if layer_s <= 0:  # nothing to balance by: even counts
+        base, more = divmod(layers, stages)
+        return tuple(base + (s < more) for s in range(stages))
+
+    def capacity(bound: float) -> list[int]:
+        # a relative tolerance keeps a bound equal to n x layer_s + extra at n layers
+        return [math.floor((bound - e) / layer_s * (1 + 1e-12) + 1e-9) for e in extras]
+
+    def feasible(bound: float) -> bool:
+        caps = capacity(bound)
+        return min(caps) >= 1 and sum(caps) >= layers
+
+    candidates = sorted({n * layer_s + e for e in set(extras) for n in range(1, layers + 1)})
+    low, high = 0, len(candidates) - 1
+    while low < high:
+        mid = (low + high) // 2
+        if feasible(candidates[mid]):
+            high = mid
+        else:
+            low = mid + 1
+    counts = [min(c, layers - stages + 1) for c in capacity(candidates[low])]
+    while sum(counts) > layers:
+        times = [n * layer_s + e if n > 1 else -1.0 for n, e in zip(counts, extras, strict=True)]
+        slowest = max(range(stages), key=lambda s: (times[s], s))
+        counts[slowest] -= 1
+    return tuple(counts)
