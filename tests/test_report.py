@@ -96,12 +96,12 @@ def test_device_count_sweep_equals_planning_each_cluster() -> None:
 
 
 def test_device_count_sweep_notes_counts_the_strategy_refuses() -> None:
-    """A device count that does not divide the heads is refused and named, not drawn."""
+    """A device count above the heads is refused and named, not drawn."""
     from archipelago.report.sweep import device_count_sweep
 
     plan, work, _ = plan_and_estimate("gpt2-345m", "1xu280", "dfx", {"tokens": "8:8"})
-    counts, _, refused = device_count_sweep(plan, work, lambda e: e.tokens_per_s, (1, 5))
-    assert counts == [1] and len(refused) == 1 and "not divisible" in refused[0]
+    counts, _, refused = device_count_sweep(plan, work, lambda e: e.tokens_per_s, (1, 17))
+    assert counts == [1] and len(refused) == 1 and "exceed its 16 attention heads" in refused[0]
 
 
 def test_resource_bars_are_the_estimates_shares() -> None:
