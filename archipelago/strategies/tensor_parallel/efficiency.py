@@ -2,7 +2,9 @@
 
 A decoder at batch 1 reads every weight once per output token, plus the KV cache, so the
 fastest any design could go is those bytes over the memory bandwidth the boards have
-together; it also cannot beat its FLOPs over the matrix units' peak. The ratios of those
+together; it also cannot beat its FLOPs over the matrix units' peak. A decode step of a
+batch of B reads the weights once (B times where the engine runs the sequences in turn)
+and every sequence's KV cache, for B tokens' FLOPs. The ratios of those
 bounds to the predicted time per output token tell a reader at once whether a plan is
 memory-bound and how much of the hardware it uses, independently of the engine's model.
 """
@@ -23,8 +25,8 @@ class DecodeEfficiency:
     """Decode at the mean context of a workload, against its bandwidth and compute roofs."""
 
     context: float
-    bytes_per_token: float  # weights read plus the KV cache attended, all devices
-    flops_per_token: float
+    bytes_per_token: float  # per decode step: weights read plus the KV caches attended
+    flops_per_token: float  # per decode step (every sequence of the batch)
     memory_Bps: float  # the weight memories of all devices together
     peak_ops_per_s: float  # the matrix units of all devices together
     seconds_per_token: float  # predicted
@@ -71,10 +73,13 @@ def decode_efficiency(plan: Plan, workload: Generation, est: Estimate
     memory = sum(weight_memory_Bps(d.device) for d in plan.devices)
     if memory <= 0:
         return None
+    batch = workload.batch
+    weight_reads = batch if est.batch_note else 1  # sequences in turn reread the weights
     return DecodeEfficiency(
         context=context,
-        bytes_per_token=weight_bytes_per_token(plan.graph, plan.bytes_per_param) + kv,
-        flops_per_token=float(plan.graph.flops(decode(round(context)))),
+        bytes_per_token=(weight_reads * weight_bytes_per_token(plan.graph, plan.bytes_per_param)
+                         + batch * kv),
+        flops_per_token=float(batch * plan.graph.flops(decode(round(context)))),
         memory_Bps=memory,
         peak_ops_per_s=plan.ranks * plan.engine.peak_ops_per_s,
         seconds_per_token=est.decode_s_per_token,
