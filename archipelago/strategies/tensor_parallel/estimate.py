@@ -143,8 +143,8 @@ def kv_cache_bytes(plan: Plan, rank: int, tokens: int, sequences: int = 1) -> fl
     if not plan.spec.is_decoder:
         return 0.0
     k = plan.devices[rank].layer_shards["k.weight"]
-    return (2 * plan.spec.layers * tokens * (k.stop - k.start) * plan.bytes_per_param
-            * sequences)
+    return float(2 * plan.spec.layers * tokens * (k.stop - k.start) * plan.bytes_per_param
+                 * sequences)
 
 
 def device_use(plan: Plan, workload: Generation) -> list[DeviceUse]:
