@@ -130,3 +130,18 @@ def test_make_plan_ignores_the_batch() -> None:
     """The batch is a workload: one plan serves every batch size."""
     assert make_plan("gpt2-345m", "2xu280", "lora-f").block_steps == make_plan(
         "gpt2-345m", "2xu280", "lora-f", workload={"batch": "16"}).block_steps
+
+
+def test_decode_efficiency_counts_a_steps_bytes_for_the_whole_batch() -> None:
+    from archipelago.strategies.tensor_parallel.efficiency import (
+        decode_efficiency,
+        weight_bytes_per_token,
+    )
+
+    for strategy, weight_reads in (("lora-q", 1), ("dfx", 4)):  # DFX rereads per sequence
+        plan, work, est = plan_and_estimate("gpt2-345m", "2xu280", strategy,
+                                            {"tokens": "32:32", "batch": "4"})
+        eff = decode_efficiency(plan, work, est)
+        kv = 2 * 24 * 48 * 1024 * plan.bytes_per_param  # mean decode context 32 + 32 / 2
+        weights = weight_bytes_per_token(plan.graph, plan.bytes_per_param)
+        assert eff.bytes_per_token == weight_reads * weights + 4 * kv
