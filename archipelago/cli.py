@@ -1,4 +1,5 @@
-"""`archi`: the command line. Every user mistake is one line on stderr and exit status 2.
+"""`archi`: the command line. Every user mistake is one line on stderr and exit status 2;
+a valid plan that does not fit on its cluster is reported (reasons first) with status 1.
 
 The commands name no strategy, plan kind or device: which strategy a command runs and on
 which cluster when the user leaves them out, the options a kind adds, the commands a kind
@@ -18,6 +19,8 @@ from archipelago.cli_group import OneLineErrorGroup, user_errors
 from archipelago.errors import ArchipelagoError, ConfigError
 from archipelago.safe_read import load_mapping
 
+# `archi plan`'s status for a plan that does not fit (its input was valid: not 2).
+INFEASIBLE = 1
 # The hook a command needs of the strategy's plan kind, named in the command's help.
 COMMAND_HOOKS = {"report": "page", "emulate": "emulator", "build": "writers"}
 
@@ -171,6 +174,8 @@ def plan(
         write_report(f"{model} on {cluster}", strategy, result, report_file, force, "--report")
         if not as_json:
             console.print(f"report page written to {report_file}")
+    if not getattr(result.estimate, "feasible", True):
+        raise typer.Exit(INFEASIBLE)
 
 
 @app.command(context_settings=KIND_OPTIONS, help="Write MODEL's plan on CLUSTER as one "

@@ -37,7 +37,7 @@ def test_plan_table_and_catalog() -> None:
     (("plan", "gpt9"), "unknown model 'gpt9'; valid choices:"),
     (("plan", "gpt2-345m", "--cluster", "2xfoo"), "unknown device 'foo'"),
     (("plan", "gpt2-345m", "--strategy", "magic"), "unknown strategy 'magic'; valid choices: chef"),
-    (("plan", "gpt2-345m", "--cluster", "3xu280"), "not divisible by the device count (3)"),
+    (("plan", "gpt2-345m", "--cluster", "17xu280"), "17 devices exceed its 16 attention heads"),
     (("plan", "gpt2-345m", "--tokens", "64"), "must look like IN:OUT"),
     (("plan", "/proc/no-such-model/config.json"), "config.json: field 'config.json': not found"),
 ])

@@ -129,7 +129,7 @@ def test_a_strategy_named_alone_gets_its_own_cluster(strategy: str, model: str, 
      "takes --bandwidth in `archi emulate`"),
     (("plan", "gpt2-345m", "--gantt", "g.html"),
      "--gantt applies to scheduled DAG strategies (chef, chef-exact, h2h); strategy 'dfx' "
-     "takes --tokens, --split in `archi plan`"),
+     "takes --tokens, --batch, --split in `archi plan`"),
     (("emulate", "ibert-base", "--strategy", "galapagos", "--checkpoint", "ckpt"),
      "--checkpoint applies to generation strategies (dfx, lora-f, lora-q); strategy "
      "'galapagos' takes --seq-len in `archi emulate`"),

@@ -16,6 +16,7 @@ import transformers
 from archipelago.api import emulate, make_plan
 from archipelago.emulate.job import EmulationJob
 from archipelago.estimate.workload import parse_tokens
+from archipelago.models.weights import all_weights
 from archipelago.strategies.tensor_parallel.emulate import emulate as emulate_plan
 from archipelago.strategies.tensor_parallel.plan import CommStep, ComputeStep, Plan, Shard
 from tests.conftest import TINY_GPT2
@@ -214,3 +215,17 @@ def test_import_archipelago_stays_free_of_torch() -> None:
     code = ("import sys, archipelago, archipelago.api, archipelago.cli, archipelago.emulate; "
             "assert not {'torch', 'transformers'} & set(sys.modules), 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_llama_with_replicated_kv_heads_on_four_ranks(tmp_path) -> None:
+    """4 ranks over 2 key/value heads: each rank holds its one query head and a copy of
+    the key/value head that head reads (each copy on 2 ranks), as vLLM does."""
+    config = write_config(tmp_path, LLAMA)
+    report = emulate(config, "4xu280", "lora-f", {"tokens": TOKENS}, seed=SEED)
+    expected, scale = hf_greedy(hf_model(LLAMA, SEED), report["prompt"])
+    assert report["generated"] == expected and report["tokens_match"]
+    assert report["max_abs_logit_diff"] <= FP32_REL_TOL * scale
+    plan = make_plan(config, "4xu280", "lora-f")
+    k = next(t for t in all_weights(plan.spec) if t.role == "k.weight")
+    assert [(d.shard_for(k).start, d.shard_for(k).stop) for d in plan.devices] == \
+        [(0, 8), (0, 8), (8, 16), (8, 16)]  # head_dim 32 / 4 heads = 8 columns per head

@@ -43,7 +43,8 @@ def rank_processes() -> list[int]:
 
 
 @pytest.mark.parametrize(("model", "cluster", "options", "error", "message"), [
-    ("gpt2", "3xu280", {}, PartitionError, r"attention heads \(4\) is not divisible.*\(3\)"),
+    ("gpt2", "3xu280", {}, EmulationError, r"on 3 ranks: emulation runs even splits only"),
+    ("gpt2", "5xu280", {}, PartitionError, r"5 devices exceed its 4 attention heads"),
     ("gpt2-vocab1", "2xu280", {}, PartitionError,
      r"vocabulary \(1 tokens\) is smaller than the device count \(2\)"),
     ("gpt9", "2xu280", {}, UnknownNameError, "unknown model 'gpt9'"),

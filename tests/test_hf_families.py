@@ -251,7 +251,7 @@ def test_cli_prints_the_unknown_type_notice_once(tmp_path: Path) -> None:
         model_type="newlm", hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
         intermediate_size=128, vocab_size=128, max_position_embeddings=64)))
     out = CliRunner().invoke(app, ["plan", str(path), "--cluster", "2xu280", "--strategy",
-                                   "dfx"])
+                                   "dfx", "--tokens", "16:16"])  # fits its 64 positions
     assert out.exit_code == 0, out.output
     notices = [line for line in out.stderr.splitlines() if line.startswith("notice:")]
     assert len(notices) == 1 and "read as a llama-style decoder" in notices[0]

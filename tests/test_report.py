@@ -46,7 +46,7 @@ def test_plan_report_writes_the_page_beside_the_table(tmp_path: Path) -> None:
     text = page.read_text()
     assert text.startswith("<!DOCTYPE html>") and "<script src=" not in text  # inlined
     assert page.stat().st_size < 5e6
-    assert text.count('class="plot"') == 7
+    assert text.count('class="plot"') == 9  # 7 charts, and the batch sweep's 2
 
 
 @pytest.mark.parametrize(("name", "extra", "message"), [
@@ -96,12 +96,12 @@ def test_device_count_sweep_equals_planning_each_cluster() -> None:
 
 
 def test_device_count_sweep_notes_counts_the_strategy_refuses() -> None:
-    """A device count that does not divide the heads is refused and named, not drawn."""
+    """A device count above the heads is refused and named, not drawn."""
     from archipelago.report.sweep import device_count_sweep
 
     plan, work, _ = plan_and_estimate("gpt2-345m", "1xu280", "dfx", {"tokens": "8:8"})
-    counts, _, refused = device_count_sweep(plan, work, lambda e: e.tokens_per_s, (1, 5))
-    assert counts == [1] and len(refused) == 1 and "not divisible" in refused[0]
+    counts, _, refused = device_count_sweep(plan, work, lambda e: e.tokens_per_s, (1, 17))
+    assert counts == [1] and len(refused) == 1 and "exceed its 16 attention heads" in refused[0]
 
 
 def test_resource_bars_are_the_estimates_shares() -> None:

@@ -59,9 +59,9 @@ def test_dfx_scheme_has_four_all_gathers_per_block() -> None:
     assert isinstance(head, ComputeStep) and head.local_out == 50257
 
 
-def test_indivisible_heads_are_rejected_with_the_numbers() -> None:
-    with pytest.raises(PartitionError, match=r"attention heads \(16\) is not divisible.*\(3\)"):
-        make_plan("gpt2-345m", "3xu280", "dfx")
+def test_more_devices_than_heads_are_rejected_with_the_numbers() -> None:
+    with pytest.raises(PartitionError, match=r"17 devices exceed its 16 attention heads"):
+        make_plan("gpt2-345m", "17xu280", "dfx")
 
 
 def test_dfx_refuses_encoders_and_non_hbm_devices() -> None:

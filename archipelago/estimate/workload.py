@@ -6,19 +6,27 @@ from dataclasses import dataclass
 from archipelago.engines.base import MAX_TOKENS
 from archipelago.errors import ArchipelagoError
 
+# Concurrent sequences one plan serves at most: past every published serving batch (vLLM's
+# default cap is 256 sequences), a larger count is a typo.
+MAX_BATCH = 4096
+
 
 @dataclass(frozen=True)
 class Generation:
     """Text generation: a prompt of `input_tokens`, then `output_tokens` generated greedily;
-    the first output token comes from the prefill (summarization) stage."""
+    the first output token comes from the prefill (summarization) stage. `batch` sequences
+    run together, each with its own prompt and KV cache."""
 
     input_tokens: int
     output_tokens: int
+    batch: int = 1
 
     def __post_init__(self) -> None:
         if not (1 <= self.input_tokens <= MAX_TOKENS and 1 <= self.output_tokens <= MAX_TOKENS):
             raise ArchipelagoError(f"--tokens {self.input_tokens}:{self.output_tokens}: both "
                                    f"counts must be in 1..{MAX_TOKENS}")
+        if not 1 <= self.batch <= MAX_BATCH:
+            raise ArchipelagoError(f"--batch {self.batch}: must be in 1..{MAX_BATCH} sequences")
 
     @property
     def total_tokens(self) -> int:
@@ -34,6 +42,16 @@ def parse_tokens(tokens: str) -> Generation:
         raise ArchipelagoError(f"--tokens '{tokens[:40]}': both counts must be in "
                                f"1..{MAX_TOKENS}")
     return Generation(int(match.group(1)), int(match.group(2)))
+
+
+def parse_generation(tokens: str, batch: str = "1") -> Generation:
+    """`--tokens IN:OUT` and `--batch B` (B concurrent sequences, a whole number)."""
+    work = parse_tokens(tokens)
+    text = batch.strip()
+    if not re.fullmatch(r"[0-9]{1,7}", text):
+        raise ArchipelagoError(f"--batch '{batch[:40]}' must be a whole number of sequences, "
+                               f"1..{MAX_BATCH}")
+    return Generation(work.input_tokens, work.output_tokens, int(text))
 
 
 @dataclass(frozen=True)

@@ -72,10 +72,15 @@ _RUNNER = CliRunner()
 
 
 def cli_case(args: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
-    """`archi` itself: exit 0 with JSON figures, or exit 2 with one `error:` line."""
+    """`archi` itself: exit 0 with JSON figures (1: of a plan that does not fit, saying
+    so), or exit 2 with one `error:` line."""
     result = _RUNNER.invoke(app, args, env=env)
     if result.exit_code == 0:
         return json.loads(result.stdout)
+    if result.exit_code == 1 and "--json" in args and result.stdout.startswith("{"):
+        figures = json.loads(result.stdout)
+        if figures.get("feasible") is False:
+            return figures
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         raise result.exception
     lines = result.stderr.strip().splitlines()

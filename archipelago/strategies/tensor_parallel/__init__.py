@@ -23,14 +23,16 @@ experts as one FFN of `MoE.active_ffn` columns (expert placement and its all-to-
 from typing import Any
 
 from archipelago.errors import PartitionError
-from archipelago.estimate.workload import parse_tokens
+from archipelago.estimate.workload import parse_generation
 from archipelago.hardware.cluster import Cluster
+from archipelago.hardware.device import Device
 from archipelago.models.graph import Graph, Op, build_graph
 from archipelago.models.spec import ModelSpec
 from archipelago.models.weights import embedding_weights, layer_weights, output_weights
 from archipelago.strategies.options import WorkloadOption, WorkloadType
 from archipelago.strategies.registry import PlanKind, register, register_kind
 from archipelago.strategies.tensor_parallel.dfx import DFXConfig, DFXEngine
+from archipelago.strategies.tensor_parallel.heads import busiest, check_heads, head_share
 from archipelago.strategies.tensor_parallel.pipeline import (
     DFXSplitConfig,
     SystolicSplitConfig,
@@ -78,10 +80,12 @@ GENERATION = WorkloadType("generation", (
                    role="job", commands=("emulate",)),
     WorkloadOption("checkpoint", "local Hugging Face checkpoint directory (safetensors) "
                    "instead of seeded weights", "seeded", role="job", commands=("emulate",)),
+    WorkloadOption("batch", "concurrent sequences, each with its own KV cache", "1",
+                   commands=("plan", "report", "explore")),
     WorkloadOption("split", "tensor x pipeline split: auto, or tp=T,pp=P[,layers=A+B+...] "
                    "(several rings: auto; one ring: tensor parallel over it)", "",
                    role="plan", commands=("plan", "report")),
-), parse_tokens)
+), parse_generation)
 # An SPMD program every device runs on its own shards (`Plan`), costed over a text generation.
 register_kind(PlanKind(
     "tensor-parallel", GENERATION,
@@ -90,20 +94,6 @@ register_kind(PlanKind(
     emulator="archipelago.strategies.tensor_parallel.emulate:emulate",
     utilization="archipelago.strategies.tensor_parallel.utilization:utilization",
     page="archipelago.strategies.tensor_parallel.page:page"))
-
-
-def check_divisible(spec: ModelSpec, ranks: int) -> None:
-    """Head-wise and column-wise splits need every split dimension to divide evenly."""
-    moe = spec.moe
-    widths = (("expert FFN width", moe.expert_ffn), ("shared expert FFN width", moe.shared_ffn)
-              ) if moe else (("FFN width", spec.ffn),)
-    for what, value in (("attention heads", spec.heads), ("key/value heads", spec.kv_heads),
-                        *widths, ("hidden size", spec.hidden)):
-        if value % ranks:
-            raise PartitionError(
-                f"{spec.name}: {what} ({value}) is not divisible by the device count ({ranks});"
-                f" choose a device count that divides {value}"
-            )
 
 
 def _check_inputs(spec: ModelSpec, cluster: Cluster, strategy: str) -> None:
@@ -119,7 +109,7 @@ def _check_inputs(spec: ModelSpec, cluster: Cluster, strategy: str) -> None:
     if cluster.size > 1 and cluster.topology != "ring":
         raise PartitionError(f"strategy '{strategy}' synchronizes over a ring; cluster "
                              f"'{cluster.name}' has topology '{cluster.topology}'")
-    check_divisible(spec, cluster.size)
+    check_heads(spec, cluster.size)
     if spec.vocab < cluster.size:
         raise PartitionError(f"{spec.name}: the vocabulary ({spec.vocab} tokens) is smaller "
                              f"than the device count ({cluster.size}); each device scores a "
@@ -129,59 +119,99 @@ def _check_inputs(spec: ModelSpec, cluster: Cluster, strategy: str) -> None:
                              " is an encoder (try strategy 'galapagos')")
 
 
+def _placed(memory: MemoryKind, device: Device) -> MemoryKind:
+    """A memory the board has: what the scheme puts in DDR goes to HBM on boards without
+    DDR (U55C), and is read from there (`_check_inputs` ensures HBM)."""
+    return memory if device.memory(memory) is not None else "hbm"
+
+
+def _columns(spec: ModelSpec, name: str, length: int, ranks: int,
+             rank: int) -> tuple[int, int]:
+    """This rank's output columns of tensor `name`: whole heads for q, k, v (`heads.py`),
+    contiguous near-equal slices for every other split."""
+    share = head_share(spec, ranks, rank)
+    if name == "q":
+        return share.q_start * spec.head_dim, share.q_stop * spec.head_dim
+    if name in ("k", "v"):
+        return share.kv_start * spec.head_dim, share.kv_stop * spec.head_dim
+    return split_bounds(length, ranks, rank)
+
+
 def _device_plan(spec: ModelSpec, cluster: Cluster, rank: int, split_norms: bool,
                  matrix_mirror: MemoryKind | None, split_head: bool) -> DevicePlan:
     """Matrices column-split in HBM (optionally mirrored), their biases split in DDR; norm
     parameters split with the columns (LORA) or replicated (DFX); embeddings in DDR; the LM
-    head split by vocabulary (LORA) or whole on every device (DFX)."""
-    ranks = cluster.size
+    head split by vocabulary (LORA) or whole on every device (DFX). What goes to DDR goes to
+    HBM on a board without DDR."""
+    ranks, device = cluster.size, cluster.devices[rank]
     vocab = split_bounds(spec.vocab, ranks, rank) if split_head else (0, spec.vocab)
+    ddr = _placed("ddr", device)
+    mirror = _placed(matrix_mirror, device) if matrix_mirror else None
+    mirror = None if mirror == "hbm" else mirror  # one copy serves both phases
     layer: dict[str, Shard] = {}
     for tensor in layer_weights(spec, 0):
         name, part = tensor.role.split(".")
         axis = len(tensor.shape) - 1
-        start, stop = split_bounds(tensor.shape[axis], ranks, rank)
+        start, stop = _columns(spec, name, tensor.shape[axis], ranks, rank)
         if name in _COLUMN_SPLIT and part == "weight":
-            layer[tensor.role] = Shard(axis, start, stop, "hbm", matrix_mirror)
+            layer[tensor.role] = Shard(axis, start, stop, "hbm", mirror)
         elif name in _COLUMN_SPLIT or split_norms:
-            layer[tensor.role] = Shard(axis, start, stop, "ddr")
+            layer[tensor.role] = Shard(axis, start, stop, ddr)
         else:
-            layer[tensor.role] = Shard(None, memory="ddr")
+            layer[tensor.role] = Shard(None, memory=ddr)
     other: dict[str, Shard] = {}
     head_role = "embed_tokens.weight" if spec.tied_embeddings else "lm_head.weight"
     for tensor in (*embedding_weights(spec), *output_weights(spec)):
         # The LM head is a weight matrix streamed every token, so HBM holds a copy; the DDR
         # copy serves the once-per-token embedding lookup (seeds/001 §IV-B).
-        copy = "hbm" if tensor.role == head_role else None
+        copy = "hbm" if tensor.role == head_role and ddr != "hbm" else None
         if tensor.role == "lm_head.weight" and split_head:  # untied: vocab-split
-            other[tensor.role] = Shard(1, *vocab, "ddr", copy)
+            other[tensor.role] = Shard(1, *vocab, ddr, copy)
         elif tensor.role.startswith("final_norm") and split_norms:
             start, stop = split_bounds(spec.hidden, ranks, rank)
-            other[tensor.role] = Shard(0, start, stop, "ddr")
+            other[tensor.role] = Shard(0, start, stop, ddr)
         else:
             rows = vocab if copy and split_head else None  # this rank's vocabulary rows
-            other[tensor.role] = Shard(None, memory="ddr", mirror=copy, mirror_rows=rows)
-    return DevicePlan(rank, cluster.devices[rank], layer, other, vocab, ranks)
+            other[tensor.role] = Shard(None, memory=ddr, mirror=copy, mirror_rows=rows)
+    return DevicePlan(rank, device, layer, other, vocab, ranks)
 
 
-def _local_out(op: Op, ranks: int, columns_split: bool) -> int:
-    if op.kind in {"linear", "activation", "gated_activation"} or op.name in _HEAD_LOCAL:
-        return op.fan_out // ranks
-    if op.kind == "lm_head":  # the widest vocabulary slice sets the pace
-        return split_bounds(op.fan_out, ranks, 0)[1]
+def _local_out(op: Op, spec: ModelSpec, ranks: int, columns_split: bool) -> int:
+    """The busiest device's output features of `op` (every device waits for it at the next
+    collective): whole heads for q, k, v and their per-head norms, the widest slice of any
+    other split."""
+    share = busiest(spec, ranks)
+    if op.name in ("q", "q_norm"):
+        return share.q_heads * spec.head_dim
+    if op.name in ("k", "v", "k_norm"):
+        return share.kv_heads * spec.head_dim
+    widest = split_bounds(op.fan_out, ranks, 0)[1]
+    if op.kind in {"linear", "activation", "gated_activation", "lm_head"}:
+        return widest
     if columns_split and op.kind in {"norm", "residual", "embedding"}:
-        return op.fan_out // ranks
+        return widest
     return op.fan_out
 
 
-def _compute(op: Op, ranks: int, columns_split: bool = False) -> ComputeStep:
-    return ComputeStep(op, _local_out(op, ranks, columns_split),
-                       op.heads // ranks if op.heads else 0)
+def _compute(op: Op, spec: ModelSpec, ranks: int, columns_split: bool = False) -> ComputeStep:
+    return ComputeStep(op, _local_out(op, spec, ranks, columns_split),
+                       busiest(spec, ranks).q_heads if op.heads else 0)
 
 
-def _lm_head_steps(op: Op, ranks: int) -> list[Step]:
+def _gathered(spec: ModelSpec, op: Op, ranks: int, value_bytes: float = 2.0,
+              overlap: str = "none", early: bool = False) -> CommStep:
+    """The all-gather of `op`'s output: all heads' attention context (whole heads a device,
+    the busiest's slice setting the pace), the FFN's active columns, otherwise the hidden
+    size."""
+    width = {"attn_context": spec.q_dim, "ffn_act": op.fan_out}.get(op.name, spec.hidden)
+    local = busiest(spec, ranks).q_heads * spec.head_dim if op.name == "attn_context" else 0
+    return CommStep("all_gather", op.name, width, value_bytes, overlap,  # type: ignore[arg-type]
+                    early=early, local=local)
+
+
+def _lm_head_steps(op: Op, spec: ModelSpec, ranks: int) -> list[Step]:
     """Each rank scores its vocabulary slice; (max, argmax) pairs pick the token."""
-    return [_compute(op, ranks), CommStep("argmax_gather", op.name, 2 * ranks)]
+    return [_compute(op, spec, ranks), CommStep("argmax_gather", op.name, 2 * ranks)]
 
 
 def _dfx_output_steps(graph: Graph) -> list[Step]:
@@ -192,24 +222,18 @@ def _dfx_output_steps(graph: Graph) -> list[Step]:
     return [ComputeStep(op, op.fan_out) for op in graph.output]
 
 
-def _gathered_width(op: Op, spec: ModelSpec) -> int:
-    """Per-token elements an all-gather after `op` assembles: all heads' attention context,
-    the FFN's active columns, otherwise the hidden size."""
-    return {"attn_context": spec.q_dim, "ffn_act": op.fan_out}.get(op.name, spec.hidden)
-
-
 def dfx_block_steps(graph: Graph, ranks: int) -> list[Step]:
     steps: list[Step] = []
     for op in graph.block:
-        steps.append(_compute(op, ranks))
+        steps.append(_compute(op, graph.spec, ranks))
         if op.name in _DFX_SYNC_AFTER:
-            steps.append(CommStep("all_gather", op.name, _gathered_width(op, graph.spec)))
+            steps.append(_gathered(graph.spec, op, ranks))
     return steps
 
 
 def _distributed_norm(op: Op, ranks: int, group_rows: int) -> list[Step]:
     """LayerNorm over local columns: partial sums, their all-reduce, then normalization."""
-    local = op.fan_out // ranks
+    local = split_bounds(op.fan_out, ranks, 0)[1]
     return [ComputeStep(op, local, stage="stats"),
             CommStep("all_reduce", op.name, STATS_VALUES, STATS_BYTES, "row_groups", group_rows),
             ComputeStep(op, local, stage="apply")]
@@ -222,13 +246,12 @@ def lora_steps(ops: tuple[Op, ...], spec: ModelSpec, ranks: int,
         if op.kind == "norm" and op.name not in _HEAD_LOCAL:
             steps.extend(_distributed_norm(op, ranks, group_rows))
         elif op.kind == "lm_head":
-            steps.extend(_lm_head_steps(op, ranks))
+            steps.extend(_lm_head_steps(op, spec, ranks))
         else:
-            steps.append(_compute(op, ranks, columns_split=True))
+            steps.append(_compute(op, spec, ranks, columns_split=True))
         if op.name in _LORA_GATHER or (op.name == "final_norm" and spec.is_decoder):
-            steps.append(CommStep("all_gather", op.name, _gathered_width(op, spec),
-                                  activation_bytes,
-                                  "matmul_blocks", early=op.name in _LORA_EARLY))
+            steps.append(_gathered(spec, op, ranks, activation_bytes, "matmul_blocks",
+                                   early=op.name in _LORA_EARLY))
     return steps
 
 
@@ -241,6 +264,15 @@ def _plan(strategy: str, scheme: str, spec: ModelSpec, cluster: Cluster, engine:
                 devices=devices, numerics=numerics)
 
 
+def _table_Bps(device: Device) -> float | None:
+    """Where DFX reads WTE/WPE rows: one HBM pseudo-channel on a board without DDR (U55C),
+    else None (the engine's DDR channel)."""
+    hbm = device.memory("hbm")
+    if device.memory("ddr") is not None or hbm is None:
+        return None
+    return hbm.bandwidth_Bps / hbm.channels
+
+
 _SPACE = "archipelago.strategies.tensor_parallel.space"  # the engines' design spaces
 
 
@@ -250,9 +282,9 @@ _CLUSTERS = {"default_cluster": "4xu280", "command_clusters": {"explore": "1xu28
 
 def plan_dfx(spec: ModelSpec, cluster: Cluster, config: DFXConfig) -> Plan:
     _check_inputs(spec, cluster, "dfx")
-    engine = DFXEngine(config)
+    engine = DFXEngine(config, cluster.size, _table_Bps(cluster.devices[0]))
     graph, ranks = build_graph(spec), cluster.size
-    steps = ([_compute(op, ranks) for op in graph.embed], dfx_block_steps(graph, ranks),
+    steps = ([_compute(op, spec, ranks) for op in graph.embed], dfx_block_steps(graph, ranks),
              _dfx_output_steps(graph))
     devices = [_device_plan(spec, cluster, r, False, None, False) for r in range(ranks)]
     return _plan("dfx", "dfx", spec, cluster, engine, FP16_BYTES, steps, devices)
@@ -261,9 +293,6 @@ def plan_dfx(spec: ModelSpec, cluster: Cluster, config: DFXConfig) -> Plan:
 def _plan_lora(strategy: str, spec: ModelSpec, cluster: Cluster,
                config: SystolicConfig) -> Plan:
     _check_inputs(spec, cluster, strategy)
-    if cluster.devices[0].memory("ddr") is None:
-        raise PartitionError(f"strategy '{strategy}' keeps prefill weights in DDR "
-                             f"(seeds/002 §V-C); '{cluster.devices[0].key}' has none")
     engine = SystolicEngine(config, cluster.devices[0], spec, cluster.size)
     graph, ranks = build_graph(spec), cluster.size
     act = config.weight_bytes

@@ -22,6 +22,7 @@ LayerNorm and residuals replicated on every core (§VII).
 """
 
 from math import log2
+from typing import ClassVar
 
 import numpy as np
 from pydantic import Field, field_validator, model_validator
@@ -102,11 +103,11 @@ class DFXConfig(EngineConfig):
     def hbm_values_per_cycle(self) -> int:
         return self.hbm_channels * self.channel_bits // self.data_bits
 
-    @property
-    def ddr_values_per_cycle(self) -> float:
-        """DDR rows reach the DMA through one channel-wide port (§V-B)."""
+    def row_values_per_cycle(self, memory_Bps: float) -> float:
+        """Table rows reach the DMA through one channel-wide port (§V-B), from one DDR
+        channel or one HBM pseudo-channel at `memory_Bps`."""
         port = self.channel_bits / self.data_bits
-        return min(self.ddr_Bps / self.clock_hz / (self.data_bits / 8), port)
+        return min(memory_Bps / self.clock_hz / (self.data_bits / 8), port)
 
     @property
     def tile_feed_cycles(self) -> float:
@@ -136,9 +137,21 @@ class DFXEngine:
     name = "dfx"
     # §V-A: the controller runs the decoder layers once per token, prompt tokens included.
     token_serial_prefill = True
+    # §V-A/B: one token of one sequence at a time; "weights and biases cannot be reused in
+    # matrix multiplications due to no input batching".
+    one_sequence: ClassVar[str | None] = (
+        "DFX runs one sequence at a time (seeds/001 §V-A, §V-B: no input batching): a batch "
+        "is costed as its sequences in turn")
 
-    def __init__(self, config: DFXConfig | None = None) -> None:
+    def __init__(self, config: DFXConfig | None = None, ranks: int = 1,
+                 table_Bps: float | None = None) -> None:
+        """`ranks` sizes the router's buffers by a device's share; `table_Bps` is the rate
+        of the memory the WTE/WPE rows come from: one HBM pseudo-channel's on a board
+        without DDR, else (None) the configured DDR channel's (§IV-B)."""
         self.config = config or DFXConfig()
+        self.ranks = ranks
+        self.table_values_per_cycle = self.config.row_values_per_cycle(
+            self.config.ddr_Bps if table_Bps is None else table_Bps)
         self._cycles: dict[str, CycleHandler] = {
             "linear": self._linear, "lm_head": self._lm_head,
             "attn_score": self._attn_score, "softmax": self._softmax,
@@ -172,7 +185,7 @@ class DFXEngine:
         if ranks == 1:
             return 0.0
         assert cluster.link is not None
-        return dfx_all_gather_s(rows * -(-step.width // ranks), ranks, cluster.link,
+        return dfx_all_gather_s(rows * step.share(ranks), ranks, cluster.link,
                                 self.config.clock_hz, self.config.data_bits)
 
     # --- matrix instructions (MFU + SFU_M) ---------------------------------------------
@@ -258,9 +271,10 @@ class DFXEngine:
                 + FP16_MUL_CYCLES)
 
     def _embedding(self, step: ComputeStep, m: int, t: np.ndarray) -> np.ndarray:
-        """WTE and WPE rows from DDR, then one add pass."""
-        c, width = self.config, step.op.fan_out
-        row_cycles = 2 * width / c.ddr_values_per_cycle
+        """WTE and WPE rows from DDR (or HBM where the board has no DDR), then one add
+        pass."""
+        width = step.op.fan_out
+        row_cycles = 2 * width / self.table_values_per_cycle
         return m * (row_cycles + self._passes(1, width)) + FP16_ADD_CYCLES
 
     def resources(self, spec: ModelSpec) -> dict[str, Resources]:
@@ -284,8 +298,9 @@ class DFXEngine:
             memory_blocks(word, c.window_tokens * live_values // d),
             # Score row double buffer for Softmax over the longest context.
             memory_blocks(word, 2 * ceil_div(spec.max_positions, d)),
-            # Router TX and RX buffers of 64 x 16-bit beats for the widest sync (§V-E).
-            *[memory_blocks(word, c.window_tokens * spec.ffn // d)] * 2,
+            # Router TX and RX buffers of 64 x 16-bit beats (§V-E): a hop moves one core's
+            # sub-vector, so they hold this core's share of the widest sync, not all of it.
+            *[memory_blocks(word, c.window_tokens * ceil_div(spec.ffn, self.ranks) // d)] * 2,
             # Value transpose unit: a double-buffered d x d tile (§V-B).
             memory_blocks(word, 2 * d),
             # GELU table: 2048 (slope, intercept) FP16 pairs per lane (§V-C).

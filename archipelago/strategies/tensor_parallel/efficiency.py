@@ -2,7 +2,9 @@
 
 A decoder at batch 1 reads every weight once per output token, plus the KV cache, so the
 fastest any design could go is those bytes over the memory bandwidth the boards have
-together; it also cannot beat its FLOPs over the matrix units' peak. The ratios of those
+together; it also cannot beat its FLOPs over the matrix units' peak. A decode step of a
+batch of B reads the weights once (B times where the engine runs the sequences in turn)
+and every sequence's KV cache, for B tokens' FLOPs. The ratios of those
 bounds to the predicted time per output token tell a reader at once whether a plan is
 memory-bound and how much of the hardware it uses, independently of the engine's model.
 """
@@ -24,8 +26,8 @@ class DecodeEfficiency:
     """Decode at the mean context of a workload, against its bandwidth and compute roofs."""
 
     context: float
-    bytes_per_token: float  # weights read plus the KV cache attended, all devices
-    flops_per_token: float
+    bytes_per_token: float  # per decode step: weights read plus the KV caches attended
+    flops_per_token: float  # per decode step (every sequence of the batch)
     memory_Bps: float  # the weight memories of all devices together
     peak_ops_per_s: float  # the matrix units of all devices together
     seconds_per_token: float  # predicted
@@ -64,16 +66,20 @@ def weight_memory_Bps(device: Device) -> float:
 def decode_efficiency(plan: Plan, workload: Generation, est: Estimate
                       ) -> DecodeEfficiency | None:
     """None when the workload decodes no token after the first (nothing to rate)."""
+    # sequences run in turn (an engine without batching) reread the weights
+    weight_reads = workload.batch if est.batch_note else 1
     return decode_roofline(plan.graph, plan.bytes_per_param, [d.device for d in plan.devices],
                            plan.ranks * plan.engine.peak_ops_per_s, workload,
-                           est.decode_s_per_token)
+                           est.decode_s_per_token, weight_reads)
 
 
 def decode_roofline(graph: Graph, bytes_per_param: float, devices: Sequence[Device],
-                    peak_ops_per_s: float, workload: Generation, seconds_per_token: float
-                    ) -> DecodeEfficiency | None:
+                    peak_ops_per_s: float, workload: Generation, seconds_per_token: float,
+                    weight_reads: int = 1) -> DecodeEfficiency | None:
     """`decode_efficiency` of any set of devices running `graph` (a pipeline's every stage:
-    one stage works at a time, so its efficiency is at most one over the stage count)."""
+    one stage works at a time, so its efficiency is at most one over the stage count). A
+    decode step of a batch yields `workload.batch` tokens, each sequence reading its own KV
+    cache; the weights are read once, or `weight_reads` times."""
     if workload.output_tokens < 2 or seconds_per_token <= 0:
         return None
     # decode step i (1 .. n_out - 1) attends n_in + i keys: the mean is the midpoint
@@ -84,8 +90,9 @@ def decode_roofline(graph: Graph, bytes_per_param: float, devices: Sequence[Devi
         return None
     return DecodeEfficiency(
         context=context,
-        bytes_per_token=weight_bytes_per_token(graph, bytes_per_param) + kv,
-        flops_per_token=float(graph.flops(decode(round(context)))),
+        bytes_per_token=(weight_reads * weight_bytes_per_token(graph, bytes_per_param)
+                         + workload.batch * kv),
+        flops_per_token=float(workload.batch * graph.flops(decode(round(context)))),
         memory_Bps=memory,
         peak_ops_per_s=peak_ops_per_s,
         seconds_per_token=seconds_per_token,

@@ -1,7 +1,13 @@
 """Estimate a tensor-parallel text-generation Plan: prefill, per-token decode, breakdown,
-per-device memory and resources, and feasibility with reasons."""
+per-device memory and resources, and feasibility with reasons.
 
-from dataclasses import dataclass, field
+A batch of B sequences runs in lockstep: every step of a prefill or decode carries B
+sequences' rows (`ComputeStep.sequences`), each sequence attending to its own KV cache,
+every collective B times the rows. An engine that runs one sequence at a time
+(`StepEngine.one_sequence`) runs them in turn: each phase B times one sequence's.
+"""
+
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -47,6 +53,10 @@ class DeviceUse:
 
 @dataclass
 class Estimate:
+    """`prefill_s` is the time to the first token of every sequence; `decode_s_per_token`
+    the mean time per further output token (one token of each of the batch's sequences);
+    `tokens_per_s` the batch's output tokens over the latency."""
+
     latency_s: float
     tokens_per_s: float
     prefill_s: float
@@ -58,65 +68,96 @@ class Estimate:
     devices: list[DeviceUse]
     feasible: bool
     reasons: list[str] = field(default_factory=list)
+    batch: int = 1
+    batch_note: str | None = None  # why the batch's sequences run in turn, if they do
+
+    @property
+    def tokens_per_s_per_device(self) -> float:
+        return self.tokens_per_s / len(self.devices)
 
 
-def steps_seconds(plan: Plan, steps: list[Step], phase: Phase) -> list[np.ndarray]:
-    """Seconds of each step on the critical path: compute from the engine, collectives
-    from what their overlap mode leaves exposed."""
+def batched(steps: list[Step], sequences: int) -> list[Step]:
+    """The steps with `sequences` sequences' rows in every compute step."""
+    if sequences == 1:
+        return steps
+    return [replace(s, sequences=sequences) if isinstance(s, ComputeStep) else s
+            for s in steps]
+
+
+def steps_seconds(plan: Plan, steps: list[Step], phase: Phase,
+                  sequences: int = 1) -> list[np.ndarray]:
+    """Seconds of each step on the critical path, `sequences` running together: compute
+    from the engine, collectives (of every sequence's rows) from what their overlap mode
+    leaves exposed."""
+    steps = batched(steps, sequences)
     zeros = np.zeros(phase.context.shape)
     compute = [plan.engine.seconds(s, phase) if isinstance(s, ComputeStep) else zeros
                for s in steps]
-    return [exposed_seconds(plan, steps, i, phase.new_tokens, compute)
+    rows = phase.new_tokens * sequences
+    return [exposed_seconds(plan, steps, i, rows, compute)
             if isinstance(s, CommStep) else compute[i] for i, s in enumerate(steps)]
 
 
 Part = tuple[list[Step], Phase, int]
 
 
-def _seconds(plan: Plan, parts: list[Part], shape: tuple[int, ...]) -> dict[str, np.ndarray]:
+def _seconds(plan: Plan, parts: list[Part], shape: tuple[int, ...],
+             sequences: int = 1) -> dict[str, np.ndarray]:
     """Seconds by category of each (steps, phase, repeat) part, summed."""
     out = {c: np.zeros(shape) for c in CATEGORIES}
     for steps, phase, repeat in parts:
-        for step, seconds in zip(steps, steps_seconds(plan, steps, phase), strict=True):
+        for step, seconds in zip(steps, steps_seconds(plan, steps, phase, sequences),
+                                 strict=True):
             out[step_category(step)] += repeat * seconds
     return out
 
 
-def _phase_seconds(plan: Plan, rows: int, context: np.ndarray,
-                   output: bool = True) -> dict[str, np.ndarray]:
-    """Seconds by category for `rows` new tokens at each context length: embedding for all
-    rows, every block `layers` times, then (if `output`) the output ops on the last row.
-    One new token of a sliding-window model (plans have it in every layer or refuse it)
-    attends to the last `window` keys only; a prompt pass still attends in full."""
+def _phase_seconds(plan: Plan, rows: int, context: np.ndarray, output: bool = True,
+                   sequences: int = 1) -> dict[str, np.ndarray]:
+    """Seconds by category for `rows` new tokens of each of `sequences` at each context
+    length: embedding for all rows, every block `layers` times, then (if `output`) the
+    output ops on each sequence's last row. One new token of a sliding-window model (plans
+    have it in every layer or refuse it) attends to the last `window` keys only; a prompt
+    pass still attends in full."""
     phase, window = Phase(rows, context), plan.spec.sliding_window
     block = phase if rows > 1 or window is None else Phase(1, np.minimum(context, window))
     parts: list[Part] = [(plan.embed_steps, phase, 1),
                          (plan.block_steps, block, plan.spec.layers)]
     if output:
         parts.append((plan.output_steps, Phase(1, context), 1))
-    return _seconds(plan, parts, context.shape)
+    return _seconds(plan, parts, context.shape, sequences)
 
 
-def _prefill_seconds(plan: Plan, n_in: int) -> dict[str, float]:
-    """The prompt as one matrix pass, or (engines whose controller runs the model once per
+def _prefill_seconds(plan: Plan, n_in: int, sequences: int = 1) -> dict[str, float]:
+    """The prompts as one matrix pass, or (engines whose controller runs the model once per
     token, like DFX) as n_in single-token passes at growing context, with the output ops
     only after the last one."""
     last = np.array([n_in])
     if not plan.engine.token_serial_prefill:
-        return {c: float(v[0]) for c, v in _phase_seconds(plan, n_in, last).items()}
-    body = _phase_seconds(plan, 1, np.arange(1, n_in + 1), output=False)
-    head = _seconds(plan, [(plan.output_steps, Phase(1, last), 1)], last.shape)
+        return {c: float(v[0]) for c, v in
+                _phase_seconds(plan, n_in, last, sequences=sequences).items()}
+    body = _phase_seconds(plan, 1, np.arange(1, n_in + 1), False, sequences)
+    head = _seconds(plan, [(plan.output_steps, Phase(1, last), 1)], last.shape, sequences)
     return {c: float(body[c].sum() + head[c][0]) for c in CATEGORIES}
+
+
+def kv_cache_bytes(plan: Plan, rank: int, tokens: int, sequences: int = 1) -> float:
+    """Keys and values device `rank` caches: its key/value heads (replicated past the
+    model's count, see `heads.py`) for every layer, token and sequence."""
+    if not plan.spec.is_decoder:
+        return 0.0
+    k = plan.devices[rank].layer_shards["k.weight"]
+    return float(2 * plan.spec.layers * tokens * (k.stop - k.start) * plan.bytes_per_param
+                 * sequences)
 
 
 def device_use(plan: Plan, workload: Generation) -> list[DeviceUse]:
     units = plan.engine.resources(plan.spec)
-    kv_per_device = plan.graph.kv_cache_bytes(workload.total_tokens, plan.bytes_per_param)
-    kv_per_device /= plan.ranks
     return [
         DeviceUse(
             rank=d.rank, device=d.device.key, units=units,
-            hbm_bytes=d.held_bytes(plan.spec, plan.bytes_per_param, "hbm") + kv_per_device,
+            hbm_bytes=d.held_bytes(plan.spec, plan.bytes_per_param, "hbm")
+            + kv_cache_bytes(plan, d.rank, workload.total_tokens, workload.batch),
             ddr_bytes=d.held_bytes(plan.spec, plan.bytes_per_param, "ddr"),
         )
         for d in plan.devices
@@ -135,18 +176,22 @@ def feasibility(plan: Plan, workload: Generation, devices: list[DeviceUse]) -> l
             if need and (mem is None or need > mem.capacity_bytes):
                 have = mem.capacity_bytes if mem else 0
                 reasons.append(f"device {use.rank} ({dev.key}): {kind.upper()} needs "
-                               f"{need:.4g} bytes, has {have:.4g}")
+                               f"{need:.4g} bytes, has {have:.4g} ({need - have:.3g} over)")
         for res in use.total.exceeding(dev.resources):
-            reasons.append(f"device {use.rank} ({dev.key}): {res.upper()} needs "
-                           f"{getattr(use.total, res)}, has {getattr(dev.resources, res)}")
+            need, have = getattr(use.total, res), getattr(dev.resources, res)
+            reasons.append(f"device {use.rank} ({dev.key}): {res.upper()} needs {need}, has "
+                           f"{have} ({need - have:,} over)")
     return reasons
 
 
 def estimate_generation(plan: Plan, workload: Generation) -> Estimate:
-    n_in, n_out = workload.input_tokens, workload.output_tokens
-    pre = _prefill_seconds(plan, n_in)
+    n_in, n_out, batch = workload.input_tokens, workload.output_tokens, workload.batch
+    note = plan.engine.one_sequence if batch > 1 else None
+    together, turns = (1, batch) if note else (batch, 1)  # sequences per pass, passes
+    pre = {c: turns * v for c, v in _prefill_seconds(plan, n_in, together).items()}
     contexts = n_in + np.arange(1, n_out)  # decode step i feeds token n_in + i - 1
-    dec = _phase_seconds(plan, 1, contexts)
+    dec = {c: turns * v for c, v in
+           _phase_seconds(plan, 1, contexts, sequences=together).items()}
     breakdown = {c: pre[c] + float(dec[c].sum()) for c in CATEGORIES}
     prefill_s = sum(pre.values())
     per_token = sum(dec.values()) if n_out > 1 else np.zeros(0)
@@ -155,7 +200,7 @@ def estimate_generation(plan: Plan, workload: Generation) -> Estimate:
     reasons = feasibility(plan, workload, devices)
     return Estimate(
         latency_s=latency,
-        tokens_per_s=n_out / latency,
+        tokens_per_s=batch * n_out / latency,
         prefill_s=prefill_s,
         decode_s_per_token=float(per_token.mean()) if per_token.size else 0.0,
         decode_s_first=float(per_token[0]) if per_token.size else 0.0,
@@ -165,6 +210,8 @@ def estimate_generation(plan: Plan, workload: Generation) -> Estimate:
         devices=devices,
         feasible=not reasons,
         reasons=reasons,
+        batch=batch,
+        batch_note=note,
     )
 
 

@@ -1,7 +1,8 @@
 """The tensor-parallel kind's report page: charts read from its Plan and generation
-Estimate; the sweeps (decode time against context, tokens/s against device count) are
-asked of the estimator here."""
+Estimate; the sweeps (decode time against context, tokens/s against device count and
+against batch size) are asked of the estimator here."""
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -26,6 +27,7 @@ from archipelago.strategies.tensor_parallel.estimate import (
     CATEGORIES,
     Estimate,
     decode_seconds,
+    estimate_generation,
     step_category,
     steps_seconds,
 )
@@ -39,6 +41,8 @@ MS = 1e3
 # all-gather) twice that.
 _LINK_SHARE = {"all_gather": 1.0, "argmax_gather": 1.0, "all_reduce": 2.0}
 _COLOUR_ORDER = (*CATEGORIES, "collective")
+# The batch sweep doubles from 1 while the KV caches fit, up to this many sequences.
+MAX_SWEPT_BATCH = 256
 
 
 def _mean_decode_context(work: Generation) -> int:
@@ -181,6 +185,44 @@ def _sweeps(plan: Plan, work: Generation, est: Estimate) -> tuple[list[Chart], l
     return [context_chart, scale_chart], refused
 
 
+def batch_sweep(plan: Plan, work: Generation) -> list[tuple[int, Estimate]]:
+    """(batch, estimate) at 1, 2, 4, ... sequences while the plan fits (the KV caches grow
+    with the batch), at most MAX_SWEPT_BATCH; batch 1 always."""
+    points = []
+    batch = 1
+    while batch <= MAX_SWEPT_BATCH:
+        est = estimate_generation(plan, replace(work, batch=batch))
+        if points and not est.feasible:
+            break
+        points.append((batch, est))
+        batch *= 2
+    return points
+
+
+def _batch_charts(plan: Plan, work: Generation, est: Estimate) -> list[Chart]:
+    points = batch_sweep(plan, work)
+    batches = [b for b, _ in points]
+    note = f" {points[-1][1].batch_note}." if points[-1][1].batch_note else ""
+    rates = Chart(
+        "tokens/s against batch size",
+        f"{work.input_tokens}:{work.output_tokens} tokens for each of B concurrent sequences, "
+        f"B doubling while the KV caches fit (at most {MAX_SWEPT_BATCH}): output tokens per "
+        f"second of the whole ring and of one device, to set beside GPU serving.{note}",
+        sweep_lines(batches, {"all devices": [e.tokens_per_s for _, e in points],
+                              "per device": [e.tokens_per_s_per_device for _, e in points]},
+                    "batch (sequences)", "output tokens per second", log_x=True,
+                    mark=(est.batch, est.tokens_per_s)))
+    latency = Chart(
+        "time to first token and per output token against batch size",
+        "The prompt phase of all B sequences (time to first token) and one decode step of "
+        "all B (time per output token): what a batch costs each user in latency.",
+        sweep_lines(batches, {"time to first token": [e.prefill_s * MS for _, e in points],
+                              "time per output token": [e.decode_s_per_token * MS
+                                                        for _, e in points]},
+                    "batch (sequences)", "ms", log_x=True))
+    return [rates, latency]
+
+
 def page(plan: Plan, work: Generation, est: Estimate, summary: dict[str, Any]) -> KindPage:
     """The tensor-parallel kind's `page` hook."""
     plan = one_ring(plan, "the report page")
@@ -204,5 +246,6 @@ def page(plan: Plan, work: Generation, est: Estimate, summary: dict[str, Any]) -
                   Headline("prefill", "prefill_s", "ms", MS, 2),
                   Headline("decode per token (mean)", "decode_s_per_token", "ms", MS, 3)],
         charts=[breakdown, _cluster_chart(plan, est), resources, *sweeps,
+                *_batch_charts(plan, work, est),
                 _roofline(plan, work), _block_timeline(plan, _mean_decode_context(work))],
         notes=[f"not in the device-count sweep: {r}" for r in refused])

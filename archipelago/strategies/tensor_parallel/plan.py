@@ -65,12 +65,15 @@ class ComputeStep:
 
     A LayerNorm over column-split activations runs in two stages around an all-reduce of
     its partial sums (seeds/002 §III-B): `stats` then `apply`; everything else is `whole`.
+    `sequences` run it together (a batch: the phase's new tokens of each, every sequence
+    attending to its own KV cache); the estimator sets it, plans leave it 1.
     """
 
     op: Op
     local_out: int
     local_heads: int = 0
     stage: Literal["whole", "stats", "apply"] = "whole"
+    sequences: int = 1
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,13 @@ class CommStep:
     # Early broadcast (seeds/002 §III-B, third method): each head's slice leaves as soon as
     # the producing op finishes that head, so the transfer starts under its remaining heads.
     early: bool = False
+    # The busiest device's part of `width` (whole heads of an uneven head split); 0 for the
+    # widest near-equal slice.
+    local: int = 0
+
+    def share(self, ranks: int) -> int:
+        """Elements of the widest slice one device contributes."""
+        return self.local or -(-self.width // ranks)
 
 
 Step = ComputeStep | CommStep
@@ -132,9 +142,12 @@ class DevicePlan:
 class StepEngine(Engine, Protocol):
     """A core that runs a plan's steps: what the generation estimator and the search ask.
     Cycles come from one handler per op kind; `token_serial_prefill` says whether the
-    prompt runs token by token (DFX) or as one matrix pass (LORA)."""
+    prompt runs token by token (DFX) or as one matrix pass (LORA); `one_sequence` is why
+    the core runs one sequence at a time (a batch then runs its sequences in turn), or None
+    where a step's `sequences` run together."""
 
     token_serial_prefill: ClassVar[bool]
+    one_sequence: ClassVar[str | None]
 
     @property
     def hbm_bytes_per_cycle(self) -> float: ...

@@ -43,8 +43,13 @@ def estimate_to_dict(plan: Plan, workload: Generation, est: Estimate) -> dict[st
         "cluster": plan.cluster.name,
         "strategy": plan.strategy,
         "tokens": {"input": workload.input_tokens, "output": workload.output_tokens},
+        "batch": est.batch,
+        "batch_note": est.batch_note,
         "latency_s": est.latency_s,
         "tokens_per_s": est.tokens_per_s,
+        "tokens_per_s_per_device": est.tokens_per_s_per_device,
+        "time_to_first_token_s": est.prefill_s,
+        "time_per_output_token_s": est.decode_s_per_token,
         "prefill_s": est.prefill_s,
         "decode_s_per_token": est.decode_s_per_token,
         "decode_s_first": est.decode_s_first,
@@ -62,16 +67,29 @@ def _pct(used: float, have: float, fmt: str = ",.0f") -> str:
     return f"{used:{fmt}} ({100 * used / have:.0f}%)" if have else f"{used:{fmt}}"
 
 
+def print_reasons(est: Estimate, console: Console) -> None:
+    """Why the plan does not fit, one line per device and memory or resource, with how far
+    over: printed before any figure."""
+    for reason in est.reasons:
+        console.print(f"[red]does not fit:[/red] {reason}", soft_wrap=True)
+
+
 def print_estimate(plan: Plan, workload: Generation, est: Estimate, console: Console) -> None:
     if not isinstance(plan, Plan):  # a plan of stages across rings reports itself
         plan.print_report(workload, est, console)
         return
+    print_reasons(est, console)
+    batch = f" · batch {est.batch}" if est.batch > 1 else ""
+    hypothetical = "" if est.feasible else " · figures if it fitted"
     head = Table(title=f"{plan.spec.name} on {plan.cluster.name} · strategy {plan.strategy} · "
-                       f"{workload.input_tokens}:{workload.output_tokens} tokens")
+                       f"{workload.input_tokens}:{workload.output_tokens} tokens{batch}"
+                       f"{hypothetical}", style=None if est.feasible else "dim")
     head.add_column("metric")
     head.add_column("value", justify="right")
     head.add_row("end-to-end latency", f"{est.latency_s * 1e3:,.2f} ms")
     head.add_row("tokens/s (output / latency)", f"{est.tokens_per_s:,.2f}")
+    if est.batch > 1:
+        head.add_row("tokens/s per device", f"{est.tokens_per_s_per_device:,.2f}")
     head.add_row("prefill (summarization)", f"{est.prefill_s * 1e3:,.2f} ms")
     head.add_row("decode per token (mean)", f"{est.decode_s_per_token * 1e3:,.3f} ms")
     head.add_row("decode first → last token",
@@ -86,6 +104,8 @@ def print_estimate(plan: Plan, workload: Generation, est: Estimate, console: Con
                      f"{eff.peak_ops_per_s / 1e9:,.0f} GFLOPS ({100 * eff.compute:.0f}%)")
     head.add_row("feasible", "yes" if est.feasible else "[red]no[/red]")
     console.print(head)
+    if est.batch_note:
+        console.print(f"note: {est.batch_note}")
 
     where = Table(title="where the time goes")
     where.add_column("part")
@@ -108,8 +128,6 @@ def print_estimate(plan: Plan, workload: Generation, est: Estimate, console: Con
             f"{d.ddr_bytes / 1e9:,.2f}",
         )
     console.print(use)
-    for reason in est.reasons:
-        console.print(f"[red]infeasible:[/red] {reason}")
 
 
 def print_emulation(report: dict[str, Any], console: Console) -> None:

@@ -39,7 +39,7 @@ runs on LORA's own router (`router.py`, §IV-C, §V-B).
 """
 
 from math import ceil, log2
-from typing import Literal
+from typing import ClassVar, Literal
 
 import numpy as np
 from pydantic import Field, model_validator
@@ -65,6 +65,7 @@ from archipelago.hardware.cluster import Cluster
 from archipelago.hardware.device import Device, Resources
 from archipelago.models.graph import Phase
 from archipelago.models.spec import ModelSpec
+from archipelago.strategies.tensor_parallel.heads import busiest
 from archipelago.strategies.tensor_parallel.plan import CommStep, ComputeStep
 from archipelago.strategies.tensor_parallel.router import (
     lora_all_gather_s,
@@ -156,21 +157,31 @@ class SystolicEngine:
     name = "systolic"
     # The prompt runs as T_m x T_m matrix tiles (Fig. 3b), not token by token.
     token_serial_prefill = False
+    # A batch's decode vectors share each weight tile the Control Unit loads: the MPU takes
+    # them in turn against the buffered T_v tiles (Fig. 8), or as the rows of a T_m x T_m
+    # activation tile (Fig. 3b) with the tiles from HBM, whichever is sooner (`_matmul`).
+    # §III-B designs for "an input batch size of one" to keep latency low; nothing in the
+    # datapath stops B rows sharing a tile, so B sequences run together.
+    one_sequence: ClassVar[str | None] = None
 
     def __init__(self, config: SystolicConfig, device: Device, spec: ModelSpec,
                  ranks: int) -> None:
         self.config, self.device, self.ranks = config, device, ranks
         hbm, ddr = device.memory("hbm"), device.memory("ddr")
-        assert hbm is not None and ddr is not None, "LORA uses HBM and DDR (seeds/002 §V-C)"
+        assert hbm is not None, "LORA streams decode weights from HBM (seeds/002 §V-C)"
         channel_peak = hbm.bandwidth_Bps / hbm.channels
         per_channel = min(config.hbm_axi_bits / 8 * config.clock_hz,
                           HBM_EFFICIENCY * channel_peak)
         self.hbm_bytes_per_cycle = config.hbm_channels * per_channel / config.clock_hz
-        self.ddr_bytes_per_cycle = ddr.bandwidth_Bps / config.clock_hz
+        # Prefill weights and tables stream from DDR (§V-C), or on a board without DDR
+        # (U55C) from the HBM copy the plan keeps instead.
+        self.ddr_bytes_per_cycle = (ddr.bandwidth_Bps / config.clock_hz if ddr is not None
+                                    else self.hbm_bytes_per_cycle)
+        self.local_kv_dim = busiest(spec, ranks).kv_heads * spec.head_dim
         self.uram_bytes_per_cycle = config.kv_uram * URAM_READ_BYTES
         # K and V of every layer, in the datapath's precision (SmoothQuant O3 quantizes the
         # attention matmuls' inputs too, seeds/002 §IV-B-c)
-        kv_bytes_per_token = 2 * spec.layers * spec.kv_dim / ranks * config.weight_bytes
+        kv_bytes_per_token = 2 * spec.layers * self.local_kv_dim * config.weight_bytes
         self.kv_tokens_onchip = config.kv_uram * URAM_BYTES // kv_bytes_per_token
         self._cycles: dict[str, CycleHandler] = {
             "linear": self._matmul, "lm_head": self._matmul,
@@ -193,13 +204,13 @@ class SystolicEngine:
         """Weight and KV-cache bytes `step` reads at each context (HBM, DDR or the URAM KV
         cache), whole tiles as the MPU fetches them; zero for VFU work on buffered rows."""
         m, t = phase.new_tokens, np.asarray(phase.context)
-        kind = step.op.kind
-        if kind in ("linear", "lm_head"):
-            nbytes = self._weight_tiles(step, m) * self._tile_bytes
-        elif kind in ("attn_score", "attn_context"):
-            nbytes = self._kv_tiles(step, m, t) * self._tile_bytes
+        kind, sequences = step.op.kind, step.sequences
+        if kind in ("linear", "lm_head"):  # a decode batch shares each tile
+            nbytes = self._weight_tiles(step, m * sequences if m > 1 else 1) * self._tile_bytes
+        elif kind in ("attn_score", "attn_context"):  # each sequence its own KV cache
+            nbytes = sequences * self._kv_tiles(step, m, t) * self._tile_bytes
         elif kind == "embedding":
-            nbytes = m * self._embedding_row_bytes(step)
+            nbytes = m * sequences * self._embedding_row_bytes(step)
         else:
             nbytes = 0.0
         return np.zeros_like(t, dtype=float) + nbytes
@@ -215,7 +226,7 @@ class SystolicEngine:
         if step.kind == "all_reduce":  # every rank holds the full partial-sum vector
             return lora_all_reduce_s(rows * step.width * step.value_bytes, ranks, link,
                                      self.config.clock_hz)
-        per_rank = rows * -(-step.width // ranks) * step.value_bytes
+        per_rank = rows * step.share(ranks) * step.value_bytes
         return lora_all_gather_s(per_rank, ranks, link)
 
     # --- MPU ---------------------------------------------------------------------------
@@ -227,14 +238,15 @@ class SystolicEngine:
         """Systolic fill and drain: a wavefront crosses the array twice."""
         return 2 * self.config.d_sa
 
-    def _vector_matrix(self, tiles: int | np.ndarray,
-                       cycles_per_byte: float | np.ndarray) -> np.ndarray:
+    def _vector_matrix(self, tiles: int | np.ndarray, cycles_per_byte: float | np.ndarray,
+                       vectors: int = 1) -> np.ndarray:
         """Fig. 8: per iteration one vector meets the next T_v tiles in 2 T_m cycles (L_cal)
-        while the following T_v tiles stream in (L_axi), Eq. 8."""
+        while the following T_v tiles stream in (L_axi), Eq. 8; a batch's `vectors` pass
+        the buffered tiles in turn, so L_cal grows and L_axi does not."""
         c = self.config
         iterations = ceil_div(tiles, c.t_v)
         l_axi = tiles / iterations * self._tile_bytes * np.asarray(cycles_per_byte)
-        return _eq8(l_axi, DECODE_WAVEFRONT_PASSES * c.t_m, iterations)
+        return _eq8(l_axi, vectors * DECODE_WAVEFRONT_PASSES * c.t_m, iterations)
 
     def _matrix_matrix(self, m: int, k: int | np.ndarray, n: int | np.ndarray,
                        stream_bytes_per_cycle: float) -> np.ndarray:
@@ -246,10 +258,11 @@ class SystolicEngine:
                  if stream_bytes_per_cycle else ONCHIP_READ_CYCLES)
         return _eq8(l_buf, l_cal, count) + self._fill()
 
-    def _kv_cycles_per_byte(self, context: np.ndarray) -> np.ndarray:
+    def _kv_cycles_per_byte(self, context: np.ndarray, sequences: int = 1) -> np.ndarray:
         """The KV read's pace: the URAM-held rows and the rows spilled to HBM stream side by
-        side, the slower share setting it."""
-        spilled = np.maximum(context - self.kv_tokens_onchip, 0) / context
+        side, the slower share setting it; a batch's caches share the URAMs."""
+        held = sequences * context
+        spilled = np.maximum(held - self.kv_tokens_onchip, 0) / held
         uram = (1 - spilled) / self.uram_bytes_per_cycle if self.uram_bytes_per_cycle else 0.0
         return np.maximum(uram, spilled / self.hbm_bytes_per_cycle)
 
@@ -276,8 +289,8 @@ class SystolicEngine:
                 + 2 * FP16_MUL_CYCLES)
 
     def _norm(self, step: ComputeStep, m: int, t: np.ndarray) -> np.ndarray:
-        width = step.local_out
-        stats, apply = self._stats(m, width), self._apply(m, width)
+        width, rows = step.local_out, m * step.sequences
+        stats, apply = self._stats(rows, width), self._apply(rows, width)
         return {"stats": stats, "apply": apply, "whole": stats + apply}[step.stage]
 
     def _softmax(self, step: ComputeStep, m: int, t: np.ndarray) -> np.ndarray:
@@ -287,14 +300,16 @@ class SystolicEngine:
         (§VI-C)."""
         chain = (2 * self._tree_cycles + FP16_ADD_CYCLES + FP16_EXP_CYCLES
                  + FP16_RECIP_CYCLES + FP16_MUL_CYCLES)
-        return self._sweeps(m * step.local_heads, t, 3) + chain
+        return self._sweeps(m * step.sequences * step.local_heads, t, 3) + chain
 
     def _elementwise(self, step: ComputeStep, m: int, t: np.ndarray) -> np.ndarray:
         """Residual add or piece-wise linear GELU (a multiply and an add per element)."""
-        return self._sweeps(m, step.local_out, 1) + FP16_MUL_CYCLES + FP16_ADD_CYCLES
+        rows = m * step.sequences
+        return self._sweeps(rows, step.local_out, 1) + FP16_MUL_CYCLES + FP16_ADD_CYCLES
 
     def _gated(self, step: ComputeStep, m: int, t: np.ndarray) -> np.ndarray:
-        return self._sweeps(m, step.local_out, 2) + 2 * FP16_MUL_CYCLES + FP16_ADD_CYCLES
+        rows = m * step.sequences
+        return self._sweeps(rows, step.local_out, 2) + 2 * FP16_MUL_CYCLES + FP16_ADD_CYCLES
 
     def _embedding_row_bytes(self, step: ComputeStep) -> float:
         """A token's and a position's table rows (this device's columns)."""
@@ -302,8 +317,8 @@ class SystolicEngine:
 
     def _embedding(self, step: ComputeStep, m: int, t: np.ndarray) -> np.ndarray:
         """Table rows from DDR, then one add sweep."""
-        row = self._embedding_row_bytes(step) / self.ddr_bytes_per_cycle
-        return m * row + self._sweeps(m, step.local_out, 1) + FP16_ADD_CYCLES
+        row, rows = self._embedding_row_bytes(step) / self.ddr_bytes_per_cycle, m * step.sequences
+        return rows * row + self._sweeps(rows, step.local_out, 1) + FP16_ADD_CYCLES
 
     # --- MPU dispatch ------------------------------------------------------------------
     def _weight_tiles(self, step: ComputeStep, m: int) -> int:
@@ -315,10 +330,19 @@ class SystolicEngine:
 
     def _matmul(self, step: ComputeStep, m: int, t: np.ndarray) -> np.ndarray:
         """Linear layers and the LM head: vector mode from HBM in decode, tiles from DDR in
-        prefill (§V-C)."""
+        prefill (§V-C). A batch's decode vectors pass each loaded tile in turn, or, once
+        that is slower, fill the rows of matrix-mode activation tiles, the weights still
+        from HBM (see `one_sequence`)."""
+        vectors = step.sequences
         if m == 1:
-            return self._vector_matrix(self._weight_tiles(step, 1), 1 / self.hbm_bytes_per_cycle)
-        return self._matrix_matrix(m, step.op.fan_in, step.local_out, self.ddr_bytes_per_cycle)
+            vector = self._vector_matrix(self._weight_tiles(step, 1),
+                                         1 / self.hbm_bytes_per_cycle, vectors)
+            if vectors == 1:
+                return vector
+            return np.minimum(vector, self._matrix_matrix(
+                vectors, step.op.fan_in, step.local_out, self.hbm_bytes_per_cycle))
+        return self._matrix_matrix(m * vectors, step.op.fan_in, step.local_out,
+                                   self.ddr_bytes_per_cycle)
 
     @staticmethod
     def _attention_shape(step: ComputeStep, t: np.ndarray) -> tuple[int | np.ndarray, ...]:
@@ -334,10 +358,12 @@ class SystolicEngine:
     def _attention(self, step: ComputeStep, m: int, t: np.ndarray) -> np.ndarray:
         """Decode: every local head's K or V tiles in vector mode, read from the URAM KV
         cache or, past what it holds, HBM. Prefill: per head, tile pairs from on chip."""
+        sequences = step.sequences
         if m == 1:
-            return self._vector_matrix(self._kv_tiles(step, 1, t), self._kv_cycles_per_byte(t))
+            return sequences * self._vector_matrix(self._kv_tiles(step, 1, t),
+                                                   self._kv_cycles_per_byte(t, sequences))
         k, n = self._attention_shape(step, t)
-        return step.local_heads * self._matrix_matrix(m, k, n, 0.0)
+        return sequences * step.local_heads * self._matrix_matrix(m, k, n, 0.0)
 
     def cycles(self, step: ComputeStep, phase: Phase) -> np.ndarray:
         return dispatch_cycles(self._cycles, "LORA", step, phase)
@@ -360,21 +386,25 @@ class SystolicEngine:
     def _buffers(self, spec: ModelSpec) -> Resources:
         c = self.config
         bits = 8 * int(c.weight_bytes)
-        local = spec.hidden // self.ranks
+        local = ceil_div(spec.hidden, self.ranks)  # the widest column slice
+        local_ffn = ceil_div(spec.ffn, self.ranks)
         # Eq. 5: double-buffered weight tile, partitioned P_w = D_sa ways (one weight per
         # systolic column per cycle), BRAM18 units of 1024 x 18 -> counted as BRAM36 halves.
         p_w = c.d_sa
         weight18 = ceil(bits / 18) * ceil(c.t_m ** 2 / (1024 * p_w)) * p_w * 2
-        # Eq. 6: AXI read buffers of every HBM channel and the router's TX/RX buffers.
+        # Eq. 6: AXI read buffers of every HBM channel and the router's TX/RX buffers. The
+        # router packs and sends this board's block and unpacks each peer's block into the
+        # on-chip buffer as it arrives (§IV-C Data Sending/Receiving), so N_tran covers one
+        # board's share of the widest gather (the FFN activation), not the gathered whole.
         axi = c.hbm_channels * ceil(c.hbm_axi_bits / 36)  # N_tran = 512: one block deep
-        router = 2 * ceil(LINK_PORT_BITS / 36) * ceil(c.token_window * spec.ffn
+        router = 2 * ceil(LINK_PORT_BITS / 36) * ceil(c.token_window * local_ffn
                                                       // (LINK_PORT_BITS // bits) / 512)
         # Intermediate activations of the local columns (LayerNorm, residual, FFN) for the
         # token window: the buffer §II-C says dominates BRAM use.
-        inter_values = c.token_window * (6 * local + 2 * spec.ffn // self.ranks)
+        inter_values = c.token_window * (6 * local + 2 * local_ffn)
         inter = ceil(inter_values * bits / (36 * 1024))
         bram = ceil(weight18 / 2) + axi + router + inter
-        kv_need = ceil(2 * spec.layers * spec.max_positions * spec.kv_dim / self.ranks
+        kv_need = ceil(2 * spec.layers * spec.max_positions * self.local_kv_dim
                        * c.weight_bytes / URAM_BYTES)
         return Resources(bram=bram, uram=min(c.kv_uram, kv_need))
 

@@ -25,6 +25,7 @@ from archipelago.strategies.tensor_parallel.emulate.numerics import numerics
 from archipelago.strategies.tensor_parallel.emulate.quantized import read_scales
 from archipelago.strategies.tensor_parallel.emulate.state import RankState
 from archipelago.strategies.tensor_parallel.emulate.w8a8 import quantize
+from archipelago.strategies.tensor_parallel.heads import even
 from archipelago.strategies.tensor_parallel.plan import CommStep, ComputeStep, Plan
 from archipelago.strategies.tensor_parallel.rings import one_ring
 
@@ -64,6 +65,12 @@ def check(plan: Plan, job: EmulationJob) -> None:
     if spec.activation not in ACTIVATIONS:
         raise EmulationError(f"{spec.name}: activation '{spec.activation}' is not emulated; "
                              f"known: {', '.join(ACTIVATIONS)}")
+    if not even(spec, plan.ranks):
+        raise EmulationError(f"{spec.name} on {plan.ranks} ranks: emulation runs even splits "
+                             f"only (heads {spec.heads}, key/value heads {spec.kv_heads}, hidden "
+                             f"{spec.hidden}, FFN {spec.ffn} each a multiple of the ranks, or "
+                             "the ranks a multiple of the key/value heads); the estimate costs "
+                             "uneven splits")
     numerics(spec)
     steps = [*plan.embed_steps, *plan.block_steps, *plan.output_steps]
     missing = sorted({s.op.kind for s in steps if isinstance(s, ComputeStep)} - set(COMPUTE)

@@ -1,0 +1,66 @@
+"""How a tensor-parallel degree splits attention heads, divisible or not, as serving systems
+do (Megatron-LM and vLLM's GQA handling).
+
+Query heads are cut into contiguous near-equal runs (`split_bounds`); each device holds the
+key/value heads its query heads read. When the degree exceeds the key/value heads, a
+device's query heads fall in one group and that group's key/value head is replicated on
+every device of the group (Llama-2-70B's 8 on 32 boards: each on 4); when the query heads
+do not divide evenly, some devices hold one head more, and where a run straddles a group
+boundary, one key/value head more. Every device runs in lockstep at the collectives, so
+the busiest device's share sets the pace (`busiest`).
+"""
+
+from dataclasses import dataclass
+
+from archipelago.errors import PartitionError
+from archipelago.models.spec import ModelSpec
+from archipelago.split import split_bounds
+
+
+@dataclass(frozen=True)
+class HeadShare:
+    """One device's query heads [q_start, q_stop) and key/value heads [kv_start, kv_stop)."""
+
+    q_start: int
+    q_stop: int
+    kv_start: int
+    kv_stop: int
+
+    @property
+    def q_heads(self) -> int:
+        return self.q_stop - self.q_start
+
+    @property
+    def kv_heads(self) -> int:
+        return self.kv_stop - self.kv_start
+
+
+def check_heads(spec: ModelSpec, ranks: int) -> None:
+    """A head's scores and softmax run whole on one device: a degree above the query heads
+    would leave a device with no head and need a reduction inside softmax that neither
+    DFX's nor LORA's router has (seeds/001 §V-E, seeds/002 §IV-C)."""
+    if ranks > spec.heads:
+        raise PartitionError(f"{spec.name}: {ranks} devices exceed its {spec.heads} attention "
+                             f"heads; a head runs whole on one device (choose at most "
+                             f"{spec.heads} devices per ring)")
+
+
+def head_share(spec: ModelSpec, ranks: int, rank: int) -> HeadShare:
+    """The query heads of `rank` and the key/value heads they read."""
+    q_start, q_stop = split_bounds(spec.heads, ranks, rank)
+    group = spec.heads // spec.kv_heads  # query heads per key/value head
+    return HeadShare(q_start, q_stop, q_start // group, (q_stop - 1) // group + 1)
+
+
+def busiest(spec: ModelSpec, ranks: int) -> HeadShare:
+    """The most query heads and the most key/value heads any device holds (as a share
+    starting at 0: only the counts matter)."""
+    shares = [head_share(spec, ranks, r) for r in range(ranks)]
+    return HeadShare(0, max(s.q_heads for s in shares), 0, max(s.kv_heads for s in shares))
+
+
+def even(spec: ModelSpec, ranks: int) -> bool:
+    """Every device holds the same heads, key/value heads and columns (what the emulator's
+    SPMD interpreter runs: one step list with one local size per op)."""
+    return (spec.heads % ranks == 0 and spec.hidden % ranks == 0 and spec.ffn % ranks == 0
+            and (spec.kv_heads % ranks == 0 or ranks % spec.kv_heads == 0))
