@@ -202,7 +202,7 @@ def test_memory_refusal_names_stage_rank_memory_and_shortfall() -> None:
         f"has {U280_HBM:.4g} ({need - U280_HBM:.3g} short)")
     console = Console(record=True, width=200)
     print_estimate(result.plan, result.workload, est, console)
-    assert console.export_text().startswith("infeasible: stage 0 ranks 0-3")
+    assert console.export_text().startswith("does not fit: stage 0 ranks 0-3")
 
 
 def test_auto_split_takes_the_fewest_stages_that_fit() -> None:
@@ -243,3 +243,36 @@ def test_done_when_command() -> None:
     assert {"hbm_bytes", "bram", "prefill_s", "decode_s_per_token"} <= set(data["stages"][0])
     # 70B in int8 over 32 U280s: no stage device is short of HBM
     assert all(s["hbm_bytes"] < U280_HBM for s in data["stages"])
+
+
+@pytest.mark.parametrize("strategy", ["lora-q", "dfx"])
+def test_one_stage_of_a_batch_costs_what_the_ring_costs(strategy: str) -> None:
+    """A batch of 4 on one stage of a rack (tp=4, pp=1: no transfers) is the single-ring
+    estimate of the same batch on one ring: sequences together on LORA, in turn on DFX."""
+    from archipelago.estimate.workload import Generation
+    from archipelago.strategies.tensor_parallel.estimate import estimate_generation
+
+    work = {"tokens": "16:8", "batch": "4"}
+    _, _, staged = plan_and_estimate("gpt2-345m", "2x4xu280", strategy,
+                                     {**work, "split": "tp=4,pp=1"})
+    ring = estimate_generation(make_plan("gpt2-345m", "4xu280", strategy),
+                               Generation(16, 8, batch=4))
+    assert staged.batch == ring.batch == 4 and staged.batch_note == ring.batch_note
+    assert staged.latency_s == pytest.approx(ring.latency_s)
+    assert staged.tokens_per_s == pytest.approx(ring.tokens_per_s)
+
+
+def test_a_batch_moves_its_rows_between_stages() -> None:
+    """Two stages at batch 3: each decode step sends 3 hidden rows over the switch port and
+    3 tokens back; the transfers are 3 rows' bytes over the same hops as batch 1."""
+    runs = {b: plan_and_estimate("gpt2-345m", "2x4xu280", "lora-q",
+                                 {"tokens": "16:8", "batch": str(b), "split": "tp=4,pp=2"})[2]
+            for b in (1, 3)}
+    link = runs[1].links[0]
+    row = 1024 * 1  # hidden values at LORA-Q's int8 activations
+    step = {b: (link.latency_s + b * row / link.bandwidth_Bps)
+            + (runs[1].links[1].latency_s + b * 4 / runs[1].links[1].bandwidth_Bps)
+            for b in (1, 3)}
+    prompt = {b: link.latency_s + 16 * b * row / link.bandwidth_Bps for b in (1, 3)}
+    for b in (1, 3):
+        assert runs[b].transfer_s == pytest.approx(prompt[b] + 7 * step[b])

@@ -184,10 +184,17 @@ def feasibility(plan: Plan, workload: Generation, devices: list[DeviceUse]) -> l
     return reasons
 
 
+def sequence_turns(plan: Plan, workload: Generation) -> tuple[int, int]:
+    """(sequences per pass, passes) of a batch: all together, or one after another on an
+    engine that runs one sequence at a time."""
+    batch = workload.batch
+    return (1, batch) if batch > 1 and plan.engine.one_sequence else (batch, 1)
+
+
 def estimate_generation(plan: Plan, workload: Generation) -> Estimate:
     n_in, n_out, batch = workload.input_tokens, workload.output_tokens, workload.batch
     note = plan.engine.one_sequence if batch > 1 else None
-    together, turns = (1, batch) if note else (batch, 1)  # sequences per pass, passes
+    together, turns = sequence_turns(plan, workload)
     pre = {c: turns * v for c, v in _prefill_seconds(plan, n_in, together).items()}
     contexts = n_in + np.arange(1, n_out)  # decode step i feeds token n_in + i - 1
     dec = {c: turns * v for c, v in

@@ -1,18 +1,20 @@
 """Estimate a tensor x pipeline plan: choose (or check) the split, then cost its stages.
 
-One request at a time (batch 1), the stages run one after another: a token's latency is
+The stages run one after another (no micro-batching across them): a token's latency is
 the sum of the stages' times plus the transfers between them, each `latency + bytes /
 bandwidth` over the link it crosses (the hidden vector of every row at the activations'
 width, seeds/002 §III's all-gather width; the sampled token, an int32, back to the first
-stage for the next step). Stage times come from the single-ring estimator's per-step
-seconds: the embedding on the first stage, the block as many times as the stage has
-layers, the output ops on the last. Memory: the single-ring plan's per-device bytes,
-scaled to the stage's layers, with the embedding only on the first stage and the LM head
-(a tied one's vocabulary slice) only on the last.
+stage for the next step). A batch of B moves B rows (and B tokens) per step, together, or
+one sequence after another on an engine that runs them in turn, as the single-ring
+estimator runs them. Stage times come from the single-ring estimator's per-step seconds:
+the embedding on the first stage, the block as many times as the stage has layers, the
+output ops on the last. Memory: the single-ring plan's per-device bytes (the batch's KV
+caches included), scaled to the stage's layers, with the embedding only on the first stage
+and the LM head only on the last.
 
-"auto" tries every tensor-parallel degree with every stage count; at batch 1 more stages
-only add transfers, so it keeps the fastest split that fits (the fewer devices on a tie),
-or, when none fits, the one using the most devices, whose refusal it reports.
+"auto" tries every tensor-parallel degree with every stage count; without micro-batching
+more stages only add transfers, so it keeps the fastest split that fits (the fewer devices
+on a tie), or, when none fits, the one using the most devices, whose refusal it reports.
 """
 
 from dataclasses import dataclass, field
@@ -28,6 +30,7 @@ from archipelago.strategies.tensor_parallel.estimate import (
     CATEGORIES,
     DeviceUse,
     device_use,
+    sequence_turns,
     step_category,
     steps_seconds,
 )
@@ -56,9 +59,9 @@ class PartTimes:
         return float(self.prefill.sum() + self.decode.sum())
 
 
-def _by_category(plan: Plan, steps: list[Step], phase: Phase) -> np.ndarray:
+def _by_category(plan: Plan, steps: list[Step], phase: Phase, sequences: int) -> np.ndarray:
     out = np.zeros((len(CATEGORIES), *phase.context.shape))
-    for step, seconds in zip(steps, steps_seconds(plan, steps, phase), strict=True):
+    for step, seconds in zip(steps, steps_seconds(plan, steps, phase, sequences), strict=True):
         out[CATEGORIES.index(step_category(step))] += seconds
     return out
 
@@ -66,17 +69,22 @@ def _by_category(plan: Plan, steps: list[Step], phase: Phase) -> np.ndarray:
 def part_times(plan: Plan, workload: Generation) -> dict[str, PartTimes]:
     """The embedding, one block and the output ops, phased as estimate_generation phases
     the whole model (the prompt as one pass, or token by token on engines that run it so;
-    the output ops once after the prompt; decode step i at context n_in + i)."""
+    the output ops once after the prompt; decode step i at context n_in + i, a sliding
+    window's block attending to its last `window` keys), for the whole batch."""
     n_in, n_out = workload.input_tokens, workload.output_tokens
+    together, turns = sequence_turns(plan, workload)
     last = np.array([n_in])
     prompt = (Phase(1, np.arange(1, n_in + 1)) if plan.engine.token_serial_prefill
               else Phase(n_in, last))
     decode = Phase(1, n_in + np.arange(1, n_out))
-    parts = {"embed": (plan.embed_steps, prompt), "block": (plan.block_steps, prompt),
-             "output": (plan.output_steps, Phase(1, last))}
-    return {name: PartTimes(_by_category(plan, steps, phase).sum(axis=1),
-                            _by_category(plan, steps, decode))
-            for name, (steps, phase) in parts.items()}
+    window = plan.spec.sliding_window
+    block = decode if window is None else Phase(1, np.minimum(decode.context, window))
+    parts = {"embed": (plan.embed_steps, prompt, decode),
+             "block": (plan.block_steps, prompt, block),
+             "output": (plan.output_steps, Phase(1, last), decode)}
+    return {name: PartTimes(turns * _by_category(plan, steps, pre, together).sum(axis=1),
+                            turns * _by_category(plan, steps, dec, together))
+            for name, (steps, pre, dec) in parts.items()}
 
 
 def activation_bytes(plan: Plan) -> float:
@@ -151,6 +159,8 @@ class PipelineEstimate:
     links: list[Link]  # stage k to k + 1, then the last stage back to the first
     feasible: bool
     reasons: list[str] = field(default_factory=list)
+    batch: int = 1
+    batch_note: str | None = None  # why the batch's sequences run in turn, if they do
 
 
 class _Degree:
@@ -188,16 +198,17 @@ class _Degree:
     def transfer_s(self, workload: Generation, stages: int) -> tuple[float, np.ndarray]:
         """Inter-stage seconds of the prompt, and of each decode step."""
         n_in, n_out = workload.input_tokens, workload.output_tokens
+        together, turns = sequence_turns(self.ring, workload)
         links = self.links(stages)
-        row = self.ring.spec.hidden * self.act_bytes
+        row = together * self.ring.spec.hidden * self.act_bytes
         prompt = 0.0
         for link in links[:-1]:
             prompt += (n_in * hop_seconds(link, row) if self.ring.engine.token_serial_prefill
                        else hop_seconds(link, n_in * row))
         step = sum(hop_seconds(link, row) for link in links[:-1])
         if links:
-            step += hop_seconds(links[-1], TOKEN_ID_BYTES)
-        return prompt, np.full(max(n_out - 1, 0), step)
+            step += hop_seconds(links[-1], together * TOKEN_ID_BYTES)
+        return turns * prompt, np.full(max(n_out - 1, 0), turns * step)
 
     def layer_total_s(self) -> tuple[float, float, float]:
         return (self.parts["block"].total, self.parts["embed"].total,
@@ -273,13 +284,15 @@ def _cost(degree: _Degree, workload: Generation, split: Split,
     prompt_by = {c: float(prefill[i]) for i, c in enumerate(CATEGORIES)}
     return PipelineEstimate(
         split=split, chosen="", latency_s=latency,
-        tokens_per_s=workload.output_tokens / latency, prefill_s=prefill_s,
+        tokens_per_s=workload.batch * workload.output_tokens / latency, prefill_s=prefill_s,
         decode_s_per_token=float(per_token.mean()) if per_token.size else 0.0,
         decode_s_first=float(per_token[0]) if per_token.size else 0.0,
         decode_s_last=float(per_token[-1]) if per_token.size else 0.0,
         transfer_s=breakdown["transfer"], breakdown_s=breakdown,
         prefill_breakdown_s={**prompt_by, "transfer": prompt_hops}, stages=stages,
-        links=degree.links(len(counts)), feasible=not reasons, reasons=reasons)
+        links=degree.links(len(counts)), feasible=not reasons, reasons=reasons,
+        batch=workload.batch,
+        batch_note=degree.ring.engine.one_sequence if workload.batch > 1 else None)
 
 
 def estimate_pipeline(plan: "PipelinePlan", workload: Generation) -> PipelineEstimate:

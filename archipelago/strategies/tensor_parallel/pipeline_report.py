@@ -24,7 +24,7 @@ def pipeline_efficiency(plan: "PipelinePlan", est: PipelineEstimate, workload: G
     devices = [d.device for _ in est.stages for d in ring.devices]
     return decode_roofline(ring.graph, ring.bytes_per_param, devices,
                            len(devices) * ring.engine.peak_ops_per_s, workload,
-                           est.decode_s_per_token)
+                           est.decode_s_per_token, workload.batch if est.batch_note else 1)
 
 
 def _stage_dict(plan: "PipelinePlan", est: PipelineEstimate, s: int) -> dict[str, Any]:
@@ -51,6 +51,7 @@ def pipeline_to_dict(plan: "PipelinePlan", workload: Generation,
     return {
         "model": plan.spec.name, "cluster": plan.cluster.name, "strategy": plan.strategy,
         "tokens": {"input": workload.input_tokens, "output": workload.output_tokens},
+        "batch": est.batch, "batch_note": est.batch_note,
         "parameters": parameter_count(plan.spec),
         "split": {"tp": split.tp, "pp": split.pp, "layers": list(split.layers or ()),
                   "devices": split.tp * split.pp, "chosen": est.chosen,
@@ -69,17 +70,18 @@ def pipeline_to_dict(plan: "PipelinePlan", workload: Generation,
 def print_pipeline(plan: "PipelinePlan", workload: Generation, est: PipelineEstimate,
                     console: Console) -> None:
     for reason in est.reasons:  # a plan that does not fit says so above any figure
-        console.print(f"[red]infeasible:[/red] {reason}")
+        console.print(f"[red]does not fit:[/red] {reason}", soft_wrap=True)
     split = est.split
+    batch = f" · batch {est.batch}" if est.batch > 1 else ""
     head = Table(title=f"{plan.spec.name} on {plan.cluster.name} · strategy {plan.strategy} · "
-                       f"{workload.input_tokens}:{workload.output_tokens} tokens")
+                       f"{workload.input_tokens}:{workload.output_tokens} tokens{batch}")
     head.add_column("metric")
     head.add_column("value", justify="right")
     head.add_row("parameters", f"{parameter_count(plan.spec) / 1e9:,.2f} B")
     head.add_row(f"split ({est.chosen})", f"tp={split.tp} x pp={split.pp} "
                  f"({split.tp * split.pp} of {plan.cluster.size} devices)")
     head.add_row("end-to-end latency", f"{est.latency_s * 1e3:,.2f} ms")
-    head.add_row("tokens/s (output / latency)", f"{est.tokens_per_s:,.2f}")
+    head.add_row("tokens/s (all sequences' output / latency)", f"{est.tokens_per_s:,.2f}")
     head.add_row("prefill (summarization)", f"{est.prefill_s * 1e3:,.2f} ms")
     head.add_row("decode per token (mean)", f"{est.decode_s_per_token * 1e3:,.3f} ms")
     head.add_row("inter-stage transfers (whole run)", f"{est.transfer_s * 1e3:,.3f} ms")
@@ -111,3 +113,5 @@ def print_pipeline(plan: "PipelinePlan", workload: Generation, est: PipelineEsti
     for name, seconds in est.breakdown_s.items():
         where.add_row(name, f"{seconds * 1e3:,.2f}", f"{100 * seconds / est.latency_s:.1f}%")
     console.print(where)
+    if est.batch_note:
+        console.print(f"note: {est.batch_note}")
