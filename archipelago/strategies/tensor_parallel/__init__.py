@@ -32,7 +32,12 @@ from archipelago.models.weights import embedding_weights, layer_weights, output_
 from archipelago.strategies.options import WorkloadOption, WorkloadType
 from archipelago.strategies.registry import PlanKind, register, register_kind
 from archipelago.strategies.tensor_parallel.dfx import DFXConfig, DFXEngine
-from archipelago.strategies.tensor_parallel.heads import busiest, check_heads, head_share
+from archipelago.strategies.tensor_parallel.heads import (
+    HeadShare,
+    busiest,
+    check_heads,
+    head_share,
+)
 from archipelago.strategies.tensor_parallel.pipeline import (
     DFXSplitConfig,
     SystolicSplitConfig,
@@ -125,11 +130,10 @@ def _placed(memory: MemoryKind, device: Device) -> MemoryKind:
     return memory if device.memory(memory) is not None else "hbm"
 
 
-def _columns(spec: ModelSpec, name: str, length: int, ranks: int,
-             rank: int) -> tuple[int, int]:
-    """This rank's output columns of tensor `name`: whole heads for q, k, v (`heads.py`),
-    contiguous near-equal slices for every other split."""
-    share = head_share(spec, ranks, rank)
+def _columns(spec: ModelSpec, name: str, length: int, ranks: int, rank: int,
+             share: HeadShare) -> tuple[int, int]:
+    """This rank's output columns of tensor `name`: whole heads for q, k, v (its `share`,
+    `heads.py`), contiguous near-equal slices for every other split."""
     if name == "q":
         return share.q_start * spec.head_dim, share.q_stop * spec.head_dim
     if name in ("k", "v"):
@@ -149,10 +153,11 @@ def _device_plan(spec: ModelSpec, cluster: Cluster, rank: int, split_norms: bool
     mirror = _placed(matrix_mirror, device) if matrix_mirror else None
     mirror = None if mirror == "hbm" else mirror  # one copy serves both phases
     layer: dict[str, Shard] = {}
+    share = head_share(spec, ranks, rank)
     for tensor in layer_weights(spec, 0):
         name, part = tensor.role.split(".")
         axis = len(tensor.shape) - 1
-        start, stop = _columns(spec, name, tensor.shape[axis], ranks, rank)
+        start, stop = _columns(spec, name, tensor.shape[axis], ranks, rank, share)
         if name in _COLUMN_SPLIT and part == "weight":
             layer[tensor.role] = Shard(axis, start, stop, "hbm", mirror)
         elif name in _COLUMN_SPLIT or split_norms:
