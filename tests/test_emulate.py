@@ -215,7 +215,7 @@ def test_torchrun_environment_makes_this_process_one_rank(gpt2_config, tmp_path)
     assert out1 == ""  # rank 0 reports for the run
     report = json.loads(out0)
     for key in ("tokens_match", "generated", "reference", "max_abs_logit_diff",
-                "bytes_per_rank", "ranks"):
+                "bytes_per_rank", "ranks", "bytes_per_link"):
         assert key in report
     assert report["tokens_match"] and report["ranks"] == 2 and len(report["generated"]) == 3
 
