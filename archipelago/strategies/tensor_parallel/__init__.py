@@ -14,9 +14,9 @@ hidden behind compute by row packing, early broadcast and column-major traversal
 Decoders beyond GPT-2/OPT/LLaMA (models/hf_decoders.py) split the same way: query heads of
 any head_dim and GQA key/value heads head-wise, per-head q/k norms with their heads, parallel
 blocks' sublayers each as their sequential twin. A mixture of experts is split for now like
-any FFN: every expert's columns across the ring, the router's too, with a token's active
-experts as one FFN of `MoE.active_ffn` columns (expert placement and its all-to-all are issue
-21 point 2). Features whose synchronization neither paper defines are refused
+any FFN: every expert's columns across the ring (the router whole on every device), with
+a token's active experts as one FFN of `MoE.active_ffn` columns (expert placement and its
+all-to-all are issue 21 point 2). Features whose synchronization neither paper defines are refused
 (`_NOT_SPLIT`).
 """
 
@@ -60,10 +60,14 @@ FP16_BYTES = 2
 STATS_VALUES, STATS_BYTES = 2, 4
 # Per-layer tensors whose output columns are split across ranks (everything but norms).
 _COLUMN_SPLIT = frozenset({"q", "k", "v", "attn_out", "ffn_gate", "ffn_up", "ffn_down",
-                           "router", "experts_gate", "experts_up", "experts_down",
+                           "experts_gate", "experts_up", "experts_down",
                            "shared_gate", "shared_up", "shared_down"})
-# Norms inside the head-wise split: each device normalizes its own heads, no collective.
+# Norms inside the head-wise split: each device normalizes its own heads, no collective,
+# with the whole head_dim-wide weight.
 _HEAD_LOCAL = frozenset({"q_norm", "k_norm"})
+# Held whole and run whole on every device: an MoE router (hidden x experts, tiny) picks
+# each token's experts where they run, so no device waits on another's choice.
+_REPLICATED = frozenset({"router"})
 # ModelSpec.extensions these plans cannot make: norms over a split width or after each
 # sublayer (where would DFX's and LORA's syncs go?), DeepSeek's latent attention, and layers
 # of two kinds, since a plan repeats one block template.
@@ -160,7 +164,9 @@ def _device_plan(spec: ModelSpec, cluster: Cluster, rank: int, split_norms: bool
         start, stop = _columns(spec, name, tensor.shape[axis], ranks, rank, share)
         if name in _COLUMN_SPLIT and part == "weight":
             layer[tensor.role] = Shard(axis, start, stop, "hbm", mirror)
-        elif name in _COLUMN_SPLIT or split_norms:
+        elif name in _REPLICATED:
+            layer[tensor.role] = Shard(None, memory="hbm", mirror=mirror)
+        elif name in _COLUMN_SPLIT or (split_norms and name not in _HEAD_LOCAL):
             layer[tensor.role] = Shard(axis, start, stop, ddr)
         else:
             layer[tensor.role] = Shard(None, memory=ddr)
@@ -183,8 +189,10 @@ def _device_plan(spec: ModelSpec, cluster: Cluster, rank: int, split_norms: bool
 
 def _local_out(op: Op, spec: ModelSpec, ranks: int, columns_split: bool) -> int:
     """The busiest device's output features of `op` (every device waits for it at the next
-    collective): whole heads for q, k, v and their per-head norms, the widest slice of any
-    other split."""
+    collective): all of a replicated tensor's, whole heads for q, k, v and their per-head
+    norms, the widest slice of any other split."""
+    if op.weight in _REPLICATED:
+        return op.fan_out
     share = busiest(spec, ranks)
     if op.name in ("q", "q_norm"):
         return share.q_heads * spec.head_dim
