@@ -268,10 +268,10 @@ def lora_steps(ops: tuple[Op, ...], spec: ModelSpec, ranks: int,
     return steps
 
 
-def _plan(strategy: str, scheme: str, spec: ModelSpec, cluster: Cluster, engine: Any,
+def _plan(strategy: str, scheme: str, graph: Graph, cluster: Cluster, engine: Any,
           bytes_per_param: float, steps: tuple[list[Step], list[Step], list[Step]],
           devices: list[DevicePlan], numerics: str = "fp16") -> Plan:
-    return Plan(strategy=strategy, scheme=scheme, spec=spec, graph=build_graph(spec),
+    return Plan(strategy=strategy, scheme=scheme, spec=graph.spec, graph=graph,
                 cluster=cluster, engine=engine, bytes_per_param=bytes_per_param,
                 embed_steps=steps[0], block_steps=steps[1], output_steps=steps[2],
                 devices=devices, numerics=numerics)
@@ -300,7 +300,7 @@ def plan_dfx(spec: ModelSpec, cluster: Cluster, config: DFXConfig) -> Plan:
     steps = ([_compute(op, spec, ranks) for op in graph.embed], dfx_block_steps(graph, ranks),
              _dfx_output_steps(graph))
     devices = [_device_plan(spec, cluster, r, False, None, False) for r in range(ranks)]
-    return _plan("dfx", "dfx", spec, cluster, engine, FP16_BYTES, steps, devices)
+    return _plan("dfx", "dfx", graph, cluster, engine, FP16_BYTES, steps, devices)
 
 
 def _plan_lora(strategy: str, spec: ModelSpec, cluster: Cluster,
@@ -312,7 +312,7 @@ def _plan_lora(strategy: str, spec: ModelSpec, cluster: Cluster,
     steps = tuple(lora_steps(ops, spec, ranks, act, config.pack_rows)
                   for ops in (graph.embed, graph.block, graph.output))
     devices = [_device_plan(spec, cluster, r, True, "ddr", True) for r in range(ranks)]
-    return _plan(strategy, "lora", spec, cluster, engine, config.weight_bytes, steps, devices,
+    return _plan(strategy, "lora", graph, cluster, engine, config.weight_bytes, steps, devices,
                  config.precision)
 
 
