@@ -31,7 +31,7 @@ def test_every_built_in_kind_has_its_own_package() -> None:
                 if any(s.kind == k and s.planner.__module__.startswith("archipelago.")
                        for s in strategies().values())}
     assert built_in == set(KIND_PACKAGES)
-    assert len(built_in) == 4
+    assert len(built_in) == 5
 
 
 @pytest.mark.parametrize("package", KIND_PACKAGES)

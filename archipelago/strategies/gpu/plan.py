@@ -1,0 +1,108 @@
+"""A decoder served on N identical GPUs, Megatron-style tensor parallel (Shoeybi et al. 2019,
+arXiv:1909.08053 §3): attention heads and FFN columns split, two all-reduces per layer.
+
+The engine parameters say how kernels reach the GPU. `host_op_s` is the host's cost to
+issue one op (a framework running eagerly pays it for every op, overlapped with the GPU's
+work; a CUDA graph pays it once per step); `kernel_gap_s` is the GPU-side time between two
+kernels of one stream; `memory_efficiency` the share of the datasheet bandwidth a streaming
+kernel reaches.
+"""
+
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from archipelago.errors import PartitionError
+from archipelago.hardware.device import Device
+from archipelago.hardware.machines import Cluster
+from archipelago.models.graph import Graph
+from archipelago.models.spec import ModelSpec
+
+# Measured STREAM-like copy bandwidth of a V100: 750 of 900 GB/s (Jia, Maggioni, Staiger,
+# Scarpazza, "Dissecting the NVIDIA Volta GPU Architecture via Microbenchmarking",
+# arXiv:1804.06826, 2018, §3 "global memory"). Taken for every part: HBM and GDDR
+# controllers lose a similar share to refresh and bank turnarounds.
+MEMORY_EFFICIENCY = 750 / 900
+# PyTorch's CPU path from a Python op to cudaLaunchKernel: Python, pybind11, the ATen
+# dispatcher, the backend's kernel choice and the driver's launch, about 5-25 us per op
+# (J. Lin, "From PyTorch op to kernel launch", GPU kernel serving lesson 18; the CUDA
+# driver's own cudaLaunchKernel, 1-3 us, is part of it). The middle of that range.
+EAGER_HOST_OP_S = 10e-6
+# A captured graph launches all its kernels with one call; the GPU still starts each kernel
+# node after the previous one drains (NVIDIA Technical Blog, A. Gray, "Getting Started with
+# CUDA Graphs", 2019: graph launch removes the CPU's per-kernel launch, a microsecond-scale
+# gap per kernel remains on the GPU).
+KERNEL_GAP_S = 1e-6
+# NCCL's ring all-reduce latency model for small messages (LL protocol): a base latency and
+# one per ring step (NCCL src/graph/tuning.cc, NCCL 2.7: baseLat ring LL 3.6 us; hwLat ring
+# LL 0.4 us over NVLink, 1.0 us over PCIe).
+ALLREDUCE_BASE_S = 3.6e-6
+HOP_S = {"nvlink": 0.4e-6, "pcie": 1.0e-6}
+FP16_BYTES = 2
+
+
+class GPUConfig(BaseModel):
+    """How kernels reach the GPU (module docstring); each parameter may be overridden."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    graph: bool = False  # one CUDA graph per decode step (True) or eager ops
+    host_op_s: float = Field(default=EAGER_HOST_OP_S, ge=0, le=1e-3)
+    kernel_gap_s: float = Field(default=KERNEL_GAP_S, ge=0, le=1e-4)
+    memory_efficiency: float = Field(default=MEMORY_EFFICIENCY, gt=0.3, le=1)
+
+
+@dataclass(frozen=True)
+class GPULink:
+    """The path the tensor-parallel ranks all-reduce over: per direction per GPU."""
+
+    kind: str  # nvlink or pcie
+    bandwidth_Bps: float
+    hop_s: float
+
+
+@dataclass(frozen=True)
+class GPUPlan:
+    strategy: str
+    spec: ModelSpec
+    graph: Graph
+    cluster: Cluster
+    config: GPUConfig
+    link: GPULink | None  # None on one GPU
+
+    @property
+    def device(self) -> Device:
+        return self.cluster.devices[0]
+
+    @property
+    def ranks(self) -> int:
+        return self.cluster.size
+
+    @property
+    def memory_Bps(self) -> float:
+        """The datasheet bandwidth of the GPU's one memory (HBM or GDDR)."""
+        return next(iter(self.device.memories.values())).bandwidth_Bps
+
+    @property
+    def capacity_bytes(self) -> int:
+        return next(iter(self.device.memories.values())).capacity_bytes
+
+
+def gpu_link(device: Device) -> GPULink:
+    """NVLink parts reach every peer through all their links (an NVSwitch, or DGX-1's
+    hybrid cube mesh whose rings use every link): ports x per-link rate per direction.
+    PCIe parts exchange over the host's PCIe link."""
+    net = device.network
+    if net is not None and net.kind == "nvlink":
+        return GPULink("nvlink", net.ports * net.gbps * 1e9 / 8, HOP_S["nvlink"])
+    if device.host_link_Bps is None:
+        raise PartitionError(f"GPU '{device.key}' has neither NVLink nor a PCIe host link")
+    return GPULink("pcie", device.host_link_Bps, HOP_S["pcie"])
+
+
+def allreduce_s(link: GPULink, ranks: int, nbytes: float) -> float:
+    """Ring all-reduce: 2(N-1) steps of bytes/N each (Patarasuk & Yuan, "Bandwidth optimal
+    all-reduce algorithms for clusters of workstations", JPDC 2009; Thakur, Rabenseifner &
+    Gropp, IJHPCA 2005 §4.5): 2(N-1)/N x bytes / bandwidth, plus NCCL's latency terms."""
+    steps = 2 * (ranks - 1)
+    return ALLREDUCE_BASE_S + steps * link.hop_s + steps / ranks * nbytes / link.bandwidth_Bps

@@ -1,0 +1,85 @@
+"""The GPU kind's report: the figures the tensor-parallel kind prints (latency, tokens/s,
+prefill, decode per token, bandwidth and compute efficiency) as a table or one JSON object."""
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from archipelago.estimate.workload import Generation
+from archipelago.strategies.gpu.estimate import GPUEstimate
+from archipelago.strategies.gpu.plan import GPUPlan
+
+
+def estimate_to_dict(plan: GPUPlan, workload: Generation, est: GPUEstimate) -> dict[str, Any]:
+    link = plan.link
+    return {
+        "model": plan.spec.name,
+        "cluster": plan.cluster.name,
+        "strategy": plan.strategy,
+        "tokens": {"input": workload.input_tokens, "output": workload.output_tokens},
+        "batch": est.batch,
+        "latency_s": est.latency_s,
+        "tokens_per_s": est.tokens_per_s,
+        "tokens_per_s_per_device": est.tokens_per_s / plan.ranks,
+        "time_to_first_token_s": est.prefill_s,
+        "time_per_output_token_s": est.decode_s_per_token,
+        "prefill_s": est.prefill_s,
+        "decode_s_per_token": est.decode_s_per_token,
+        "decode_s_first": est.decode_s_first,
+        "decode_s_last": est.decode_s_last,
+        "breakdown_s": est.breakdown_s,
+        "bandwidth_efficiency": est.bandwidth_efficiency,
+        "compute_efficiency": est.compute_efficiency,
+        "decode_roofline": {
+            "bytes_per_token": est.decode_bytes_per_token,
+            "flops_per_token": est.decode_flops_per_token,
+            "memory_Bps": plan.ranks * plan.memory_Bps,
+            "peak_ops_per_s": plan.ranks * (plan.device.peak_fp16_flops or 0.0),
+        },
+        "engine": plan.config.model_dump(),
+        "link": None if link is None else {"kind": link.kind, "bandwidth_Bps":
+                                           link.bandwidth_Bps, "hop_s": link.hop_s},
+        "memory_bytes_per_device": est.memory_bytes,
+        "feasible": est.feasible,
+        "reasons": est.reasons,
+    }
+
+
+def print_estimate(plan: GPUPlan, workload: Generation, est: GPUEstimate,
+                   console: Console) -> None:
+    for reason in est.reasons:
+        console.print(f"[red]does not fit:[/red] {reason}", soft_wrap=True)
+    batch = f" · batch {est.batch}" if est.batch > 1 else ""
+    hypothetical = "" if est.feasible else " · figures if it fitted"
+    head = Table(title=f"{plan.spec.name} on {plan.cluster.name} · strategy {plan.strategy} · "
+                       f"{workload.input_tokens}:{workload.output_tokens} tokens{batch}"
+                       f"{hypothetical}", style=None if est.feasible else "dim")
+    head.add_column("metric")
+    head.add_column("value", justify="right")
+    head.add_row("end-to-end latency", f"{est.latency_s * 1e3:,.2f} ms")
+    head.add_row("tokens/s (output / latency)", f"{est.tokens_per_s:,.2f}")
+    head.add_row("prefill (summarization)", f"{est.prefill_s * 1e3:,.2f} ms")
+    head.add_row("decode per token (mean)", f"{est.decode_s_per_token * 1e3:,.3f} ms")
+    head.add_row("decode first → last token",
+                 f"{est.decode_s_first * 1e3:,.3f} → {est.decode_s_last * 1e3:,.3f} ms")
+    seconds = est.decode_s_per_token or est.prefill_s
+    memory = plan.ranks * plan.memory_Bps
+    head.add_row("decode streams (of the GPUs' memory)",
+                 f"{est.decode_bytes_per_token / seconds / 1e9:,.1f} of {memory / 1e9:,.0f} "
+                 f"GB/s ({100 * est.bandwidth_efficiency:.0f}%)")
+    peak = plan.ranks * (plan.device.peak_fp16_flops or 0.0)
+    head.add_row("decode compute (of the FP16 tensor peak)",
+                 f"{est.decode_flops_per_token / seconds / 1e9:,.1f} of {peak / 1e9:,.0f} "
+                 f"GFLOPS ({100 * est.compute_efficiency:.1f}%)")
+    head.add_row("memory per GPU", f"{est.memory_bytes / 1e9:,.2f} of "
+                                   f"{plan.capacity_bytes / 1e9:,.2f} GB")
+    head.add_row("feasible", "yes" if est.feasible else "[red]no[/red]")
+    console.print(head)
+    where = Table(title="where the time goes (each kernel charged from the previous one's end)")
+    where.add_column("part")
+    where.add_column("ms", justify="right")
+    where.add_column("share", justify="right")
+    for name, seconds in est.breakdown_s.items():
+        where.add_row(name, f"{seconds * 1e3:,.2f}", f"{100 * seconds / est.latency_s:.1f}%")
+    console.print(where)

@@ -1,0 +1,115 @@
+"""The GPU kind: one op's roofline and one all-reduce by hand, the eager and graph issue
+models on a three-kernel step, and published measurements (source beside each)."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from archipelago.api import plan_and_estimate
+from archipelago.errors import ArchipelagoError
+from archipelago.hardware.catalog import get_device
+from archipelago.models.graph import build_graph, decode, prefill
+from archipelago.models.zoo import zoo_model
+from archipelago.strategies.gpu.estimate import Kernel, step_s
+from archipelago.strategies.gpu.plan import (
+    MEMORY_EFFICIENCY,
+    GPUConfig,
+    allreduce_s,
+    gpu_link,
+)
+from archipelago.strategies.gpu.roofline import op_cost
+
+A100 = get_device("a100")
+
+
+def _q_op():
+    graph = build_graph(zoo_model("llama2-7b"))
+    return graph.spec, next(op for op in graph.block if op.name == "q")
+
+
+def test_a_decode_matrix_is_its_weights_over_bandwidth() -> None:
+    spec, q = _q_op()  # 4096 x 4096, no bias
+    cost = op_cost(q, spec, decode(100), batch=1, ranks=1)
+    by_hand = (4096 * 4096 + 4096 + 4096) * 2  # weights, input and output rows, FP16
+    assert cost.bytes == by_hand
+    assert cost.flops == 2 * 4096 * 4096
+    seconds = cost.seconds(A100.peak_fp16_flops, 2039e9 * MEMORY_EFFICIENCY)
+    assert seconds == pytest.approx(by_hand / (2039e9 * 750 / 900))  # ~19.8 us
+
+
+def test_a_prefill_matrix_is_compute_bound_and_split_over_ranks() -> None:
+    spec, q = _q_op()
+    cost = op_cost(q, spec, prefill(2048), batch=1, ranks=4)
+    assert cost.flops == 2 * 2048 * 4096 * 1024  # a quarter of the columns
+    seconds = cost.seconds(A100.peak_fp16_flops, 2039e9)
+    assert seconds == pytest.approx(2 * 2048 * 4096 * 1024 / 312e12)  # 55 us > 10 us of bytes
+
+
+def test_ring_allreduce_by_hand() -> None:
+    link = gpu_link(get_device("h100"))  # 18 NVLinks x 25 GB/s per direction
+    assert (link.kind, link.bandwidth_Bps) == ("nvlink", 450e9)
+    assert allreduce_s(link, 4, 8192) == pytest.approx(3.6e-6 + 6 * 0.4e-6
+                                                       + 6 / 4 * 8192 / 450e9)
+    assert gpu_link(get_device("l4")).kind == "pcie"
+
+
+def _step(graph: bool, host: float, times: list[float]) -> float:
+    plan = SimpleNamespace(config=GPUConfig(graph=graph, host_op_s=host, kernel_gap_s=0))
+    end, parts = step_s(plan, [Kernel("k", t) for t in times])  # type: ignore[arg-type]
+    assert parts["k"][0] == pytest.approx(end[0])  # the parts add up to the step
+    return float(end[0])
+
+
+def test_eager_kernels_wait_for_their_issue_and_a_graph_does_not() -> None:
+    # Host 2 us per op; kernels of 1 us: eager ends at 3, 5, 7; a graph at 2 + 3.
+    assert _step(False, 2e-6, [1e-6, 1e-6, 1e-6]) == pytest.approx(7e-6)
+    assert _step(True, 2e-6, [1e-6, 1e-6, 1e-6]) == pytest.approx(5e-6)
+    # A long first kernel hides the later issues: 2 + 5, then 1 and 1 back to back.
+    assert _step(False, 2e-6, [5e-6, 1e-6, 1e-6]) == pytest.approx(9e-6)
+
+
+def _est(model: str, cluster: str, strategy: str, tokens: str, batch: str = "1"):
+    return plan_and_estimate(model, cluster, strategy, {"tokens": tokens,
+                                                        "batch": batch}).estimate
+
+
+def test_llama2_7b_on_an_a100_graph_captured_matches_gpt_fast() -> None:
+    # pytorch-labs/gpt-fast README and PyTorch blog "Accelerating Generative AI with PyTorch
+    # II: GPT, Fast" (Nov 2023): Llama-2-7B, FP16/BF16, batch 1, torch.compile
+    # mode="reduce-overhead" (CUDA graphs, static KV cache), A100 80GB: 104.9 tokens/s.
+    est = _est("llama2-7b", "1xa100", "gpu-graph", "8:200")
+    assert 1 / est.decode_s_per_token == pytest.approx(104.9, rel=0.20)
+
+
+def test_gpt2_on_four_v100s_behaves_as_dfx_measured() -> None:
+    # seeds/001 §III-A (Fig. 3, GPT-2 1.5B on the 4 x V100 appliance, Megatron-LM): each
+    # further output token adds 75.45 ms, each further input token 0.02 ms; Fig. 4: norms
+    # and residuals take 22.8% of the time for 0.11% of the operations.
+    base = _est("gpt2-1.5b", "4xv100", "gpu-eager", "64:64")
+    more_out = _est("gpt2-1.5b", "4xv100", "gpu-eager", "64:128")
+    more_in = _est("gpt2-1.5b", "4xv100", "gpu-eager", "128:64")
+    per_out = (more_out.latency_s - base.latency_s) / 64
+    per_in = (more_in.latency_s - base.latency_s) / 64
+    assert per_out > 100 * max(per_in, 1e-9)  # measured 3,772x
+    share = base.breakdown_s["norms and residuals"] / base.latency_s
+    assert 0.10 < share < 0.35  # launch-bound: a share of the ops, not of the FLOPs
+    graph = _est("gpt2-1.5b", "4xv100", "gpu-graph", "64:64")
+    assert base.decode_s_per_token > 2 * graph.decode_s_per_token
+
+
+def test_batching_and_tensor_parallel_raise_throughput() -> None:
+    one = _est("llama2-7b", "1xh100", "gpu-graph", "128:128")
+    batched = _est("llama2-7b", "1xh100", "gpu-graph", "128:128", "16")
+    four = _est("llama2-7b", "4xh100", "gpu-graph", "128:128")
+    assert batched.tokens_per_s > 8 * one.tokens_per_s  # weights read once for 16
+    assert one.tokens_per_s < four.tokens_per_s < 4 * one.tokens_per_s  # all-reduces cost
+    assert one.feasible and 0.5 < one.bandwidth_efficiency <= MEMORY_EFFICIENCY
+
+
+def test_what_does_not_fit_or_split_is_refused() -> None:
+    big = _est("llama2-7b", "1xt4", "gpu-graph", "128:128", "64")
+    assert not big.feasible and "GB" in big.reasons[0]
+    with pytest.raises(ArchipelagoError, match="do not split evenly"):
+        plan_and_estimate("gpt2-1.5b", "5xa100", "gpu-eager", {"tokens": "8:8"})
+    with pytest.raises(ArchipelagoError, match="runs on GPUs"):
+        plan_and_estimate("gpt2-1.5b", "1xu280", "gpu-eager", {"tokens": "8:8"})
