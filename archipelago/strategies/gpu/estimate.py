@@ -4,10 +4,11 @@ Each step is the model graph's ops in order (plan.py's split), every op one kern
 its roofline (roofline.py) plus the GPU's gap between kernels, with the Megatron
 all-reduces where the split needs them. How the kernels are issued sets the step's time:
 
-  eager   the host issues op i after the i before it, `host_op_s` each, while the GPU runs
-          what it already has: kernel i ends at max(issued_i, end_{i-1}) + t_i. At batch 1
-          a decode step's kernels are shorter than their issue, so the step is launch-bound.
-  graph   one launch per step (`host_op_s`), then the kernels back to back.
+  eager   the host issues the op's kernels (eager.py: several per op, and the dynamic KV
+          cache's copies) after those before, `host_op_s` each, while the GPU runs what it
+          already has: op i ends at max(issued_i, end_{i-1}) + t_i. At batch 1 a decode
+          step's kernels are shorter than their issue, so the step is launch-bound.
+  graph   one launch per step (`host_op_s`), then one kernel per op, back to back.
 """
 
 from dataclasses import dataclass, field
@@ -17,6 +18,8 @@ import numpy as np
 from archipelago.estimate.workload import Generation
 from archipelago.models.graph import Op, Phase
 from archipelago.models.weights import embedding_weights, layer_weights, output_weights
+from archipelago.strategies.gpu.eager import cache_copy_bytes
+from archipelago.strategies.gpu.eager import kernels as eager_kernels
 from archipelago.strategies.gpu.plan import FP16_BYTES, GPUPlan, allreduce_s
 from archipelago.strategies.gpu.roofline import op_cost
 
@@ -33,10 +36,12 @@ COLLECTIVE = "all-reduce / gather"
 
 @dataclass(frozen=True)
 class Kernel:
-    """One kernel of a step: its part of the breakdown, and its GPU time (per context)."""
+    """One op's kernels in a step: its part of the breakdown, their GPU time (per
+    context) and how many the host issues."""
 
     part: str
     seconds: float | np.ndarray
+    issued: int = 1
 
 
 @dataclass(frozen=True)
@@ -76,9 +81,13 @@ def kernels(plan: GPUPlan, phase: Phase, batch: int) -> list[Kernel]:
     last = Phase(1, phase.context, phase.causal)
     rows = batch * phase.new_tokens
     out: list[Kernel] = []
+    eager = not plan.config.graph
     for op, is_output in _ops(plan):
         cost = op_cost(op, spec, last if is_output else phase, batch, ranks)
-        out.append(Kernel(_PART[op.kind], cost.seconds(dev.peak_fp16_flops, bandwidth)))
+        seconds = cost.seconds(dev.peak_fp16_flops, bandwidth)
+        if eager:
+            seconds = seconds + cache_copy_bytes(op, spec, phase, batch, ranks) / bandwidth
+        out.append(Kernel(_PART[op.kind], seconds, eager_kernels(op, spec) if eager else 1))
         if plan.link is None:
             continue
         if op.name in _ALLREDUCE_AFTER or op.kind == "embedding":
@@ -95,12 +104,13 @@ def step_s(plan: GPUPlan, step: list[Kernel]) -> tuple[np.ndarray, dict[str, np.
     is charged the time from the previous kernel's end to its own (module docstring)."""
     cfg = plan.config
     t = np.array(np.broadcast_arrays(*(np.asarray(k.seconds, float) for k in step)))
-    t = np.atleast_2d(t.T if t.ndim == 2 else t) + cfg.kernel_gap_s  # (contexts, kernels)
+    count = np.array([k.issued for k in step])
+    t = np.atleast_2d(t.T if t.ndim == 2 else t) + cfg.kernel_gap_s * count  # (contexts, ops)
     done = np.cumsum(t, axis=1)
     if cfg.graph:
         ends = cfg.host_op_s + done
     else:
-        issued = cfg.host_op_s * np.arange(1, t.shape[1] + 1)
+        issued = cfg.host_op_s * np.cumsum(count)
         slack = np.maximum.accumulate(issued - (done - t), axis=1)  # issue_k - S_{k-1}
         ends = done + np.maximum(slack, 0.0)
     charged = np.diff(ends, axis=1, prepend=0.0)

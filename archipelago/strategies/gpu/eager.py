@@ -1,0 +1,52 @@
+"""What a framework running eagerly issues for one op of the model graph: transformers'
+PyTorch modules launch one kernel per tensor operation, so one op of the graph is several
+kernels, and its dynamic KV cache grows by copying.
+
+Counted from transformers' modeling code (v4.40-4.46): LlamaRMSNorm.forward is to(fp32),
+pow, mean, add eps, rsqrt, mul, to(fp16), mul by the weight: 8 kernels (nn.LayerNorm is 1);
+apply_rotary_pos_emb is x*cos + rotate_half(x)*sin with rotate_half a neg and a cat: 5
+kernels for each of q and k; NewGELUActivation ("gelu_new", GPT-2) is 0.5*x*(1 +
+tanh(sqrt(2/pi)*(x + 0.044715*x^3))): 8 kernels (PyTorch's own activations are 1); a gated
+FFN's act(gate)*up adds the mul. DynamicCache.update appends this step's keys and values
+with torch.cat, one kernel each that reads the layer's cache and writes it again.
+A captured graph (torch.compile) fuses each of those chains into one kernel and writes the
+new rows into a static cache in place, so it issues one kernel per op.
+"""
+
+import numpy as np
+
+from archipelago.models.graph import Op, Phase
+from archipelago.models.spec import ModelSpec
+from archipelago.strategies.gpu.plan import FP16_BYTES
+
+_RMSNORM_KERNELS = 8
+_ROTARY_KERNELS = 5
+_GELU_PYTHON_KERNELS = 8
+_PYTHON_ACTIVATIONS = frozenset({"gelu_new", "gelu_fast", "gelu_python_tanh", "quick_gelu"})
+
+
+def _rotary(spec: ModelSpec) -> bool:
+    return not spec.learned_positions and not spec.alibi and spec.mla is None
+
+
+def kernels(op: Op, spec: ModelSpec) -> int:
+    """Kernels an eager framework launches for `op` in one step."""
+    if op.kind == "norm":
+        return _RMSNORM_KERNELS if spec.norm == "rmsnorm" else 1
+    if op.name in ("q", "k", "v"):  # the matrix, rotary on q and k, k's and v's appends
+        rotary = _ROTARY_KERNELS if op.name != "v" and _rotary(spec) else 0
+        return 1 + rotary + (op.name != "q")
+    if op.kind in ("activation", "gated_activation"):
+        act = _GELU_PYTHON_KERNELS if spec.activation in _PYTHON_ACTIVATIONS else 1
+        return act + (op.kind == "gated_activation")
+    return 1
+
+
+def cache_copy_bytes(op: Op, spec: ModelSpec, phase: Phase, batch: int,
+                     ranks: int) -> float | np.ndarray:
+    """The bytes torch.cat moves appending to one GPU's K (op k) or V (op v) cache: the
+    cache before this step read, and the longer one written."""
+    if op.name not in ("k", "v") or spec.mla is not None:
+        return 0.0
+    before = phase.context - phase.new_tokens
+    return batch * (before + phase.context) * spec.kv_dim / ranks * FP16_BYTES
