@@ -131,5 +131,7 @@ def test_what_does_not_fit_or_split_is_refused() -> None:
     assert not big.feasible and "GB" in big.reasons[0]
     with pytest.raises(ArchipelagoError, match="do not split evenly"):
         plan_and_estimate("gpt2-1.5b", "5xa100", "gpu-eager", {"tokens": "8:8"})
+    with pytest.raises(ArchipelagoError, match="2 groups"):
+        plan_and_estimate("gpt2-1.5b", "2x4xa100", "gpu-eager", {"tokens": "8:8"})
     with pytest.raises(ArchipelagoError, match="runs on GPUs"):
         plan_and_estimate("gpt2-1.5b", "1xu280", "gpu-eager", {"tokens": "8:8"})

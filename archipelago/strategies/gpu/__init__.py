@@ -39,6 +39,10 @@ def _check(spec: ModelSpec, cluster: Cluster, strategy: str) -> None:
     if not spec.is_decoder:
         raise PartitionError(f"strategy '{strategy}' generates text with decoders; {spec.name} "
                              "is an encoder")
+    if cluster.rings > 1:
+        raise PartitionError(f"strategy '{strategy}' splits a model over the GPUs of one node; "
+                             f"cluster '{cluster.name}' has {cluster.rings} groups (pipeline "
+                             "stages across GPU nodes are not modelled: name NxDEVICE)")
     n = cluster.size
     widths = {"attention heads": spec.heads, "key/value heads": spec.kv_heads,
               "FFN width": spec.ffn}
