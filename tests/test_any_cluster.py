@@ -14,19 +14,21 @@ from archipelago.strategies.registry import strategies
 
 # A small model of each plan kind's model family.
 MODEL_OF_KIND = {"tensor-parallel": "gpt2-345m", "dataflow": "ibert-base",
-                 "scheduled-dag": "cnn-lstm", "host-program": "nmt-luong"}
+                 "scheduled-dag": "cnn-lstm", "host-program": "nmt-luong",
+                 "gpu": "gpt2-345m"}
 SHORTHANDS = ["4xu280", "72xsidewinder", "8xs10-2800", "2xa100"]
 CASES = [(s, c) for s in sorted(strategies()) for c in builtin_clusters() + SHORTHANDS]
 # Pairings that must plan: each kind on the cluster its paper uses.
 PLANS = {("dfx", "4xu280"), ("lora-q", "4xu280"), ("galapagos", "72xsidewinder"),
          ("persistent", "8xs10-2800"), ("chef", "hacc"), ("chef", "4xu280"),
-         ("h2h", "chef-cluster1")}
+         ("h2h", "chef-cluster1"), ("gpu-graph", "2xa100")}
 # Pairings whose refusal names the shape: mixed devices, a device kind, its memory.
 REFUSES = {("dfx", "hacc"): "needs identical devices; cluster 'hacc' mixes",
            ("galapagos", "chef-cluster1"): "needs identical devices",
            ("chef", "2xa100"): "is a gpu ('a100') without DSP slices",
            ("dfx", "72xsidewinder"): "runs on HBM FPGAs",
-           ("persistent", "4xu280"): "u280 is not one"}
+           ("persistent", "4xu280"): "u280 is not one",
+           ("gpu-eager", "4xu280"): "runs on GPUs"}
 
 
 def test_every_built_in_kind_has_a_model_here():
