@@ -47,9 +47,10 @@ def _model(name: str):
     return model.eval()
 
 
-def measure(name: str, prompt: int, new: int) -> dict[str, float]:
+def measure(name: str, prompt: int, new: int) -> dict[str, float | str]:
     """Decode tokens/s of `name` in both modes: (time(prompt + new) - time(prompt + 1))
-    over the new - 1 decode steps, so the prefill cancels."""
+    over the new - 1 decode steps, so the prefill cancels. A mode this transformers cannot
+    run for the model gives its one-line reason instead."""
     import torch
 
     model = _model(name)
@@ -57,14 +58,18 @@ def measure(name: str, prompt: int, new: int) -> dict[str, float]:
 
     def gen(tokens: int, **kw) -> None:
         with torch.inference_mode():
-            model.generate(ids, max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False,
-                           **kw)
+            model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=tokens,
+                           min_new_tokens=tokens, do_sample=False, pad_token_id=0, **kw)
 
-    rates = {}
+    rates: dict[str, float | str] = {}
     for mode, kw in (("eager", {}), ("graph", {"cache_implementation": "static"})):
         if mode == "graph":
             model.forward = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True)
-        steps = _timed(lambda kw=kw: gen(new, **kw)) - _timed(lambda kw=kw: gen(1, **kw))
+        try:
+            steps = _timed(lambda kw=kw: gen(new, **kw)) - _timed(lambda kw=kw: gen(1, **kw))
+        except Exception as err:  # reported in one line; the other mode still runs
+            rates[mode] = f"{type(err).__name__}: {(str(err).splitlines() or [''])[0][:60]}"
+            continue
         rates[mode] = (new - 1) / steps
     return rates
 
@@ -112,8 +117,13 @@ def main() -> int:
     for name in args.models.split(","):
         got = measure(name, args.prompt, args.new)
         est = _predicted(name, key, args.prompt, args.new) if key else {}
-        print(f"{name:<12} {got['eager']:>12,.1f} {got['graph']:>12,.1f} "
-              f"{est.get('eager', float('nan')):>10,.1f} {est.get('graph', float('nan')):>10,.1f}")
+        cells = [f"{v:>12,.1f}" if isinstance(v, float) else f"{'failed':>12}"
+                 for v in (got["eager"], got["graph"])]
+        print(f"{name:<12} {' '.join(cells)} {est.get('eager', float('nan')):>10,.1f} "
+              f"{est.get('graph', float('nan')):>10,.1f}")
+        for mode, v in got.items():
+            if isinstance(v, str):
+                print(f"  {mode}: {v}")
         torch.cuda.empty_cache()
     return 0
 
