@@ -16,8 +16,8 @@ from archipelago.strategies.gpu.estimate import Kernel, step_s
 from archipelago.strategies.gpu.plan import (
     MEMORY_EFFICIENCY,
     GPUConfig,
-    allreduce_s,
     gpu_link,
+    ring_s,
 )
 from archipelago.strategies.gpu.roofline import op_cost
 
@@ -50,8 +50,9 @@ def test_a_prefill_matrix_is_compute_bound_and_split_over_ranks() -> None:
 def test_ring_allreduce_by_hand() -> None:
     link = gpu_link(get_device("h100"))  # 18 NVLinks x 25 GB/s per direction
     assert (link.kind, link.bandwidth_Bps) == ("nvlink", 450e9)
-    assert allreduce_s(link, 4, 8192) == pytest.approx(3.6e-6 + 6 * 0.4e-6
-                                                       + 6 / 4 * 8192 / 450e9)
+    assert ring_s(link, 4, 8192) == pytest.approx(3.6e-6 + 6 * 0.4e-6 + 6 / 4 * 8192 / 450e9)
+    assert ring_s(link, 4, 8192, gather=True) == pytest.approx(3.6e-6 + 3 * 0.4e-6
+                                                               + 3 / 4 * 8192 / 450e9)
     assert gpu_link(get_device("l4")).kind == "pcie"
 
 

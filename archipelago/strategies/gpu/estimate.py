@@ -20,7 +20,7 @@ from archipelago.models.graph import Op, Phase
 from archipelago.models.weights import embedding_weights, layer_weights, output_weights
 from archipelago.strategies.gpu.eager import cache_copy_bytes
 from archipelago.strategies.gpu.eager import kernels as eager_kernels
-from archipelago.strategies.gpu.plan import FP16_BYTES, GPUPlan, allreduce_s
+from archipelago.strategies.gpu.plan import FP16_BYTES, GPUPlan, ring_s
 from archipelago.strategies.gpu.roofline import op_cost
 
 # Megatron all-reduces the partial sums of the row-split matrices (§3: "g" after the
@@ -92,10 +92,10 @@ def kernels(plan: GPUPlan, phase: Phase, batch: int) -> list[Kernel]:
             continue
         if op.name in _ALLREDUCE_AFTER or op.kind == "embedding":
             nbytes = rows * spec.hidden * FP16_BYTES
-            out.append(Kernel(COLLECTIVE, allreduce_s(plan.link, ranks, nbytes)))
-        elif op.kind == "lm_head":  # all-gather: half a ring all-reduce's steps
+            out.append(Kernel(COLLECTIVE, ring_s(plan.link, ranks, nbytes)))
+        elif op.kind == "lm_head":  # every GPU's slice of the logits, gathered
             nbytes = batch * spec.vocab * FP16_BYTES
-            out.append(Kernel(COLLECTIVE, allreduce_s(plan.link, ranks, nbytes / 2)))
+            out.append(Kernel(COLLECTIVE, ring_s(plan.link, ranks, nbytes, gather=True)))
     return out
 
 

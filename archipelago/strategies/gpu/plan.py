@@ -100,9 +100,10 @@ def gpu_link(device: Device) -> GPULink:
     return GPULink("pcie", device.host_link_Bps, HOP_S["pcie"])
 
 
-def allreduce_s(link: GPULink, ranks: int, nbytes: float) -> float:
-    """Ring all-reduce: 2(N-1) steps of bytes/N each (Patarasuk & Yuan, "Bandwidth optimal
-    all-reduce algorithms for clusters of workstations", JPDC 2009; Thakur, Rabenseifner &
-    Gropp, IJHPCA 2005 §4.5): 2(N-1)/N x bytes / bandwidth, plus NCCL's latency terms."""
-    steps = 2 * (ranks - 1)
+def ring_s(link: GPULink, ranks: int, nbytes: float, gather: bool = False) -> float:
+    """A ring all-reduce of `nbytes`: 2(N-1) steps of bytes/N each (Patarasuk & Yuan,
+    "Bandwidth optimal all-reduce algorithms for clusters of workstations", JPDC 2009;
+    Thakur, Rabenseifner & Gropp, IJHPCA 2005 §4.5), 2(N-1)/N x bytes / bandwidth plus
+    NCCL's latency terms; an all-gather of `nbytes` in all is its second half, N-1 steps."""
+    steps = (ranks - 1) * (1 if gather else 2)
     return ALLREDUCE_BASE_S + steps * link.hop_s + steps / ranks * nbytes / link.bandwidth_Bps
