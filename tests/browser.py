@@ -25,6 +25,7 @@ PAGES = {
     "galapagos": ("ibert-base", "72xsidewinder", "galapagos"),
     "persistent": ("nmt-luong", "8xs10-2800", "persistent"),
     "chef": ("vfs", "hacc", "chef"),
+    "gpu-graph": ("llama2-7b", "4xh100", "gpu-graph"),
 }
 
 # In the page: its errors, its headline figures, and per chart what plotly drew.

@@ -157,7 +157,8 @@ def test_build_writes_inside_out(model: str, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("args", "message"), [
     (("--steps", "0"), "--steps '0' must be a positive whole number"),
-    (("--tokens", "4:4"), "--tokens applies to generation strategies (dfx, lora-f, lora-q); "
+    (("--tokens", "4:4"), "--tokens applies to GPU generation strategies (gpu-eager, "
+                          "gpu-graph) and generation strategies (dfx, lora-f, lora-q); "
                           "strategy 'one-device' takes --steps"),
 ])
 def test_kind_options_are_checked_by_the_kind(model: str, args: tuple, message: str) -> None:

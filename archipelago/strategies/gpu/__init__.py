@@ -28,7 +28,8 @@ GPU_GENERATION = WorkloadType("GPU generation", (
 register_kind(PlanKind(
     "gpu", GPU_GENERATION,
     estimator="archipelago.strategies.gpu.estimate:estimate",
-    report="archipelago.strategies.gpu.report"))
+    report="archipelago.strategies.gpu.report",
+    page="archipelago.strategies.gpu.page:page"))
 
 
 def _check(spec: ModelSpec, cluster: Cluster, strategy: str) -> None:

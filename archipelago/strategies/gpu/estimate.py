@@ -63,7 +63,7 @@ class GPUEstimate:
     reasons: list[str] = field(default_factory=list)
 
 
-def _ops(plan: GPUPlan) -> list[tuple[Op, bool]]:
+def ops_in_order(plan: GPUPlan) -> list[tuple[Op, bool]]:
     """The step's ops in order, each with whether it is an output op (last token only)."""
     g = plan.graph
     blocks = g.variants or ((g.block, tuple(range(plan.spec.layers))),)
@@ -82,7 +82,7 @@ def kernels(plan: GPUPlan, phase: Phase, batch: int) -> list[Kernel]:
     rows = batch * phase.new_tokens
     out: list[Kernel] = []
     eager = not plan.config.graph
-    for op, is_output in _ops(plan):
+    for op, is_output in ops_in_order(plan):
         cost = op_cost(op, spec, last if is_output else phase, batch, ranks)
         seconds = cost.seconds(dev.peak_fp16_flops, bandwidth)
         if eager:
@@ -134,7 +134,7 @@ def _bytes_flops(plan: GPUPlan, context: int, batch: int) -> tuple[float, float]
     """All GPUs' bytes and FLOPs of one decode step at `context`."""
     phase = Phase(1, context)
     moved = flops = 0.0
-    for op, _ in _ops(plan):
+    for op, _ in ops_in_order(plan):
         cost = op_cost(op, plan.spec, phase, batch, plan.ranks)
         moved += float(cost.bytes) * plan.ranks
         flops += float(cost.flops) * plan.ranks
