@@ -1,7 +1,8 @@
 """The Exchange: the only way activations leave a rank. It counts collectives by kind and the
 bytes each puts on one link of a ring (the DFX and LORA rings, seeds/001 §IV-B, seeds/002
 §III-B: an all-gather forwards the other ranks' R - 1 slices, a reduce-scatter plus
-all-gather all-reduce sends 2 (R - 1) / R of the tensor; gloo may route differently), beats
+all-gather all-reduce sends 2 (R - 1) / R of the tensor; gloo may route differently) and the
+bytes a point-to-point send puts on the sender's link (a pipeline's stage hops), beats
 the watchdog before each, and turns a collective that fails under it (a peer died or timed
 out) into PeerFailure naming the step, so the launcher can tell victims from culprits.
 """
