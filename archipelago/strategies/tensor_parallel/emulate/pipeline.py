@@ -14,6 +14,7 @@ token (an int32) back to the first stage's for the next step.
 import time
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -250,7 +251,8 @@ def pace(plan: StagePlan, job: EmulationJob, rank: int) -> tuple[int, int]:
     return per_token, job.workload.output_tokens
 
 
-def weights(plan: StagePlan, job: EmulationJob, run_dir: Any) -> EmulationJob:
+def weights(plan: StagePlan, job: EmulationJob, run_dir: Path | None) -> EmulationJob:
+    """The ring plan's weights (every stage reads the same checkpoint, its own tensors)."""
     return provide_weights(plan.ring, job, run_dir)
 
 
