@@ -108,7 +108,7 @@ def test_given_split_refused_in_one_line(split: str, message: str) -> None:
 
 def test_split_is_refused_where_it_does_not_apply() -> None:
     with pytest.raises(ArchipelagoError, match="--split"):
-        parse_workload("dfx", {"split": "auto"}, "emulate")
+        parse_workload("dfx", {"split": "auto"}, "explore")
 
 
 # ---- balancing --------------------------------------------------------------------------------
@@ -216,16 +216,14 @@ def test_auto_split_takes_the_fewest_stages_that_fit() -> None:
     assert any("HBM needs" in r for r in fewer.reasons)
 
 
-def test_pipeline_plans_are_not_emulated() -> None:
+def test_pipeline_plans_are_refused_by_one_ring_hooks() -> None:
+    """The report page and the design search run one ring (emulation runs stages:
+    test_emulate_pipeline.py)."""
     plan = make_plan("gpt2-345m", "2x2xu280", "dfx")
-    with pytest.raises(PartitionError, match="emulation runs one ring; '2x2xu280' plans"):
-        one_ring(plan, "emulation")
+    with pytest.raises(PartitionError, match="the report page runs one ring; '2x2xu280' plans"):
+        one_ring(plan, "the report page")
     assert get_kind("tensor-parallel").hook("estimator")(
         plan, Generation(4, 4)).split.tp in (1, 2)
-    out = subprocess.run([sys.executable, "-m", "archipelago", "emulate", "gpt2-345m",
-                          "--cluster", "2x2xu280"], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 2 and out.stderr.count("\n") == 1
-    assert "emulation runs one ring; '2x2xu280' plans stages of rings" in out.stderr
 
 
 def test_done_when_command() -> None:

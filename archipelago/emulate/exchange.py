@@ -1,7 +1,8 @@
 """The Exchange: the only way activations leave a rank. It counts collectives by kind and the
 bytes each puts on one link of a ring (the DFX and LORA rings, seeds/001 §IV-B, seeds/002
 §III-B: an all-gather forwards the other ranks' R - 1 slices, a reduce-scatter plus
-all-gather all-reduce sends 2 (R - 1) / R of the tensor; gloo may route differently), beats
+all-gather all-reduce sends 2 (R - 1) / R of the tensor; gloo may route differently) and the
+bytes a point-to-point send puts on the sender's link (a pipeline's stage hops), beats
 the watchdog before each, and turns a collective that fails under it (a peer died or timed
 out) into PeerFailure naming the step, so the launcher can tell victims from culprits.
 """
@@ -29,10 +30,13 @@ class PeerFailure(Exception):
 
 
 class Exchange:
-    """This rank's collectives over the default gloo process group."""
+    """This rank's collectives over `group` (None: the default gloo process group; a
+    pipeline stage's tensor-parallel ranks form a group of their own), and its
+    point-to-point transfers to other ranks (global rank numbers)."""
 
-    def __init__(self, heartbeat: Heartbeat) -> None:
+    def __init__(self, heartbeat: Heartbeat, group: dist.ProcessGroup | None = None) -> None:
         self.heartbeat = heartbeat
+        self.group = group
         self.counts: Counter[str] = Counter()
         self.link_bytes: Counter[str] = Counter()  # by collective kind, one ring link
 
@@ -45,17 +49,31 @@ class Exchange:
         self.counts[kind] += 1
 
     def all_gather(self, x: torch.Tensor, kind: str, what: str) -> list[torch.Tensor]:
-        parts = [torch.empty_like(x) for _ in range(dist.get_world_size())]
-        self._run(kind, what, lambda: dist.all_gather(parts, x.contiguous()))
+        parts = [torch.empty_like(x) for _ in range(dist.get_world_size(self.group))]
+        self._run(kind, what, lambda: dist.all_gather(parts, x.contiguous(), group=self.group))
         self.link_bytes[kind] += (len(parts) - 1) * x.nelement() * x.element_size()
         return parts
 
     def all_reduce(self, x: torch.Tensor, kind: str, what: str) -> torch.Tensor:
         total = x.clone()
-        self._run(kind, what, lambda: dist.all_reduce(total, op=dist.ReduceOp.SUM))
-        ranks = dist.get_world_size()
+        self._run(kind, what, lambda: dist.all_reduce(total, op=dist.ReduceOp.SUM,
+                                                      group=self.group))
+        ranks = dist.get_world_size(self.group)
         self.link_bytes[kind] += 2 * (ranks - 1) * x.nelement() * x.element_size() / ranks
         return total
+
+    def send(self, x: torch.Tensor, to: int, kind: str, what: str) -> None:
+        """`x` to global rank `to`, its bytes counted on this rank's outgoing link."""
+        self._run(kind, what, lambda: dist.send(x.contiguous(), to))
+        self.link_bytes[kind] += x.nelement() * x.element_size()
+
+    def recv(self, shape: tuple[int, ...], dtype: torch.dtype, sender: int, kind: str,
+             what: str) -> torch.Tensor:
+        """A tensor of `shape` and `dtype` from global rank `sender` (its link's bytes are
+        the sender's)."""
+        x = torch.empty(shape, dtype=dtype)
+        self._run(kind, what, lambda: dist.recv(x, sender))
+        return x
 
     def gather_to_root(self, result: object) -> list | None:
         """Every rank's (picklable) result on rank 0, in rank order; None on other ranks."""

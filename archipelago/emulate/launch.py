@@ -74,19 +74,20 @@ class _TokenBars:
     collectives the rank has counted onto the board (the program says how many per token)."""
 
     def __init__(self, plan: SPMDPlan, job: EmulationJob, program: RankProgram) -> None:
-        self.pace = program.pace(plan, job) if program.pace else None
+        self.paces = ([program.pace(plan, job, r) for r in range(plan.ranks)]
+                      if program.pace else None)
         console = Console(stderr=True)  # bars only on a terminal: in a pipe or log file
         self.bar = Progress(console=console, transient=True,  # they left a blank line
                             disable=not console.is_terminal)
-        total = self.pace[1] if self.pace else None
-        self.tasks = [self.bar.add_task(f"rank {r} tokens", total=total)
+        self.tasks = [self.bar.add_task(f"rank {r} tokens",
+                                        total=self.paces[r][1] if self.paces else None)
                       for r in range(plan.ranks)]
 
     def update(self, counts: np.ndarray) -> None:
-        for task, count in zip(self.tasks, counts, strict=True):
-            if self.pace is None:
-                continue
-            per_token, tokens = self.pace
+        if self.paces is None:
+            return
+        for task, count, (per_token, tokens) in zip(self.tasks, counts, self.paces,
+                                                    strict=True):
             done = tokens if count == DONE else min(int(count) // max(per_token, 1), tokens)
             self.bar.update(task, completed=done)
 

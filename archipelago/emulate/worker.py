@@ -44,9 +44,9 @@ class RankProgram:
 
     run_rank: Callable[[SPMDPlan, EmulationJob, int, Exchange], dict[str, Any]]
     summarize: Callable[[SPMDPlan, EmulationJob, list[dict[str, Any]]], dict[str, Any]]
-    # (plan, job) -> (collectives per generated token, tokens): what the launcher's progress
-    # bar counts the ranks' collectives against
-    pace: Callable[[SPMDPlan, EmulationJob], tuple[int, int]] | None = None
+    # (plan, job, rank) -> (collectives the rank runs per generated token, tokens): what the
+    # launcher's progress bar counts its collectives against
+    pace: Callable[[SPMDPlan, EmulationJob, int], tuple[int, int]] | None = None
     # (plan, job, run_dir) -> the job with `weights_dir` set: written under the run's
     # directory when this machine starts the ranks, a shared cache under torchrun (None)
     provide_weights: Callable[[SPMDPlan, EmulationJob, Path | None], EmulationJob] = (

@@ -93,7 +93,7 @@ GENERATION = WorkloadType("generation", (
                    commands=("plan", "report", "explore")),
     WorkloadOption("split", "tensor x pipeline split: auto, or tp=T,pp=P[,layers=A+B+...] "
                    "(several rings: auto; one ring: tensor parallel over it)", "",
-                   role="plan", commands=("plan", "report")),
+                   role="plan", commands=("plan", "report", "emulate")),
 ), parse_generation)
 # An SPMD program every device runs on its own shards (`Plan`), costed over a text generation.
 register_kind(PlanKind(

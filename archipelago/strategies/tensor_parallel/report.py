@@ -140,8 +140,19 @@ def print_emulation(report: dict[str, Any], console: Console) -> None:
     head.add_row("generated", " ".join(map(str, report["generated"])))
     head.add_row("reference", " ".join(map(str, report["reference"])))
     head.add_row("max |logit difference|", f"{report['max_abs_logit_diff']:.3g}")
-    head.add_row("collectives per rank",
-                 ", ".join(f"{k} {n}" for k, n in report["collectives"].items()))
+    split = report.get("split")
+    if split is None:
+        head.add_row("collectives per rank",
+                     ", ".join(f"{k} {n}" for k, n in report["collectives"].items()))
+    else:  # a pipeline: what each stage's ranks ran, and the links between stages
+        head.add_row("split", f"tp={split['tp']}, pp={split['pp']}, layers="
+                     f"{'+'.join(map(str, split['layers']))} ({split['chosen']})")
+        for stage, counts in enumerate(report["collectives"]):
+            head.add_row(f"collectives per rank, stage {stage}",
+                         ", ".join(f"{k} {n}" for k, n in counts.items()))
+        for link in report["stage_links"]:
+            head.add_row(f"bytes stage {link['from_stage']} -> {link['to_stage']} "
+                         f"({link['carries']})", ", ".join(f"{b:,.0f}" for b in link["bytes"]))
     head.add_row("bytes per ring link",
                  ", ".join(f"{k} {b:,.0f}" for k, b in report["bytes_per_link"].items()))
     head.add_row("weights", report["weights"])

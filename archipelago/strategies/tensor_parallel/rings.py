@@ -1,6 +1,6 @@
-"""Which plan shapes a hook takes: emulation, the report page and the design search run a
-single-ring `Plan`; a plan of stages across rings (pipeline.py) is estimated and reported,
-and the others say so in one line."""
+"""Which plan shapes a hook takes: the report page and the design search run a single-ring
+`Plan`; a plan of stages across rings (pipeline.py) is estimated, reported and emulated
+(emulate/pipeline.py), and the others say so in one line."""
 
 from typing import Any
 

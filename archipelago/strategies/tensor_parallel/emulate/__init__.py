@@ -1,7 +1,7 @@
 """The decoder emulator (tensor-parallel plans): load this rank's shard, generate greedily by
 interpreting the plan, and on rank 0 check the tokens and logits against transformers."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -26,8 +26,8 @@ from archipelago.strategies.tensor_parallel.emulate.quantized import read_scales
 from archipelago.strategies.tensor_parallel.emulate.state import RankState
 from archipelago.strategies.tensor_parallel.emulate.w8a8 import quantize
 from archipelago.strategies.tensor_parallel.heads import even
-from archipelago.strategies.tensor_parallel.plan import CommStep, ComputeStep, Plan
-from archipelago.strategies.tensor_parallel.rings import one_ring
+from archipelago.strategies.tensor_parallel.pipeline import PipelinePlan
+from archipelago.strategies.tensor_parallel.plan import CommStep, ComputeStep, DevicePlan, Plan
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
 # ModelSpec.extensions the handlers compute (compute.py): others are refused by name.
@@ -114,65 +114,90 @@ def _converter(dtype: torch.dtype, scales: dict[str, tuple[float, float]] | None
     return convert
 
 
-def run_rank(plan: Plan, job: EmulationJob, rank: int, exchange: Exchange) -> dict[str, Any]:
-    """Load only this device's shard, then generate; returns what rank 0 needs to report."""
-    spec, device, directory = plan.spec, plan.devices[rank], Path(job.weights_dir)
+def rank_state(plan: Plan, job: EmulationJob, device: DevicePlan, exchange: Exchange,
+               tensors: Iterable[WeightTensor] | None = None
+               ) -> tuple[RankState, dict[str, int]]:
+    """`device`'s shard loaded (of `tensors` only, when given: a pipeline stage's) and the
+    state a rank interprets the plan with; and the bytes it holds in each memory."""
+    spec, directory = plan.spec, Path(job.weights_dir)
     scales = read_scales(directory) if plan.numerics == "w8a8" else None
     with CheckpointReader(directory) as reader:
-        shard = load_shard(spec, device, reader, _converter(DTYPES[job.precision], scales))
+        shard = load_shard(spec, device, reader, _converter(DTYPES[job.precision], scales),
+                           tensors)
     offsets = {t.name: device.shard_for(t).start for t in all_weights(spec)
                if scales is not None and t.name in scales}
     rs = RankState(spec, shard.weights, numerics(spec), exchange, device.vocab_slice,
                    device.columns(spec.hidden), device.ranks, scales, offsets)
+    return rs, shard.bytes_by_memory
+
+
+def run_rank(plan: Plan, job: EmulationJob, rank: int, exchange: Exchange) -> dict[str, Any]:
+    """Load only this device's shard, then generate; returns what rank 0 needs to report."""
+    rs, held = rank_state(plan, job, plan.devices[rank], exchange)
     work = job.workload
-    out = generate(plan, rs, prompt_ids(spec, work.input_tokens, job.seed), work.output_tokens)
+    out = generate(plan, rs, prompt_ids(plan.spec, work.input_tokens, job.seed),
+                   work.output_tokens)
     return {"tokens": out.tokens, "logits": out.logits, "vocab_slice": list(rs.vocab_slice),
-            "seconds": out.seconds, "bytes_by_memory": shard.bytes_by_memory,
+            "seconds": out.seconds, "bytes_by_memory": held,
             "integer_checksum": rs.integer_checksum,
             "collectives": dict(exchange.counts), "link_bytes": dict(exchange.link_bytes)}
 
 
-def summarize(plan: Plan, job: EmulationJob, ranks: list[dict[str, Any]]) -> dict[str, Any]:
-    """Rank results against the unsplit transformers model with the same weights: greedy
-    tokens from generate(), and fp32 reference logits along the emulated token path."""
+def report_head(plan: Plan, job: EmulationJob, ranks: list[dict[str, Any]],
+                scorers: list[dict[str, Any]]) -> dict[str, Any]:
+    """What every emulation report opens with: the run, the generated tokens and logits of
+    the ranks that scored them (`scorers`) against the unsplit transformers model with the
+    same weights (greedy tokens from generate(), fp32 reference logits along the emulated
+    token path), and the bytes each rank held."""
     from archipelago.strategies.tensor_parallel.emulate import (
         reference,  # transformers loads only where results meet
     )
 
-    first = ranks[0]
-    if any(r["tokens"] != first["tokens"] or r["collectives"] != first["collectives"]
-           for r in ranks):
-        raise EmulationError("ranks disagree on the generated tokens or the collectives run")
-    slices = {tuple(r["vocab_slice"]): r["logits"] for r in ranks}  # a whole head: one
+    tokens = scorers[0]["tokens"]
+    slices = {tuple(r["vocab_slice"]): r["logits"] for r in scorers}  # a whole head: one
     logits = torch.cat([slices[k] for k in sorted(slices)], dim=-1)
     assert logits.shape[-1] == plan.spec.vocab, tuple(logits.shape)
     work = job.workload
     prompt = prompt_ids(plan.spec, work.input_tokens, job.seed)
     model = reference.load_model(Path(job.weights_dir))
     expected = reference.greedy_generate(model, prompt, work.output_tokens)
-    along = reference.logits_along(model, prompt, first["tokens"])
-    seconds = max(r["seconds"] for r in ranks)
+    along = reference.logits_along(model, prompt, tokens)
     return {
         "model": plan.spec.name, "cluster": plan.cluster.name, "strategy": plan.strategy,
         "ranks": plan.ranks, "precision": job.precision, "numerics": plan.numerics,
         "integer_checksum": (f"{sum(r['integer_checksum'] for r in ranks) % 2 ** 64:016x}"
                              if plan.numerics == "w8a8" else None),
         "weights": job.checkpoint or f"random, seed {job.seed}",
-        "prompt": prompt.tolist(), "generated": first["tokens"], "reference": expected,
-        "tokens_match": first["tokens"] == expected,
+        "prompt": prompt.tolist(), "generated": tokens, "reference": expected,
+        "tokens_match": tokens == expected,
         "max_abs_logit_diff": float((logits - along).abs().max()),
         "bytes_per_rank": [sum(r["bytes_by_memory"].values()) for r in ranks],
         "bytes_per_rank_by_memory": [r["bytes_by_memory"] for r in ranks],
-        "collectives": first["collectives"],
-        # Bytes one ring link carried over the whole run, by collective kind (the busiest
-        # rank's outgoing link; exchange.py says how a ring moves each kind).
-        "bytes_per_link": {kind: max(r["link_bytes"].get(kind, 0) for r in ranks)
-                           for kind in first["collectives"]},
-        "seconds": seconds, "tokens_per_s": work.output_tokens / seconds,
     }
 
 
-def pace(plan: Plan, job: EmulationJob) -> tuple[int, int]:
+def busiest_links(ranks: list[dict[str, Any]], kinds: Iterable[str]) -> dict[str, float]:
+    """Bytes one link carried over the whole run, by kind: the busiest rank's outgoing link
+    (exchange.py says how a ring moves each collective kind)."""
+    return {kind: max(r["link_bytes"].get(kind, 0) for r in ranks) for kind in kinds}
+
+
+def summarize(plan: Plan, job: EmulationJob, ranks: list[dict[str, Any]]) -> dict[str, Any]:
+    """Rank results against the unsplit transformers model with the same weights."""
+    first = ranks[0]
+    if any(r["tokens"] != first["tokens"] or r["collectives"] != first["collectives"]
+           for r in ranks):
+        raise EmulationError("ranks disagree on the generated tokens or the collectives run")
+    seconds = max(r["seconds"] for r in ranks)
+    return {
+        **report_head(plan, job, ranks, ranks),
+        "collectives": first["collectives"],
+        "bytes_per_link": busiest_links(ranks, first["collectives"]),
+        "seconds": seconds, "tokens_per_s": job.workload.output_tokens / seconds,
+    }
+
+
+def pace(plan: Plan, job: EmulationJob, rank: int) -> tuple[int, int]:
     """Collectives each rank runs per generated token (one forward pass), and the tokens."""
     def count(steps: list) -> int:
         return sum(isinstance(s, CommStep) for s in steps)
@@ -212,9 +237,13 @@ def provide_weights(plan: Plan, job: EmulationJob, run_dir: Path | None) -> Emul
 PROGRAM = RankProgram(run_rank, summarize, pace, provide_weights)
 
 
-def emulate(plan: Plan, job: EmulationJob) -> dict[str, Any] | None:
+def emulate(plan: Plan | PipelinePlan, job: EmulationJob) -> dict[str, Any] | None:
     """The tensor-parallel kind's emulator: check everything that would stop a rank, then
-    one process per device, each generating from its own shard."""
-    plan = one_ring(plan, "emulation")
+    one process per device, each generating from its own shard; a plan of stages runs as
+    its pipeline (emulate/pipeline.py)."""
+    if isinstance(plan, PipelinePlan):
+        from archipelago.strategies.tensor_parallel.emulate.pipeline import emulate_stages
+
+        return emulate_stages(plan, job)
     check(plan, job)
     return run_spmd(plan, job, PROGRAM)

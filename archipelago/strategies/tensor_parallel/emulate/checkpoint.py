@@ -3,7 +3,7 @@ more of a tensor than its DevicePlan names."""
 
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -123,11 +123,13 @@ class LoadedShard:
 
 
 def load_shard(spec: ModelSpec, device: DevicePlan, reader: CheckpointReader,
-               convert: Callable[[WeightTensor, torch.Tensor], torch.Tensor]) -> LoadedShard:
-    """Every tensor of the model, cut to the Shard this device's plan names for it, then
-    converted (to the run's dtype, or quantized) before its bytes are counted."""
+               convert: Callable[[WeightTensor, torch.Tensor], torch.Tensor],
+               tensors: Iterable[WeightTensor] | None = None) -> LoadedShard:
+    """Every tensor of the model (or only `tensors`: a pipeline stage's layers and ends),
+    cut to the Shard this device's plan names for it, then converted (to the run's dtype,
+    or quantized) before its bytes are counted."""
     loaded = LoadedShard()
-    for tensor in all_weights(spec):
+    for tensor in all_weights(spec) if tensors is None else tensors:
         shard = device.shard_for(tensor)
         data = convert(tensor, reader.read(hf_source(spec, tensor), tensor, shard))
         loaded.weights[tensor.name] = data

@@ -67,21 +67,32 @@ def run_layers(plan: Plan, rs: RankState, hidden: torch.Tensor, layers: range) -
     return hidden
 
 
-def forward(plan: Plan, rs: RankState, tokens: torch.Tensor) -> tuple[int, torch.Tensor]:
-    """Feed `tokens` after the cached ones; the next token and this rank's logits slice."""
-    rs.positions = torch.arange(rs.seen, rs.seen + len(tokens))
+def embed(plan: Plan, rs: RankState, tokens: torch.Tensor) -> torch.Tensor:
+    """The embed steps: the hidden state entering the first layer (the first stage's)."""
     rs.layer = None
     env = {"tokens": tokens}
     run_steps(plan.embed_steps, env, rs)
-    hidden = run_layers(plan, rs, env[result_name(plan.embed_steps)], range(plan.spec.layers))
+    return env[result_name(plan.embed_steps)]
+
+
+def pick(plan: Plan, rs: RankState, hidden: torch.Tensor) -> tuple[int, torch.Tensor]:
+    """The output steps on the last layer's hidden state (the last stage's): the next token
+    and this rank's logits slice."""
     env = {"block_out": hidden[-1:]}  # decoders score only the last token
     run_steps(plan.output_steps, env, rs)
-    rs.seen += len(tokens)
     logits = env[head_name(plan)][-1]
     # A head whole on every rank picks the token locally (its reduce-max unit); a split one
     # agreed on it in an argmax_gather.
     token = env[NEXT_TOKEN] if NEXT_TOKEN in env else torch.argmax(logits)
     return int(token), logits
+
+
+def forward(plan: Plan, rs: RankState, tokens: torch.Tensor) -> tuple[int, torch.Tensor]:
+    """Feed `tokens` after the cached ones; the next token and this rank's logits slice."""
+    rs.positions = torch.arange(rs.seen, rs.seen + len(tokens))
+    hidden = run_layers(plan, rs, embed(plan, rs, tokens), range(plan.spec.layers))
+    rs.seen += len(tokens)
+    return pick(plan, rs, hidden)
 
 
 @dataclass
