@@ -69,11 +69,13 @@ def check_ep(spec: ModelSpec, tp: int, ep: int) -> None:
         raise ArchipelagoError(f"--split ep={ep}: {spec.name} has no mixture of experts; "
                                "valid ep: 1")
     valid = ep_degrees(spec, tp)
-    why = (f"whole experts on each of the {tp} boards" if len(valid) > 1 else
-           f"{spec.moe.experts} experts cannot give each of {tp} boards one")
+    if len(valid) == 1:
+        raise ArchipelagoError(f"--split ep={ep}: {spec.moe.experts} experts cannot give each "
+                               f"of the tp={tp} boards a whole one; valid ep: 1 (each "
+                               "expert's columns split over the boards)")
     raise ArchipelagoError(f"--split ep={ep}: ep is 1 (each expert's columns split over the "
-                           f"tp={tp} boards) or tp ({why}); valid ep: "
-                           f"{', '.join(map(str, valid))}")
+                           f"tp={tp} boards) or {tp} (whole experts on each board); valid "
+                           f"ep: {', '.join(map(str, valid))}")
 
 
 def busiest_experts(moe: MoE, ep: int) -> int:
