@@ -29,7 +29,9 @@ most link sharing): both are upper bounds a router can always hit (routing chang
 token and layer, and DFX's and LORA's instruction streams are compiled ahead, so a layer's
 schedule must allow for it); the expected busiest count under uniform routing
 (`expected_busiest`, e.g. 8/7 of an expert for 8 experts, top-2, 4 boards) is lower, so
-the expert-parallel figures here bound latency from above.
+the expert-parallel figures here bound latency from above. The worst case holds for every
+row a step runs (a prompt's tokens, a batch's sequences), so a long prompt, whose tokens
+spread over the boards, is costed well above balanced routing.
 """
 
 from dataclasses import replace
