@@ -1,9 +1,9 @@
 """How fast are tensor x pipeline plans? Issue #21's targets: Llama-2-70B on 64 devices
 planned and estimated with the split chosen automatically under 1 s, with a given split
-under 5 ms; and a sweep of 1,000 given splits and workloads. Then Mixtral-8x7B (its
-published config, written by hand in tests/data) on 8, 16 and 32 U280s with LORA-Q: the
-split the planner chooses (expert placement included) and, beside it, the best split with
-the other placement. Prints figures; not a test.
+under 5 ms; and a sweep of 1,000 given splits, batch sizes and lengths. Then Mixtral-8x7B
+(its published config, written by hand in tests/data) on 8, 16 and 32 U280s with LORA-Q:
+the split the planner chooses (expert placement included) and, beside it, the same split
+with the other placement. Prints figures; not a test.
 
     python -m benchmarks.bench_pipeline
 """
@@ -34,12 +34,15 @@ def per_call_ms(fn, repeats: int) -> float:
     return (time.perf_counter() - start) / repeats * 1e3
 
 
-def sweep_points() -> list[tuple[str, str]]:
-    """(split, tokens) pairs: every tp in 1, 2, 4, 8 (Llama-2-70B's 8 KV heads) with every
-    stage count the 64 devices allow, at eight prompt/output lengths: 960 points."""
-    splits = [f"tp={tp},pp={pp}" for tp in (1, 2, 4, 8) for pp in range(1, 64 // tp + 1)]
-    tokens = [f"{n_in}:{n_out}" for n_in in (32, 128, 512, 1024) for n_out in (32, 256)]
-    return [(s, t) for s in splits for t in tokens]
+def sweep_points() -> list[tuple[str, dict[str, str]]]:
+    """(split, workload) pairs: every tensor-parallel degree 1 .. 64 (KV heads replicated
+    beyond Llama-2-70B's 8) with every stage count the 64 devices allow, at four batch sizes
+    and two prompt/output lengths: 1,016 points."""
+    splits = [f"tp={tp},pp={pp}" for tp in (1, 2, 4, 8, 16, 32, 64)
+              for pp in range(1, 64 // tp + 1)]
+    works = [{"tokens": t, "batch": str(b)} for t in ("128:128", "1024:256")
+             for b in (1, 4, 16, 64)]
+    return [(s, w) for s in splits for w in works]
 
 
 def main() -> None:
@@ -55,10 +58,10 @@ def main() -> None:
               f"(target < 5)")
     points = sweep_points()
     start = time.perf_counter()
-    for split, tokens in points:
-        plan_and_estimate(LLAMA_70B, CLUSTER, "lora-q", {"tokens": tokens, "split": split})
+    for split, work in points:
+        plan_and_estimate(LLAMA_70B, CLUSTER, "lora-q", {**work, "split": split})
     took = time.perf_counter() - start
-    print(f"sweep of {len(points)} given splits x workloads (lora-q): {took:.2f} s, "
+    print(f"sweep of {len(points)} given splits x batch sizes x lengths (lora-q): {took:.2f} s, "
           f"{took / len(points) * 1e3:.2f} ms a point")
     mixtral()
 

@@ -121,6 +121,16 @@ def test_dfx_runs_four_all_gathers_per_layer(gpt2_run) -> None:
     assert gpt2_run["collectives"] == {"all_gather": 4 * layers * NEW}
 
 
+def test_dfx_link_bytes_by_hand(gpt2_run) -> None:
+    """Each all-gather forwards the other R - 1 ranks' slices over every ring link: per layer
+    and row, the attention context, its projection and FFN2's output (hidden wide each) and
+    the FFN1 activation (4 x hidden), in fp32; rows are the prompt, then one per new token."""
+    ranks, hidden = gpt2_run["ranks"], GPT2["n_embd"]
+    rows = PROMPT + NEW - 1
+    slices = GPT2["n_layer"] * rows * (3 * hidden + 4 * hidden) // ranks
+    assert gpt2_run["bytes_per_link"] == {"all_gather": 4 * (ranks - 1) * slices}
+
+
 def test_fp16_logits_within_rounding_tolerance(gpt2_config, gpt2_reference) -> None:
     report = emulate(gpt2_config, "2xu280", "dfx", {"tokens": TOKENS, "precision": "fp16"},
                      seed=SEED)
@@ -206,7 +216,7 @@ def test_torchrun_environment_makes_this_process_one_rank(gpt2_config, tmp_path)
     assert out1 == ""  # rank 0 reports for the run
     report = json.loads(out0)
     for key in ("tokens_match", "generated", "reference", "max_abs_logit_diff",
-                "bytes_per_rank", "ranks"):
+                "bytes_per_rank", "ranks", "bytes_per_link"):
         assert key in report
     assert report["tokens_match"] and report["ranks"] == 2 and len(report["generated"]) == 3
 

@@ -191,7 +191,7 @@ def tiny(family: str, **fields: object) -> ModelSpec:
 
 def test_tensor_parallel_carries_head_local_qk_norms_and_moe() -> None:
     """Qwen3's per-head q/k norms run on each device's own heads (no all-reduce, unlike the
-    block's norms); Mixtral's router and experts split like an FFN."""
+    block's norms); Mixtral's experts split like an FFN (its router whole on each device)."""
     lora = get_strategy("lora-f")
     cluster = resolve_cluster("2xu280")
     qwen = lora.plan(tiny("Qwen3", head_dim=32), cluster)
@@ -223,8 +223,9 @@ def test_tensor_parallel_refuses_what_no_sync_scheme_covers(family: str, fields:
 
 def test_emulation_refuses_new_families_naming_the_emulated_ones() -> None:
     lora, cluster = get_strategy("lora-f"), resolve_cluster("2xu280")
-    for spec, why in [(tiny("Mistral"), "emulated for gpt2, opt, llama decoders, not 'mistral'"),
-                      (tiny("Llama", head_dim=32), "explicit head_dim not emulated")]:
+    emulated = "emulated for gpt2, opt, llama, mistral, qwen2, qwen3, mixtral decoders"
+    for spec, why in [(tiny("Phi3"), f"{emulated}, not 'phi3'"),
+                      (tiny("Qwen2Moe"), f"{emulated}, not 'qwen2_moe'")]:
         with pytest.raises(EmulationError, match=why):
             check(lora.plan(spec, cluster), None)  # type: ignore[arg-type]
 

@@ -1,4 +1,7 @@
-"""The Exchange: the only way activations leave a rank. It counts collectives by kind, beats
+"""The Exchange: the only way activations leave a rank. It counts collectives by kind and the
+bytes each puts on one link of a ring (the DFX and LORA rings, seeds/001 §IV-B, seeds/002
+§III-B: an all-gather forwards the other ranks' R - 1 slices, a reduce-scatter plus
+all-gather all-reduce sends 2 (R - 1) / R of the tensor; gloo may route differently), beats
 the watchdog before each, and turns a collective that fails under it (a peer died or timed
 out) into PeerFailure naming the step, so the launcher can tell victims from culprits.
 """
@@ -31,6 +34,7 @@ class Exchange:
     def __init__(self, heartbeat: Heartbeat) -> None:
         self.heartbeat = heartbeat
         self.counts: Counter[str] = Counter()
+        self.link_bytes: Counter[str] = Counter()  # by collective kind, one ring link
 
     def _run(self, kind: str, what: str, call: Callable[[], object]) -> None:
         self.heartbeat.collective()
@@ -43,11 +47,14 @@ class Exchange:
     def all_gather(self, x: torch.Tensor, kind: str, what: str) -> list[torch.Tensor]:
         parts = [torch.empty_like(x) for _ in range(dist.get_world_size())]
         self._run(kind, what, lambda: dist.all_gather(parts, x.contiguous()))
+        self.link_bytes[kind] += (len(parts) - 1) * x.nelement() * x.element_size()
         return parts
 
     def all_reduce(self, x: torch.Tensor, kind: str, what: str) -> torch.Tensor:
         total = x.clone()
         self._run(kind, what, lambda: dist.all_reduce(total, op=dist.ReduceOp.SUM))
+        ranks = dist.get_world_size()
+        self.link_bytes[kind] += 2 * (ranks - 1) * x.nelement() * x.element_size() / ranks
         return total
 
     def gather_to_root(self, result: object) -> list | None:

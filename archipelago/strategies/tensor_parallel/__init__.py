@@ -14,10 +14,10 @@ hidden behind compute by row packing, early broadcast and column-major traversal
 Decoders beyond GPT-2/OPT/LLaMA (models/hf_decoders.py) split the same way: query heads of
 any head_dim and GQA key/value heads head-wise, per-head q/k norms with their heads, parallel
 blocks' sublayers each as their sequential twin. A mixture of experts is split here like
-any FFN: every expert's columns across the ring, the router's too, with a token's active
-experts as one FFN of `MoE.active_ffn` columns; experts.py places whole experts on each
-board instead (`--split ...,ep=`), with the all-to-all combine that needs. Features whose
-synchronization neither paper defines are refused (`_NOT_SPLIT`).
+any FFN: every expert's columns across the ring (the router whole on every device), with
+a token's active experts as one FFN of `MoE.active_ffn` columns; experts.py places whole
+experts on each board instead (`--split ...,ep=`), with the all-to-all combine that needs.
+Features whose synchronization neither paper defines are refused (`_NOT_SPLIT`).
 """
 
 from typing import Any
@@ -32,7 +32,12 @@ from archipelago.models.weights import embedding_weights, layer_weights, output_
 from archipelago.strategies.options import WorkloadOption, WorkloadType
 from archipelago.strategies.registry import PlanKind, register, register_kind
 from archipelago.strategies.tensor_parallel.dfx import DFXConfig, DFXEngine
-from archipelago.strategies.tensor_parallel.heads import busiest, check_heads, head_share
+from archipelago.strategies.tensor_parallel.heads import (
+    HeadShare,
+    busiest,
+    check_heads,
+    head_share,
+)
 from archipelago.strategies.tensor_parallel.pipeline import (
     DFXSplitConfig,
     SystolicSplitConfig,
@@ -55,10 +60,14 @@ FP16_BYTES = 2
 STATS_VALUES, STATS_BYTES = 2, 4
 # Per-layer tensors whose output columns are split across ranks (everything but norms).
 _COLUMN_SPLIT = frozenset({"q", "k", "v", "attn_out", "ffn_gate", "ffn_up", "ffn_down",
-                           "router", "experts_gate", "experts_up", "experts_down",
+                           "experts_gate", "experts_up", "experts_down",
                            "shared_gate", "shared_up", "shared_down"})
-# Norms inside the head-wise split: each device normalizes its own heads, no collective.
+# Norms inside the head-wise split: each device normalizes its own heads, no collective,
+# with the whole head_dim-wide weight.
 _HEAD_LOCAL = frozenset({"q_norm", "k_norm"})
+# Held whole and run whole on every device: an MoE router (hidden x experts, tiny) picks
+# each token's experts where they run, so no device waits on another's choice.
+_REPLICATED = frozenset({"router"})
 # ModelSpec.extensions these plans cannot make: norms over a split width or after each
 # sublayer (where would DFX's and LORA's syncs go?), DeepSeek's latent attention, and layers
 # of two kinds, since a plan repeats one block template.
@@ -125,11 +134,10 @@ def _placed(memory: MemoryKind, device: Device) -> MemoryKind:
     return memory if device.memory(memory) is not None else "hbm"
 
 
-def _columns(spec: ModelSpec, name: str, length: int, ranks: int,
-             rank: int) -> tuple[int, int]:
-    """This rank's output columns of tensor `name`: whole heads for q, k, v (`heads.py`),
-    contiguous near-equal slices for every other split."""
-    share = head_share(spec, ranks, rank)
+def _columns(spec: ModelSpec, name: str, length: int, ranks: int, rank: int,
+             share: HeadShare) -> tuple[int, int]:
+    """This rank's output columns of tensor `name`: whole heads for q, k, v (its `share`,
+    `heads.py`), contiguous near-equal slices for every other split."""
     if name == "q":
         return share.q_start * spec.head_dim, share.q_stop * spec.head_dim
     if name in ("k", "v"):
@@ -149,13 +157,16 @@ def _device_plan(spec: ModelSpec, cluster: Cluster, rank: int, split_norms: bool
     mirror = _placed(matrix_mirror, device) if matrix_mirror else None
     mirror = None if mirror == "hbm" else mirror  # one copy serves both phases
     layer: dict[str, Shard] = {}
+    share = head_share(spec, ranks, rank)
     for tensor in layer_weights(spec, 0):
         name, part = tensor.role.split(".")
         axis = len(tensor.shape) - 1
-        start, stop = _columns(spec, name, tensor.shape[axis], ranks, rank)
+        start, stop = _columns(spec, name, tensor.shape[axis], ranks, rank, share)
         if name in _COLUMN_SPLIT and part == "weight":
             layer[tensor.role] = Shard(axis, start, stop, "hbm", mirror)
-        elif name in _COLUMN_SPLIT or split_norms:
+        elif name in _REPLICATED:
+            layer[tensor.role] = Shard(None, memory="hbm", mirror=mirror)
+        elif name in _COLUMN_SPLIT or (split_norms and name not in _HEAD_LOCAL):
             layer[tensor.role] = Shard(axis, start, stop, ddr)
         else:
             layer[tensor.role] = Shard(None, memory=ddr)
@@ -178,8 +189,10 @@ def _device_plan(spec: ModelSpec, cluster: Cluster, rank: int, split_norms: bool
 
 def _local_out(op: Op, spec: ModelSpec, ranks: int, columns_split: bool) -> int:
     """The busiest device's output features of `op` (every device waits for it at the next
-    collective): whole heads for q, k, v and their per-head norms, the widest slice of any
-    other split."""
+    collective): all of a replicated tensor's, whole heads for q, k, v and their per-head
+    norms, the widest slice of any other split."""
+    if op.weight in _REPLICATED:
+        return op.fan_out
     share = busiest(spec, ranks)
     if op.name in ("q", "q_norm"):
         return share.q_heads * spec.head_dim
@@ -255,10 +268,10 @@ def lora_steps(ops: tuple[Op, ...], spec: ModelSpec, ranks: int,
     return steps
 
 
-def _plan(strategy: str, scheme: str, spec: ModelSpec, cluster: Cluster, engine: Any,
+def _plan(strategy: str, scheme: str, graph: Graph, cluster: Cluster, engine: Any,
           bytes_per_param: float, steps: tuple[list[Step], list[Step], list[Step]],
           devices: list[DevicePlan], numerics: str = "fp16") -> Plan:
-    return Plan(strategy=strategy, scheme=scheme, spec=spec, graph=build_graph(spec),
+    return Plan(strategy=strategy, scheme=scheme, spec=graph.spec, graph=graph,
                 cluster=cluster, engine=engine, bytes_per_param=bytes_per_param,
                 embed_steps=steps[0], block_steps=steps[1], output_steps=steps[2],
                 devices=devices, numerics=numerics)
@@ -287,7 +300,7 @@ def plan_dfx(spec: ModelSpec, cluster: Cluster, config: DFXConfig) -> Plan:
     steps = ([_compute(op, spec, ranks) for op in graph.embed], dfx_block_steps(graph, ranks),
              _dfx_output_steps(graph))
     devices = [_device_plan(spec, cluster, r, False, None, False) for r in range(ranks)]
-    return _plan("dfx", "dfx", spec, cluster, engine, FP16_BYTES, steps, devices)
+    return _plan("dfx", "dfx", graph, cluster, engine, FP16_BYTES, steps, devices)
 
 
 def _plan_lora(strategy: str, spec: ModelSpec, cluster: Cluster,
@@ -299,7 +312,7 @@ def _plan_lora(strategy: str, spec: ModelSpec, cluster: Cluster,
     steps = tuple(lora_steps(ops, spec, ranks, act, config.pack_rows)
                   for ops in (graph.embed, graph.block, graph.output))
     devices = [_device_plan(spec, cluster, r, True, "ddr", True) for r in range(ranks)]
-    return _plan(strategy, "lora", spec, cluster, engine, config.weight_bytes, steps, devices,
+    return _plan(strategy, "lora", graph, cluster, engine, config.weight_bytes, steps, devices,
                  config.precision)
 
 

@@ -11,6 +11,7 @@ the busiest device's share sets the pace (`busiest`).
 """
 
 from dataclasses import dataclass
+from functools import cache
 
 from archipelago.errors import PartitionError
 from archipelago.models.spec import ModelSpec
@@ -55,8 +56,16 @@ def head_share(spec: ModelSpec, ranks: int, rank: int) -> HeadShare:
 def busiest(spec: ModelSpec, ranks: int) -> HeadShare:
     """The most query heads and the most key/value heads any device holds (as a share
     starting at 0: only the counts matter)."""
-    shares = [head_share(spec, ranks, r) for r in range(ranks)]
-    return HeadShare(0, max(s.q_heads for s in shares), 0, max(s.kv_heads for s in shares))
+    return _busiest(spec.heads, spec.kv_heads, ranks)
+
+
+@cache
+def _busiest(heads: int, kv_heads: int, ranks: int) -> HeadShare:
+    """Every op of a plan asks; the answer depends on the head counts alone."""
+    group = heads // kv_heads
+    spans = [split_bounds(heads, ranks, r) for r in range(ranks)]
+    return HeadShare(0, max(b - a for a, b in spans), 0,
+                     max((b - 1) // group + 1 - a // group for a, b in spans))
 
 
 def even(spec: ModelSpec, ranks: int) -> bool:

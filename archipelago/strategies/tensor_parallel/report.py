@@ -142,6 +142,8 @@ def print_emulation(report: dict[str, Any], console: Console) -> None:
     head.add_row("max |logit difference|", f"{report['max_abs_logit_diff']:.3g}")
     head.add_row("collectives per rank",
                  ", ".join(f"{k} {n}" for k, n in report["collectives"].items()))
+    head.add_row("bytes per ring link",
+                 ", ".join(f"{k} {b:,.0f}" for k, b in report["bytes_per_link"].items()))
     head.add_row("weights", report["weights"])
     head.add_row("tokens/s (emulated, CPU)", f"{report['tokens_per_s']:,.2f}")
     console.print(head)

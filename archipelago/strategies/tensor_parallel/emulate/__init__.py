@@ -30,6 +30,10 @@ from archipelago.strategies.tensor_parallel.plan import CommStep, ComputeStep, P
 from archipelago.strategies.tensor_parallel.rings import one_ring
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
+# ModelSpec.extensions the handlers compute (compute.py): others are refused by name.
+EMULATED = frozenset({"an explicit head_dim", "an attention-output bias unlike q/k/v's",
+                      "sliding-window attention", "per-head query/key norms",
+                      "mixture of experts"})
 
 
 def prompt_ids(spec: ModelSpec, length: int, seed: int) -> torch.Tensor:
@@ -56,9 +60,13 @@ def check(plan: Plan, job: EmulationJob) -> None:
     if not spec.is_decoder or spec.arch not in ARCH_NAMES:
         raise EmulationError(f"{spec.name}: generation is emulated for {', '.join(ARCH_NAMES)} "
                              f"decoders, not '{spec.arch}'")
-    if spec.extensions:  # e.g. a llama config with an explicit head_dim or an unknown type
-        raise EmulationError(f"{spec.name}: {', '.join(spec.extensions)} not emulated; "
-                             f"emulation runs plain {', '.join(ARCH_NAMES)} decoders")
+    refused = [name for name in spec.extensions if name not in EMULATED]
+    if spec.moe and (spec.moe.shared_ffn or spec.moe.shared_gate):
+        refused.append("shared experts")
+    if spec.moe and plan.numerics == "w8a8":
+        refused.append("W8A8 experts")
+    if refused:  # e.g. an unknown model_type read as a llama
+        raise EmulationError(f"{spec.name}: {', '.join(refused)} not emulated")
     if spec.embed_proj_dim:
         raise EmulationError(f"{spec.name}: word_embed_proj_dim {spec.embed_proj_dim} != hidden "
                              "size needs project_in/project_out ops the plan does not have")
@@ -115,13 +123,13 @@ def run_rank(plan: Plan, job: EmulationJob, rank: int, exchange: Exchange) -> di
     offsets = {t.name: device.shard_for(t).start for t in all_weights(spec)
                if scales is not None and t.name in scales}
     rs = RankState(spec, shard.weights, numerics(spec), exchange, device.vocab_slice,
-                   device.columns(spec.hidden), scales, offsets)
+                   device.columns(spec.hidden), device.ranks, scales, offsets)
     work = job.workload
     out = generate(plan, rs, prompt_ids(spec, work.input_tokens, job.seed), work.output_tokens)
     return {"tokens": out.tokens, "logits": out.logits, "vocab_slice": list(rs.vocab_slice),
             "seconds": out.seconds, "bytes_by_memory": shard.bytes_by_memory,
             "integer_checksum": rs.integer_checksum,
-            "collectives": dict(exchange.counts)}
+            "collectives": dict(exchange.counts), "link_bytes": dict(exchange.link_bytes)}
 
 
 def summarize(plan: Plan, job: EmulationJob, ranks: list[dict[str, Any]]) -> dict[str, Any]:
@@ -156,6 +164,10 @@ def summarize(plan: Plan, job: EmulationJob, ranks: list[dict[str, Any]]) -> dic
         "bytes_per_rank": [sum(r["bytes_by_memory"].values()) for r in ranks],
         "bytes_per_rank_by_memory": [r["bytes_by_memory"] for r in ranks],
         "collectives": first["collectives"],
+        # Bytes one ring link carried over the whole run, by collective kind (the busiest
+        # rank's outgoing link; exchange.py says how a ring moves each kind).
+        "bytes_per_link": {kind: max(r["link_bytes"].get(kind, 0) for r in ranks)
+                           for kind in first["collectives"]},
         "seconds": seconds, "tokens_per_s": work.output_tokens / seconds,
     }
 

@@ -5,7 +5,7 @@ import os
 import stat
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -63,6 +63,10 @@ class CheckpointReader:
     def _checked_key(self, source: HFSource, tensor: WeightTensor) -> str:
         """The checkpoint's key for `tensor`, its stored shape checked against the shape
         the model config implies (reading only the header)."""
+        if source.experts:  # one matrix per expert: check each, name the first
+            inner = _per_expert(tensor)
+            keys = [self._checked_key(_expert(source, e), inner) for e in range(source.experts)]
+            return keys[0]
         stored = [*tensor.shape[:-1], tensor.shape[-1] * source.parts]
         if source.transposed:
             stored.reverse()
@@ -80,7 +84,14 @@ class CheckpointReader:
             self._checked_key(hf_source(spec, tensor), tensor)
 
     def read(self, source: HFSource, tensor: WeightTensor, shard: Shard) -> torch.Tensor:
-        """`shard` of `tensor` in canonical (in, out) layout, reading nothing else."""
+        """`shard` of `tensor` in canonical (in, out) layout, reading nothing else; an
+        expert stack reads the experts the shard names (axis 0) or each one's slice."""
+        if source.experts:
+            first, stop = (shard.start, shard.stop) if shard.axis == 0 else (0, source.experts)
+            inner = Shard(None) if shard.axis in (None, 0) else replace(shard,
+                                                                       axis=shard.axis - 1)
+            return torch.stack([self.read(_expert(source, e), _per_expert(tensor), inner)
+                                for e in range(first, stop)])
         key = self._checked_key(source, tensor)
         index = [slice(0, n) for n in tensor.shape]
         if shard.axis is not None:
@@ -92,6 +103,15 @@ class CheckpointReader:
             index.reverse()
         data = self._where[key].get_slice(key)[tuple(index)]
         return data.T.contiguous() if source.transposed else data
+
+
+def _expert(source: HFSource, expert: int) -> HFSource:
+    return replace(source, key=source.key.format(expert), experts=0)
+
+
+def _per_expert(tensor: WeightTensor) -> WeightTensor:
+    """One expert's matrix of an (experts, in, out) stack."""
+    return replace(tensor, shape=tensor.shape[1:])
 
 
 @dataclass

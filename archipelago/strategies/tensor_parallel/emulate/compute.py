@@ -75,8 +75,10 @@ def norm(step: ComputeStep, inputs: list[torch.Tensor], rs: RankState) -> torch.
     weight, eps = rs.param(step.op, "weight"), rs.numerics.norm_eps
     if rs.spec.norm == "layernorm":
         return F.layer_norm(x, x.shape[-1:], weight, rs.param(step.op, "bias"), eps)
-    wide = x.float()  # RMSNorm statistics in fp32, as transformers computes them
-    return weight * (wide * torch.rsqrt(wide.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+    # A norm narrower than its input normalizes each head (Qwen3's q/k norms over head_dim).
+    wide = x.float().view(len(x), -1, weight.shape[-1])  # RMS in fp32, as transformers does
+    normed = (wide * torch.rsqrt(wide.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+    return (weight * normed).view(x.shape)
 
 
 def norm_stats(step: ComputeStep, inputs: list[torch.Tensor], rs: RankState) -> torch.Tensor:
@@ -107,8 +109,10 @@ NORM_STAGES: dict[str, Handler] = {"stats": norm_stats, "apply": norm_apply}
 def linear(step: ComputeStep, inputs: list[torch.Tensor], rs: RankState) -> torch.Tensor:
     """x @ W for this rank's (in, local_out) slice of W, plus its slice of the bias; in
     W8A8 runs an int8 x int8 product with int32 accumulation (w8a8.w8a8_linear)."""
-    (x,) = inputs
     name, bias = rs.param_name(step.op, "weight"), rs.param(step.op, "bias")
+    if rs.weights[name].dim() == 3:  # a stack of experts' matrices
+        return experts(step, inputs, rs)
+    (x,) = inputs
     if rs.scales is not None:
         w_scale, x_scale = rs.scales[name]
         y, acc = w8a8_linear(x, rs.weights[name], w_scale, x_scale, bias)
@@ -117,6 +121,35 @@ def linear(step: ComputeStep, inputs: list[torch.Tensor], rs: RankState) -> torc
         return y
     y = x @ rs.weights[name]
     return y if bias is None else y + bias
+
+
+def _route(logits: torch.Tensor, per_token: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mixtral's top-k router: softmax over all experts in fp32, the `per_token` most
+    probable, their probabilities renormalized to sum to one (MixtralTopKRouter)."""
+    top, chosen = torch.topk(torch.softmax(logits.float(), dim=-1), per_token, dim=-1)
+    return chosen, top / top.sum(dim=-1, keepdim=True)
+
+
+def experts(step: ComputeStep, inputs: list[torch.Tensor], rs: RankState) -> torch.Tensor:
+    """This rank's columns of each token's routed experts. The up projections read the
+    router's logits beside their input, route, and lay each token's experts side by side
+    (per_token x local columns); the down projection reads the all-gathered activations
+    (rank-major: each rank's block holds its columns of every routed expert), runs each
+    expert's rows and sums the experts weighted by the router."""
+    weight = rs.weights[rs.param_name(step.op, "weight")]  # (experts, in, local out)
+    if len(inputs) == 2:
+        x, logits = inputs
+        rs.routes = _route(logits, rs.spec.moe.per_token)
+        out = torch.einsum("ti,tkio->tko", x, weight[rs.routes[0]])
+        return out.reshape(len(x), -1)
+    (act,) = inputs
+    chosen, share = rs.routes
+    tokens, per_token = chosen.shape
+    assert act.shape[-1] == per_token * weight.shape[1], (step.op.name, tuple(act.shape))
+    act = act.view(tokens, rs.ranks, per_token, -1).transpose(1, 2).reshape(
+        tokens, per_token, -1)
+    out = torch.einsum("tki,tkio->tko", act, weight[chosen])
+    return (out * share[..., None].to(out.dtype)).sum(dim=1)
 
 
 def _digest(acc: torch.Tensor, rs: RankState, name: str, first_column: int) -> int:
@@ -129,16 +162,21 @@ def _digest(acc: torch.Tensor, rs: RankState, name: str, first_column: int) -> i
 
 
 def attn_score(step: ComputeStep, inputs: list[torch.Tensor], rs: RankState) -> torch.Tensor:
-    """Scaled causal scores of this rank's query heads against all cached keys of its key
-    heads (grouped-query heads share a key head); keys join the cache here."""
+    """Scaled causal scores of this rank's query heads against the cached keys of its key
+    heads (grouped-query heads share a key head); keys join the cache here. In a
+    sliding-window layer a query at position p sees keys p - window + 1 .. p (transformers'
+    sliding_window_overlay) and the cache keeps the last `window` keys."""
     q, k = (_split_heads(t, step.op.fan_in) for t in inputs)
     assert q.shape[0] == step.local_heads, (step, tuple(q.shape))
     if rs.numerics.rope_theta is not None:
         q, k = _rotary(q, rs), _rotary(k, rs)
-    keys = _share(rs.extend_cache(step.op.inputs[1], k), q.shape[0])
+    window = step.op.window
+    keys = _share(rs.extend_cache(step.op.inputs[1], k, window), q.shape[0])
     scores = q @ keys.transpose(1, 2) * step.op.fan_in ** -0.5
-    future = torch.arange(keys.shape[1])[None, :] > rs.positions[:, None]
-    return scores.masked_fill(future, float("-inf"))
+    end = int(rs.positions[-1]) + 1  # the cache holds the positions just before `end`
+    ahead = torch.arange(end - keys.shape[1], end)[None, :] - rs.positions[:, None]
+    hidden = ahead > 0 if window is None else (ahead > 0) | (ahead <= -window)
+    return scores.masked_fill(hidden, float("-inf"))
 
 
 def softmax(step: ComputeStep, inputs: list[torch.Tensor], rs: RankState) -> torch.Tensor:
@@ -150,8 +188,8 @@ def attn_context(step: ComputeStep, inputs: list[torch.Tensor], rs: RankState) -
     """Probabilities times cached values; heads concatenated back to (tokens, features)."""
     probs, v = inputs
     assert probs.shape[0] == step.local_heads, (step, tuple(probs.shape))
-    values = _share(rs.extend_cache(step.op.inputs[1], _split_heads(v, step.op.fan_in)),
-                    probs.shape[0])
+    values = _share(rs.extend_cache(step.op.inputs[1], _split_heads(v, step.op.fan_in),
+                                     step.op.window), probs.shape[0])
     out = probs @ values
     return out.transpose(0, 1).reshape(out.shape[1], -1)
 

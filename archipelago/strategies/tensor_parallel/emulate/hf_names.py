@@ -3,9 +3,11 @@
 Canonical matrices are (in_features, out_features). GPT-2's Conv1D stores that layout already
 and fuses q, k and v into one c_attn matrix (three equal column blocks); OPT's and LLaMA's
 nn.Linear store (out_features, in_features), so their matrices are read transposed.
+Mixtral's experts are stored one matrix per expert (`experts.{e}.w1/w3/w2`: gate, up, down,
+the hub layout transformers also saves in); they are read into one (experts, in, out) stack.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from archipelago.models.spec import ModelSpec
 from archipelago.models.weights import WeightTensor
@@ -20,6 +22,7 @@ class HFSource:
     transposed: bool = False
     part: int = 0
     parts: int = 1
+    experts: int = 0  # > 0: `key` has a '{}' for the expert index, one 2-D matrix each
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,7 @@ class _ArchNames:
     other: dict[str, str]        # canonical module -> full path
     linear_transposed: bool      # nn.Linear (out, in) rather than Conv1D (in, out)
     fused: dict[str, tuple[int, int]]
+    experts: frozenset[str] = frozenset()  # modules stored one matrix per expert
 
 
 _GPT2 = _ArchNames(
@@ -62,7 +66,18 @@ _LLAMA = _ArchNames(
     linear_transposed=True,
     fused={},
 )
-ARCH_NAMES = {"gpt2": _GPT2, "opt": _OPT, "llama": _LLAMA}
+# Mistral, Qwen2 and Qwen3 keep LLaMA's names (Qwen3 adds per-head q/k norms); Mixtral's
+# FFN is the router and experts of block_sparse_moe.
+_QWEN3 = replace(_LLAMA, layer={**_LLAMA.layer, "q_norm": "self_attn.q_norm",
+                                "k_norm": "self_attn.k_norm"})
+_MIXTRAL = replace(_LLAMA, layer={
+    **{k: v for k, v in _LLAMA.layer.items() if not k.startswith("ffn_") or k == "ffn_norm"},
+    "router": "block_sparse_moe.gate", "experts_gate": "block_sparse_moe.experts.{}.w1",
+    "experts_up": "block_sparse_moe.experts.{}.w3",
+    "experts_down": "block_sparse_moe.experts.{}.w2"},
+    experts=frozenset({"experts_gate", "experts_up", "experts_down"}))
+ARCH_NAMES = {"gpt2": _GPT2, "opt": _OPT, "llama": _LLAMA, "mistral": _LLAMA, "qwen2": _LLAMA,
+              "qwen3": _QWEN3, "mixtral": _MIXTRAL}
 # Lookup tables are (rows, width) in both layouts; every other matrix is a linear map.
 _TABLES = frozenset({"embed_tokens", "embed_positions"})
 
@@ -76,6 +91,7 @@ def hf_source(spec: ModelSpec, tensor: WeightTensor) -> HFSource:
         path = names.other[module]
     else:
         path = names.layer_prefix.format(tensor.layer) + names.layer[module]
-    transposed = names.linear_transposed and len(tensor.shape) == 2 and module not in _TABLES
+    transposed = names.linear_transposed and len(tensor.shape) >= 2 and module not in _TABLES
     part, parts = names.fused.get(module, (0, 1))
-    return HFSource(f"{path}.{param}", transposed, part, parts)
+    experts = tensor.shape[0] if module in names.experts else 0
+    return HFSource(f"{path}.{param}", transposed, part, parts, experts)

@@ -55,19 +55,25 @@ def head_name(plan: Plan) -> str:
                 if isinstance(s, ComputeStep) and s.op.kind == "lm_head")
 
 
+def run_layers(plan: Plan, rs: RankState, hidden: torch.Tensor, layers: range) -> torch.Tensor:
+    """The block steps over `layers` (absolute indices: weights and the KV cache are keyed
+    by them), from the hidden state entering the first; a pipeline stage runs its range."""
+    for layer in layers:
+        rs.layer = layer
+        env = {"block_in": hidden}
+        run_steps(plan.block_steps, env, rs)
+        hidden = env[result_name(plan.block_steps)]
+    rs.layer = None
+    return hidden
+
+
 def forward(plan: Plan, rs: RankState, tokens: torch.Tensor) -> tuple[int, torch.Tensor]:
     """Feed `tokens` after the cached ones; the next token and this rank's logits slice."""
     rs.positions = torch.arange(rs.seen, rs.seen + len(tokens))
     rs.layer = None
     env = {"tokens": tokens}
     run_steps(plan.embed_steps, env, rs)
-    hidden = env[result_name(plan.embed_steps)]
-    for layer in range(plan.spec.layers):
-        rs.layer = layer
-        env = {"block_in": hidden}
-        run_steps(plan.block_steps, env, rs)
-        hidden = env[result_name(plan.block_steps)]
-    rs.layer = None
+    hidden = run_layers(plan, rs, env[result_name(plan.embed_steps)], range(plan.spec.layers))
     env = {"block_out": hidden[-1:]}  # decoders score only the last token
     run_steps(plan.output_steps, env, rs)
     rs.seen += len(tokens)

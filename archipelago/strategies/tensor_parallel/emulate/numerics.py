@@ -23,12 +23,18 @@ def _refuse(spec: ModelSpec, cfg: Mapping[str, Any], key: str, wanted: Any, defa
                              f"(only {wanted!r})")
 
 
-def _rope_theta(spec: ModelSpec, cfg: Mapping[str, Any]) -> float:
+# Rotary decoders: transformers' defaults of (rms_norm_eps, rope_theta) where a config
+# leaves them out (each family's configuration_*.py, transformers 5).
+_ROTARY_DEFAULTS = {"llama": (1e-6, 10000.0), "mistral": (1e-6, 10000.0),
+                    "mixtral": (1e-5, 1e6), "qwen2": (1e-6, 10000.0), "qwen3": (1e-6, 10000.0)}
+
+
+def _rope_theta(spec: ModelSpec, cfg: Mapping[str, Any], default: float) -> float:
     rope = cfg.get("rope_parameters") or {}  # transformers 5 nests it; older configs do not
     _refuse(spec, rope, "rope_type", "default", "default")
     _refuse(spec, cfg, "rope_scaling", None, None)
-    _refuse(spec, cfg, "head_dim", spec.head_dim, spec.head_dim)
-    return float(rope.get("rope_theta", cfg.get("rope_theta", 10000.0)))
+    _refuse(spec, cfg, "partial_rotary_factor", 1.0, 1.0)
+    return float(rope.get("rope_theta", cfg.get("rope_theta", default)))
 
 
 def numerics(spec: ModelSpec) -> Numerics:
@@ -40,7 +46,8 @@ def numerics(spec: ModelSpec) -> Numerics:
     if spec.arch == "opt":
         _refuse(spec, cfg, "layer_norm_elementwise_affine", True, True)
         return Numerics(1e-5, None)  # OPT uses nn.LayerNorm's default epsilon
-    if spec.arch == "llama":
-        return Numerics(float(cfg.get("rms_norm_eps", 1e-6)), _rope_theta(spec, cfg))
+    if spec.arch in _ROTARY_DEFAULTS:
+        eps, theta = _ROTARY_DEFAULTS[spec.arch]
+        return Numerics(float(cfg.get("rms_norm_eps", eps)), _rope_theta(spec, cfg, theta))
     raise EmulationError(f"{spec.name}: architecture '{spec.arch}' is not emulated "
-                         "(gpt2, opt, llama are)")
+                         f"(gpt2, opt, {', '.join(_ROTARY_DEFAULTS)} are)")
