@@ -29,7 +29,8 @@ def cell(model: str, cluster: str, strategy: str) -> str:
     if not est.feasible:
         return f"does not fit: {est.reasons[0][:70]}"
     split = getattr(est, "split", None)
-    where = f"tp{split.tp} pp{split.pp}" if split else "one ring"
+    experts = f" ep{split.ep}" if split and plan.spec.moe else ""
+    where = f"tp{split.tp} pp{split.pp}{experts}" if split else "one ring"
     eff = estimate_to_dict(plan, work, est)["bandwidth_efficiency"]
     return (f"{where:11} {est.latency_s:7.3f} s {est.tokens_per_s:7.1f} tok/s "
             f"bw {eff:4.2f}")

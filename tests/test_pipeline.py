@@ -93,7 +93,8 @@ def test_split_text() -> None:
     ("tp=x,pp=2", r"--split tp='x': must be a whole number >= 1; --split takes auto or"),
     ("tp=0,pp=2", r"--split tp='0': must be a whole number"),
     ("tp=4", "give both tp= and pp="),
-    ("tp=4,pp=2,ep=2", "'ep=2' is not one of tp=, pp=, layers="),
+    ("tp=4,pp=2,ex=2", "'ex=2' is not one of tp=, pp=, layers=, ep="),
+    ("tp=4,pp=2,ep=2", "ep=2: llama-2-70b has no mixture of experts; valid ep: 1"),
     ("tp=4,tp=2,pp=1", "tp given twice"),
     ("tp=4,pp=2,layers=40", "1 stage\\(s\\) for pp=2; give one count per stage"),
     ("tp=3,pp=2", "a stage's boards sit in one ring of 4 on '8x4xu280'; valid tp: 1, 2, 4"),
@@ -167,7 +168,7 @@ def test_two_stage_latency_by_hand(strategy: str) -> None:
     result = plan_and_estimate(spec.name, "2x2xu280", strategy,
                                {"tokens": f"{n_in}:{n_out}", "split": "tp=2,pp=2,layers=12+12"})
     est = result.estimate
-    assert est.split == Split(2, 2, (12, 12)) and est.chosen == "given"
+    assert est.split == Split(2, 2, (12, 12), ep=1) and est.chosen == "given"
     first, second = est.stages
     assert first.nodes == [0, 1] and second.nodes == [2, 3]
     assert first.busy_s == pytest.approx(embed + 12 * block, rel=1e-9)

@@ -13,11 +13,11 @@ hidden behind compute by row packing, early broadcast and column-major traversal
 
 Decoders beyond GPT-2/OPT/LLaMA (models/hf_decoders.py) split the same way: query heads of
 any head_dim and GQA key/value heads head-wise, per-head q/k norms with their heads, parallel
-blocks' sublayers each as their sequential twin. A mixture of experts is split for now like
+blocks' sublayers each as their sequential twin. A mixture of experts is split here like
 any FFN: every expert's columns across the ring (the router whole on every device), with
-a token's active experts as one FFN of `MoE.active_ffn` columns (expert placement and its
-all-to-all are issue 21 point 2). Features whose synchronization neither paper defines are refused
-(`_NOT_SPLIT`).
+a token's active experts as one FFN of `MoE.active_ffn` columns; experts.py places whole
+experts on each board instead (`--split ...,ep=`), with the all-to-all combine that needs.
+Features whose synchronization neither paper defines are refused (`_NOT_SPLIT`).
 """
 
 from typing import Any
@@ -91,8 +91,8 @@ GENERATION = WorkloadType("generation", (
                    "instead of seeded weights", "seeded", role="job", commands=("emulate",)),
     WorkloadOption("batch", "concurrent sequences, each with its own KV cache", "1",
                    commands=("plan", "report", "explore")),
-    WorkloadOption("split", "tensor x pipeline split: auto, or tp=T,pp=P[,layers=A+B+...] "
-                   "(several rings: auto; one ring: tensor parallel over it)", "",
+    WorkloadOption("split", "tensor x pipeline split: auto, or tp=T,pp=P[,layers=A+B+...]"
+                   "[,ep=1|T] (several rings: auto; one ring: tensor parallel over it)", "",
                    role="plan", commands=("plan", "report", "emulate")),
 ), parse_generation)
 # An SPMD program every device runs on its own shards (`Plan`), costed over a text generation.

@@ -180,12 +180,14 @@ class DFXEngine:
         return dispatch_cycles(self._cycles, "DFX", step, phase)
 
     def collective_seconds(self, step: CommStep, rows: int, cluster: Cluster) -> float:
-        """The router's ring circulation of each core's slice (seeds/001 §V-E)."""
+        """The router's ring circulation of each core's slice (seeds/001 §V-E); an expert
+        combine circulates each sender's whole vector the same way (experts.py)."""
         ranks = cluster.size
         if ranks == 1:
             return 0.0
         assert cluster.link is not None
-        return dfx_all_gather_s(rows * step.share(ranks), ranks, cluster.link,
+        values = step.width if step.kind == "all_to_all" else step.share(ranks)
+        return dfx_all_gather_s(rows * values, ranks, cluster.link,
                                 self.config.clock_hz, self.config.data_bits)
 
     # --- matrix instructions (MFU + SFU_M) ---------------------------------------------

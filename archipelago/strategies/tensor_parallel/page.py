@@ -38,8 +38,9 @@ from archipelago.strategies.tensor_parallel.rings import one_ring
 MS = 1e3
 # Bytes one link carries per byte of a collective's full result, on a ring of N: an
 # all-gather forwards N-1 parts of 1/N each, a ring all-reduce (reduce-scatter, then
-# all-gather) twice that.
-_LINK_SHARE = {"all_gather": 1.0, "argmax_gather": 1.0, "all_reduce": 2.0}
+# all-gather) twice that; an expert combine, each sender's whole vector round the ring
+# (DFX's circulation; LORA's short-way slices carry less), once per sender.
+_LINK_SHARE = {"all_gather": 1.0, "argmax_gather": 1.0, "all_reduce": 2.0, "all_to_all": 1.0}
 _COLOUR_ORDER = (*CATEGORIES, "collective")
 # The batch sweep doubles from 1 while the KV caches fit, up to this many sequences.
 MAX_SWEPT_BATCH = 256
@@ -55,8 +56,8 @@ def _link_bytes_per_token(plan: Plan) -> float:
     n = plan.ranks
 
     def on_link(steps: list) -> float:
-        return sum(_LINK_SHARE[s.kind] * (n - 1) / n * s.width * s.value_bytes
-                   for s in steps if isinstance(s, CommStep))
+        return sum(_LINK_SHARE[s.kind] * (s.senders or 1) * (n - 1) / n * s.width
+                   * s.value_bytes for s in steps if isinstance(s, CommStep))
 
     return on_link(plan.block_steps) * plan.spec.layers + on_link(plan.output_steps)
 

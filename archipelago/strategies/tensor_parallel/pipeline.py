@@ -4,14 +4,15 @@ A cluster of several rings (`8x4xu280`), or any cluster given `--split`, runs `p
 of `tp` boards each: stage k holds boards [k tp, (k + 1) tp) of one ring (a group smaller
 than its ring is re-cabled as a ring of its own) and a contiguous run of layers, the first
 stage also the embedding, the last the final norm and LM head. Inside a stage everything is
-the strategy's single-ring plan (its steps, shards and engine: DFX, LORA-F or LORA-Q);
+the strategy's single-ring plan (its steps, shards and engine: DFX, LORA-F or LORA-Q), its
+mixture of experts split column-wise or, at `ep` = tp, as whole experts (experts.py);
 between stages the hidden vector of each token crosses one link (the ring's own inside a
 ring, the switch port between rings), and the sampled token returns to the first stage.
 
 The split and its layer boundaries depend on the workload (prompt and output lengths set
-the time each part takes and the KV cache each stage holds), so the plan keeps every
-candidate tensor-parallel degree's ring plan and the estimator (pipeline_estimate.py)
-chooses among them, or checks the user's.
+the time each part takes and the KV cache each stage holds), so the plan keeps the ring plan
+of every candidate (tensor-parallel degree, expert placement) and the estimator
+(pipeline_estimate.py) chooses among them, or checks the user's.
 """
 
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from archipelago.estimate.workload import Generation
 from archipelago.hardware.cluster import Cluster
 from archipelago.models.spec import ModelSpec
 from archipelago.strategies.tensor_parallel.dfx import DFXConfig
+from archipelago.strategies.tensor_parallel.experts import check_ep, ep_degrees, expert_parallel
 from archipelago.strategies.tensor_parallel.pipeline_estimate import (
     PipelineEstimate,
     estimate_pipeline,
@@ -63,13 +65,13 @@ class SystolicSplitConfig(SplitOption, SystolicConfig):
 
 @dataclass
 class PipelinePlan:
-    """Every candidate tensor-parallel degree's ring plan (by tp), the user's split or
-    "auto", and the cluster the stages run on; `refused` says why a degree has no plan."""
+    """Every candidate ring plan by (tp, ep), the user's split or "auto", and the cluster
+    the stages run on; `refused` says why a tensor-parallel degree has no plan."""
 
     strategy: str
     spec: ModelSpec
     cluster: Cluster
-    rings: dict[int, Plan]
+    rings: dict[tuple[int, int], Plan]
     request: Split | str
     refused: dict[int, str]
 
@@ -116,12 +118,15 @@ def _check_given(split: Split, spec: ModelSpec, cluster: Cluster) -> None:
         raise ArchipelagoError(f"--split layers={'+'.join(map(str, split.layers))}: the "
                                f"stages hold {sum(split.layers)} layers; {spec.name} has "
                                f"{spec.layers}")
+    if split.ep is not None:
+        check_ep(spec, split.tp, split.ep)
 
 
 def pipelined(strategy: str, ring_planner: RingPlanner) -> Callable[..., Plan | PipelinePlan]:
     """A planner taking any cluster: a one-ring cluster without `--split` gets the ring
     planner's plan unchanged; otherwise a PipelinePlan over the ring plans of the given
-    degree, or (auto) of every degree the ring planner accepts."""
+    degree and expert placement (each one its ring can run, when not given), or (auto) of
+    every degree the ring planner accepts, each with every placement its ring can run."""
 
     def planner(spec: ModelSpec, cluster: Cluster, config: Any) -> Plan | PipelinePlan:
         request = parse_split(config.split)
@@ -130,13 +135,18 @@ def pipelined(strategy: str, ring_planner: RingPlanner) -> Callable[..., Plan | 
         if isinstance(request, Split):
             _check_given(request, spec, cluster)
             ring = ring_planner(spec, cluster.group(0, request.tp), config)
-            return PipelinePlan(strategy, spec, cluster, {request.tp: ring}, request, {})
+            eps = ep_degrees(spec, request.tp) if request.ep is None else [request.ep]
+            rings = {(request.tp, ep): expert_parallel(ring, ep) for ep in eps}
+            return PipelinePlan(strategy, spec, cluster, rings, request, {})
         rings, refused = {}, {}
         for tp in _degrees(cluster):
             try:
-                rings[tp] = ring_planner(spec, cluster.group(0, tp), config)
+                ring = ring_planner(spec, cluster.group(0, tp), config)
             except PartitionError as err:
                 refused[tp] = str(err)
+                continue
+            for ep in ep_degrees(spec, tp):
+                rings[tp, ep] = expert_parallel(ring, ep)
         if not rings:
             raise PartitionError(f"no tensor-parallel degree plans {spec.name} on "
                                  f"'{cluster.name}': " + "; ".join(

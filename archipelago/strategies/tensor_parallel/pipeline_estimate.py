@@ -12,9 +12,11 @@ output ops on the last. Memory: the single-ring plan's per-device bytes (the bat
 caches included), scaled to the stage's layers, with the embedding only on the first stage
 and the LM head only on the last.
 
-"auto" tries every tensor-parallel degree with every stage count; without micro-batching
-more stages only add transfers, so it keeps the fastest split that fits (the fewer devices
-on a tie), or, when none fits, the one using the most devices, whose refusal it reports.
+"auto" tries every tensor-parallel degree (and expert placement) with every stage count
+(a given split without `ep` tries each placement and keeps the fitting, faster one);
+without micro-batching more stages only add transfers, so it keeps the fastest split that
+fits (the fewer devices on a tie), or, when none fits, the one using the most devices,
+whose refusal it reports.
 """
 
 from dataclasses import dataclass, field
@@ -164,11 +166,13 @@ class PipelineEstimate:
 
 
 class _Degree:
-    """What one tensor-parallel degree's ring plan gives every split of it: part times,
-    per-device use over all layers, and the non-layer bytes each end stage holds."""
+    """What one (tensor-parallel degree, expert placement) ring plan gives every split of
+    it: part times, per-device use over all layers, and the non-layer bytes each end stage
+    holds."""
 
-    def __init__(self, plan: "PipelinePlan", tp: int, workload: Generation) -> None:
-        self.tp, self.ring, self.cluster = tp, plan.rings[tp], plan.cluster
+    def __init__(self, plan: "PipelinePlan", key: tuple[int, int], workload: Generation
+                 ) -> None:
+        (self.tp, self.ep), self.ring, self.cluster = key, plan.rings[key], plan.cluster
         self.parts = part_times(self.ring, workload)
         self.act_bytes = activation_bytes(self.ring)
         uses = device_use(self.ring, workload)
@@ -254,6 +258,10 @@ def _counts(degree: _Degree, split: Split) -> tuple[int, ...]:
     return balanced_layers(degree.ring.spec.layers, split.pp, layer_s, embed_s, output_s)
 
 
+def _split(degree: _Degree, pp: int, layers: tuple[int, ...]) -> Split:
+    return Split(degree.tp, pp, layers, degree.ep)
+
+
 def _cost(degree: _Degree, workload: Generation, split: Split,
           reasons: list[str]) -> PipelineEstimate:
     """The estimate of `split` (its layer counts known) on `degree`'s ring plan."""
@@ -297,19 +305,22 @@ def _cost(degree: _Degree, workload: Generation, split: Split,
 
 def estimate_pipeline(plan: "PipelinePlan", workload: Generation) -> PipelineEstimate:
     """The user's split costed, or the best split of the cluster (this module's rule)."""
-    degrees = {tp: _Degree(plan, tp, workload) for tp in plan.rings}
-    if isinstance(plan.request, Split):
-        degree = degrees[plan.request.tp]
-        split = Split(plan.request.tp, plan.request.pp, _counts(degree, plan.request))
-        est = _cost(degree, workload, split, _reasons(degree, workload, split.layers or ()))
+    degrees = {key: _Degree(plan, key, workload) for key in plan.rings}
+    if isinstance(plan.request, Split):  # one ring plan, or one per expert placement
+        options = []
+        for degree in degrees.values():
+            split = _split(degree, plan.request.pp, _counts(degree, plan.request))
+            options.append(_cost(degree, workload, split,
+                                 _reasons(degree, workload, split.layers or ())))
+        est = min(options, key=lambda e: (not e.feasible, e.latency_s))
         est.chosen = "given"
         return est
     best: tuple[Any, ...] | None = None
     fallback: tuple[Any, ...] | None = None
-    for tp, degree in degrees.items():
+    for (tp, _), degree in degrees.items():
         layers = degree.ring.spec.layers
         for pp in range(1, min(plan.cluster.size // tp, layers) + 1):
-            split = Split(tp, pp, _counts(degree, Split(tp, pp)))
+            split = _split(degree, pp, _counts(degree, Split(tp, pp)))
             reasons = _reasons(degree, workload, split.layers or ())
             prompt, steps = degree.transfer_s(workload, pp)
             latency = (sum(p.total for p in degree.parts.values())

@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # the plan calls this module (pipeline.py imports it)
 def pipeline_efficiency(plan: "PipelinePlan", est: PipelineEstimate, workload: Generation
                         ) -> DecodeEfficiency | None:
     """Decode against the memory and matrix units of every device of every stage."""
-    ring = plan.rings[est.split.tp]
+    ring = plan.rings[est.split.tp, est.split.ep]
     devices = [d.device for _ in est.stages for d in ring.devices]
     return decode_roofline(ring.graph, ring.bytes_per_param, devices,
                            len(devices) * ring.engine.peak_ops_per_s, workload,
@@ -55,7 +55,8 @@ def pipeline_to_dict(plan: "PipelinePlan", workload: Generation,
         "parameters": parameter_count(plan.spec),
         "split": {"tp": split.tp, "pp": split.pp, "layers": list(split.layers or ()),
                   "devices": split.tp * split.pp, "chosen": est.chosen,
-                  "tp_refused": {str(tp): why for tp, why in plan.refused.items()}},
+                  "tp_refused": {str(tp): why for tp, why in plan.refused.items()},
+                  **({"ep": split.ep} if plan.spec.moe else {})},
         "latency_s": est.latency_s, "tokens_per_s": est.tokens_per_s,
         "prefill_s": est.prefill_s, "decode_s_per_token": est.decode_s_per_token,
         "decode_s_first": est.decode_s_first, "decode_s_last": est.decode_s_last,
@@ -78,7 +79,8 @@ def print_pipeline(plan: "PipelinePlan", workload: Generation, est: PipelineEsti
     head.add_column("metric")
     head.add_column("value", justify="right")
     head.add_row("parameters", f"{parameter_count(plan.spec) / 1e9:,.2f} B")
-    head.add_row(f"split ({est.chosen})", f"tp={split.tp} x pp={split.pp} "
+    experts = f", ep={split.ep}" if plan.spec.moe else ""
+    head.add_row(f"split ({est.chosen})", f"tp={split.tp} x pp={split.pp}{experts} "
                  f"({split.tp * split.pp} of {plan.cluster.size} devices)")
     head.add_row("end-to-end latency", f"{est.latency_s * 1e3:,.2f} ms")
     head.add_row("tokens/s (all sequences' output / latency)", f"{est.tokens_per_s:,.2f}")

@@ -84,9 +84,11 @@ class CommStep:
     `overlap` says what hides it: `none` stalls compute (DFX); `matmul_blocks` is hidden
     behind the consuming matmuls traversed column-major, local block first (seeds/002
     Eq. 4, 9); `row_groups` pipelines LayerNorm partial sums in packed row groups (Eq. 3).
+    An `all_to_all` combines expert outputs (experts.py): `senders` boards each send their
+    `width` values to every other board.
     """
 
-    kind: Literal["all_gather", "all_reduce", "argmax_gather"]
+    kind: Literal["all_gather", "all_reduce", "argmax_gather", "all_to_all"]
     tensor: str
     width: int
     value_bytes: float = 2.0
@@ -98,6 +100,7 @@ class CommStep:
     # The busiest device's part of `width` (whole heads of an uneven head split); 0 for the
     # widest near-equal slice.
     local: int = 0
+    senders: int = 0
 
     def share(self, ranks: int) -> int:
         """Elements of the widest slice one device contributes."""

@@ -18,8 +18,13 @@ block both ways round the ring; one block needs a full-duplex cycle and a one-wa
 four boards, and merging the one-way cycles of consecutive blocks gives two blocks in three
 cycles, i.e. (N - 1) / 2 block times. An all-reduce accumulates partial sums in the
 router's ACC unit as they pass each board: N - 1 hops, each with an FP32 add.
+
+An expert layer's combine (experts.py) moves each sender's output to every other board: on
+DFX's router a sender's vector circulates like a sub-vector of its all-gather; on LORA's
+each board's slice goes the short way round, so the time is set by the most loaded link.
 """
 
+from functools import lru_cache
 from math import ceil
 
 from archipelago.hardware.device import Link
@@ -106,3 +111,28 @@ def lora_all_reduce_s(bytes_per_rank: float, ranks: int, link: Link, clock_hz: f
     word_s = LORA_PORT_BITS / 8 / link.bandwidth_Bps
     hop_s = link.latency_s + _lora_words(bytes_per_rank) * word_s + ACC_ADD_CYCLES / clock_hz
     return (ranks - 1) * hop_s
+
+
+@lru_cache(maxsize=256)
+def ring_slice_load(ranks: int, senders: int) -> int:
+    """Slices the busiest directed link carries when `senders` adjacent boards each send
+    every other board its slice the short way round a ring of `ranks` (a tie, N/2 hops,
+    goes clockwise). Adjacent senders share the most links: the worst placement."""
+    load: dict[tuple[int, int], int] = {}
+    for src in range(senders):
+        for hops in range(1, ranks):
+            step = 1 if hops <= ranks - hops else -1
+            for h in range(min(hops, ranks - hops)):
+                link = ((src + step * h) % ranks, step)
+                load[link] = load.get(link, 0) + 1
+    return max(load.values(), default=0)
+
+
+def lora_all_to_all_s(bytes_per_slice: float, senders: int, ranks: int, link: Link) -> float:
+    """Each sender's slices reach the farthest board ceil((N-1)/2) hops away, streamed
+    through the busiest link a block after another (full-duplex ports, seeds/002 §IV-C)."""
+    if ranks == 1 or senders == 0:
+        return 0.0
+    word_s = LORA_PORT_BITS / 8 / link.bandwidth_Bps
+    return (ceil((ranks - 1) / 2) * link.latency_s
+            + ring_slice_load(ranks, senders) * _lora_words(bytes_per_slice) * word_s)

@@ -2,8 +2,9 @@
 
 `tp` boards of one ring run each stage as tensor parallel (the single-ring plan); `pp`
 stages run the layers in order, the first also the embedding, the last the final norm and
-LM head. An expert-parallel degree for mixture-of-experts layers joins `Split` as a third
-dimension (`ep`) when MoE placement is planned; a dense decoder has none.
+LM head. `ep` places a mixture of experts inside each stage's ring (experts.py): 1 splits
+every expert's columns across the ring, `tp` gives each board E / tp whole experts; left
+out, the planner costs both and keeps the faster.
 """
 
 import math
@@ -12,19 +13,22 @@ from dataclasses import dataclass
 
 from archipelago.errors import ArchipelagoError
 
-# The keys `--split` takes besides `auto` (an MoE planner adds `ep` here).
-SPLIT_KEYS = ("tp", "pp", "layers")
-_HELP = "--split takes auto or tp=T,pp=P[,layers=A+B+...] (e.g. tp=4,pp=8)"
+# The keys `--split` takes besides `auto`.
+SPLIT_KEYS = ("tp", "pp", "layers", "ep")
+_HELP = "--split takes auto or tp=T,pp=P[,layers=A+B+...][,ep=E] (e.g. tp=4,pp=8,ep=4)"
 
 
 @dataclass(frozen=True)
 class Split:
     """`tp` boards per stage, `pp` stages; `layers` the layer count of each stage (None:
-    balanced by estimated time when planned)."""
+    balanced by estimated time when planned); `ep` boards of a stage sharing out whole
+    experts (1: every expert's columns split over the `tp` boards; None: the planner's
+    choice)."""
 
     tp: int
     pp: int
     layers: tuple[int, ...] | None = None
+    ep: int | None = None
 
 
 def _whole(key: str, text: str) -> int:
@@ -61,7 +65,8 @@ def parse_split(text: str | None) -> Split | str | None:
         if len(layers) != pp:
             raise ArchipelagoError(f"--split layers={given['layers'][:40]}: {len(layers)} "
                                    f"stage(s) for pp={pp}; give one count per stage")
-    return Split(tp, pp, layers)
+    ep = _whole("ep", given["ep"]) if "ep" in given else None
+    return Split(tp, pp, layers, ep)
 
 
 def stage_seconds(counts: tuple[int, ...], layer_s: float, first_s: float,

@@ -70,6 +70,7 @@ from archipelago.strategies.tensor_parallel.plan import CommStep, ComputeStep
 from archipelago.strategies.tensor_parallel.router import (
     lora_all_gather_s,
     lora_all_reduce_s,
+    lora_all_to_all_s,
     lora_link,
 )
 
@@ -226,6 +227,9 @@ class SystolicEngine:
         if step.kind == "all_reduce":  # every rank holds the full partial-sum vector
             return lora_all_reduce_s(rows * step.width * step.value_bytes, ranks, link,
                                      self.config.clock_hz)
+        if step.kind == "all_to_all":  # each sender's slices, the short way round
+            return lora_all_to_all_s(rows * step.share(ranks) * step.value_bytes,
+                                     step.senders, ranks, link)
         per_rank = rows * step.share(ranks) * step.value_bytes
         return lora_all_gather_s(per_rank, ranks, link)
 

@@ -69,8 +69,8 @@ class StagePlan:
 
     @property
     def ring(self) -> Plan:
-        """Every stage's program: the ring plan of the split's tensor-parallel degree."""
-        return self.pipeline.rings[self.split.tp]
+        """Every stage's program: the ring plan of the split's tensor and expert degrees."""
+        return self.pipeline.rings[self.split.tp, self.split.ep]
 
     @property
     def ranks(self) -> int:
