@@ -141,3 +141,22 @@ def test_dfx_router_buffers_hold_one_cores_share() -> None:
     # 15 x 2 = 30 blocks each).
     assert one.uram - four.uram == 2 * 15
     assert four.bram - one.bram == 2 * 30
+
+
+@pytest.mark.parametrize("strategy", ["dfx", "lora-q"])
+def test_moe_buffers_hold_a_tokens_routed_experts(strategy: str) -> None:
+    """Mixtral-8x7B routes each token through 2 experts of 14,336 columns: the router and
+    intermediate buffers hold 28,672 columns' share per board, as much as the dense model
+    whose FFN is that wide (and more than one expert's 14,336)."""
+    from archipelago.models.zoo import resolve_model
+
+    moe = resolve_model(str(Path(__file__).parent / "data" / "mixtral-8x7b" / "config.json"))
+    assert moe.widest_ffn == 2 * 14336
+    wide = moe.model_copy(update={"moe": None, "ffn": 2 * 14336})
+    narrow = moe.model_copy(update={"moe": None, "ffn": 14336})
+    cluster = "8xu280"
+    engine = make_plan("llama2-7b", cluster, strategy).engine
+    buffers = {name: engine.resources(spec)["buffers"]
+               for name, spec in (("moe", moe), ("wide", wide), ("narrow", narrow))}
+    assert buffers["moe"] == buffers["wide"]
+    assert buffers["moe"].bram > buffers["narrow"].bram

@@ -210,5 +210,11 @@ class ModelSpec(BaseModel):
         return self.arch in DECODER_ARCHS
 
     @property
+    def widest_ffn(self) -> int:
+        """The widest FFN activation one token produces (what its buffers and syncs must
+        hold): a mixture of experts' routed and shared columns together, else the FFN."""
+        return max(self.ffn, self.moe.active_ffn) if self.moe else self.ffn
+
+    @property
     def kv_dim(self) -> int:
         return self.kv_heads * self.head_dim

@@ -292,7 +292,7 @@ class DFXEngine:
         # multiplier on each of l lanes; masking and reduce-max are comparators in LUTs.
         sfu = Resources(dsp=2 * (d - 1) + 3 + 2 + l * (1 + 2 + 1))
         word = d * c.data_bits  # one d-vector per register-file access
-        live_values = 7 * spec.hidden + spec.ffn  # activations of one token in a block
+        live_values = 7 * spec.hidden + spec.widest_ffn  # activations of one token in a block
         buffers = add_resources(
             # DMA: one burst FIFO per HBM channel and one for DDR (assumed 512 deep).
             *[memory_blocks(c.channel_bits, 512)] * (c.hbm_channels + 1),
@@ -302,7 +302,7 @@ class DFXEngine:
             memory_blocks(word, 2 * ceil_div(spec.max_positions, d)),
             # Router TX and RX buffers of 64 x 16-bit beats (§V-E): a hop moves one core's
             # sub-vector, so they hold this core's share of the widest sync, not all of it.
-            *[memory_blocks(word, c.window_tokens * ceil_div(spec.ffn, self.ranks) // d)] * 2,
+            *[memory_blocks(word, c.window_tokens * ceil_div(spec.widest_ffn, self.ranks) // d)] * 2,
             # Value transpose unit: a double-buffered d x d tile (§V-B).
             memory_blocks(word, 2 * d),
             # GELU table: 2048 (slope, intercept) FP16 pairs per lane (§V-C).

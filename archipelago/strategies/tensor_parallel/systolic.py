@@ -391,7 +391,7 @@ class SystolicEngine:
         c = self.config
         bits = 8 * int(c.weight_bytes)
         local = ceil_div(spec.hidden, self.ranks)  # the widest column slice
-        local_ffn = ceil_div(spec.ffn, self.ranks)
+        local_ffn = ceil_div(spec.widest_ffn, self.ranks)
         # Eq. 5: double-buffered weight tile, partitioned P_w = D_sa ways (one weight per
         # systolic column per cycle), BRAM18 units of 1024 x 18 -> counted as BRAM36 halves.
         p_w = c.d_sa
