@@ -302,7 +302,8 @@ class DFXEngine:
             memory_blocks(word, 2 * ceil_div(spec.max_positions, d)),
             # Router TX and RX buffers of 64 x 16-bit beats (§V-E): a hop moves one core's
             # sub-vector, so they hold this core's share of the widest sync, not all of it.
-            *[memory_blocks(word, c.window_tokens * ceil_div(spec.widest_ffn, self.ranks) // d)] * 2,
+            *[memory_blocks(word, c.window_tokens * ceil_div(spec.widest_ffn, self.ranks)
+                            // d)] * 2,
             # Value transpose unit: a double-buffered d x d tile (§V-B).
             memory_blocks(word, 2 * d),
             # GELU table: 2048 (slope, intercept) FP16 pairs per lane (§V-C).
