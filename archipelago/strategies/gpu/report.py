@@ -4,8 +4,8 @@ prefill, decode per token, bandwidth and compute efficiency) as a table or one J
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
+from archipelago.estimate.tables import add_phase_rows, generation_head, print_reasons, time_table
 from archipelago.estimate.workload import Generation
 from archipelago.strategies.gpu.estimate import GPUEstimate
 from archipelago.strategies.gpu.plan import GPUPlan
@@ -48,21 +48,10 @@ def estimate_to_dict(plan: GPUPlan, workload: Generation, est: GPUEstimate) -> d
 
 def print_estimate(plan: GPUPlan, workload: Generation, est: GPUEstimate,
                    console: Console) -> None:
-    for reason in est.reasons:
-        console.print(f"[red]does not fit:[/red] {reason}", soft_wrap=True)
-    batch = f" · batch {est.batch}" if est.batch > 1 else ""
-    hypothetical = "" if est.feasible else " · figures if it fitted"
-    head = Table(title=f"{plan.spec.name} on {plan.cluster.name} · strategy {plan.strategy} · "
-                       f"{workload.input_tokens}:{workload.output_tokens} tokens{batch}"
-                       f"{hypothetical}", style=None if est.feasible else "dim")
-    head.add_column("metric")
-    head.add_column("value", justify="right")
-    head.add_row("end-to-end latency", f"{est.latency_s * 1e3:,.2f} ms")
-    head.add_row("tokens/s (output / latency)", f"{est.tokens_per_s:,.2f}")
-    head.add_row("prefill (summarization)", f"{est.prefill_s * 1e3:,.2f} ms")
-    head.add_row("decode per token (mean)", f"{est.decode_s_per_token * 1e3:,.3f} ms")
-    head.add_row("decode first → last token",
-                 f"{est.decode_s_first * 1e3:,.3f} → {est.decode_s_last * 1e3:,.3f} ms")
+    print_reasons(est.reasons, console)
+    head = generation_head(f"{plan.spec.name} on {plan.cluster.name} · strategy "
+                           f"{plan.strategy}", workload, est)
+    add_phase_rows(head, est)
     seconds = est.decode_s_per_token or est.prefill_s
     memory = plan.ranks * plan.memory_Bps
     head.add_row("decode streams (of the GPUs' memory)",
@@ -76,10 +65,5 @@ def print_estimate(plan: GPUPlan, workload: Generation, est: GPUEstimate,
                                    f"{plan.capacity_bytes / 1e9:,.2f} GB")
     head.add_row("feasible", "yes" if est.feasible else "[red]no[/red]")
     console.print(head)
-    where = Table(title="where the time goes (each kernel charged from the previous one's end)")
-    where.add_column("part")
-    where.add_column("ms", justify="right")
-    where.add_column("share", justify="right")
-    for name, seconds in est.breakdown_s.items():
-        where.add_row(name, f"{seconds * 1e3:,.2f}", f"{100 * seconds / est.latency_s:.1f}%")
-    console.print(where)
+    console.print(time_table(est.breakdown_s, est.latency_s, "where the time goes (each "
+                             "kernel charged from the previous one's end)"))

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
+from archipelago.estimate.tables import print_reasons, time_table
 from archipelago.estimate.workload import Generation
 from archipelago.models.weights import parameter_count
 from archipelago.strategies.tensor_parallel import report as ring_report
@@ -70,8 +71,7 @@ def pipeline_to_dict(plan: "PipelinePlan", workload: Generation,
 
 def print_pipeline(plan: "PipelinePlan", workload: Generation, est: PipelineEstimate,
                     console: Console) -> None:
-    for reason in est.reasons:  # a plan that does not fit says so above any figure
-        console.print(f"[red]does not fit:[/red] {reason}", soft_wrap=True)
+    print_reasons(est.reasons, console)  # a plan that does not fit says so above any figure
     split = est.split
     batch = f" · batch {est.batch}" if est.batch > 1 else ""
     head = Table(title=f"{plan.spec.name} on {plan.cluster.name} · strategy {plan.strategy} · "
@@ -108,12 +108,6 @@ def print_pipeline(plan: "PipelinePlan", workload: Generation, est: PipelineEsti
                        f"{stage.decode_s_per_token * 1e3:,.3f}",
                        f"{row['hbm_bytes'] / 1e9:,.2f}", f"{row['ddr_bytes'] / 1e9:,.2f}")
     console.print(stages)
-    where = Table(title="where the time goes (all stages)")
-    where.add_column("part")
-    where.add_column("ms", justify="right")
-    where.add_column("share", justify="right")
-    for name, seconds in est.breakdown_s.items():
-        where.add_row(name, f"{seconds * 1e3:,.2f}", f"{100 * seconds / est.latency_s:.1f}%")
-    console.print(where)
+    console.print(time_table(est.breakdown_s, est.latency_s, "where the time goes (all stages)"))
     if est.batch_note:
         console.print(f"note: {est.batch_note}")

@@ -6,6 +6,12 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from archipelago.estimate.tables import (
+    add_phase_rows,
+    generation_head,
+    print_reasons,
+    time_table,
+)
 from archipelago.estimate.workload import Generation
 from archipelago.strategies.tensor_parallel.efficiency import DecodeEfficiency, decode_efficiency
 from archipelago.strategies.tensor_parallel.estimate import DeviceUse, Estimate
@@ -67,33 +73,16 @@ def _pct(used: float, have: float, fmt: str = ",.0f") -> str:
     return f"{used:{fmt}} ({100 * used / have:.0f}%)" if have else f"{used:{fmt}}"
 
 
-def print_reasons(est: Estimate, console: Console) -> None:
-    """Why the plan does not fit, one line per device and memory or resource, with how far
-    over: printed before any figure."""
-    for reason in est.reasons:
-        console.print(f"[red]does not fit:[/red] {reason}", soft_wrap=True)
-
-
 def print_estimate(plan: Plan, workload: Generation, est: Estimate, console: Console) -> None:
     if not isinstance(plan, Plan):  # a plan of stages across rings reports itself
         plan.print_report(workload, est, console)
         return
-    print_reasons(est, console)
-    batch = f" · batch {est.batch}" if est.batch > 1 else ""
-    hypothetical = "" if est.feasible else " · figures if it fitted"
-    head = Table(title=f"{plan.spec.name} on {plan.cluster.name} · strategy {plan.strategy} · "
-                       f"{workload.input_tokens}:{workload.output_tokens} tokens{batch}"
-                       f"{hypothetical}", style=None if est.feasible else "dim")
-    head.add_column("metric")
-    head.add_column("value", justify="right")
-    head.add_row("end-to-end latency", f"{est.latency_s * 1e3:,.2f} ms")
-    head.add_row("tokens/s (output / latency)", f"{est.tokens_per_s:,.2f}")
+    print_reasons(est.reasons, console)
+    head = generation_head(f"{plan.spec.name} on {plan.cluster.name} · strategy "
+                           f"{plan.strategy}", workload, est)
     if est.batch > 1:
         head.add_row("tokens/s per device", f"{est.tokens_per_s_per_device:,.2f}")
-    head.add_row("prefill (summarization)", f"{est.prefill_s * 1e3:,.2f} ms")
-    head.add_row("decode per token (mean)", f"{est.decode_s_per_token * 1e3:,.3f} ms")
-    head.add_row("decode first → last token",
-                 f"{est.decode_s_first * 1e3:,.3f} → {est.decode_s_last * 1e3:,.3f} ms")
+    add_phase_rows(head, est)
     eff = decode_efficiency(plan, workload, est)
     if eff is not None:
         head.add_row("decode streams (of the boards' memory)",
@@ -107,13 +96,7 @@ def print_estimate(plan: Plan, workload: Generation, est: Estimate, console: Con
     if est.batch_note:
         console.print(f"note: {est.batch_note}")
 
-    where = Table(title="where the time goes")
-    where.add_column("part")
-    where.add_column("ms", justify="right")
-    where.add_column("share", justify="right")
-    for name, seconds in est.breakdown_s.items():
-        where.add_row(name, f"{seconds * 1e3:,.2f}", f"{100 * seconds / est.latency_s:.1f}%")
-    console.print(where)
+    console.print(time_table(est.breakdown_s, est.latency_s))
 
     use = Table(title="per device")
     for col in ("rank", "device", "DSP", "BRAM", "URAM", "HBM GB", "DDR GB"):
