@@ -1,9 +1,10 @@
-"""Console tables every generation estimate prints alike (a ring of FPGAs, a pipeline of
-rings, GPUs): why a plan does not fit, first; the head with the figures a reader looks for
-first, to which each kind adds its own rows; and where the time goes."""
+"""What every generation estimate prints alike (a ring of FPGAs, a pipeline of rings,
+GPUs): why a plan does not fit, first; the head with the figures a reader looks for first,
+to which each kind adds its own rows; where the time goes; and the same figures for
+`--json`."""
 
 from collections.abc import Iterable
-from typing import Protocol
+from typing import Any, Protocol
 
 from rich.console import Console
 from rich.table import Table
@@ -20,6 +21,7 @@ class GenerationFigures(Protocol):
     decode_s_last: float
     feasible: bool
     batch: int
+    breakdown_s: dict[str, float]
 
 
 def print_reasons(reasons: Iterable[str], console: Console) -> None:
@@ -61,3 +63,19 @@ def time_table(breakdown_s: dict[str, float], latency_s: float,
     for name, seconds in breakdown_s.items():
         where.add_row(name, f"{seconds * 1e3:,.2f}", f"{100 * seconds / latency_s:.1f}%")
     return where
+
+
+def timing_dict(est: GenerationFigures, devices: int) -> dict[str, Any]:
+    """The timing figures of `--json`, in the order every kind prints them."""
+    return {
+        "latency_s": est.latency_s,
+        "tokens_per_s": est.tokens_per_s,
+        "tokens_per_s_per_device": est.tokens_per_s / devices,
+        "time_to_first_token_s": est.prefill_s,
+        "time_per_output_token_s": est.decode_s_per_token,
+        "prefill_s": est.prefill_s,
+        "decode_s_per_token": est.decode_s_per_token,
+        "decode_s_first": est.decode_s_first,
+        "decode_s_last": est.decode_s_last,
+        "breakdown_s": est.breakdown_s,
+    }

@@ -5,7 +5,13 @@ from typing import Any
 
 from rich.console import Console
 
-from archipelago.estimate.tables import add_phase_rows, generation_head, print_reasons, time_table
+from archipelago.estimate.tables import (
+    add_phase_rows,
+    generation_head,
+    print_reasons,
+    time_table,
+    timing_dict,
+)
 from archipelago.estimate.workload import Generation
 from archipelago.strategies.gpu.estimate import GPUEstimate
 from archipelago.strategies.gpu.plan import GPUPlan
@@ -19,16 +25,7 @@ def estimate_to_dict(plan: GPUPlan, workload: Generation, est: GPUEstimate) -> d
         "strategy": plan.strategy,
         "tokens": {"input": workload.input_tokens, "output": workload.output_tokens},
         "batch": est.batch,
-        "latency_s": est.latency_s,
-        "tokens_per_s": est.tokens_per_s,
-        "tokens_per_s_per_device": est.tokens_per_s / plan.ranks,
-        "time_to_first_token_s": est.prefill_s,
-        "time_per_output_token_s": est.decode_s_per_token,
-        "prefill_s": est.prefill_s,
-        "decode_s_per_token": est.decode_s_per_token,
-        "decode_s_first": est.decode_s_first,
-        "decode_s_last": est.decode_s_last,
-        "breakdown_s": est.breakdown_s,
+        **timing_dict(est, plan.ranks),
         "bandwidth_efficiency": est.bandwidth_efficiency,
         "compute_efficiency": est.compute_efficiency,
         "decode_roofline": {

@@ -11,6 +11,7 @@ from archipelago.estimate.tables import (
     generation_head,
     print_reasons,
     time_table,
+    timing_dict,
 )
 from archipelago.estimate.workload import Generation
 from archipelago.strategies.tensor_parallel.efficiency import DecodeEfficiency, decode_efficiency
@@ -51,16 +52,7 @@ def estimate_to_dict(plan: Plan, workload: Generation, est: Estimate) -> dict[st
         "tokens": {"input": workload.input_tokens, "output": workload.output_tokens},
         "batch": est.batch,
         "batch_note": est.batch_note,
-        "latency_s": est.latency_s,
-        "tokens_per_s": est.tokens_per_s,
-        "tokens_per_s_per_device": est.tokens_per_s_per_device,
-        "time_to_first_token_s": est.prefill_s,
-        "time_per_output_token_s": est.decode_s_per_token,
-        "prefill_s": est.prefill_s,
-        "decode_s_per_token": est.decode_s_per_token,
-        "decode_s_first": est.decode_s_first,
-        "decode_s_last": est.decode_s_last,
-        "breakdown_s": est.breakdown_s,
+        **timing_dict(est, len(est.devices)),
         "prefill_breakdown_s": est.prefill_breakdown_s,
         **efficiency_to_dict(decode_efficiency(plan, workload, est)),
         "devices": [device_to_dict(d) for d in est.devices],
