@@ -4,24 +4,13 @@ to which each kind adds its own rows; where the time goes; and the same figures 
 `--json`."""
 
 from collections.abc import Iterable
-from typing import Any, Protocol
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
+from archipelago.estimate.generation import GenerationTiming
 from archipelago.estimate.workload import Generation
-
-
-class GenerationFigures(Protocol):
-    latency_s: float
-    tokens_per_s: float
-    prefill_s: float
-    decode_s_per_token: float
-    decode_s_first: float
-    decode_s_last: float
-    feasible: bool
-    batch: int
-    breakdown_s: dict[str, float]
 
 
 def print_reasons(reasons: Iterable[str], console: Console) -> None:
@@ -31,10 +20,10 @@ def print_reasons(reasons: Iterable[str], console: Console) -> None:
         console.print(f"[red]does not fit:[/red] {reason}", soft_wrap=True)
 
 
-def generation_head(what: str, workload: Generation, est: GenerationFigures) -> Table:
+def generation_head(what: str, workload: Generation, est: GenerationTiming) -> Table:
     """The summary table of `what` ("MODEL on CLUSTER · strategy S"): latency, tokens/s,
     prefill and decode; dimmed and titled so when the plan does not fit."""
-    batch = f" · batch {est.batch}" if est.batch > 1 else ""
+    batch = f" · batch {workload.batch}" if workload.batch > 1 else ""
     hypothetical = "" if est.feasible else " · figures if it fitted"
     head = Table(title=f"{what} · {workload.input_tokens}:{workload.output_tokens} tokens"
                        f"{batch}{hypothetical}", style=None if est.feasible else "dim")
@@ -45,7 +34,7 @@ def generation_head(what: str, workload: Generation, est: GenerationFigures) -> 
     return head
 
 
-def add_phase_rows(head: Table, est: GenerationFigures) -> None:
+def add_phase_rows(head: Table, est: GenerationTiming) -> None:
     """Prefill, then decode per token and how it moves from the first token to the last."""
     head.add_row("prefill (summarization)", f"{est.prefill_s * 1e3:,.2f} ms")
     head.add_row("decode per token (mean)", f"{est.decode_s_per_token * 1e3:,.3f} ms")
@@ -65,7 +54,7 @@ def time_table(breakdown_s: dict[str, float], latency_s: float,
     return where
 
 
-def timing_dict(est: GenerationFigures, devices: int) -> dict[str, Any]:
+def timing_dict(est: GenerationTiming, devices: int) -> dict[str, Any]:
     """The timing figures of `--json`, in the order every kind prints them."""
     return {
         "latency_s": est.latency_s,

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from archipelago.estimate.generation import GenerationTiming
 from archipelago.estimate.workload import Generation
 from archipelago.models.graph import Op, Phase
 from archipelago.models.weights import embedding_weights, layer_weights, output_weights
@@ -44,21 +45,13 @@ class Kernel:
     issued: int = 1
 
 
-@dataclass(frozen=True)
-class GPUEstimate:
-    latency_s: float
-    tokens_per_s: float
-    prefill_s: float
-    decode_s_per_token: float
-    decode_s_first: float
-    decode_s_last: float
-    breakdown_s: dict[str, float]
+@dataclass
+class GPUEstimate(GenerationTiming):
     decode_bytes_per_token: float  # at the mean context, all GPUs together
     decode_flops_per_token: float
     bandwidth_efficiency: float  # of the datasheet bandwidth of all GPUs
     compute_efficiency: float  # of the datasheet FP16 tensor peak of all GPUs
     memory_bytes: float  # held on each GPU: its weight share and its KV caches
-    feasible: bool
     batch: int = 1
     reasons: list[str] = field(default_factory=list)
 

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from archipelago.engines.base import add_resources
+from archipelago.estimate.generation import GenerationTiming
 from archipelago.estimate.workload import Generation
 from archipelago.hardware.device import Resources
 from archipelago.models.graph import Phase
@@ -52,21 +53,13 @@ class DeviceUse:
 
 
 @dataclass
-class Estimate:
+class Estimate(GenerationTiming):
     """`prefill_s` is the time to the first token of every sequence; `decode_s_per_token`
     the mean time per further output token (one token of each of the batch's sequences);
     `tokens_per_s` the batch's output tokens over the latency."""
 
-    latency_s: float
-    tokens_per_s: float
-    prefill_s: float
-    decode_s_per_token: float
-    decode_s_first: float
-    decode_s_last: float
-    breakdown_s: dict[str, float]
     prefill_breakdown_s: dict[str, float]  # the prompt's share of breakdown_s
     devices: list[DeviceUse]
-    feasible: bool
     reasons: list[str] = field(default_factory=list)
     batch: int = 1
     batch_note: str | None = None  # why the batch's sequences run in turn, if they do

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from archipelago.estimate.generation import GenerationTiming
 from archipelago.estimate.workload import Generation
 from archipelago.hardware.device import Link, Resources
 from archipelago.models.graph import Phase
@@ -143,23 +144,16 @@ class StageEstimate:
 
 
 @dataclass
-class PipelineEstimate:
-    """A generation estimate (the single-ring Estimate's figures) of a chosen split."""
+class PipelineEstimate(GenerationTiming):
+    """A generation estimate (the single-ring Estimate's figures) of a chosen split; its
+    breakdown_s is by category over all stages, plus "transfer"."""
 
     split: Split
     chosen: str  # "given" or "auto"
-    latency_s: float
-    tokens_per_s: float
-    prefill_s: float
-    decode_s_per_token: float
-    decode_s_first: float
-    decode_s_last: float
     transfer_s: float  # every inter-stage transfer of the run
-    breakdown_s: dict[str, float]  # by category over all stages, plus "transfer"
     prefill_breakdown_s: dict[str, float]
     stages: list[StageEstimate]
     links: list[Link]  # stage k to k + 1, then the last stage back to the first
-    feasible: bool
     reasons: list[str] = field(default_factory=list)
     batch: int = 1
     batch_note: str | None = None  # why the batch's sequences run in turn, if they do
