@@ -1,6 +1,8 @@
 """Cost and energy: every catalog board priced and powered with a dated source, and the
 arithmetic of estimate/energy against hand-computed cases."""
 
+import re
+
 import pytest
 
 from archipelago.estimate.energy import (
@@ -13,6 +15,22 @@ from archipelago.estimate.energy import (
     upfront_usd,
 )
 from archipelago.hardware.catalog import catalog, device_from_dict, get_device, raw_catalog
+
+YEAR = re.compile(r"\b(19|20)\d\d\b")
+
+
+@pytest.mark.parametrize("key", sorted(raw_catalog()))
+def test_every_catalog_board_has_a_price_and_a_power_with_a_dated_source(key: str) -> None:
+    entry = raw_catalog()[key]
+    for field in ("price_usd", "power_w"):
+        assert field in entry, f"{key} has no {field}"
+        source = entry[field]["source"]
+        assert source.strip() and YEAR.search(source), f"{key}.{field}: {source!r}"
+    if "measured_power_w" in entry:
+        assert YEAR.search(entry["measured_power_w"]["source"]), key
+    device = get_device(key)
+    assert device.price_usd is not None and device.price_usd > 0
+    assert device.power_w is not None and device.power_w > 0
 
 
 def test_dfx_table_ii_prices_and_the_datasheet_powers() -> None:
