@@ -2,6 +2,7 @@
 arithmetic of estimate/energy against hand-computed cases."""
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -83,3 +84,15 @@ def test_a_custom_figure_under_a_catalog_key_is_not_given_the_catalog_source() -
     board = device_from_dict("u280", entry, "test")
     assert board != catalog()["u280"]
     assert board_power(board).basis.endswith("given in custom device 'u280'")
+
+
+def test_the_hardware_doc_table_matches_the_catalog() -> None:
+    """docs/hardware.md's price and power table is the catalog's, row for row."""
+    text = (Path(__file__).parents[1] / "docs" / "hardware.md").read_text()
+    rows = {m[1]: (m[2], m[3]) for m in re.finditer(
+        r"^\| `([a-z0-9-]+)` \| [^|]+ \| ([\d,.]+) \| [^|]+ \| ([\d,.]+) \|", text, re.M)}
+    assert set(rows) == set(raw_catalog())
+    for key, (watts, usd) in rows.items():
+        device = get_device(key)
+        assert (float(watts.replace(",", "")), float(usd.replace(",", ""))) == (
+            device.power_w, device.price_usd), key
