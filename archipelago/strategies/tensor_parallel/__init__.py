@@ -28,7 +28,7 @@ from archipelago.hardware.cluster import Cluster
 from archipelago.hardware.device import Device
 from archipelago.models.graph import Graph, Op, build_graph
 from archipelago.models.spec import ModelSpec
-from archipelago.models.weights import embedding_weights, layer_weights, output_weights
+from archipelago.models.weights import template_weights
 from archipelago.strategies.options import WorkloadOption, WorkloadType
 from archipelago.strategies.registry import PlanKind, register, register_kind
 from archipelago.strategies.tensor_parallel.dfx import DFXConfig, DFXEngine
@@ -158,7 +158,8 @@ def _device_plan(spec: ModelSpec, cluster: Cluster, rank: int, split_norms: bool
     mirror = None if mirror == "hbm" else mirror  # one copy serves both phases
     layer: dict[str, Shard] = {}
     share = head_share(spec, ranks, rank)
-    for tensor in layer_weights(spec, 0):
+    block, outside = template_weights(spec)
+    for tensor in block:
         name, part = tensor.role.split(".")
         axis = len(tensor.shape) - 1
         start, stop = _columns(spec, name, tensor.shape[axis], ranks, rank, share)
@@ -172,7 +173,7 @@ def _device_plan(spec: ModelSpec, cluster: Cluster, rank: int, split_norms: bool
             layer[tensor.role] = Shard(None, memory=ddr)
     other: dict[str, Shard] = {}
     head_role = "embed_tokens.weight" if spec.tied_embeddings else "lm_head.weight"
-    for tensor in (*embedding_weights(spec), *output_weights(spec)):
+    for tensor in outside:
         # The LM head is a weight matrix streamed every token, so HBM holds a copy; the DDR
         # copy serves the once-per-token embedding lookup (seeds/001 §IV-B).
         copy = "hbm" if tensor.role == head_role and ddr != "hbm" else None

@@ -15,12 +15,7 @@ from archipelago.hardware.cluster import Cluster
 from archipelago.hardware.device import Device, Resources
 from archipelago.models.graph import Graph, Op, Phase
 from archipelago.models.spec import ModelSpec
-from archipelago.models.weights import (
-    WeightTensor,
-    embedding_weights,
-    layer_weights,
-    output_weights,
-)
+from archipelago.models.weights import WeightTensor, template_weights
 from archipelago.split import split_bounds
 
 MemoryKind = Literal["hbm", "ddr", "onchip"]
@@ -137,8 +132,8 @@ class DevicePlan:
         def held(tensors: Iterable[WeightTensor]) -> int:
             return sum(self.shard_for(t).numel_in(t, memory) for t in tensors)
 
-        per_layer = held(layer_weights(spec, 0))
-        other = held((*embedding_weights(spec), *output_weights(spec)))
+        block, outside = template_weights(spec)
+        per_layer, other = held(block), held(outside)
         return (per_layer * spec.layers + other) * bytes_per_param
 
 
