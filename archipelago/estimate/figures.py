@@ -14,6 +14,7 @@ import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import fields, is_dataclass
 from functools import lru_cache
+from operator import attrgetter
 from typing import Any, TypeVar
 
 import numpy as np
@@ -103,31 +104,47 @@ def _possible(value: Any, properties: bool, seen: dict[int, Any]) -> bool:
     if id(value) in seen:
         return True
     seen[id(value)] = value
-    items: Iterable[Any]
     if isinstance(value, np.ndarray):
         if value.dtype.kind in "biuf":
             return bool(np.all(np.isfinite(value) & (value >= 0)))
         return not any(_impossible(float(item)) for item in value.ravel())
-    if isinstance(value, dict):
-        items = value.values()
-    elif isinstance(value, (list, tuple)):
-        items = value
-    elif isinstance(value, BaseModel):
-        items = (getattr(value, name) for name in _model_names(type(value)))
-    elif is_dataclass(value):
-        items = (getattr(value, name) for name in
-                 _dataclass_names(_fields_owner(value), type(value), properties))
+    read = _reader(type(value), properties)
+    if read is not None:
+        items = read(value)
+    elif isinstance(value, type) and is_dataclass(value):  # a dataclass itself, not one's
+        items = (getattr(value, name)
+                 for name in _dataclass_names(value, type(value), properties))
     else:
         return True
     for item in items:
         kind = type(item)
         if kind is float or kind is int:
-            if _impossible(float(item)):
+            number = float(item)
+            if number < 0 or not math.isfinite(number):  # _impossible, inlined
                 return False
-        elif not (kind is str or kind is bool or item is None) \
+        elif not (kind is str or kind is bool or item is None or id(item) in seen) \
                 and not _possible(item, properties, seen):
             return False
     return True
+
+
+# Keyed by classes, whose kind (mapping, sequence, model, dataclass) and fields are fixed.
+@lru_cache(maxsize=256)
+def _reader(cls: type, properties: bool) -> Callable[[Any], Iterable[Any]] | None:
+    """What `numbers` walks inside an instance of `cls`, as a function of the instance, in
+    its order; None for anything it does not walk into."""
+    if issubclass(cls, dict):
+        return dict.values
+    if issubclass(cls, (list, tuple)):
+        return iter
+    if issubclass(cls, BaseModel):
+        fields_of = _model_names(cls)  # plain attributes: read all at once
+        return attrgetter(*fields_of) if len(fields_of) > 1 else \
+            (lambda value: [getattr(value, name) for name in fields_of])
+    if is_dataclass(cls):
+        names = _dataclass_names(cls, cls, properties)  # properties run lazily, in order
+        return lambda value: (getattr(value, name) for name in names)
+    return None
 
 
 def _first_impossible(value: Any, properties: bool = True) -> tuple[str, float] | None:
