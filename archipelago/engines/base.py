@@ -65,9 +65,7 @@ def ceil_div(a: np.ndarray | int, b: int) -> np.ndarray | int:
 
 
 def add_resources(*parts: Resources) -> Resources:
-    # Sums of validated counts (non-negative ints) are valid counts: no need to validate again.
-    return Resources.model_construct(**{f: sum(getattr(p, f) for p in parts)
-                                        for f in _RESOURCE_FIELDS})
+    return Resources(**{f: sum(getattr(p, f) for p in parts) for f in _RESOURCE_FIELDS})
 
 
 _RESOURCE_FIELDS = tuple(Resources.model_fields)
