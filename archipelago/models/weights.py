@@ -7,6 +7,7 @@ stored as (in_features, out_features): the layout the FPGA designs stream.
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cached_property
 from math import prod
 
 from archipelago.memo import by_content
@@ -25,7 +26,7 @@ class WeightTensor:
     def name(self) -> str:
         return self.role if self.layer is None else f"layers.{self.layer}.{self.role}"
 
-    @property
+    @cached_property  # the shape is frozen; plans count the cached template's tensors often
     def numel(self) -> int:
         return prod(self.shape)
 

@@ -129,11 +129,12 @@ class DevicePlan:
     def held_bytes(self, spec: ModelSpec, bytes_per_param: float, memory: MemoryKind) -> float:
         """Bytes this device keeps in `memory`; every layer shares one shard template."""
 
-        def held(tensors: Iterable[WeightTensor]) -> int:
-            return sum(self.shard_for(t).numel_in(t, memory) for t in tensors)
+        def held(tensors: Iterable[WeightTensor], shards: dict[str, Shard]) -> int:
+            return sum(shards[t.role].numel_in(t, memory) for t in tensors)
 
-        block, outside = template_weights(spec)
-        per_layer, other = held(block), held(outside)
+        block, outside = template_weights(spec)  # `shard_for`'s two tables
+        per_layer = held(block, self.layer_shards)
+        other = held(outside, self.other_shards)
         return (per_layer * spec.layers + other) * bytes_per_param
 
 
