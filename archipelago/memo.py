@@ -9,6 +9,8 @@ field the models here hold (ints, strings, tuples, nested models, JSON-native di
 itself.
 """
 
+import weakref
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache, wraps
@@ -17,6 +19,24 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 Result = TypeVar("Result")
+
+# The JSON of the models keyed most recently, by id: a frozen model (nested dicts included,
+# which nothing here writes) keeps its content while it lives, and the weak reference tells
+# it from a later object given the same id once it is gone.
+_RECENT: OrderedDict[int, tuple[weakref.ref, str]] = OrderedDict()
+_RECENT_MAX = 16
+
+
+def _text(model: BaseModel) -> str:
+    """`model`'s JSON (one plan and estimate keys one spec a dozen times)."""
+    known = _RECENT.get(id(model))
+    if known is not None and known[0]() is model:
+        return known[1]
+    text = model.model_dump_json()
+    _RECENT[id(model)] = (weakref.ref(model), text)
+    if len(_RECENT) > _RECENT_MAX:
+        _RECENT.popitem(last=False)
+    return text
 
 
 @dataclass(frozen=True)
@@ -38,7 +58,7 @@ def by_content(maxsize: int) -> Callable[[Callable[..., Result]], Callable[..., 
 
         @wraps(fn)
         def call(model: BaseModel, *args: Any) -> Result:
-            return cached(_Content(type(model), model.model_dump_json(), model), *args)
+            return cached(_Content(type(model), _text(model), model), *args)
 
         call.cache_clear = cached.cache_clear  # type: ignore[attr-defined]
         return call
