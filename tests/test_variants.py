@@ -87,6 +87,14 @@ def test_the_lora_f_space_holds_designs_over_the_fabric() -> None:
     assert feasible.any() and not feasible.all()
 
 
+def test_a_model_over_the_hbm_is_infeasible_in_every_design() -> None:
+    """LLaMA-2 7B's FP16 weights (13.5 GB) exceed one U280's 8 GB of HBM whatever the
+    engine: the memory check the group shares."""
+    feasible = _check_against_scalar("llama2-7b", "1xu280", "lora-f", "32:32",
+                                     _sampled("lora-f", 10, 5))
+    assert not feasible.any()
+
+
 @pytest.mark.parametrize(("model", "cluster"), [("gpt2-345m", "1xu280"),
                                                 ("gpt2-1.5b", "4xu280")])
 def test_dfx_designs_one_by_one_match_their_estimates(model: str, cluster: str) -> None:

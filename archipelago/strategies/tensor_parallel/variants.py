@@ -136,18 +136,23 @@ def _varied(config: Any) -> tuple[str, ...]:
 def _shared(config: Any) -> tuple[Any, ...]:
     """What designs costed together must have in common: every parameter their engine
     does not vary."""
-    return tuple((k, v) for k, v in config.model_dump().items() if k not in _varied(config))
+    varied = _varied(config)
+    return tuple((name, value) for name, value in config if name not in varied)
 
 
 def _together(plan: Plan, workload: Generation, configs: list[Any], where: str
               ) -> dict[str, Number]:
-    """The figures of `configs` (one group) from one pass of the estimator over them."""
+    """The figures of `configs` (one group) from one pass of the estimator over them,
+    every one finite and non-negative or the pipeline's error. Only `plan`'s inputs are
+    suspected: every design's parameters passed the config's bounds, the same that refuse
+    non-finite and negative values for a single plan, and the cluster is the same."""
     many = replace(plan, engine=plan.engine.variants(configs))
     # The memory a design holds does not depend on its varied parameters: the first
     # design's shows the group's, checked without any engine's resources.
     held = device_use(plan, workload)
     fits = not feasibility(plan, workload, [replace(use, units={}) for use in held])
-    return finite_estimate(lambda p, w: _figures(p, w, held, fits), many, workload, where)
+    return finite_estimate(lambda _, work: _figures(many, work, held, fits), plan, workload,
+                           where)
 
 
 def _figures(many: Plan, workload: Generation, held: list[Any], fits: bool
