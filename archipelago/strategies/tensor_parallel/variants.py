@@ -137,7 +137,8 @@ def _shared(config: Any) -> tuple[Any, ...]:
     """What designs costed together must have in common: every parameter their engine
     does not vary."""
     varied = _varied(config)
-    return tuple((name, value) for name, value in config if name not in varied)
+    return tuple(getattr(config, name) for name in type(config).model_fields
+                 if name not in varied)
 
 
 def _together(plan: Plan, workload: Generation, configs: list[Any], where: str
