@@ -5,6 +5,9 @@ A batch of B sequences runs in lockstep: every step of a prefill or decode carri
 sequences' rows (`ComputeStep.sequences`), each sequence attending to its own KV cache,
 every collective B times the rows. An engine that runs one sequence at a time
 (`StepEngine.one_sequence`) runs them in turn: each phase B times one sequence's.
+
+An engine built over many variants of its parameters at once (variants.py) gives every
+step's seconds a leading axis over them; `generation_seconds` keeps that axis.
 """
 
 from dataclasses import dataclass, field, replace
@@ -96,12 +99,14 @@ Part = tuple[list[Step], Phase, int]
 
 def _seconds(plan: Plan, parts: list[Part], shape: tuple[int, ...], sequences: int = 1,
              start: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
-    """Seconds by category of each (steps, phase, repeat) part, summed (onto `start`)."""
-    out = {c: np.zeros(shape) if start is None else start[c].copy() for c in CATEGORIES}
+    """Seconds by category of each (steps, phase, repeat) part, summed (onto `start`; over
+    the engine's variants too, where it has them)."""
+    out = {c: np.zeros(shape) if start is None else start[c] for c in CATEGORIES}
     for steps, phase, repeat in parts:
         for step, seconds in zip(steps, steps_seconds(plan, steps, phase, sequences),
                                  strict=True):
-            out[step_category(step)] += repeat * seconds
+            category = step_category(step)
+            out[category] = out[category] + repeat * seconds
     return out
 
 
@@ -122,23 +127,25 @@ def _phase_seconds(plan: Plan, rows: int, context: np.ndarray, output: bool = Tr
 
 
 def _prompt_and_decode(plan: Plan, n_in: int, n_out: int, sequences: int = 1
-                       ) -> tuple[dict[str, float], dict[str, np.ndarray]]:
+                       ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """Seconds by category of the prompts, and of each further token (decode step i feeds
-    token n_in + i - 1). The prompts run as one matrix pass, or (engines whose controller
-    runs the model once per token, like DFX) as n_in single-token passes at growing
-    context, with the output ops only after the last one: those passes are decode steps at
-    contexts 1..n_in without the output ops, so one numpy pass costs them and the decode
-    steps together (every cost is elementwise in the context), split after."""
+    token n_in + i - 1; last axis), an engine over variants putting them on a leading axis.
+    The prompts run as one matrix pass, or (engines whose controller runs the model once per
+    token, like DFX) as n_in single-token passes at growing context, with the output ops
+    only after the last one: those passes are decode steps at contexts 1..n_in without the
+    output ops, so one numpy pass costs them and the decode steps together (every cost is
+    elementwise in the context), split after."""
     last, contexts = np.array([n_in]), n_in + np.arange(1, n_out)
     if not plan.engine.token_serial_prefill:
         prompt = _phase_seconds(plan, n_in, last, sequences=sequences)
-        return ({c: float(v[0]) for c, v in prompt.items()},
+        return ({c: v[..., 0] for c, v in prompt.items()},
                 _phase_seconds(plan, 1, contexts, sequences=sequences))
     passes = _phase_seconds(plan, 1, np.arange(1, n_in + n_out), False, sequences)
     head = _seconds(plan, [(plan.output_steps, Phase(1, last), 1)], last.shape, sequences)
     decode = _seconds(plan, [(plan.output_steps, Phase(1, contexts), 1)], contexts.shape,
-                      sequences, start={c: v[n_in:] for c, v in passes.items()})
-    return {c: float(passes[c][:n_in].sum() + head[c][0]) for c in CATEGORIES}, decode
+                      sequences, start={c: v[..., n_in:] for c, v in passes.items()})
+    return ({c: passes[c][..., :n_in].sum(axis=-1) + head[c][..., 0] for c in CATEGORIES},
+            decode)
 
 
 def kv_cache_bytes(plan: Plan, rank: int, tokens: int, sequences: int = 1) -> float:
@@ -191,13 +198,23 @@ def sequence_turns(plan: Plan, workload: Generation) -> tuple[int, int]:
     return (1, batch) if batch > 1 and plan.engine.one_sequence else (batch, 1)
 
 
-def estimate_generation(plan: Plan, workload: Generation) -> Estimate:
-    n_in, n_out, batch = workload.input_tokens, workload.output_tokens, workload.batch
-    note = plan.engine.one_sequence if batch > 1 else None
+def generation_seconds(plan: Plan, workload: Generation
+                       ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Seconds by category of the prefill and of each decode step (last axis), a batch's
+    turns included; an engine over variants puts them on a leading axis of both."""
+    n_in, n_out = workload.input_tokens, workload.output_tokens
     together, turns = sequence_turns(plan, workload)
     prompt, decode = _prompt_and_decode(plan, n_in, n_out, together)
     pre = {c: turns * v for c, v in prompt.items()}
     dec = {c: turns * v for c, v in decode.items()}
+    return pre, dec
+
+
+def estimate_generation(plan: Plan, workload: Generation) -> Estimate:
+    n_out, batch = workload.output_tokens, workload.batch
+    note = plan.engine.one_sequence if batch > 1 else None
+    prefill, dec = generation_seconds(plan, workload)
+    pre = {c: float(v) for c, v in prefill.items()}
     breakdown = {c: pre[c] + float(dec[c].sum()) for c in CATEGORIES}
     prefill_s = sum(pre.values())
     per_token = sum(dec.values()) if n_out > 1 else np.zeros(0)
