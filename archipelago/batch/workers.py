@@ -22,7 +22,6 @@ if TYPE_CHECKING:
 # without leaving the user staring at a mistyped address.
 CONNECT_TIMEOUT_S = 5.0
 _ADDRESS = re.compile(r"(tcp|tls)://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})")
-_STOP = object()  # put in the completion queue by a signal
 
 
 def check_scheduler(address: str) -> str:
@@ -100,8 +99,9 @@ def stream(client: "Client", fn: Callable[[Any], Any], tasks: Mapping[str, Any],
     """Run `fn(task)` for every task on the cluster and call `on_done(key, result)` here as
     each finishes, once per key. `fn` must be a module-level function (it is pickled by
     name). A worker killed mid-task is survived: Dask runs the task again elsewhere. SIGINT
-    or SIGTERM stops the run as Interrupted, after the `on_done` under way returns, with
-    every result that finished before it already handed over; the rest are cancelled."""
+    or SIGTERM stops the run as Interrupted once the `on_done` under way returns, so every
+    result handed over is whole; the tasks not handed over are cancelled, left to a rerun
+    (which a journal of the handed ones makes resume where this one stopped)."""
     if not tasks:
         return
     keys = list(tasks)
@@ -112,13 +112,13 @@ def stream(client: "Client", fn: Callable[[Any], Any], tasks: Mapping[str, Any],
         future.add_done_callback(finished.put)
     handed: set[str] = set()
     try:
-        with _signals_into(finished), _bar(progress, len(keys)) as advance:
+        with _signals_into(finished) as heard, _bar(progress, len(keys)) as advance:
             while len(handed) < len(keys):
                 item = finished.get()
-                if isinstance(item, int):
-                    name = signal.Signals(item).name
+                if heard:  # before results queued ahead of the signal: stop promptly
+                    name = signal.Signals(heard[0]).name
                     raise Interrupted(f"interrupted by {name} with {len(handed)} of "
-                                      f"{len(keys)} tasks finished", item)
+                                      f"{len(keys)} tasks finished", heard[0])
                 key = owner[item.key]
                 if key in handed:
                     continue
@@ -152,28 +152,28 @@ def _result(future: "Future", key: str, finished: str) -> Any:
 
 
 @contextmanager
-def _signals_into(finished: "queue.SimpleQueue[Any]") -> Iterator[None]:
+def _signals_into(finished: "queue.SimpleQueue[Any]") -> Iterator[list[int]]:
     """While inside, SIGINT and SIGTERM put their number into `finished` instead of raising
     wherever the main thread happens to be: the loop reading it stops between two results,
     never inside `on_done` (a result half persisted). A second signal stops at once (a
     journal cuts off a line torn that way). Signals reach only the main thread, so
-    elsewhere nothing is installed."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
+    elsewhere nothing is installed. Yields the signals heard."""
     heard: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield heard
+        return
 
     def stop(signum: int, _frame: object) -> None:
         if heard:  # a second signal: the user wants out now, even mid-`on_done`
             name = signal.Signals(signum).name
             raise Interrupted(f"interrupted by {name} again; stopped at once", signum)
         heard.append(signum)
-        finished.put(signum)
+        finished.put(signum)  # wakes the loop waiting for the next result
 
     previous = {number: signal.signal(number, stop) for number in (signal.SIGINT,
                                                                      signal.SIGTERM)}
     try:
-        yield
+        yield heard
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
