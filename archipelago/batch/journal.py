@@ -55,9 +55,9 @@ class Journal:
         directory must exist); an existing one must hold results of this kind and identity
         (`labels` only describe the results and are not compared)."""
         path = Path(path)
-        header = {"journal": FORMAT, "kind": kind, "identity": dict(identity),
-                  "labels": dict(labels or {})}
-        line = _dumps(header)
+        line = _dumps({"journal": FORMAT, "kind": kind, "identity": dict(identity),
+                       "labels": dict(labels or {})})
+        header = json.loads(line)  # as a reader sees it: a tuple given is a list read back
         with _locked(path, create=True) as fd:
             info = os.fstat(fd)
             first = os.pread(fd, HEADER_MAX, 0)
