@@ -121,6 +121,9 @@ def test_a_journal_replaced_while_in_use_is_refused(tmp_path) -> None:
     os.replace(Journal.open(tmp_path / "other.jsonl", "compare", IDENTITY).path, path)
     with pytest.raises(ArchipelagoError, match="was replaced while in use"):
         journal.append([("a", {})])
+    path.unlink()
+    with pytest.raises(ArchipelagoError, match="was removed while in use"):
+        journal.records()
 
 
 def test_append_within_takes_the_leading_items_that_fit(tmp_path) -> None:

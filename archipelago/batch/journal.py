@@ -214,8 +214,8 @@ def _locked(path: Path, create: bool = False, flags: int = os.O_RDWR | os.O_APPE
     try:
         fd = os.open(path, flags, 0o666)
     except FileNotFoundError:
-        missing = "does not exist" if path.parent.is_dir() or not create else \
-            f"cannot be made: directory {path.parent} does not exist"
+        missing = ("was removed while in use" if not create else
+                   f"cannot be made: directory {path.parent} does not exist")
         raise ArchipelagoError(f"journal {path} {missing}") from None
     except IsADirectoryError:
         raise ArchipelagoError(f"journal {path} is a directory; give a file name") from None
