@@ -25,7 +25,8 @@ _ADDRESS = re.compile(r"(tcp|tls)://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5
 
 
 def check_scheduler(address: str) -> str:
-    """`address` if it reads `tcp://HOST:PORT` (or `tls://`), else one line naming it."""
+    """`address` if it reads `tcp://HOST:PORT` (or `tls://HOST:PORT`, its certificates
+    from Dask's own configuration), else one line naming it."""
     match = _ADDRESS.fullmatch(address)
     if match is None or not 0 < int(match.group(3)) < 65536:
         raise ArchipelagoError(f"--scheduler '{address[:80]}' is not a scheduler address; "
