@@ -66,6 +66,14 @@ class Page(Protocol):
                  ) -> Any: ...
 
 
+class Traits(Protocol):
+    """(plan, workload, estimate) -> estimate.generation.Traits: split and binding resource,
+    for `archi compare`."""
+
+    def __call__(self, plan: Any, workload: Any, est: Any, /) -> Any: ...
+
+
 HOOKS: dict[str, type] = {"estimator": Estimator, "report": ReportModule,
                           "emulator": Emulator, "writers": Writers,
-                          "utilization": Utilization, "explorer": Explorer, "page": Page}
+                          "utilization": Utilization, "explorer": Explorer, "page": Page,
+                          "traits": Traits}

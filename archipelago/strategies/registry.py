@@ -35,7 +35,7 @@ from archipelago.strategies.options import ROLES, WorkloadType
 
 ENTRY_POINT_GROUP = "archipelago.strategies"
 _ROLE_WORDS = {"writers": "build files", "utilization": "a resource model to explore",
-               "page": "an HTML report page"}
+               "page": "an HTML report page", "traits": "a place in `archi compare`"}
 @dataclass(frozen=True)
 class PlanKind:
     """A shape of plan and the code that consumes it. Paths are `module:attribute`:
@@ -55,6 +55,9 @@ class PlanKind:
     page         (plan, workload, est, summary) -> report.page.KindPage: the headline keys
                  of `summary` (estimate_to_dict's object) and the kind's charts for
                  `archi report` / `plan --report`; the only place plotly is imported
+    traits       (plan, workload, est) -> estimate.generation.Traits: the split and the
+                 binding resource of a text-generation estimate (a GenerationTiming), which
+                 `archi compare` ranks; a kind without it is not compared
     commands     {name: `module:attribute`}: commands only this kind has (host programs'
                  `archi proxies`), each a typer command function, attached when `archi`
                  starts (`commands()`)
@@ -69,6 +72,7 @@ class PlanKind:
     utilization: str | None = None
     explorer: str | None = None
     page: str | None = None
+    traits: str | None = None
     commands: dict[str, str] = field(default_factory=dict)  # its own `archi` commands
 
     @overload
@@ -85,10 +89,12 @@ class PlanKind:
     def hook(self, role: Literal["explorer"]) -> hooks.Explorer: ...
     @overload
     def hook(self, role: Literal["page"]) -> hooks.Page: ...
+    @overload
+    def hook(self, role: Literal["traits"]) -> hooks.Traits: ...
 
     def hook(self, role: str) -> Any:
-        """The estimator, report, emulator, writers, utilization, explorer or page, imported
-        now; its shape is the Protocol of the same name in `hooks`."""
+        """The estimator, report, emulator, writers, utilization, explorer, page or traits,
+        imported now; its shape is the Protocol of the same name in `hooks`."""
         path = getattr(self, role)
         if path is None:
             having = strategies_with(role)
