@@ -1,0 +1,150 @@
+"""Tasks on Dask: every result reaches the caller exactly once even when a worker process is
+killed mid-task, a signal stops a run keeping what finished (a rerun over the missing keys
+completes it), and a bad scheduler address is one line naming --scheduler."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from archipelago.batch.journal import Journal
+from archipelago.batch.workers import dask_client, stream
+from archipelago.errors import ArchipelagoError
+
+ROOT = Path(__file__).resolve().parents[1]
+COUNT = 10  # tasks in the interrupted run
+
+
+def _die_once(task: tuple[str, int]) -> dict:
+    """Kill the worker process running task 3 the first time it runs (a marker file says
+    whether it has), after the others have had time to start."""
+    marker, value = task
+    time.sleep(0.1)
+    if value == 3 and not os.path.exists(marker):
+        Path(marker).touch()
+        os.kill(os.getpid(), signal.SIGKILL)
+    return {"square": value * value, "pid": os.getpid()}
+
+
+def test_a_worker_killed_mid_task_loses_no_result_and_none_twice(tmp_path) -> None:
+    marker = str(tmp_path / "killed")
+    tasks = {f"t{value}": (marker, value) for value in range(8)}
+    handed: list[tuple[str, int]] = []
+    with dask_client(None, 2) as client:
+        stream(client, _die_once, tasks, lambda key, result: handed.append(
+            (key, result["square"])), progress="killing")
+    assert os.path.exists(marker)  # the kill did happen
+    assert sorted(handed) == sorted((f"t{value}", value * value) for value in range(8))
+
+
+def _fails(value: int) -> int:
+    if value == 2:
+        raise ValueError("task two is broken")
+    return value
+
+
+def test_a_failing_task_raises_its_own_error(tmp_path) -> None:
+    with dask_client(None, 1) as client, pytest.raises(ValueError, match="task two"):
+        stream(client, _fails, {str(v): v for v in range(4)}, lambda key, result: None)
+
+
+def _slow(key: str) -> dict:
+    time.sleep(0.25)
+    return {"square": int(key) ** 2}
+
+
+# A run that resumes from its journal: only the keys missing there are computed.
+RUN = """
+import sys
+from archipelago.batch.journal import Journal
+from archipelago.batch.workers import dask_client, stream
+from archipelago.errors import Interrupted
+from tests.test_batch_workers import _slow
+
+journal = Journal.open(sys.argv[1], "test", {"what": "squares"})
+from tests.test_batch_workers import COUNT
+missing = {str(k): str(k) for k in range(COUNT) if str(k) not in journal.records()}
+
+def keep(key, result):
+    journal.append([(key, result)])
+    print("done", key, flush=True)
+
+try:
+    with dask_client(None, 2) as client:
+        print("started", flush=True)
+        stream(client, _slow, missing, keep)
+except Interrupted as stop:
+    print(stop, file=sys.stderr)
+    sys.exit(stop.exit_code)
+"""
+
+
+def run_squares(journal: Path, stop_after: int | None = None,
+                signum: int = signal.SIGINT) -> tuple[int, list[str], str]:
+    """Run RUN; with `stop_after`, send `signum` once that many results are in. Returns
+    the exit status, the keys it computed and its stderr."""
+    env = os.environ | {"PYTHONPATH": str(ROOT)}
+    run = subprocess.Popen([sys.executable, "-c", RUN, str(journal)], cwd=ROOT, env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert run.stdout is not None
+    done = []
+    for line in run.stdout:
+        if line.startswith("done"):
+            done.append(line.split()[1])
+            if len(done) == stop_after:
+                run.send_signal(signum)
+    _, stderr = run.communicate(timeout=60)
+    return run.returncode, done, stderr
+
+
+def test_signals_stop_cleanly_and_a_rerun_completes_the_set(tmp_path) -> None:
+    """A SIGINT, then a SIGTERM in the resumed run, then a run to the end: each stopped run
+    kept exactly what it finished, and no key is ever computed twice."""
+    journal = tmp_path / "squares.jsonl"
+    computed: list[str] = []
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        code, done, stderr = run_squares(journal, stop_after=2, signum=signum)
+        assert code == 128 + signum, stderr
+        assert f"interrupted by {signal.Signals(signum).name} with " in stderr
+        assert "Traceback" not in stderr
+        computed += done
+        kept = Journal.open(journal, "test", {"what": "squares"}).records()
+        assert set(kept) == set(computed) and len(done) >= 2 and len(kept) < COUNT
+    code, done, stderr = run_squares(journal)
+    assert code == 0, stderr
+    assert set(done) == {str(k) for k in range(COUNT)} - set(computed)  # only the missing
+    records = Journal.open(journal, "test", {"what": "squares"}).records()
+    assert records == {str(k): {"square": k * k} for k in range(COUNT)}
+    assert len(journal.read_text().splitlines()) == COUNT + 1  # header + one line per key
+
+
+def test_an_unreachable_scheduler_is_one_line_naming_the_option() -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    address = f"tcp://127.0.0.1:{port}"
+    with pytest.raises(ArchipelagoError) as caught, dask_client(address, None,
+                                                                connect_timeout_s=0.5):
+        pass
+    assert str(caught.value) == f"--scheduler {address}: no Dask scheduler answered within 0.5 s"
+
+
+@pytest.mark.parametrize("address", ["localhost:8786", "tcp://host", "http://h:1",
+                                     "tcp://h:99999", "tcp://h:8786/x"])
+def test_a_malformed_scheduler_address_is_refused_before_connecting(address) -> None:
+    with pytest.raises(ArchipelagoError, match=r"--scheduler .* is not a scheduler address"), \
+            dask_client(address, None):
+        pass
+
+
+def test_importing_archipelago_does_not_import_dask() -> None:
+    code = ("import sys, archipelago, archipelago.batch.journal, archipelago.batch.workers; "
+            "print([m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=os.environ | {"PYTHONPATH": str(ROOT)}, check=True).stdout
+    assert out.strip() == "[]"
