@@ -1,0 +1,75 @@
+"""A comparison's report page (`archi compare --report`): latency against upfront cost, one
+colour per strategy, the Pareto front drawn through its rows, then the ranked table and why
+the other combinations are absent; laid out by report/page.py like every plan's page."""
+
+from typing import Any
+
+import plotly.graph_objects as go
+
+from archipelago.compare.summary import rows_from_dict
+from archipelago.compare.table import COLUMNS, cells
+from archipelago.report.charts import PALETTE
+from archipelago.report.page import Chart, Headline, KindPage, TableBlock, render
+
+_MS = 1e3
+
+
+def pareto_chart(summary: dict[str, Any]) -> go.Figure:
+    """Every row of known price as a point (log axes: costs and latencies span decades);
+    the front as a staircase from the cheapest to the fastest."""
+    priced = [r for r in summary["rows"] if r["upfront_usd"] is not None]
+    names = list(dict.fromkeys(r["strategy"] for r in summary["rows"]))
+    fig = go.Figure()
+    for i, name in enumerate(names):
+        mine = [r for r in priced if r["strategy"] == name]
+        if not mine:
+            continue
+        fig.add_trace(go.Scatter(
+            x=[r["upfront_usd"] for r in mine], y=[r["latency_s"] * _MS for r in mine],
+            mode="markers", name=name, marker={"color": PALETTE[i % len(PALETTE)], "size": 9},
+            text=[r["label"] for r in mine],
+            hovertemplate="%{text}: $%{x:,.0f}, %{y:,.2f} ms<extra></extra>"))
+    front = [r for r in priced if r["front"]]
+    front.sort(key=lambda r: (r["upfront_usd"], r["latency_s"]))
+    fig.add_trace(go.Scatter(
+        x=[r["upfront_usd"] for r in front], y=[r["latency_s"] * _MS for r in front],
+        mode="lines+markers", name="Pareto front", line={"shape": "hv", "color": "#222"},
+        marker={"symbol": "star", "size": 13, "color": "#222"},
+        text=[r["label"] for r in front],
+        hovertemplate="front: %{text}: $%{x:,.0f}, %{y:,.2f} ms<extra></extra>"))
+    fig.update_layout(xaxis_title="upfront cost (US$, boards x price)",
+                      yaxis_title="latency (ms)", xaxis_type="log", yaxis_type="log")
+    return fig
+
+
+def comparison_page(summary: dict[str, Any]) -> KindPage:
+    head = summary["headline"]
+    headline = [Headline("combinations that fit", "headline.combinations")]
+    if head["combinations"]:
+        headline += [Headline("fastest latency", "headline.fastest_latency_s", "ms", _MS, 2),
+                     Headline("best throughput", "headline.best_tokens_per_s", "tokens/s", 1,
+                              1),
+                     Headline("rows on the Pareto front", "headline.front_size")]
+    charts = []
+    if any(r["upfront_usd"] is not None for r in summary["rows"]):
+        charts.append(Chart("Latency against upfront cost", "Each point a strategy on COUNT "
+                            "boards; the staircase joins the rows no other row beats on both "
+                            "latency and cost.", pareto_chart(summary)))
+    rows = rows_from_dict(summary)
+    table = TableBlock("Ranked by " + summary["sort"], ["#", "★", *COLUMNS],
+                       [[str(d["rank"]), "★" if d["front"] else "", *cells(r)]
+                        for d, r in zip(summary["rows"], rows, strict=True)])
+    notes = [r["line"] for r in summary["refused"] + summary["infeasible"]]
+    notes += [f"not compared: {n} ({why})" for n, why in summary["not_applicable"].items()]
+    if summary["unknown_cost"]:
+        notes.append(f"no price for {', '.join(summary['unknown_cost'])}: left off the chart")
+    notes.append(f"energy: {summary['power_model']['statement']}")
+    return KindPage(headline, charts, notes, [table])
+
+
+def comparison_html(summary: dict[str, Any]) -> str:
+    title = f"{summary['model']} · {summary['tokens']} tokens · archi compare"
+    subtitle = (f"devices {', '.join(summary['devices'])} · counts "
+                f"{', '.join(map(str, summary['counts']))} · batch "
+                f"{', '.join(map(str, summary['batches']))}")
+    return render(title, subtitle, summary, comparison_page(summary))
