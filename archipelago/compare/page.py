@@ -37,8 +37,10 @@ def pareto_chart(summary: dict[str, Any]) -> go.Figure:
         marker={"symbol": "star", "size": 13, "color": "#222"},
         text=[r["label"] for r in front],
         hovertemplate="front: %{text}: $%{x:,.0f}, %{y:,.2f} ms<extra></extra>"))
+    # log axes: full numbers on every tick, not plotly's bare mantissas between decades
     fig.update_layout(xaxis_title="upfront cost (US$, boards x price)",
-                      yaxis_title="latency (ms)", xaxis_type="log", yaxis_type="log")
+                      yaxis_title="latency (ms)", xaxis_type="log", yaxis_type="log",
+                      xaxis_tickformat=",.3~s", yaxis_tickformat=",.3~g")
     return fig
 
 
