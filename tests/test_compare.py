@@ -6,8 +6,10 @@ against the pipeline's own estimate."""
 import itertools
 import json
 import random
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,7 @@ from archipelago.compare.rows import Row, group_reasons, row_of
 from archipelago.compare.run import compare
 from archipelago.compare.summary import rows_from_dict
 from archipelago.models.zoo import resolve_model
+from tests.signals import default_sigint
 
 
 def _row(name: str, latency: float, usd: float | None, jpt: float | None = 1.0,
@@ -187,3 +190,29 @@ def test_json_round_trip_and_rows_equal_the_pipeline_estimate(tmp_path: Path) ->
     assert data["power_model"]["devices"]["u280"]["watts"] == 225
     assert "boards x watts" in data["power_model"]["statement"]
     assert "latency ms" in out.stdout and "★" in out.stdout
+
+
+def test_an_interrupted_comparison_resumes_where_it_stopped(tmp_path: Path) -> None:
+    """SIGINT once the first records are in the store: the run stops (status 130) keeping
+    them; the rerun estimates exactly the combinations the store lacks."""
+    store = tmp_path / "s.jsonl"
+    args = [sys.executable, "-m", "archipelago", "compare", "llama2-7b", "--tokens", "128:128",
+            "--batch", "1,8", "--workers", "1", "--store", str(store)]
+    run = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                           preexec_fn=default_sigint)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and run.poll() is None:
+        if store.exists() and store.read_text().count("\n") >= 2:  # header and a record
+            break
+        time.sleep(0.02)
+    run.send_signal(signal.SIGINT)
+    _, err = run.communicate(timeout=60)
+    assert run.returncode == 130 and "interrupted by SIGINT" in err, err
+    kept = {json.loads(line)["key"] for line in store.read_text().splitlines()[1:]}
+    assert 0 < len(kept) < 400
+    out = subprocess.run([*args, "--json", str(tmp_path / "c.json")], capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    data = json.loads((tmp_path / "c.json").read_text())
+    assert data["reused"] == len(kept) and data["evaluated"] == 400 - len(kept)
+    assert not kept & set(data["evaluated_keys"])
