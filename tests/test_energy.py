@@ -1,6 +1,9 @@
 """Cost and energy: every catalog board priced and powered with a dated source, and the
 arithmetic of estimate/energy against hand-computed cases."""
 
+import re
+from pathlib import Path
+
 import pytest
 
 from archipelago.estimate.energy import (
@@ -13,6 +16,22 @@ from archipelago.estimate.energy import (
     upfront_usd,
 )
 from archipelago.hardware.catalog import catalog, device_from_dict, get_device, raw_catalog
+
+YEAR = re.compile(r"\b(19|20)\d\d\b")
+
+
+@pytest.mark.parametrize("key", sorted(raw_catalog()))
+def test_every_catalog_board_has_a_price_and_a_power_with_a_dated_source(key: str) -> None:
+    entry = raw_catalog()[key]
+    for field in ("price_usd", "power_w"):
+        assert field in entry, f"{key} has no {field}"
+        source = entry[field]["source"]
+        assert source.strip() and YEAR.search(source), f"{key}.{field}: {source!r}"
+    if "measured_power_w" in entry:
+        assert YEAR.search(entry["measured_power_w"]["source"]), key
+    device = get_device(key)
+    assert device.price_usd is not None and device.price_usd > 0
+    assert device.power_w is not None and device.power_w > 0
 
 
 def test_dfx_table_ii_prices_and_the_datasheet_powers() -> None:
@@ -65,3 +84,15 @@ def test_a_custom_figure_under_a_catalog_key_is_not_given_the_catalog_source() -
     board = device_from_dict("u280", entry, "test")
     assert board != catalog()["u280"]
     assert board_power(board).basis.endswith("given in custom device 'u280'")
+
+
+def test_the_hardware_doc_table_matches_the_catalog() -> None:
+    """docs/hardware.md's price and power table is the catalog's, row for row."""
+    text = (Path(__file__).parents[1] / "docs" / "hardware.md").read_text()
+    rows = {m[1]: (m[2], m[3]) for m in re.finditer(
+        r"^\| `([a-z0-9-]+)` \| [^|]+ \| ([\d,.]+) \| [^|]+ \| ([\d,.]+) \|", text, re.M)}
+    assert set(rows) == set(raw_catalog())
+    for key, (watts, usd) in rows.items():
+        device = get_device(key)
+        assert (float(watts.replace(",", "")), float(usd.replace(",", ""))) == (
+            device.power_w, device.price_usd), key
