@@ -15,11 +15,13 @@ from pathlib import Path
 import pytest
 
 from archipelago import api
+from archipelago.compare import rows as compare_rows
 from archipelago.compare.rank import cheapest_meeting, pareto_front, ranked
 from archipelago.compare.request import parse_request
 from archipelago.compare.rows import Row, group_reasons, row_of
 from archipelago.compare.run import compare
 from archipelago.compare.summary import rows_from_dict
+from archipelago.hardware.catalog import device_from_dict, raw_catalog
 from archipelago.models.zoo import resolve_model
 from tests.signals import default_sigint
 
@@ -75,7 +77,7 @@ def test_latency_target_names_the_cheapest_row_within_it() -> None:
     assert cheapest_meeting(rows, 0.005) is None
 
 
-def test_cost_and_energy_of_a_row_by_hand() -> None:
+def test_cost_and_energy_of_a_row_by_hand(monkeypatch: pytest.MonkeyPatch) -> None:
     """4 U280 ($7,795 each, seeds/001 Table II; 225 W, DS963): 0.1 s prefill, 0.4 s of
     decode, 2 sequences x 64 tokens: $31,180; 4 x 225 x 0.1 = 90 J and 4 x 225 x 0.4 =
     360 J; 450 J / 128 tokens = 3.515625 J per token; 256 tokens/s / $0.03118M."""
@@ -88,8 +90,12 @@ def test_cost_and_energy_of_a_row_by_hand() -> None:
     assert (row.prefill_j, row.decode_j) == (pytest.approx(90.0), pytest.approx(360.0))
     assert row.joules_per_token == pytest.approx(3.515625)
     assert row.tokens_per_s_per_million_usd == pytest.approx(256 / 0.03118)
-    unknown = row_of({**record, "device": "vhk158"}, 64)  # neither price nor power listed
-    assert (unknown.upfront_usd, unknown.joules_per_token) == (None, None)
+    entry = {k: v for k, v in raw_catalog()["u280"].items() if k not in ("price_usd", "power_w")}
+    monkeypatch.setattr(compare_rows, "get_device",
+                        lambda key: device_from_dict(key, entry, "test"))
+    unknown = row_of(record, 64)  # a board with neither price nor power
+    assert (unknown.upfront_usd, unknown.tokens_per_s_per_million_usd, unknown.prefill_j,
+            unknown.joules_per_token) == (None, None, None, None)
 
 
 def test_identical_reasons_are_grouped_with_names_made_general() -> None:
