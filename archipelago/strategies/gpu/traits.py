@@ -28,7 +28,7 @@ def traits(plan: GPUPlan, workload: Generation, est: GPUEstimate) -> Traits:
     if workload.output_tokens < 2 or step_s <= 0:
         return Traits(f"tp={plan.ranks}", {})
     context = workload.input_tokens + workload.output_tokens // 2  # the mean decode step
-    step = kernels(plan, Phase(1, np.array([context])), workload.batch)
+    step = kernels(plan, Phase(1, context), workload.batch)  # a scalar phase: one step
     network = sum(float(np.sum(k.seconds)) for k in step if k.part == COLLECTIVE)
     memory = next(iter(plan.device.memories)).upper()
     return Traits(f"tp={plan.ranks}", {
