@@ -14,7 +14,7 @@ import dask
 import pytest
 
 from archipelago.batch.journal import Journal
-from archipelago.batch.workers import dask_client, stream
+from archipelago.batch.workers import _chunk_size, dask_client, stream
 from archipelago.errors import ArchipelagoError, Interrupted
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,15 +32,40 @@ def _die_once(task: tuple[str, int]) -> dict:
     return {"square": value * value, "pid": os.getpid()}
 
 
-def test_a_worker_killed_mid_task_loses_no_result_and_none_twice(tmp_path) -> None:
+@pytest.mark.parametrize("chunk", [1, 3])
+def test_a_worker_killed_mid_task_loses_no_result_and_none_twice(tmp_path, chunk) -> None:
     marker = str(tmp_path / "killed")
     tasks = {f"t{value}": (marker, value) for value in range(8)}
     handed: list[tuple[str, int]] = []
     with dask_client(None, 2) as client:
         stream(client, _die_once, tasks, lambda key, result: handed.append(
-            (key, result["square"])), progress="killing")
+            (key, result["square"])), progress="killing", chunk=chunk)
     assert os.path.exists(marker)  # the kill did happen
     assert sorted(handed) == sorted((f"t{value}", value * value) for value in range(8))
+
+
+@pytest.mark.parametrize("tasks, threads, size", [
+    (10, 2, 2),  # 4 chunks per thread: ceil(10 / 8)
+    (3, 4, 1),  # fewer tasks than threads
+    (10_000, 2, 48),  # capped, so a chunk stays short
+    (5, 0, 2),  # a cluster with no worker yet counts as one thread
+])
+def test_chunk_size_spreads_the_tasks_and_stays_short(tasks, threads, size) -> None:
+    assert _chunk_size(tasks, threads) == size
+
+
+def test_chunks_hand_every_key_its_own_result_once() -> None:
+    handed: dict[str, str] = {}
+
+    def keep(key: str, result: str) -> None:
+        assert key not in handed
+        handed[key] = result
+
+    tasks = {f"k{value}": value for value in range(500)}
+    with dask_client(None, 2) as client:
+        stream(client, str, tasks, keep)
+        stream(client, str, {"alone": 7}, keep, chunk=5)
+    assert handed == {key: str(value) for key, value in tasks.items()} | {"alone": "7"}
 
 
 def _fails(value: int) -> int:
@@ -63,7 +88,7 @@ def _slow(key: str) -> dict:
 RUN = """
 import os, sys
 from archipelago.batch.journal import Journal
-from archipelago.batch.workers import dask_client, stream
+from archipelago.batch.workers import _chunk_size, dask_client, stream
 from archipelago.errors import Interrupted
 from tests.test_batch_workers import COUNT, _slow
 

@@ -55,9 +55,9 @@ class Journal:
         directory must exist); an existing one must hold results of this kind and identity
         (`labels` only describe the results and are not compared)."""
         path = Path(path)
-        header = {"journal": FORMAT, "kind": kind, "identity": dict(identity),
-                  "labels": dict(labels or {})}
-        line = _dumps(header)
+        line = _dumps({"journal": FORMAT, "kind": kind, "identity": dict(identity),
+                       "labels": dict(labels or {})})
+        header = json.loads(line)  # as a reader sees it: a tuple given is a list read back
         with _locked(path, create=True) as fd:
             info = os.fstat(fd)
             first = os.pread(fd, HEADER_MAX, 0)
@@ -214,8 +214,8 @@ def _locked(path: Path, create: bool = False, flags: int = os.O_RDWR | os.O_APPE
     try:
         fd = os.open(path, flags, 0o666)
     except FileNotFoundError:
-        missing = "does not exist" if path.parent.is_dir() or not create else \
-            f"cannot be made: directory {path.parent} does not exist"
+        missing = ("was removed while in use" if not create else
+                   f"cannot be made: directory {path.parent} does not exist")
         raise ArchipelagoError(f"journal {path} {missing}") from None
     except IsADirectoryError:
         raise ArchipelagoError(f"journal {path} is a directory; give a file name") from None

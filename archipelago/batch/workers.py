@@ -95,18 +95,27 @@ def dask_setup(worker: object) -> None:
 
 
 def stream(client: "Client", fn: Callable[[Any], Any], tasks: Mapping[str, Any],
-           on_done: Callable[[str, Any], None], progress: str | None = None) -> None:
+           on_done: Callable[[str, Any], None], progress: str | None = None,
+           chunk: int | None = None) -> None:
     """Run `fn(task)` for every task on the cluster and call `on_done(key, result)` here as
     each finishes, once per key. `fn` must be a module-level function (it is pickled by
-    name). A worker killed mid-task is survived: Dask runs the task again elsewhere. SIGINT
-    or SIGTERM stops the run as Interrupted once the `on_done` under way returns, so every
-    result handed over is whole; the tasks not handed over are cancelled, left to a rerun
-    (which a journal of the handed ones makes resume where this one stopped)."""
+    name). Tasks travel in chunks of `chunk` (default: at most CHUNK_MAX, and small enough
+    to give every worker thread CHUNKS_PER_THREAD of them), since Dask spends about a
+    millisecond on each of its tasks, as long as a whole plan and estimate. A worker killed
+    mid-task is survived: Dask runs its chunk again elsewhere. SIGINT or SIGTERM stops the
+    run as Interrupted once the `on_done` under way returns, so every result handed over is
+    whole; the tasks not handed over are cancelled, left to a rerun (which a journal of the
+    handed ones makes resume where this one stopped)."""
+    if chunk is not None and chunk < 1:
+        raise ValueError(f"chunk must be at least 1, not {chunk}")
     if not tasks:
         return
     keys = list(tasks)
-    futures: list[Future] = client.map(fn, [tasks[key] for key in keys], pure=False)
-    owner = dict(zip((future.key for future in futures), keys, strict=True))
+    size = chunk or _chunk_size(len(keys), sum(client.nthreads().values()))
+    groups = [keys[start:start + size] for start in range(0, len(keys), size)]
+    futures: list[Future] = [client.submit(_run_chunk, fn, [tasks[key] for key in group],
+                                           pure=False) for group in groups]
+    owner = dict(zip((future.key for future in futures), groups, strict=True))
     finished: queue.SimpleQueue[Any] = queue.SimpleQueue()  # put() is signal-safe
     for future in futures:
         future.add_done_callback(finished.put)
@@ -115,39 +124,64 @@ def stream(client: "Client", fn: Callable[[Any], Any], tasks: Mapping[str, Any],
         with _signals_into(finished) as heard, _bar(progress, len(keys)) as advance:
             while len(handed) < len(keys):
                 item = finished.get()
-                if heard:  # before results queued ahead of the signal: stop promptly
-                    name = signal.Signals(heard[0]).name
-                    raise Interrupted(f"interrupted by {name} with {len(handed)} of "
-                                      f"{len(keys)} tasks finished", heard[0])
-                key = owner[item.key]
-                if key in handed:
+                _stop_if(heard, len(handed), len(keys))  # before results queued ahead of it
+                if isinstance(item, int) or owner[item.key][0] in handed:
                     continue
-                on_done(key, _result(item, key, f"{len(handed)} of {len(keys)}"))
-                handed.add(key)
-                advance()
+                group = owner[item.key]
+                for key, result in zip(group, _results(item, group, len(handed), len(keys)),
+                                       strict=True):
+                    on_done(key, result)
+                    handed.add(key)
+                    advance()
+                    _stop_if(heard, len(handed), len(keys))
     finally:
         client.cancel([future for future in futures if not future.done()])
 
 
-def _result(future: "Future", key: str, finished: str) -> Any:
-    """The task's result; its own exception as is, except Dask giving up on it (its worker
-    processes kept dying under it: a crash, or memory exhausted; or the scheduler went
-    away), which is one line naming it and how many tasks had `finished`."""
+# Tasks per chunk at most: a chunk of plan-and-estimate tasks (~1 ms each) then runs ~50 ms,
+# so Dask's ~1 ms per chunk costs a few per cent, and a stop or a killed worker loses little.
+CHUNK_MAX = 48
+CHUNKS_PER_THREAD = 4  # chunks per worker thread at least, so uneven ones even out
+
+
+def _stop_if(heard: list[int], handed: int, total: int) -> None:
+    """Interrupted, if a signal was heard."""
+    if heard:
+        raise Interrupted(f"interrupted by {signal.Signals(heard[0]).name} with {handed} of "
+                          f"{total} tasks finished", heard[0])
+
+
+def _chunk_size(tasks: int, threads: int) -> int:
+    return max(1, min(CHUNK_MAX, -(-tasks // (CHUNKS_PER_THREAD * max(threads, 1)))))
+
+
+def _run_chunk(fn: Callable[[Any], Any], tasks: list[Any]) -> list[Any]:
+    """On a worker: `fn` over one chunk of tasks."""
+    return [fn(task) for task in tasks]
+
+
+def _results(future: "Future", group: list[str], handed: int, total: int) -> list[Any]:
+    """The chunk's results; a task's own exception as is, except Dask giving up on the chunk
+    (its worker processes kept dying under it: a crash, or memory exhausted; or the
+    scheduler went away), which is one line naming it and how many tasks were handed over."""
     from concurrent.futures import CancelledError
 
     import dask
     from distributed import KilledWorker
 
+    named = f"task '{group[0]}'" + (f" (or the {len(group) - 1} run with it)"
+                                     if len(group) > 1 else "")
+    finished = f"{handed} of {total}"
     try:
         return future.result()
     except KilledWorker:
         times = dask.config.get("distributed.scheduler.allowed-failures") + 1
-        raise ArchipelagoError(f"the worker processes running task '{key}' died {times} "
+        raise ArchipelagoError(f"the worker processes running {named} died {times} "
                                f"time{'s' * (times > 1)}; stopped with {finished} tasks "
                                "finished") from None
     except CancelledError as err:  # the connection to the scheduler was lost, mostly
         reason = getattr(err, "reason", None) or "cancelled"
-        raise ArchipelagoError(f"Dask dropped task '{key}' ({reason}); stopped with "
+        raise ArchipelagoError(f"Dask dropped {named} ({reason}); stopped with "
                                f"{finished} tasks finished") from None
 
 

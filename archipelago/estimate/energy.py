@@ -20,8 +20,6 @@ from dataclasses import dataclass
 from archipelago.hardware.catalog import catalog, raw_catalog
 from archipelago.hardware.device import Device
 
-UNKNOWN = "unknown"
-
 
 @dataclass(frozen=True)
 class PowerModel:
