@@ -13,10 +13,12 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from archipelago import api
 from archipelago.errors import ArchipelagoError
 from archipelago.estimate.generation import GenerationTiming
 from archipelago.hardware.catalog import get_device
-from archipelago.strategies.registry import Strategy, strategies
+from archipelago.hardware.cluster import resolve_cluster
+from archipelago.strategies.registry import Strategy, get_strategy, strategies
 
 TOKENS = "tokens"  # the workload option a compared kind must take
 
@@ -88,10 +90,6 @@ class Task:
 def estimate_combo(spec: Any, tokens: str, combo: Combo) -> dict[str, Any]:
     """The record of one combination: its timing, split and binding resource, whether it
     fits (with the kind's reasons), or the one line its strategy refused it with."""
-    from archipelago import api
-    from archipelago.hardware.cluster import resolve_cluster
-    from archipelago.strategies.registry import get_strategy
-
     where = f"{combo.strategy} on {combo.cluster}"
     try:
         work = api.parse_workload(combo.strategy, {TOKENS: tokens, "batch": str(combo.batch)})
