@@ -110,8 +110,8 @@ def test_identical_reasons_are_grouped_with_names_made_general() -> None:
                                                      "count": 2, "batch": 1}, "no ring")])
     assert len(groups) == 2
     dfx = groups[0]
-    assert dfx.line() == ("dfx on h100 x1,2; a100 x1,2; l4 x8: strategy 'dfx' runs on HBM "
-                          "FPGAs; 'DEVICE' is a gpu without HBM (cluster 'COUNTxDEVICE')")
+    assert dfx.line() == ("dfx on h100, a100 x1,2; l4 x8: strategy 'dfx' runs on HBM FPGAs; "
+                          "'DEVICE' is a gpu without HBM (cluster 'COUNTxDEVICE')")
     assert groups[1].line() == "lora-q on u50 x2: no ring"  # one member keeps its names
 
 

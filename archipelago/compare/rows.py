@@ -79,14 +79,18 @@ class Refusal:
     members: tuple[tuple[str, int, int], ...]  # (device, count, batch)
 
     def where(self) -> str:
-        """`u50 x2,4,8; u50lv x2` (with `batch B` where batches differ)."""
-        by: dict[tuple[str, int], list[int]] = {}
+        """`u280, u55c x1,2,4,8; u50 x2` (devices with the same counts together; `batch B`
+        where batches differ or are not 1)."""
+        counts: dict[tuple[str, int], list[int]] = {}
         for device, count, batch in self.members:
-            by.setdefault((device, batch), []).append(count)
+            counts.setdefault((device, batch), []).append(count)
+        alike: dict[tuple[tuple[int, ...], int], list[str]] = {}
+        for (device, batch), found in counts.items():
+            alike.setdefault((tuple(sorted(found)), batch), []).append(device)
         batches = {b for _, _, b in self.members}
-        return "; ".join(f"{d} x{','.join(map(str, sorted(c)))}"
+        return "; ".join(f"{', '.join(devices)} x{','.join(map(str, found))}"
                          + (f" batch {b}" if len(batches) > 1 or b > 1 else "")
-                         for (d, b), c in by.items())
+                         for (found, b), devices in alike.items())
 
     def line(self) -> str:
         return f"{self.strategy} on {self.where()}: {self.reason}"
