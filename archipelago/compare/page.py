@@ -2,6 +2,7 @@
 colour per strategy, the Pareto front drawn through its rows, then the ranked table and why
 the other combinations are absent; laid out by report/page.py like every plan's page."""
 
+import math
 from typing import Any
 
 import plotly.graph_objects as go
@@ -37,11 +38,25 @@ def pareto_chart(summary: dict[str, Any]) -> go.Figure:
         marker={"symbol": "star", "size": 13, "color": "#222"},
         text=[r["label"] for r in front],
         hovertemplate="front: %{text}: $%{x:,.0f}, %{y:,.2f} ms<extra></extra>"))
-    # log axes: full numbers on every tick, not plotly's bare mantissas between decades
+    xs = [r["upfront_usd"] for r in priced]
+    ys = [r["latency_s"] * _MS for r in priced]
     fig.update_layout(xaxis_title="upfront cost (US$, boards x price)",
                       yaxis_title="latency (ms)", xaxis_type="log", yaxis_type="log",
-                      xaxis_tickformat=",.3~s", yaxis_tickformat=",.3~g")
+                      xaxis_tickvals=log_ticks(min(xs), max(xs)), xaxis_tickformat=",.0f",
+                      yaxis_tickvals=log_ticks(min(ys), max(ys)), yaxis_tickformat=",~g")
     return fig
+
+
+def log_ticks(low: float, high: float) -> list[float]:
+    """1-2-5 ticks covering [low, high]: plotly's own ticks on a log axis spanning less than
+    a few decades are bare mantissas (2, 3, 5 between 10 and 100) that read as numbers."""
+    first = math.floor(math.log10(low))
+    ticks = [m * 10.0 ** e for e in range(first, math.ceil(math.log10(high)) + 1)
+             for m in (1, 2, 5)]
+    inside = [t for t in ticks if low <= t <= high]
+    below = [t for t in ticks if t < low][-1:]
+    above = [t for t in ticks if t > high][:1]
+    return below + inside + above
 
 
 def comparison_page(summary: dict[str, Any]) -> KindPage:
