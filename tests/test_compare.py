@@ -5,6 +5,7 @@ against the pipeline's own estimate."""
 
 import itertools
 import json
+import os
 import random
 import signal
 import subprocess
@@ -222,3 +223,32 @@ def test_an_interrupted_comparison_resumes_where_it_stopped(tmp_path: Path) -> N
     data = json.loads((tmp_path / "c.json").read_text())
     assert data["reused"] == len(kept) and data["evaluated"] == 400 - len(kept)
     assert not kept & set(data["evaluated_keys"])
+
+
+# A running cluster elsewhere: a scheduler and one worker in a session of their own.
+CLUSTER = """
+import time
+from distributed import LocalCluster
+with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=None) as cluster:
+    print(cluster.scheduler_address, flush=True)
+    time.sleep(120)
+"""
+
+
+def test_a_running_scheduler_estimates_the_same_rows(tmp_path: Path) -> None:
+    cluster = subprocess.Popen([sys.executable, "-c", CLUSTER], stdout=subprocess.PIPE,
+                               text=True, start_new_session=True)
+    try:
+        assert cluster.stdout is not None
+        address = cluster.stdout.readline().strip()
+        outs = []
+        for name, where in (("remote", ["--scheduler", address]), ("local", [])):
+            target = tmp_path / f"{name}.json"
+            out = archi(*SMALL[:-2], *where, "--devices", "u280,v100", "--store",
+                        str(tmp_path / f"{name}.jsonl"), "--json", str(target))
+            assert out.returncode == 0, out.stderr
+            outs.append(json.loads(target.read_text()))
+        assert outs[0]["evaluated"] == 8 and outs[0]["rows"] == outs[1]["rows"]
+    finally:
+        os.killpg(cluster.pid, signal.SIGKILL)
+        cluster.wait()
