@@ -21,6 +21,13 @@ def _figure(value: float | None, fmt: str) -> str:
     return "?" if value is None else format(value, fmt)
 
 
+def binding(row: Row) -> str:
+    """The binding resource and its share of the decode step (`HBM bandwidth 64%`): a low
+    share says no resource is near its limit (the engine's own latencies dominate)."""
+    share = row.shares.get(row.binding)
+    return row.binding if share is None else f"{row.binding} {share:.0%}"
+
+
 def cells(row: Row) -> list[str]:
     """The row's cells from latency to split (the columns after rank and marks)."""
     batch = f" b{row.batch}" if row.batch > 1 else ""
@@ -28,7 +35,7 @@ def cells(row: Row) -> list[str]:
             f"{row.tokens_per_s:,.1f}", f"{row.prefill_s * _MS:,.2f}",
             f"{row.decode_s_per_token * _MS:,.3f}", _money(row.upfront_usd),
             _figure(row.tokens_per_s_per_million_usd, ",.0f"),
-            _figure(row.joules_per_token, ",.3f"), row.binding, row.strategy, row.split]
+            _figure(row.joules_per_token, ",.3f"), binding(row), row.strategy, row.split]
 
 
 COLUMNS = ("cluster", "latency ms", "tokens/s", "prefill ms", "decode ms/tok", "upfront $",
