@@ -22,6 +22,7 @@ from archipelago.compare.request import parse_request
 from archipelago.compare.rows import Row, group_reasons, row_of
 from archipelago.compare.run import compare
 from archipelago.compare.summary import rows_from_dict
+from archipelago.compare.table import binding as binding_cell
 from archipelago.hardware.catalog import device_from_dict, raw_catalog
 from archipelago.models.zoo import resolve_model
 from tests.signals import default_sigint
@@ -252,3 +253,10 @@ def test_a_running_scheduler_estimates_the_same_rows(tmp_path: Path) -> None:
     finally:
         os.killpg(cluster.pid, signal.SIGKILL)
         cluster.wait()
+
+
+def test_the_binding_cell_shows_the_binding_share() -> None:
+    row = _row("a", 1.0, 100.0)
+    assert binding_cell(row) == "compute"  # no shares: the name alone
+    shared = Row.from_dict({**row.to_dict(), "shares": {"compute": 0.215, "network": 0.1}})
+    assert binding_cell(shared) == "compute 22%"
