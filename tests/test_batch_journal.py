@@ -126,6 +126,23 @@ def test_a_journal_replaced_while_in_use_is_refused(tmp_path) -> None:
         journal.records()
 
 
+def test_buffered_results_are_appended_in_few_writes_and_all_on_an_error(tmp_path) -> None:
+    path = tmp_path / "w.jsonl"
+    journal = Journal.open(path, "compare", IDENTITY)
+    writes = []
+    journal.append = lambda items: writes.append(list(items))  # type: ignore[method-assign]
+    with pytest.raises(KeyboardInterrupt), journal.buffered(flush_s=3600) as add:
+        for value in range(5):
+            add(f"k{value}", {"v": value})
+        raise KeyboardInterrupt
+    assert writes == [[(f"k{value}", {"v": value}) for value in range(5)]]  # one write
+    writes.clear()
+    with journal.buffered(flush_s=0) as add:  # every add is due
+        add("a", {})
+        add("b", {})
+    assert writes == [[("a", {})], [("b", {})]]
+
+
 def test_append_within_takes_the_leading_items_that_fit(tmp_path) -> None:
     journal = Journal.open(tmp_path / "b.jsonl", "search", IDENTITY)
     journal.append([("a", {}), ("b", {})])

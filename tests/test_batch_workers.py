@@ -84,7 +84,8 @@ def _slow(key: str) -> dict:
     return {"square": int(key) ** 2}
 
 
-# A run that resumes from its journal: only the keys missing there are computed.
+# A run that resumes from its journal: only the keys missing there are computed; results
+# are buffered, and what is held when a signal stops the run is appended on the way out.
 RUN = """
 import os, sys
 from archipelago.batch.journal import Journal
@@ -95,13 +96,14 @@ from tests.test_batch_workers import COUNT, _slow
 journal = Journal.open(sys.argv[1], "test", {"what": "squares"})
 missing = {str(k): str(k) for k in range(COUNT) if str(k) not in journal.records()}
 
-def keep(key, result):
-    journal.append([(key, result)])
-    print("done", key, flush=True)
-
 try:
-    with dask_client(None, 2) as client:
+    with dask_client(None, 2) as client, journal.buffered() as add:
         print("workers", *client.run(os.getpid).values(), flush=True)
+
+        def keep(key, result):
+            add(key, result)
+            print("done", key, flush=True)
+
         stream(client, _slow, missing, keep)
 except Interrupted as stop:
     print(stop, file=sys.stderr)

@@ -9,7 +9,8 @@ import fcntl
 import json
 import os
 import stat
-from collections.abc import Iterator, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,10 @@ from archipelago.safe_read import file_kind
 
 FORMAT = 1  # the header's "journal" value; a newer layout gets a new number
 HEADER_MAX = 2**20  # bytes read looking for the header's end: real headers are < 1 KiB
+# How long `buffered` holds results before appending them: an append costs an fsync (~4 ms
+# on this machine's disk), as long as several estimates, so one per result would dominate;
+# a run killed outright loses at most this much work.
+FLUSH_S = 0.25
 ADVICE = "move it away to start afresh"
 _HEAD = b'{"journal":'  # how every header line starts
 
@@ -88,6 +93,29 @@ class Journal:
         data = [_record_line(key, value) for key, value in items]
         with self._opened(os.O_RDWR | os.O_APPEND, lock=True) as fd:
             self._write(fd, data)
+
+    @contextmanager
+    def buffered(self, flush_s: float = FLUSH_S) -> Iterator[Callable[[str, dict[str, Any]],
+                                                                      None]]:
+        """Yields `add(key, value)`, which appends results in one write at most every
+        `flush_s` seconds; what is left is appended on leaving, an exception (a signal
+        stopping the run) included."""
+        pending: list[tuple[str, dict[str, Any]]] = []
+        last = time.monotonic()
+
+        def add(key: str, value: dict[str, Any]) -> None:
+            nonlocal last
+            pending.append((key, value))
+            if time.monotonic() - last >= flush_s:
+                self.append(pending)
+                pending.clear()
+                last = time.monotonic()
+
+        try:
+            yield add
+        finally:
+            if pending:
+                self.append(pending)
 
     def append_within(self, items: Sequence[tuple[str, dict[str, Any]]], budget: int) -> int:
         """Append the longest leading run of `items` that keeps the number of distinct keys

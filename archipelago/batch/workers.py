@@ -25,7 +25,8 @@ _ADDRESS = re.compile(r"(tcp|tls)://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5
 
 
 def check_scheduler(address: str) -> str:
-    """`address` if it reads `tcp://HOST:PORT` (or `tls://`), else one line naming it."""
+    """`address` if it reads `tcp://HOST:PORT` (or `tls://HOST:PORT`, its certificates
+    from Dask's own configuration), else one line naming it."""
     match = _ADDRESS.fullmatch(address)
     if match is None or not 0 < int(match.group(3)) < 65536:
         raise ArchipelagoError(f"--scheduler '{address[:80]}' is not a scheduler address; "
@@ -37,10 +38,10 @@ def check_scheduler(address: str) -> str:
 def dask_client(scheduler: str | None, workers: int | None,
                 connect_timeout_s: float = CONNECT_TIMEOUT_S) -> Iterator["Client"]:
     """A Dask client, closed on leaving: with `scheduler` None, of a local cluster of
-    `workers` processes (default one per core) with one thread each, since the tasks are
-    pure-Python estimates that hold the GIL; else of the running scheduler at `scheduler`
-    (`workers` is then the cluster's business and ignored). Dask's own log lines are kept
-    off the terminal: what goes wrong reaches the caller as an exception."""
+    `workers` processes (default one per core it may use) with one thread each, since the
+    tasks are pure-Python estimates that hold the GIL; else of the running scheduler at
+    `scheduler` (`workers` is then the cluster's business and ignored). Dask's own log
+    lines are kept off the terminal: what goes wrong reaches the caller as an exception."""
     from distributed.utils import silence_logging_cmgr
 
     with silence_logging_cmgr(logging.CRITICAL):
@@ -56,7 +57,8 @@ def dask_client(scheduler: str | None, workers: int | None,
 def _local_client(workers: int | None) -> Iterator["Client"]:
     from distributed import Client, LocalCluster
 
-    count = (os.cpu_count() or 1) if workers is None else workers
+    count = len(os.sched_getaffinity(0)) if workers is None else workers  # the cores this
+    # process may run on (a container's or taskset's share, not the host's count)
     if count < 1:
         raise ArchipelagoError(f"--workers {count}: give at least 1")
     # No dashboard; the scheduler's HTTP routes (health, metrics) on a free local port, not
