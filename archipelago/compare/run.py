@@ -79,16 +79,19 @@ def compare(request: Request, spec: Any, store: Path, scheduler: str | None = No
     keys = {combo: combo.key() for combo in combos}
     pending = [c for c in combos if keys[c] not in records]
     evaluated: list[str] = []
-
-    def done(_: str, result: list[tuple[str, dict[str, Any]]]) -> None:
-        journal.append(result)
-        records.update(result)
-        evaluated.extend(k for k, _ in result)
-
     tokens = f"{request.tokens.input_tokens}:{request.tokens.output_tokens}"
     tasks = _tasks(spec, tokens, pending)
     if tasks:
-        with dask_client(scheduler, workers) as client:
+        # records reach the store in one write every quarter second (an fsync each), and
+        # whatever is left when the run ends or is stopped
+        with dask_client(scheduler, workers) as client, journal.buffered() as add:
+
+            def done(_: str, result: list[tuple[str, dict[str, Any]]]) -> None:
+                for key, value in result:
+                    add(key, value)
+                records.update(result)
+                evaluated.extend(k for k, _ in result)
+
             stream(client, evaluate, tasks, done,
                    f"comparing {len(pending)} combinations" if progress else None)
     return _assemble(request, spec.name, store, [records[keys[c]] for c in combos],
