@@ -24,6 +24,7 @@ def test_the_comparison_page_opens_and_shows_the_json_numbers(tmp_path: Path) ->
                           "--tokens", "16:8", "--devices", "u280,v80,v100", "--counts", "1,2",
                           "--strategies", "lora-q,lora-f,gpu-graph", "--workers", "1",
                           "--store", str(tmp_path / "s.jsonl"), "--json", str(data),
+                          "--latency-target", "30ms",
                           "--report", str(page)], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     summary = json.loads(data.read_text())
@@ -33,6 +34,8 @@ def test_the_comparison_page_opens_and_shows_the_json_numbers(tmp_path: Path) ->
         state = browser.open(page)
         rows = browser.evaluate("document.querySelectorAll('section.table tbody tr').length")
         traces = browser.evaluate("document.getElementById('chart-0').data.map(t => t.name)")
+        ticks = browser.evaluate("[...document.querySelectorAll('section.table tbody tr')]"
+                                 ".map(r => r.children[2].textContent)")
         assert browser.screenshot(shots / "compare.png").stat().st_size > 10_000
     assert state.errors == [] and state.exceptions == []
     assert state.rendered == 1 and len(state.charts) == 1
@@ -41,6 +44,8 @@ def test_the_comparison_page_opens_and_shows_the_json_numbers(tmp_path: Path) ->
     assert chart["xtitle"].startswith("upfront cost") and chart["ytitle"] == "latency (ms)"
     assert sorted(traces) == ["Pareto front", "gpu-graph", "lora-f", "lora-q"]
     assert rows == len(summary["rows"]) == 10  # 2 FPGA strategies x 2 boards x 2 counts + 2 GPU
+    assert ticks == ["✓" if r["latency_s"] <= 0.030 else "" for r in summary["rows"]]
+    assert "✓" in ticks and "" in ticks
     assert {f["key"] for f in state.headline} >= {"headline.fastest_latency_s",
                                                   "headline.front_size"}
     for figure in state.headline:

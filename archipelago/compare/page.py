@@ -72,11 +72,17 @@ def comparison_page(summary: dict[str, Any]) -> KindPage:
         charts.append(Chart("Latency against upfront cost", "Each point a strategy on COUNT "
                             "boards; the staircase joins the rows no other row beats on both "
                             "latency and cost.", pareto_chart(summary)))
-    rows = rows_from_dict(summary)
-    table = TableBlock("Ranked by " + summary["sort"], ["#", "★", *COLUMNS],
-                       [[str(d["rank"]), "★" if d["front"] else "", *cells(r)]
+    rows, target = rows_from_dict(summary), summary["latency_target"]
+    marks = ["#", "★", *(["≤ target"] if target else [])]
+    table = TableBlock("Ranked by " + summary["sort"], [*marks, *COLUMNS],
+                       [[str(d["rank"]), "★" if d["front"] else "",
+                         *(["✓" if d["meets_target"] else ""] if target else []), *cells(r)]
                         for d, r in zip(summary["rows"], rows, strict=True)])
     notes = [r["line"] for r in summary["refused"] + summary["infeasible"]]
+    if target:
+        notes.insert(0, f"latency target {target['seconds'] * _MS:,.3g} ms: "
+                        f"{len(target['meeting'])} rows meet it; cheapest: "
+                        f"{target['cheapest'] or 'none of known price'}")
     notes += [f"not compared: {n} ({why})" for n, why in summary["not_applicable"].items()]
     if summary["unknown_cost"]:
         notes.append(f"no price for {', '.join(summary['unknown_cost'])}: left off the chart")
