@@ -104,7 +104,8 @@ register_kind(PlanKind(
     emulator="archipelago.strategies.tensor_parallel.emulate:emulate",
     utilization="archipelago.strategies.tensor_parallel.utilization:utilization",
     page="archipelago.strategies.tensor_parallel.page:page",
-    batch_evaluator="archipelago.strategies.tensor_parallel.variants:evaluate_variants"))
+    batch_evaluator="archipelago.strategies.tensor_parallel.variants:evaluate_variants",
+    traits="archipelago.strategies.tensor_parallel.traits:traits"))
 
 
 def _check_inputs(spec: ModelSpec, cluster: Cluster, strategy: str) -> None:
