@@ -16,6 +16,7 @@ import pytest
 from archipelago.batch.journal import Journal
 from archipelago.batch.workers import _chunk_size, dask_client, stream
 from archipelago.errors import ArchipelagoError, Interrupted
+from tests.dask_cluster import running_cluster
 
 ROOT = Path(__file__).resolve().parents[1]
 COUNT = 10  # tasks in the interrupted run
@@ -213,22 +214,8 @@ def test_a_task_that_keeps_killing_its_workers_is_one_line() -> None:
                                  "stopped with 0 of 1 tasks finished")
 
 
-# A running cluster elsewhere: a scheduler and one worker in a session of their own.
-CLUSTER = """
-import time
-from distributed import LocalCluster
-with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=None) as cluster:
-    print(cluster.scheduler_address, flush=True)
-    time.sleep(120)
-"""
-
-
 def test_a_running_cluster_serves_and_losing_it_is_one_line() -> None:
-    cluster = subprocess.Popen([sys.executable, "-c", CLUSTER], stdout=subprocess.PIPE,
-                               text=True, start_new_session=True)
-    try:
-        assert cluster.stdout is not None
-        address = cluster.stdout.readline().strip()
+    with running_cluster() as (address, cluster):
         handed = []
 
         def lose_it(key: str, result: dict) -> None:
@@ -244,10 +231,6 @@ def test_a_running_cluster_serves_and_losing_it_is_one_line() -> None:
                 stream(client, _slow, {str(k): str(k) for k in range(6)}, lose_it)
         assert "(scheduler-connection-lost); stopped with 2 of 6 tasks finished" in str(
             caught.value) and "\n" not in str(caught.value)
-    finally:
-        if cluster.poll() is None:
-            os.killpg(cluster.pid, signal.SIGKILL)
-        cluster.wait()
 
 
 @pytest.mark.parametrize("signals, says, kept", [

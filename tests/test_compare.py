@@ -5,7 +5,6 @@ against the pipeline's own estimate."""
 
 import itertools
 import json
-import os
 import random
 import signal
 import subprocess
@@ -25,6 +24,7 @@ from archipelago.compare.summary import rows_from_dict
 from archipelago.compare.table import binding as binding_cell
 from archipelago.hardware.catalog import device_from_dict, raw_catalog
 from archipelago.models.zoo import resolve_model
+from tests.dask_cluster import running_cluster
 from tests.signals import default_sigint
 
 
@@ -226,22 +226,8 @@ def test_an_interrupted_comparison_resumes_where_it_stopped(tmp_path: Path) -> N
     assert not kept & set(data["evaluated_keys"])
 
 
-# A running cluster elsewhere: a scheduler and one worker in a session of their own.
-CLUSTER = """
-import time
-from distributed import LocalCluster
-with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=None) as cluster:
-    print(cluster.scheduler_address, flush=True)
-    time.sleep(120)
-"""
-
-
 def test_a_running_scheduler_estimates_the_same_rows(tmp_path: Path) -> None:
-    cluster = subprocess.Popen([sys.executable, "-c", CLUSTER], stdout=subprocess.PIPE,
-                               text=True, start_new_session=True)
-    try:
-        assert cluster.stdout is not None
-        address = cluster.stdout.readline().strip()
+    with running_cluster() as (address, _cluster):
         outs = []
         for name, where in (("remote", ["--scheduler", address]), ("local", [])):
             target = tmp_path / f"{name}.json"
@@ -250,9 +236,6 @@ def test_a_running_scheduler_estimates_the_same_rows(tmp_path: Path) -> None:
             assert out.returncode == 0, out.stderr
             outs.append(json.loads(target.read_text()))
         assert outs[0]["evaluated"] == 8 and outs[0]["rows"] == outs[1]["rows"]
-    finally:
-        os.killpg(cluster.pid, signal.SIGKILL)
-        cluster.wait()
 
 
 def test_the_binding_cell_shows_the_binding_share() -> None:
