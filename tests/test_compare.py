@@ -113,8 +113,11 @@ def test_identical_reasons_are_grouped_with_names_made_general() -> None:
     assert len(groups) == 2
     dfx = groups[0]
     assert dfx.line() == ("dfx on h100, a100 x1,2; l4 x8: strategy 'dfx' runs on HBM FPGAs; "
-                          "'DEVICE' is a gpu without HBM (cluster 'COUNTxDEVICE')")
+                          "'<device>' is a gpu without HBM (cluster '<count>x<device>')")
     assert groups[1].line() == "lora-q on u50 x2: no ring"  # one member keeps its names
+    one_device = group_reasons([refused("h100", n) for n in (1, 2)])[0]
+    assert one_device.line() == ("dfx on h100 x1,2: strategy 'dfx' runs on HBM FPGAs; 'h100' "
+                                 "is a gpu without HBM (cluster '<count>xh100')")
 
 
 def archi(*args: str) -> subprocess.CompletedProcess:

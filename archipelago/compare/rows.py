@@ -97,9 +97,20 @@ class Refusal:
 
 
 def _general(reason: str, device: str, count: int) -> str:
-    """`reason` with this combination's cluster and device names made general."""
-    text = re.sub(rf"\b{count}x{re.escape(device)}\b", "COUNTxDEVICE", reason)
-    return re.sub(rf"(?<![\w-]){re.escape(device)}(?![\w-])", "DEVICE", text)
+    """`reason` with this combination's cluster and device names made placeholders."""
+    text = re.sub(rf"\b{count}x{re.escape(device)}\b", "<count>x<device>", reason)
+    return re.sub(rf"(?<![\w-]){re.escape(device)}(?![\w-])", "<device>", text)
+
+
+def _named(general: str, devices: set[str], counts: set[int]) -> str:
+    """A grouped reason with the placeholders the whole group shares named again (one
+    device: its name; one count too: the cluster)."""
+    if len(devices) != 1:
+        return general
+    (device,) = devices
+    if len(counts) == 1:
+        general = general.replace("<count>x<device>", f"{next(iter(counts))}x{device}")
+    return general.replace("<device>", device)
 
 
 def group_reasons(failed: list[tuple[dict[str, Any], str]]) -> list[Refusal]:
@@ -111,7 +122,7 @@ def group_reasons(failed: list[tuple[dict[str, Any], str]]) -> list[Refusal]:
         groups.setdefault((record["strategy"], general), []).append((record, reason))
     out = []
     for (strategy, general), items in groups.items():
-        shown = items[0][1] if len(items) == 1 else general
+        shown = _named(general, {r["device"] for r, _ in items}, {r["count"] for r, _ in items})
         out.append(Refusal(strategy, shown, tuple((r["device"], r["count"], r["batch"])
                                                   for r, _ in items)))
     return out
