@@ -162,7 +162,8 @@ h1 { margin-bottom: 4px; } .sub { color: #555; margin-top: 0; }
 
 
 _TABLE_STYLE = ("<style>table { border-collapse: collapse; font-size: 13px; } th, td { "
-                "border-bottom: 1px solid #ddd; padding: 3px 8px; text-align: right; }</style>")
+                "border-bottom: 1px solid #ddd; padding: 3px 8px; text-align: right; } "
+                "td { white-space: nowrap; }</style>")
 
 
 def _table(block: TableBlock) -> str:
