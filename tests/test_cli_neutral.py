@@ -100,7 +100,7 @@ def chosen(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
 def _invoke(command: str, model: str, tmp_path: Path, *extra: str) -> Any:
     outs = {"report": ["--out", str(tmp_path / "r.html")], "build": ["--out",
                                                                       str(tmp_path / "b")],
-            "explore": ["--storage", f"sqlite:///{tmp_path / 's.db'}"]}
+            "explore": ["--storage", str(tmp_path / "s")]}
     return RUNNER.invoke(app, [command, model, *outs.get(command, []), *extra])
 
 
