@@ -8,24 +8,24 @@ of its value among the gene's choices). Candidates are judged by `objectives` (n
 by violation alone (Deb's constrained domination), feasible ones by Pareto fronts.
 """
 
-from bisect import bisect_left, bisect_right
+from bisect import bisect_right
 
 import numpy as np
 
 
 def pareto_fronts(objectives: np.ndarray) -> np.ndarray:
     """Each point's front (0 = non-dominated) for two minimized objectives, in O(n log n):
-    in (f1, f2) order a point joins the first front whose last point does not dominate it,
-    that is whose last f2 is larger, or whose last point equals it."""
+    in (f1, f2) order a point joins the first front whose last point does not dominate it:
+    whose last f2 is larger, or whose last point equals it."""
     order = np.lexsort((objectives[:, 1], objectives[:, 0]))
     front = np.empty(len(objectives), dtype=np.int64)
     last_f2: list[float] = []  # per front, its last point's f2 (non-decreasing over fronts)
     last: list[tuple[float, float]] = []
     for i in order:
         f1, f2 = float(objectives[i, 0]), float(objectives[i, 1])
-        k = bisect_left(last_f2, f2)
-        if not (k < len(last) and last[k] == (f1, f2)):
-            k = bisect_right(last_f2, f2)
+        k = bisect_right(last_f2, f2)
+        if k and last[k - 1] == (f1, f2):  # an equal point (the largest f1 of its f2)
+            k -= 1
         if k == len(last):
             last_f2.append(f2)
             last.append((f1, f2))
