@@ -2,6 +2,7 @@
 back, and what a new kind's modules must provide. Plans, workloads and estimates are the
 kind's own types (`Any` here); everything else is fixed."""
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -66,6 +67,16 @@ class Page(Protocol):
                  ) -> Any: ...
 
 
+class BatchEvaluator(Protocol):
+    """(model, cluster, strategy, workload, engines) -> figures of every engine design at
+    once, one array entry per design (`latency_s`, `tokens_per_s`, `feasible`, the
+    utilization hook's limits, `errors`), each as `utilization` and the estimator give it."""
+
+    def __call__(self, model: str, cluster: str, strategy: str, workload: Any,
+                 engines: Sequence[dict[str, Any]], /) -> Any: ...
+
+
 HOOKS: dict[str, type] = {"estimator": Estimator, "report": ReportModule,
                           "emulator": Emulator, "writers": Writers,
-                          "utilization": Utilization, "explorer": Explorer, "page": Page}
+                          "utilization": Utilization, "explorer": Explorer, "page": Page,
+                          "batch_evaluator": BatchEvaluator}

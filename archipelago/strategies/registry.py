@@ -35,7 +35,8 @@ from archipelago.strategies.options import ROLES, WorkloadType
 
 ENTRY_POINT_GROUP = "archipelago.strategies"
 _ROLE_WORDS = {"writers": "build files", "utilization": "a resource model to explore",
-               "page": "an HTML report page"}
+               "page": "an HTML report page",
+               "batch_evaluator": "a batch evaluator of engine designs"}
 @dataclass(frozen=True)
 class PlanKind:
     """A shape of plan and the code that consumes it. Paths are `module:attribute`:
@@ -52,6 +53,9 @@ class PlanKind:
     explorer     (model, cluster, strategy, options) -> summary dict: a kind whose
                  exploration is not an engine-parameter search (server sizing) answers
                  `archi explore` itself; its report then has `print_explore(summary, console)`
+    batch_evaluator  (model, cluster, strategy, workload, engines) -> each engine design's
+                 latency, tokens/s, feasibility and utilization as arrays, all at once
+                 (a design search's population; the figures the two hooks above give)
     page         (plan, workload, est, summary) -> report.page.KindPage: the headline keys
                  of `summary` (estimate_to_dict's object) and the kind's charts for
                  `archi report` / `plan --report`; the only place plotly is imported
@@ -69,6 +73,7 @@ class PlanKind:
     utilization: str | None = None
     explorer: str | None = None
     page: str | None = None
+    batch_evaluator: str | None = None
     commands: dict[str, str] = field(default_factory=dict)  # its own `archi` commands
 
     @overload
@@ -85,10 +90,13 @@ class PlanKind:
     def hook(self, role: Literal["explorer"]) -> hooks.Explorer: ...
     @overload
     def hook(self, role: Literal["page"]) -> hooks.Page: ...
+    @overload
+    def hook(self, role: Literal["batch_evaluator"]) -> hooks.BatchEvaluator: ...
 
     def hook(self, role: str) -> Any:
-        """The estimator, report, emulator, writers, utilization, explorer or page, imported
-        now; its shape is the Protocol of the same name in `hooks`."""
+        """The estimator, report, emulator, writers, utilization, explorer, page or
+        batch_evaluator, imported now; its shape is the Protocol of the same name in
+        `hooks`."""
         path = getattr(self, role)
         if path is None:
             having = strategies_with(role)

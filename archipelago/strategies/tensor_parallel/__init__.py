@@ -102,7 +102,8 @@ register_kind(PlanKind(
     report="archipelago.strategies.tensor_parallel.report",
     emulator="archipelago.strategies.tensor_parallel.emulate:emulate",
     utilization="archipelago.strategies.tensor_parallel.utilization:utilization",
-    page="archipelago.strategies.tensor_parallel.page:page"))
+    page="archipelago.strategies.tensor_parallel.page:page",
+    batch_evaluator="archipelago.strategies.tensor_parallel.variants:evaluate_variants"))
 
 
 def _check_inputs(spec: ModelSpec, cluster: Cluster, strategy: str) -> None:

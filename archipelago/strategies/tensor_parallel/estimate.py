@@ -5,6 +5,9 @@ A batch of B sequences runs in lockstep: every step of a prefill or decode carri
 sequences' rows (`ComputeStep.sequences`), each sequence attending to its own KV cache,
 every collective B times the rows. An engine that runs one sequence at a time
 (`StepEngine.one_sequence`) runs them in turn: each phase B times one sequence's.
+
+An engine built over many variants of its parameters at once (variants.py) gives every
+step's seconds a leading axis over them; `generation_seconds` keeps that axis.
 """
 
 from dataclasses import dataclass, field, replace
@@ -96,12 +99,14 @@ Part = tuple[list[Step], Phase, int]
 
 def _seconds(plan: Plan, parts: list[Part], shape: tuple[int, ...],
              sequences: int = 1) -> dict[str, np.ndarray]:
-    """Seconds by category of each (steps, phase, repeat) part, summed."""
+    """Seconds by category of each (steps, phase, repeat) part, summed (over the engine's
+    variants too, where it has them)."""
     out = {c: np.zeros(shape) for c in CATEGORIES}
     for steps, phase, repeat in parts:
         for step, seconds in zip(steps, steps_seconds(plan, steps, phase, sequences),
                                  strict=True):
-            out[step_category(step)] += repeat * seconds
+            category = step_category(step)
+            out[category] = out[category] + repeat * seconds
     return out
 
 
@@ -121,17 +126,17 @@ def _phase_seconds(plan: Plan, rows: int, context: np.ndarray, output: bool = Tr
     return _seconds(plan, parts, context.shape, sequences)
 
 
-def _prefill_seconds(plan: Plan, n_in: int, sequences: int = 1) -> dict[str, float]:
+def _prefill_seconds(plan: Plan, n_in: int, sequences: int = 1) -> dict[str, np.ndarray]:
     """The prompts as one matrix pass, or (engines whose controller runs the model once per
     token, like DFX) as n_in single-token passes at growing context, with the output ops
     only after the last one."""
     last = np.array([n_in])
     if not plan.engine.token_serial_prefill:
-        return {c: float(v[0]) for c, v in
+        return {c: v[..., 0] for c, v in
                 _phase_seconds(plan, n_in, last, sequences=sequences).items()}
     body = _phase_seconds(plan, 1, np.arange(1, n_in + 1), False, sequences)
     head = _seconds(plan, [(plan.output_steps, Phase(1, last), 1)], last.shape, sequences)
-    return {c: float(body[c].sum() + head[c][0]) for c in CATEGORIES}
+    return {c: body[c].sum(axis=-1) + head[c][..., 0] for c in CATEGORIES}
 
 
 def kv_cache_bytes(plan: Plan, rank: int, tokens: int, sequences: int = 1) -> float:
@@ -184,14 +189,24 @@ def sequence_turns(plan: Plan, workload: Generation) -> tuple[int, int]:
     return (1, batch) if batch > 1 and plan.engine.one_sequence else (batch, 1)
 
 
-def estimate_generation(plan: Plan, workload: Generation) -> Estimate:
-    n_in, n_out, batch = workload.input_tokens, workload.output_tokens, workload.batch
-    note = plan.engine.one_sequence if batch > 1 else None
+def generation_seconds(plan: Plan, workload: Generation
+                       ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Seconds by category of the prefill and of each decode step (last axis), a batch's
+    turns included; an engine over variants puts them on a leading axis of both."""
+    n_in, n_out = workload.input_tokens, workload.output_tokens
     together, turns = sequence_turns(plan, workload)
     pre = {c: turns * v for c, v in _prefill_seconds(plan, n_in, together).items()}
     contexts = n_in + np.arange(1, n_out)  # decode step i feeds token n_in + i - 1
     dec = {c: turns * v for c, v in
            _phase_seconds(plan, 1, contexts, sequences=together).items()}
+    return pre, dec
+
+
+def estimate_generation(plan: Plan, workload: Generation) -> Estimate:
+    n_out, batch = workload.output_tokens, workload.batch
+    note = plan.engine.one_sequence if batch > 1 else None
+    prefill, dec = generation_seconds(plan, workload)
+    pre = {c: float(v) for c, v in prefill.items()}
     breakdown = {c: pre[c] + float(dec[c].sum()) for c in CATEGORIES}
     prefill_s = sum(pre.values())
     per_token = sum(dec.values()) if n_out > 1 else np.zeros(0)

@@ -36,9 +36,14 @@ What the text settles:
 
 Resources follow Eq. 5-7. One fitted constant, HBM_EFFICIENCY (see below). Synchronization
 runs on LORA's own router (`router.py`, §IV-C, §V-B).
+
+A design search (§V-D) costs many cores that differ only in their hardware parameters: the
+same engine runs them at once when its config holds each parameter as an array over the
+variants (`SystolicVariants`), every formula broadcasting that axis against the contexts'.
 """
 
-from math import ceil, log2
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 import numpy as np
@@ -106,6 +111,10 @@ DECODE_WAVEFRONT_PASSES = 2
 # checked by tests/test_lora_engine.py. There, decode streams 297 GB/s (65% of peak): the
 # rest is Eq. 8's first load and last compute per matrix, tile padding and the VFU.
 HBM_EFFICIENCY = 0.6885
+# The hardware parameters a design search varies together (§V-D's "candidate values for
+# each hardware parameter"): `SystolicVariants` holds each as an array over the variants.
+VARIED = ("clock_hz", "d_sa", "t_m", "t_v", "n_acc", "hbm_axi_bits", "hbm_channels",
+          "kv_uram", "token_window")
 
 
 class SystolicConfig(EngineConfig):
@@ -125,6 +134,8 @@ class SystolicConfig(EngineConfig):
     kv_uram: int = Field(864, ge=0, le=MAX_DIM)
     # rows of activations buffered on chip for prefill
     token_window: int = Field(64, ge=1, le=MAX_TOKENS)
+    # What designs costed together may differ in (`SystolicEngine.variants`).
+    varied: ClassVar[tuple[str, ...]] = VARIED
 
     @model_validator(mode="after")
     def _tiles_fit_the_array(self) -> "SystolicConfig":
@@ -138,12 +149,54 @@ class SystolicConfig(EngineConfig):
 
     @property
     def weight_bytes(self) -> float:
-        return 1.0 if self.precision == "w8a8" else 2.0
+        return precision_bytes(self.precision)
 
     @property
     def pack_rows(self) -> int:
         """Rows packed per transfer: the link port width over the activation width (§III-B)."""
         return LINK_PORT_BITS // (8 * int(self.weight_bytes))
+
+
+def precision_bytes(precision: Precision) -> float:
+    """Bytes of a weight or activation in the datapath: FP16, or int8 under W8A8 (§V-A)."""
+    return 1.0 if precision == "w8a8" else 2.0
+
+
+@dataclass(frozen=True)
+class SystolicVariants:
+    """N LORA cores of one precision differing in the VARIED parameters, each an (N, 1)
+    array so that the engine's figures come out with the variants on their first axis."""
+
+    precision: Precision
+    clock_hz: np.ndarray
+    d_sa: np.ndarray
+    t_m: np.ndarray
+    t_v: np.ndarray
+    n_acc: np.ndarray
+    hbm_axi_bits: np.ndarray
+    hbm_channels: np.ndarray
+    kv_uram: np.ndarray
+    token_window: np.ndarray
+
+    @classmethod
+    def of(cls, configs: Sequence[SystolicConfig]) -> "SystolicVariants":
+        """The variants `configs` (validated, all of one precision) describe."""
+        assert len({c.precision for c in configs}) == 1, "variants share their precision"
+        return cls(configs[0].precision,
+                   **{name: np.array([getattr(c, name) for c in configs])[:, None]
+                      for name in VARIED})
+
+    @property
+    def weight_bytes(self) -> float:
+        return precision_bytes(self.precision)
+
+
+Number = int | float | np.ndarray
+
+
+def _least(a: Number, b: Number) -> Number:
+    """min(a, b), elementwise where either holds variants; a plain number for one core."""
+    return np.minimum(a, b) if np.ndim(a) or np.ndim(b) else min(a, b)
 
 
 def _eq8(l_buf: float | np.ndarray, l_cal: float, iterations: int | np.ndarray) -> np.ndarray:
@@ -165,14 +218,14 @@ class SystolicEngine:
     # datapath stops B rows sharing a tile, so B sequences run together.
     one_sequence: ClassVar[str | None] = None
 
-    def __init__(self, config: SystolicConfig, device: Device, spec: ModelSpec,
-                 ranks: int) -> None:
-        self.config, self.device, self.ranks = config, device, ranks
+    def __init__(self, config: SystolicConfig | SystolicVariants, device: Device,
+                 spec: ModelSpec, ranks: int) -> None:
+        self.config, self.device, self.spec, self.ranks = config, device, spec, ranks
         hbm, ddr = device.memory("hbm"), device.memory("ddr")
         assert hbm is not None, "LORA streams decode weights from HBM (seeds/002 §V-C)"
         channel_peak = hbm.bandwidth_Bps / hbm.channels
-        per_channel = min(config.hbm_axi_bits / 8 * config.clock_hz,
-                          HBM_EFFICIENCY * channel_peak)
+        per_channel = _least(config.hbm_axi_bits / 8 * config.clock_hz,
+                             HBM_EFFICIENCY * channel_peak)
         self.hbm_bytes_per_cycle = config.hbm_channels * per_channel / config.clock_hz
         # Prefill weights and tables stream from DDR (§V-C), or on a board without DDR
         # (U55C) from the HBM copy the plan keeps instead.
@@ -191,6 +244,11 @@ class SystolicEngine:
             "activation": self._elementwise, "gated_activation": self._gated,
             "embedding": self._embedding,
         }
+
+    def variants(self, configs: Sequence[SystolicConfig]) -> "SystolicEngine":
+        """This core's variants `configs` (differing from its config in VARIED parameters
+        only) as one engine whose figures have a leading axis over them."""
+        return SystolicEngine(SystolicVariants.of(configs), self.device, self.spec, self.ranks)
 
     @property
     def peak_ops_per_s(self) -> float:
@@ -253,13 +311,14 @@ class SystolicEngine:
         return _eq8(l_axi, vectors * DECODE_WAVEFRONT_PASSES * c.t_m, iterations)
 
     def _matrix_matrix(self, m: int, k: int | np.ndarray, n: int | np.ndarray,
-                       stream_bytes_per_cycle: float) -> np.ndarray:
-        """Fig. 3b: T_m x T_m tile pairs, T_m^3 / D_sa^2 cycles each; Eq. 8."""
+                       stream_bytes_per_cycle: Number | None) -> np.ndarray:
+        """Fig. 3b: T_m x T_m tile pairs, T_m^3 / D_sa^2 cycles each; Eq. 8. Tiles stream
+        in at `stream_bytes_per_cycle`, or (None) are read from on-chip buffers."""
         c = self.config
         count = ceil_div(m, c.t_m) * ceil_div(k, c.t_m) * ceil_div(n, c.t_m)
         l_cal = c.t_m ** 3 / c.d_sa ** 2
-        l_buf = (self._tile_bytes / stream_bytes_per_cycle
-                 if stream_bytes_per_cycle else ONCHIP_READ_CYCLES)
+        l_buf = (ONCHIP_READ_CYCLES if stream_bytes_per_cycle is None
+                 else self._tile_bytes / stream_bytes_per_cycle)
         return _eq8(l_buf, l_cal, count) + self._fill()
 
     def _kv_cycles_per_byte(self, context: np.ndarray, sequences: int = 1) -> np.ndarray:
@@ -267,7 +326,8 @@ class SystolicEngine:
         side, the slower share setting it; a batch's caches share the URAMs."""
         held = sequences * context
         spilled = np.maximum(held - self.kv_tokens_onchip, 0) / held
-        uram = (1 - spilled) / self.uram_bytes_per_cycle if self.uram_bytes_per_cycle else 0.0
+        ports = self.uram_bytes_per_cycle  # none where no URAM holds the cache
+        uram = np.where(ports > 0, (1 - spilled) / np.maximum(ports, 1), 0.0)
         return np.maximum(uram, spilled / self.hbm_bytes_per_cycle)
 
     # --- VFU ---------------------------------------------------------------------------
@@ -276,9 +336,9 @@ class SystolicEngine:
         return rows * sweeps * ceil_div(width, self.config.n_acc)
 
     @property
-    def _tree_cycles(self) -> int:
+    def _tree_cycles(self) -> Number:
         """The ACC module's binary tree over N_acc partial sums, an FP16 adder per level."""
-        return ceil(log2(max(self.config.n_acc, 2))) * FP16_ADD_CYCLES
+        return np.ceil(np.log2(np.maximum(self.config.n_acc, 2))) * FP16_ADD_CYCLES
 
     def _stats(self, rows: int, width: int | np.ndarray) -> np.ndarray:
         """LayerNorm partial sums: one sweep squaring and adding (Eq. 7's ACC), the tree,
@@ -367,16 +427,22 @@ class SystolicEngine:
             return sequences * self._vector_matrix(self._kv_tiles(step, 1, t),
                                                    self._kv_cycles_per_byte(t, sequences))
         k, n = self._attention_shape(step, t)
-        return sequences * step.local_heads * self._matrix_matrix(m, k, n, 0.0)
+        return sequences * step.local_heads * self._matrix_matrix(m, k, n, None)
 
     def cycles(self, step: ComputeStep, phase: Phase) -> np.ndarray:
         return dispatch_cycles(self._cycles, "LORA", step, phase)
 
     # --- resources (Eq. 5-7) -----------------------------------------------------------
     def resources(self, spec: ModelSpec) -> dict[str, Resources]:
+        return {unit: Resources(**{name: int(count) for name, count in counts.items()})
+                for unit, counts in self.unit_counts(spec).items()}
+
+    def unit_counts(self, spec: ModelSpec) -> dict[str, dict[str, Number]]:
+        """Fabric resources by unit (MPU, VFU, buffers), an array over variants where the
+        config holds them (`resources` makes them `Resources` for one core)."""
         c = self.config
         if c.precision == "w8a8":
-            mpu_dsp = ceil(c.d_sa ** 2 * PSI_INT8_MAC)
+            mpu_dsp = np.ceil(c.d_sa ** 2 * PSI_INT8_MAC)
         else:
             mpu_dsp = c.d_sa ** 2 * int(PSI_FP16["mul"] + PSI_FP16["add"])
         # Eq. 7 for the ACC units, plus the Scaling module's mul and add on N_acc lanes and
@@ -384,10 +450,10 @@ class SystolicEngine:
         acc = ((PSI_FP16["exp"] + PSI_FP16["square"]) * c.n_acc
                + PSI_FP16["add"] * (3 * c.n_acc - 1))
         scaling = 2 * (PSI_FP16["mul"] + PSI_FP16["add"]) * c.n_acc
-        vfu = Resources(dsp=int(acc + scaling))
-        return {"mpu": Resources(dsp=mpu_dsp), "vfu": vfu, "buffers": self._buffers(spec)}
+        return {"mpu": {"dsp": mpu_dsp}, "vfu": {"dsp": np.trunc(acc + scaling)},
+                "buffers": self._buffers(spec)}
 
-    def _buffers(self, spec: ModelSpec) -> Resources:
+    def _buffers(self, spec: ModelSpec) -> dict[str, Number]:
         c = self.config
         bits = 8 * int(c.weight_bytes)
         local = ceil_div(spec.hidden, self.ranks)  # the widest column slice
@@ -395,20 +461,19 @@ class SystolicEngine:
         # Eq. 5: double-buffered weight tile, partitioned P_w = D_sa ways (one weight per
         # systolic column per cycle), BRAM18 units of 1024 x 18 -> counted as BRAM36 halves.
         p_w = c.d_sa
-        weight18 = ceil(bits / 18) * ceil(c.t_m ** 2 / (1024 * p_w)) * p_w * 2
+        weight18 = np.ceil(bits / 18) * np.ceil(c.t_m ** 2 / (1024 * p_w)) * p_w * 2
         # Eq. 6: AXI read buffers of every HBM channel and the router's TX/RX buffers. The
         # router packs and sends this board's block and unpacks each peer's block into the
         # on-chip buffer as it arrives (§IV-C Data Sending/Receiving), so N_tran covers one
         # board's share of the widest gather (the FFN activation), not the gathered whole.
-        axi = c.hbm_channels * ceil(c.hbm_axi_bits / 36)  # N_tran = 512: one block deep
-        router = 2 * ceil(LINK_PORT_BITS / 36) * ceil(c.token_window * local_ffn
-                                                      // (LINK_PORT_BITS // bits) / 512)
+        axi = c.hbm_channels * np.ceil(c.hbm_axi_bits / 36)  # N_tran = 512: one block deep
+        router = 2 * np.ceil(LINK_PORT_BITS / 36) * np.ceil(
+            c.token_window * local_ffn // (LINK_PORT_BITS // bits) / 512)
         # Intermediate activations of the local columns (LayerNorm, residual, FFN) for the
         # token window: the buffer §II-C says dominates BRAM use.
         inter_values = c.token_window * (6 * local + 2 * local_ffn)
-        inter = ceil(inter_values * bits / (36 * 1024))
-        bram = ceil(weight18 / 2) + axi + router + inter
-        kv_need = ceil(2 * spec.layers * spec.max_positions * self.local_kv_dim
-                       * c.weight_bytes / URAM_BYTES)
-        return Resources(bram=bram, uram=min(c.kv_uram, kv_need))
-
+        inter = np.ceil(inter_values * bits / (36 * 1024))
+        bram = np.ceil(weight18 / 2) + axi + router + inter
+        kv_need = np.ceil(2 * spec.layers * spec.max_positions * self.local_kv_dim
+                          * c.weight_bytes / URAM_BYTES)
+        return {"bram": bram, "uram": _least(c.kv_uram, kv_need)}

@@ -1,23 +1,41 @@
 """How much of each device limit a tensor-parallel plan uses: what a design-space search
 (seeds/002 §V-D, Eq. 13) constrains and minimizes."""
 
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
 from archipelago.strategies.tensor_parallel.estimate import Estimate
 from archipelago.strategies.tensor_parallel.plan import Plan
 from archipelago.strategies.tensor_parallel.rings import one_ring
+
+# The fabric resources the search limits (an engine here uses no AI Engines).
+LIMITED = ("dsp", "bram", "uram")
+Number = int | float | np.ndarray
 
 
 def utilization(plan: Plan, est: Estimate) -> dict[str, float]:
     """Worst-device fraction used of each limited resource (memory capacity and the HBM
     bandwidth the engine streams at included)."""
     plan = one_ring(plan, "the design search")
-    out = {"dsp": 0.0, "bram": 0.0, "uram": 0.0, "hbm": 0.0, "hbm_bandwidth": 0.0}
-    for use, dp in zip(est.devices, plan.devices, strict=True):
-        used = use.total.fractions_of(dp.device.resources)
-        for res in ("dsp", "bram", "uram"):
-            out[res] = max(out[res], used[res])
+    uses = [(use.total.model_dump(), use.hbm_bytes) for use in est.devices]
+    return {limit: float(used) for limit, used in worst_use(plan, uses, LIMITED).items()}
+
+
+def worst_use(plan: Plan, uses: Sequence[tuple[Mapping[str, Number], float]],
+              fabric: Sequence[str]) -> dict[str, Number]:
+    """The worst device's fraction of each `fabric` resource, of HBM capacity and of HBM
+    bandwidth, from each device's (resource totals, HBM bytes held); arrays over variants
+    where the totals and the plan's engine hold them (variants.py)."""
+    out: dict[str, Number] = dict.fromkeys((*fabric, "hbm", "hbm_bandwidth"), 0.0)
+    for (total, hbm_bytes), dp in zip(uses, plan.devices, strict=True):
+        have = dp.device.resources
+        for res in fabric:  # an absent resource counts as 1 unit, as in fractions_of
+            out[res] = np.maximum(out[res], total[res] / max(getattr(have, res), 1))
         hbm = dp.device.memory("hbm")
         if hbm is not None:
-            out["hbm"] = max(out["hbm"], use.hbm_bytes / hbm.capacity_bytes)
+            out["hbm"] = np.maximum(out["hbm"], hbm_bytes / hbm.capacity_bytes)
             streamed = plan.engine.hbm_bytes_per_cycle * plan.engine.config.clock_hz
-            out["hbm_bandwidth"] = max(out["hbm_bandwidth"], streamed / hbm.bandwidth_Bps)
+            out["hbm_bandwidth"] = np.maximum(out["hbm_bandwidth"],
+                                              streamed / hbm.bandwidth_Bps)
     return out

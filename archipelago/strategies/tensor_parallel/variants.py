@@ -1,0 +1,182 @@
+"""Many engine designs of one tensor-parallel plan costed at once: the kind's batch evaluator
+for a design search (seeds/002 §V-D evaluates a population of candidate hardware parameters
+per generation; issue 22 asks numpy over the population, not one call chain per design).
+
+Each design is given in its design space's encoding (what `space.sample` returns) and
+validated as `archi plan` validates it: a refused one keeps the one-line error the plan
+would raise and reads as infeasible, infinitely slow and over every limit. The rest are
+grouped by what an engine cannot vary in one pass (its `varied` parameters aside:
+precision, split). A group is planned once (steps, shards and the memory they hold do not
+depend on the varied parameters); an engine that offers `variants` (LORA's systolic core)
+then costs the whole group through the kind's own estimator, every figure with a leading
+axis over the designs, and one that does not (DFX's space is twenty points) is estimated a
+design at a time. Either way each figure is the one `archi plan` and the utilization hook
+give that design.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from archipelago.errors import ArchipelagoError
+from archipelago.estimate.figures import finite_estimate
+from archipelago.estimate.workload import Generation
+from archipelago.hardware.cluster import Cluster, resolve_cluster
+from archipelago.hardware.device import FABRIC
+from archipelago.models.spec import ModelSpec
+from archipelago.models.zoo import resolve_model
+from archipelago.strategies.registry import Strategy, get_strategy
+from archipelago.strategies.tensor_parallel.estimate import (
+    device_use,
+    estimate,
+    feasibility,
+    generation_seconds,
+)
+from archipelago.strategies.tensor_parallel.plan import Plan
+from archipelago.strategies.tensor_parallel.rings import one_ring
+from archipelago.strategies.tensor_parallel.utilization import LIMITED, Number, worst_use
+
+SEARCH = "the design search"  # what a plan of stages is refused for (rings.one_ring)
+
+
+@runtime_checkable
+class VariantEngine(Protocol):
+    """An engine that costs many designs at once, their config's `varied` parameters
+    differing: `variants(configs)` is an engine whose seconds and `unit_counts` (resource
+    counts by unit) have a leading axis over `configs`."""
+
+    def variants(self, configs: Sequence[Any]) -> Any: ...
+
+    def unit_counts(self, spec: ModelSpec) -> dict[str, dict[str, Number]]: ...
+
+
+@dataclass(frozen=True)
+class VariantEstimates:
+    """One entry per design, in the order given: the latency and tokens/s `archi plan`
+    estimates, whether it fits (memory and every fabric resource), the worst device's
+    fraction of each fabric resource, of HBM capacity and of HBM bandwidth, and the error
+    the plan raised for a refused design (None for the others)."""
+
+    latency_s: np.ndarray
+    tokens_per_s: np.ndarray
+    feasible: np.ndarray
+    dsp: np.ndarray
+    bram: np.ndarray
+    uram: np.ndarray
+    aie: np.ndarray
+    hbm: np.ndarray
+    hbm_bandwidth: np.ndarray
+    errors: tuple[str | None, ...]
+
+    def utilization(self, index: int) -> dict[str, float]:
+        """Design `index`'s figures as the kind's utilization hook gives them."""
+        return {limit: float(getattr(self, limit)[index])
+                for limit in (*LIMITED, "hbm", "hbm_bandwidth")}
+
+
+class _Table:
+    """The figures being filled in, every design refused until costed."""
+
+    def __init__(self, count: int) -> None:
+        self.columns = {"latency_s": np.full(count, np.inf), "tokens_per_s": np.zeros(count),
+                        "feasible": np.zeros(count, dtype=bool)}
+        self.columns.update({name: np.full(count, np.inf)
+                             for name in (*FABRIC, "hbm", "hbm_bandwidth")})
+        self.errors: list[str | None] = [None] * count
+
+    def fill(self, rows: list[int], figures: dict[str, Number]) -> None:
+        for name, value in figures.items():
+            self.columns[name][rows] = np.broadcast_to(np.ravel(value), (len(rows),))
+
+    def result(self) -> VariantEstimates:
+        return VariantEstimates(**self.columns, errors=tuple(self.errors))
+
+
+def evaluate_variants(model: str, cluster: str, strategy: str, workload: Generation,
+                      engines: Sequence[dict[str, Any]]) -> VariantEstimates:
+    """The hook `batch_evaluator`: each of `engines` (engine parameters in the strategy's
+    design-space encoding) as `archi plan --strategy strategy` would cost it at
+    `workload`, with the utilization hook's figures."""
+    chosen = get_strategy(strategy)
+    spec, ring = resolve_model(model), resolve_cluster(cluster)
+    where = f"{strategy} plan of {model} on {cluster}"
+    table = _Table(len(engines))
+    groups: dict[tuple[Any, ...], list[tuple[int, Any]]] = {}
+    for row, engine in enumerate(engines):
+        try:
+            config = chosen.config(engine)
+        except ArchipelagoError as err:
+            table.errors[row] = str(err)
+            continue
+        groups.setdefault(_shared(config), []).append((row, config))
+    for members in groups.values():
+        rows = [row for row, _ in members]
+        try:
+            if _varied(members[0][1]):
+                plan = one_ring(chosen.plan(spec, ring, engines[rows[0]]), SEARCH)
+                assert isinstance(plan.engine, VariantEngine), type(plan.engine)
+                table.fill(rows, _together(plan, workload, [c for _, c in members], where))
+            else:
+                _one_by_one(table, chosen, spec, ring, workload,
+                            [(row, engines[row]) for row in rows], where)
+        except ArchipelagoError as err:
+            for row in rows:
+                table.errors[row] = str(err)
+    return table.result()
+
+
+def _varied(config: Any) -> tuple[str, ...]:
+    """The parameters the config's engine costs many values of at once (`varied`, a class
+    attribute of its config), none for most."""
+    return getattr(config, "varied", ())
+
+
+def _shared(config: Any) -> tuple[Any, ...]:
+    """What designs costed together must have in common: every parameter their engine
+    does not vary."""
+    varied = _varied(config)
+    return tuple((name, value) for name, value in config if name not in varied)
+
+
+def _together(plan: Plan, workload: Generation, configs: list[Any], where: str
+              ) -> dict[str, Number]:
+    """The figures of `configs` (one group) from one pass of the estimator over them,
+    every one finite and non-negative or the pipeline's error. Only `plan`'s inputs are
+    suspected: every design's parameters passed the config's bounds, the same that refuse
+    non-finite and negative values for a single plan, and the cluster is the same."""
+    many = replace(plan, engine=plan.engine.variants(configs))
+    # The memory a design holds does not depend on its varied parameters: the first
+    # design's shows the group's, checked without any engine's resources.
+    held = device_use(plan, workload)
+    fits = not feasibility(plan, workload, [replace(use, units={}) for use in held])
+    return finite_estimate(lambda _, work: _figures(many, work, held, fits), plan, workload,
+                           where)
+
+
+def _figures(many: Plan, workload: Generation, held: list[Any], fits: bool
+             ) -> dict[str, Number]:
+    pre, dec = generation_seconds(many, workload)
+    latency = sum(pre.values()) + np.sum(sum(dec.values()), axis=-1)
+    counts = many.engine.unit_counts(many.spec)
+    total = {res: sum(unit.get(res, 0) for unit in counts.values()) for res in FABRIC}
+    feasible: Number = fits
+    for dp in many.devices:  # as feasibility's `exceeding`
+        for res in FABRIC:
+            feasible = feasible & (total[res] <= getattr(dp.device.resources, res))
+    used = worst_use(many, [(total, use.hbm_bytes) for use in held], FABRIC)
+    return {"latency_s": latency, "tokens_per_s": workload.batch * workload.output_tokens
+            / latency, "feasible": feasible, **used}
+
+
+def _one_by_one(table: _Table, chosen: Strategy, spec: ModelSpec, ring: Cluster,
+                workload: Generation, designs: list[tuple[int, dict[str, Any]]],
+                where: str) -> None:
+    """Designs of an engine that varies nothing at once, each through the estimator."""
+    for row, engine in designs:
+        plan = one_ring(chosen.plan(spec, ring, engine), SEARCH)
+        est = finite_estimate(estimate, plan, workload, where)
+        uses = [(use.total.model_dump(), use.hbm_bytes) for use in est.devices]
+        table.fill([row], {"latency_s": est.latency_s, "tokens_per_s": est.tokens_per_s,
+                           "feasible": est.feasible, **worst_use(plan, uses, FABRIC)})

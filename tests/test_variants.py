@@ -1,0 +1,135 @@
+"""The tensor-parallel kind's batch evaluator (variants.py): every engine design of a batch
+gets the figures `archi plan` and the utilization hook give it one at a time, refused
+designs the error the plan raises."""
+
+import random
+from typing import Any
+
+import numpy as np
+import pytest
+
+from archipelago.api import estimate, make_plan, parse_workload
+from archipelago.errors import ArchipelagoError
+from archipelago.explore.spaces import design_space
+from archipelago.strategies.registry import get_kind, get_strategy
+from archipelago.strategies.tensor_parallel.variants import evaluate_variants
+
+RELATIVE = 1e-12
+
+
+class RandomTrial:
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+
+    def suggest_categorical(self, name: str, choices: list[Any]) -> Any:
+        return self.rng.choice(choices)
+
+
+def _sampled(strategy: str, count: int, seed: int) -> list[dict[str, Any]]:
+    trial = RandomTrial(seed)
+    return [design_space(strategy).sample(trial) for _ in range(count)]
+
+
+def _scalar(model: str, cluster: str, strategy: str, workload: Any, engine: dict[str, Any]
+            ) -> tuple[Any, dict[str, float]] | str:
+    """One design as `archi explore` costs a trial today, or the error it raises."""
+    try:
+        plan = make_plan(model, cluster, strategy, engine)
+        est = estimate(strategy, plan, workload, f"{strategy} plan of {model} on {cluster}")
+        return est, get_strategy(strategy).plan_kind.hook("utilization")(plan, est)
+    except ArchipelagoError as err:
+        return str(err)
+
+
+def _check_against_scalar(model: str, cluster: str, strategy: str, tokens: str,
+                          engines: list[dict[str, Any]], batch: str = "1") -> np.ndarray:
+    workload = parse_workload(strategy, {"tokens": tokens, "batch": batch}, "explore")
+    got = get_kind("tensor-parallel").hook("batch_evaluator")(model, cluster, strategy,
+                                                               workload, engines)
+    assert len(got.latency_s) == len(got.errors) == len(engines)
+    for row, engine in enumerate(engines):
+        want = _scalar(model, cluster, strategy, workload, engine)
+        if isinstance(want, str):
+            assert got.errors[row] == want, engine
+            assert not got.feasible[row] and got.latency_s[row] == np.inf
+            continue
+        est, used = want
+        assert got.errors[row] is None, (engine, got.errors[row])
+        assert got.feasible[row] == est.feasible, engine
+        assert got.latency_s[row] == pytest.approx(est.latency_s, rel=RELATIVE, abs=0)
+        assert got.tokens_per_s[row] == pytest.approx(est.tokens_per_s, rel=RELATIVE, abs=0)
+        assert got.utilization(row) == pytest.approx(used, rel=RELATIVE, abs=0)
+        assert list(got.utilization(row)) == list(used)
+        assert got.aie[row] == 0.0  # no AI Engines in these cores
+    return got.feasible
+
+
+# (model, cluster, tokens, batch): one to four boards, a board without DDR (U55C), an
+# uneven head split (25 heads on 3), a batch sharing decode tiles.
+CASES = [("gpt2-345m", "1xu280", "32:256", "1"), ("gpt2-345m", "2xu55c", "64:64", "1"),
+         ("gpt2-1.5b", "4xu280", "64:64", "1"), ("gpt2-1.5b", "3xu280", "16:8", "4")]
+
+
+@pytest.mark.parametrize("strategy", ["lora-f", "lora-q"])
+@pytest.mark.parametrize(("model", "cluster", "tokens", "batch"), CASES)
+def test_every_sampled_lora_design_matches_its_own_estimate(
+        strategy: str, model: str, cluster: str, tokens: str, batch: str) -> None:
+    seed = CASES.index((model, cluster, tokens, batch))
+    feasible = _check_against_scalar(model, cluster, strategy, tokens,
+                                     _sampled(strategy, 60, seed), batch)
+    assert feasible.any()
+
+
+def test_the_lora_f_space_holds_designs_over_the_fabric() -> None:
+    """Some sampled designs exceed the U280's DSPs or BRAM: those read infeasible too."""
+    feasible = _check_against_scalar("gpt2-1.5b", "4xu280", "lora-f", "64:64",
+                                     _sampled("lora-f", 150, 7))
+    assert feasible.any() and not feasible.all()
+
+
+def test_a_model_over_the_hbm_is_infeasible_in_every_design() -> None:
+    """LLaMA-2 7B's FP16 weights (13.5 GB) exceed one U280's 8 GB of HBM whatever the
+    engine: the memory check the group shares."""
+    feasible = _check_against_scalar("llama2-7b", "1xu280", "lora-f", "32:32",
+                                     _sampled("lora-f", 10, 5))
+    assert not feasible.any()
+
+
+@pytest.mark.parametrize(("model", "cluster"), [("gpt2-345m", "1xu280"),
+                                                ("gpt2-1.5b", "4xu280")])
+def test_dfx_designs_one_by_one_match_their_estimates(model: str, cluster: str) -> None:
+    _check_against_scalar(model, cluster, "dfx", "64:64", _sampled("dfx", 25, 3))
+
+
+def test_refused_designs_carry_the_plans_error_and_read_infeasible() -> None:
+    engines = [
+        {"d_sa": 16, "t_m": 16, "t_v": 64},  # 64 x 16 > 16^2 processing elements
+        {"d_sa": 16, "t_m": 24, "t_v": 1},  # not a multiple of the array side
+        {"d_sa": 16, "t_m": 16, "t_v": 4, "clock_hz": -1.0},
+        {"d_sa": 16, "frequency": 2},
+        {"d_sa": 16, "t_m": 32, "t_v": 8},  # a valid one among them
+    ]
+    _check_against_scalar("gpt2-345m", "1xu280", "lora-f", "64:64", engines)
+    workload = parse_workload("lora-f", {"tokens": "64:64"}, "explore")
+    got = evaluate_variants("gpt2-345m", "1xu280", "lora-f", workload, engines)
+    assert [e is None for e in got.errors] == [False] * 4 + [True]
+    assert "t_v x t_m (64 x 16)" in got.errors[0]
+    assert np.isinf(got.dsp[:4]).all() and got.tokens_per_s[:4].tolist() == [0.0] * 4
+
+
+def test_designs_of_two_precisions_and_splits_group_apart() -> None:
+    """Precision changes the plan (bytes per value, rows packed per transfer); a split into
+    stages is refused by the search as the utilization hook refuses it."""
+    fp16 = _sampled("lora-f", 20, 11)
+    engines = [dict(e, precision="w8a8") if i % 2 else e for i, e in enumerate(fp16)]
+    engines.append(dict(fp16[0], split="tp=2,pp=2"))
+    _check_against_scalar("gpt2-1.5b", "4xu280", "lora-f", "64:64", engines)
+    workload = parse_workload("lora-f", {"tokens": "64:64"}, "explore")
+    got = evaluate_variants("gpt2-1.5b", "4xu280", "lora-f", workload, engines)
+    assert "the design search runs one ring" in got.errors[-1]
+
+
+def test_no_designs_no_figures() -> None:
+    workload = parse_workload("lora-q", {"tokens": "64:64"}, "explore")
+    got = evaluate_variants("gpt2-345m", "1xu280", "lora-q", workload, [])
+    assert got.latency_s.shape == got.feasible.shape == (0,) and got.errors == ()
