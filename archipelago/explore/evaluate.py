@@ -6,12 +6,14 @@ estimated through the pipeline and measured by the kind's `utilization` hook.
 arguments, which resolves the model and cluster once per process.
 """
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 from archipelago.api import estimate, plan_on
+from archipelago.errors import ArchipelagoError
 from archipelago.hardware.cluster import resolve_cluster
 from archipelago.models.zoo import resolve_model
 from archipelago.strategies.registry import get_strategy
@@ -35,11 +37,18 @@ def _resolved(model: str, cluster: str) -> tuple[Any, Any]:
 
 
 def _one(problem: Problem, engine: dict[str, Any]) -> dict[str, Any]:
+    """One design through the pipeline; one the plan refuses reads as the batch evaluator
+    reads it: infeasible, infinitely slow, over every limit."""
     spec, machines = _resolved(problem.model, problem.cluster)
-    plan = plan_on(spec, machines, problem.strategy, engine)
-    est = estimate(problem.strategy, plan, problem.workload,
-                   f"{problem.strategy} plan of {problem.model} on {problem.cluster}")
-    used = get_strategy(problem.strategy).plan_kind.hook("utilization")(plan, est)
+    kind = get_strategy(problem.strategy).plan_kind
+    try:
+        plan = plan_on(spec, machines, problem.strategy, engine)
+        est = estimate(problem.strategy, plan, problem.workload,
+                       f"{problem.strategy} plan of {problem.model} on {problem.cluster}")
+    except ArchipelagoError:
+        return {"latency_s": math.inf, "tokens_per_s": 0.0, "feasible": False,
+                "utilization": dict.fromkeys(FABRIC, math.inf)}
+    used = kind.hook("utilization")(plan, est)
     return {"latency_s": float(est.latency_s), "tokens_per_s": float(est.tokens_per_s),
             "feasible": bool(est.feasible),
             "utilization": {k: float(v) for k, v in used.items()}}
@@ -47,9 +56,18 @@ def _one(problem: Problem, engine: dict[str, Any]) -> dict[str, Any]:
 
 def evaluate_chunk(task: tuple[Problem, list[dict[str, Any]]]) -> list[dict[str, Any]]:
     """The scores of each engine of `task`, in order: latency_s, tokens_per_s, feasible
-    (the estimator's) and utilization (worst-device fraction of each limited resource)."""
+    (the estimator's) and utilization (worst-device fraction of each limited resource),
+    all at once through the kind's `batch_evaluator` where it has one."""
     problem, engines = task
-    return [_one(problem, engine) for engine in engines]
+    kind = get_strategy(problem.strategy).plan_kind
+    if kind.batch_evaluator is None:
+        return [_one(problem, engine) for engine in engines]
+    got = kind.hook("batch_evaluator")(problem.model, problem.cluster, problem.strategy,
+                                       problem.workload, engines)
+    latency, rate, fits = (got.latency_s.tolist(), got.tokens_per_s.tolist(),
+                           got.feasible.tolist())
+    return [{"latency_s": latency[i], "tokens_per_s": rate[i], "feasible": fits[i],
+             "utilization": got.utilization(i)} for i in range(len(engines))]
 
 
 def violation(utilization: Mapping[str, float], feasible: bool) -> float:

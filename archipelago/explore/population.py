@@ -14,7 +14,7 @@ from archipelago.explore.stored import DamagedStudy, TrialRecord, read_stored
 # Parents kept per generation, and children per generation (one evaluation batch). Chosen
 # on the brute-forced LORA spaces (tests/test_explore_genetic.py, benchmarks/bench_explore.py):
 # enough generations in a 30% budget to reach the optimum, batches large enough for numpy.
-POPULATION = 64
+POPULATION = 32
 MUTATION_ROUNDS = 4  # tries at fresh children before filling up with unseen random designs
 
 
