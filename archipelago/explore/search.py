@@ -61,7 +61,7 @@ class Best:
     utilization: dict[str, float]
     trials_done: int  # in the study, every run's
     feasible_trials: int
-    trials_added: int  # by this run
+    trials_added: int  # records this run wrote (a design two runs scored at once: twice)
     exhausted: bool  # the space has no design left that the study has not evaluated
 
 
