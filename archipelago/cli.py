@@ -385,6 +385,9 @@ def explore(
     check_storage(storage)
     if scheduler is not None:
         check_scheduler(scheduler)
+        if workers is not None:
+            raise ArchipelagoError(f"--workers {workers} sizes a local cluster; a running "
+                                   "one (--scheduler) has its own: leave --workers out")
     if study is not None:
         check_study_name(study)
     work = parse_workload(strategy, given, "explore")

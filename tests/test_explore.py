@@ -141,3 +141,16 @@ def test_baseline_is_the_default_engine_and_is_tried_first(tmp_path) -> None:
                                           Generation(8, 8)).latency_s
     assert run_search(SearchRequest("gpt2-345m", "1xu280", "lora-f", Generation(8, 8), 3,
                                     "", "x")).latency_s <= default_latency
+
+
+def test_a_search_runs_on_a_running_scheduler(tmp_path) -> None:
+    """--scheduler tcp://HOST:PORT: the batches go to that cluster's workers (here one
+    thread in this process), the trials into the journal as on a local cluster."""
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=1, processes=False, dashboard_address=None,
+                      protocol="tcp://") as cluster:
+        best = run_search(SearchRequest("gpt2-345m", "1xu280", "lora-q", Generation(8, 8), 70,
+                                        str(tmp_path / "s"), "r",
+                                        scheduler=cluster.scheduler_address))
+    assert best.trials_done == 70 == complete_trials(tmp_path / "s") == best.trials_added

@@ -48,7 +48,7 @@ def test_damaged_trials_are_refused_in_one_line(tmp_path, change, shown) -> None
         run_search(request(tmp_path, trials=4))
     message = str(err.value)
     assert message.startswith(f"storage '{tmp_path / 'st'}': study 's' was not written by "
-                              "archi explore or is damaged: journal of study 's': trial {")
+                              "archi explore or is damaged: trial {")
     assert shown in message and "\n" not in message
 
 
@@ -145,6 +145,10 @@ def test_a_bad_scheduler_address_is_refused_before_any_work(tmp_path) -> None:
     line = one_line_error(archi(*SEARCH, "--scheduler", "localhost", "--storage",
                                 str(tmp_path / "s"), "--out", str(tmp_path / "b.yaml")))
     assert line.startswith("error: --scheduler 'localhost' is not a scheduler address")
+    line = one_line_error(archi(*SEARCH, "--scheduler", "tcp://127.0.0.1:1", "--storage",
+                                str(tmp_path / "s"), "--out", str(tmp_path / "b.yaml")))
+    assert line == ("error: --workers 0 sizes a local cluster; a running one (--scheduler) "
+                    "has its own: leave --workers out")
     assert list(tmp_path.iterdir()) == []
 
 

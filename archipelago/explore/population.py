@@ -32,16 +32,16 @@ class Population:
     def __len__(self) -> int:
         return len(self.records)
 
-    def add(self, items: dict[str, Any], where: str = "") -> None:
+    def add(self, items: dict[str, Any]) -> None:
         """Take in trials (key -> record value) not held yet, validating what was read
-        back from a journal (`where` names it), then choose the next parents."""
+        back from a journal, then choose the next parents."""
         first, rows, scores = len(self.records), [], []
         for key, value in items.items():
             if key in self.records:
                 continue
             record = value if isinstance(value, TrialRecord) else read_stored(
-                TrialRecord, value, f"{where}trial {key}")
-            rows.append(self._row(record, key, where))
+                TrialRecord, value, f"trial {key}")
+            rows.append(self._row(record, key))
             self.records[key] = record
             scores.append((record.latency_s, fabric(record.utilization),
                            violation(record.utilization, record.feasible)))
@@ -53,13 +53,13 @@ class Population:
             objectives, excess = self._arrays(pool)
             self.parents = pool[genetic.survivors(objectives, excess, POPULATION)]
 
-    def _row(self, record: TrialRecord, key: str, where: str) -> np.ndarray:
+    def _row(self, record: TrialRecord, key: str) -> np.ndarray:
         try:
             row = self.space.indices(record.genes, f"trial {key}")
         except ValueError as err:
-            raise DamagedStudy(f"{where}{err}") from None
+            raise DamagedStudy(str(err)) from None
         if engine_key(self.space.decode(record.genes)) != key:
-            raise DamagedStudy(f"{where}trial {key}: its genes decode to another engine")
+            raise DamagedStudy(f"trial {key}: its genes decode to another engine")
         return row
 
     def _arrays(self, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -106,4 +106,9 @@ class Population:
                 out.append((row, key))
 
     def exhausted(self) -> bool:
-        return bool(self.taken.all())
+        """Whether every engine of the space is a trial (every combination taken is not
+        enough: the last batch may have been cut at the budget)."""
+        if not self.taken.all():
+            return False
+        rows = self.space.rows(np.arange(self.space.combinations))
+        return {engine_key(self.space.engine(row)) for row in rows} <= self.records.keys()

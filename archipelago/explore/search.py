@@ -10,6 +10,7 @@ running scheduler), each worker scoring a slice of the generation.
 """
 
 import os
+import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -110,7 +111,7 @@ def run_search(request: SearchRequest, on_trial: Callable[[int], None] | None = 
             if taken < len(items):
                 break  # the budget is full: peers filled it meanwhile
     if stop.signum is not None:
-        raise Interrupted(f"interrupted by {_name(stop.signum)}: study "
+        raise Interrupted(f"interrupted by {signal.Signals(stop.signum).name}: study "
                           f"'{request.study_name}' holds {len(population)} finished trials; "
                           "rerun the same command to resume", stop.signum)
     return best_of(population, added, exhausted or population.exhausted())
@@ -119,17 +120,11 @@ def run_search(request: SearchRequest, on_trial: Callable[[int], None] | None = 
 def _take(population: Population, study: Any, request: SearchRequest) -> None:
     """Take in the study's trials this run does not hold yet (other runs')."""
     try:
-        population.add(study.records(), f"journal of study '{request.study_name}': ")
+        population.add(study.records())
     except DamagedStudy as err:
         raise ArchipelagoError(f"storage '{request.storage}': study '{request.study_name}' "
                                f"was not written by archi explore or is damaged: {err}; "
                                "choose another --study (or --storage)") from None
-
-
-def _name(signum: int) -> str:
-    import signal
-
-    return signal.Signals(signum).name
 
 
 @contextmanager
