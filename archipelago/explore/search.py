@@ -22,7 +22,7 @@ from archipelago.errors import ArchipelagoError, Interrupted
 from archipelago.explore.evaluate import FABRIC, Problem, evaluate_chunk, fabric, violation
 from archipelago.explore.population import Population
 from archipelago.explore.signals import StopFlag, stop_on_signals
-from archipelago.explore.spaces import design_space
+from archipelago.explore.spaces import DesignSpace, design_space
 from archipelago.explore.store import MemoryStudy, check_storage, open_study
 from archipelago.explore.stored import DamagedStudy, TrialRecord
 from archipelago.explore.study import study_identity
@@ -90,11 +90,7 @@ def run_search(request: SearchRequest, on_trial: Callable[[int], None] | None = 
                 exhausted = True
                 break
             scores, signum = run(problem, [space.engine(row) for row, _ in candidates])
-            known = study.records()
-            items = [(key, TrialRecord(genes=space.values(row), engine=space.engine(row),
-                                       **score))
-                     for (row, key), score in zip(candidates, scores, strict=True)
-                     if score is not None and key not in known]
+            items = _records(space, candidates, scores, study.records())
             taken = study.append_within([(k, r.model_dump()) for k, r in items],
                                         request.trials)
             added += taken
@@ -115,6 +111,14 @@ def run_search(request: SearchRequest, on_trial: Callable[[int], None] | None = 
                           f"'{request.study_name}' holds {len(population)} finished trials; "
                           "rerun the same command to resume", stop.signum)
     return best_of(population, added, exhausted or population.exhausted())
+
+
+def _records(space: DesignSpace, candidates: list[tuple[np.ndarray, str]], scores: Scores,
+             known: dict[str, Any]) -> list[tuple[str, TrialRecord]]:
+    """The scored candidates as trials, leaving out what a peer recorded meanwhile."""
+    return [(key, TrialRecord(genes=space.values(row), engine=space.engine(row), **score))
+            for (row, key), score in zip(candidates, scores, strict=True)
+            if score is not None and key not in known]
 
 
 def _take(population: Population, study: Any, request: SearchRequest) -> None:
