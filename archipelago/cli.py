@@ -21,6 +21,8 @@ from archipelago.safe_read import load_mapping
 
 # `archi plan`'s status for a plan that does not fit (its input was valid: not 2).
 INFEASIBLE = 1
+# Characters per line of `archi compare` written to a file or pipe (its table is that wide).
+COMPARE_WIDTH = 160
 # The hook a command needs of the strategy's plan kind, named in the command's help.
 COMMAND_HOOKS = {"report": "page", "emulate": "emulator", "build": "writers"}
 
@@ -434,3 +436,80 @@ def explore(
     console.print(f"engine config written to {target}; use it with "
                   f"`archi plan {model} --cluster {cluster} --strategy {strategy} "
                   f"--engine-config {target}`")
+
+
+@app.command(help="Rank every strategy x device x count x batch for MODEL and a workload: "
+             "latency, tokens/s, upfront cost, energy, the Pareto front; resumable, on Dask.")
+@user_errors
+def compare(
+    model: ModelArg,
+    tokens: Annotated[str, typer.Option(help="IN:OUT prompt and generated token counts")],
+    devices: Annotated[str | None, typer.Option(
+        help="catalog devices, comma-separated (default: the catalog's HBM FPGAs and four "
+             "GPUs, compare/request.py says which and why)", show_default=False)] = None,
+    counts: Annotated[str | None, typer.Option(
+        help="device counts, comma-separated (default: 1,2,4,8)", show_default=False)] = None,
+    strategies: Annotated[str, typer.Option(help="all, or strategies comma-separated")
+                          ] = "all",
+    batch: Annotated[str, typer.Option(help="concurrent sequences, comma-separated")] = "1",
+    latency_target: Annotated[str | None, typer.Option(
+        help="mark the rows within it and name the cheapest, e.g. 50ms")] = None,
+    sort: Annotated[str, typer.Option(
+        help="latency, cost, tokens-per-dollar or joules-per-token")] = "latency",
+    scheduler: Annotated[str | None, typer.Option(
+        help="a running Dask scheduler, tcp://HOST:PORT (default: a local cluster)")] = None,
+    workers: Annotated[int | None, typer.Option(
+        callback=lambda v: v if v is None else within(1, 1024)(v),
+        help="local Dask worker processes (default: one per core)")] = None,
+    store: Annotated[Path | None, typer.Option(
+        help="results journal, reused and extended (default: named after the model and "
+             "workload, in this directory)")] = None,
+    json_file: Annotated[Path | None, typer.Option("--json", help="write every row, reason, "
+                                                   "the front and the power model here")] = None,
+    report_file: Annotated[Path | None, typer.Option(
+        "--report", help="write the HTML page (Pareto chart and table) here")] = None,
+    force: Annotated[bool, typer.Option(help="replace existing --json / --report files")
+                     ] = False,
+) -> None:
+    from archipelago.compare.combos import applicable
+    from archipelago.compare.request import DEFAULT_COUNTS, DEFAULT_DEVICES, parse_request
+    from archipelago.compare.run import compare as run_comparison
+    from archipelago.compare.run import default_store
+    from archipelago.compare.summary import comparison_dict, rows_from_dict
+    from archipelago.compare.table import print_comparison
+    from archipelago.models.zoo import resolve_model
+    from archipelago.output_file import check_output_file, write_atomically
+    from archipelago.strategies.registry import strategies as registered
+
+    spec = resolve_model(model)
+    taking, _ = applicable(spec)
+    request = parse_request(model, tokens, devices or DEFAULT_DEVICES, counts or DEFAULT_COUNTS,
+                            strategies, batch, latency_target, sort, taking, list(registered()))
+    if scheduler is not None:
+        from archipelago.batch.workers import check_scheduler
+
+        check_scheduler(scheduler)
+    target = store or default_store(spec, request.tokens)
+    check_output_file(target, "--store", True)  # an existing store is read and extended
+    if json_file is not None:
+        check_output_file(json_file, "--json", force, (".json",))
+    if report_file is not None:
+        from archipelago.report.html import check_target
+
+        check_target(report_file, force, "--report")
+    result = run_comparison(request, spec, target, scheduler, workers,
+                            progress=console.is_terminal)
+    summary = comparison_dict(result)
+    # thirteen columns: off a terminal (a file, a pipe) the table keeps its lines whole
+    wide = console if console.is_terminal else Console(width=COMPARE_WIDTH)
+    print_comparison(summary, rows_from_dict(summary), wide)
+    if json_file is not None:
+        write_atomically(json_file, json.dumps(summary, indent=2), "--json", force)
+        console.print(f"comparison written to {json_file}")
+    if report_file is not None:
+        from archipelago.compare.page import comparison_html
+
+        write_atomically(report_file, comparison_html(summary), "--report", force)
+        console.print(f"report page written to {report_file}")
+    if not result.rows:
+        raise typer.Exit(INFEASIBLE)

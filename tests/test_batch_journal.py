@@ -39,6 +39,10 @@ def test_records_come_back_latest_value_per_key_in_a_new_reader(tmp_path) -> Non
                               "labels": {"devices": ["u280"]}}
     assert len(path.read_text().splitlines()) == 4  # header + one line per appended record
     assert journal.records() == again.records()  # the first reader sees its own appends
+    # An identity value JSON cannot keep as given (a tuple reads back as a list) still
+    # matches when it is given again.
+    Journal.open(tmp_path / "t.jsonl", "compare", {"counts": (1, 2)})
+    assert Journal.open(tmp_path / "t.jsonl", "compare", {"counts": (1, 2)}).records() == {}
 
 
 def test_a_torn_last_line_is_ignored_and_cut_off_by_the_next_append(tmp_path) -> None:
@@ -117,6 +121,26 @@ def test_a_journal_replaced_while_in_use_is_refused(tmp_path) -> None:
     os.replace(Journal.open(tmp_path / "other.jsonl", "compare", IDENTITY).path, path)
     with pytest.raises(ArchipelagoError, match="was replaced while in use"):
         journal.append([("a", {})])
+    path.unlink()
+    with pytest.raises(ArchipelagoError, match="was removed while in use"):
+        journal.records()
+
+
+def test_buffered_results_are_appended_in_few_writes_and_all_on_an_error(tmp_path) -> None:
+    path = tmp_path / "w.jsonl"
+    journal = Journal.open(path, "compare", IDENTITY)
+    writes = []
+    journal.append = lambda items: writes.append(list(items))  # type: ignore[method-assign]
+    with pytest.raises(KeyboardInterrupt), journal.buffered(flush_s=3600) as add:
+        for value in range(5):
+            add(f"k{value}", {"v": value})
+        raise KeyboardInterrupt
+    assert writes == [[(f"k{value}", {"v": value}) for value in range(5)]]  # one write
+    writes.clear()
+    with journal.buffered(flush_s=0) as add:  # every add is due
+        add("a", {})
+        add("b", {})
+    assert writes == [[("a", {})], [("b", {})]]
 
 
 def test_append_within_takes_the_leading_items_that_fit(tmp_path) -> None:

@@ -10,11 +10,12 @@ import sys
 import time
 from pathlib import Path
 
+import dask
 import pytest
 
 from archipelago.batch.journal import Journal
-from archipelago.batch.workers import dask_client, stream
-from archipelago.errors import ArchipelagoError
+from archipelago.batch.workers import _chunk_size, dask_client, stream
+from archipelago.errors import ArchipelagoError, Interrupted
 
 ROOT = Path(__file__).resolve().parents[1]
 COUNT = 10  # tasks in the interrupted run
@@ -31,15 +32,40 @@ def _die_once(task: tuple[str, int]) -> dict:
     return {"square": value * value, "pid": os.getpid()}
 
 
-def test_a_worker_killed_mid_task_loses_no_result_and_none_twice(tmp_path) -> None:
+@pytest.mark.parametrize("chunk", [1, 3])
+def test_a_worker_killed_mid_task_loses_no_result_and_none_twice(tmp_path, chunk) -> None:
     marker = str(tmp_path / "killed")
     tasks = {f"t{value}": (marker, value) for value in range(8)}
     handed: list[tuple[str, int]] = []
     with dask_client(None, 2) as client:
         stream(client, _die_once, tasks, lambda key, result: handed.append(
-            (key, result["square"])), progress="killing")
+            (key, result["square"])), progress="killing", chunk=chunk)
     assert os.path.exists(marker)  # the kill did happen
     assert sorted(handed) == sorted((f"t{value}", value * value) for value in range(8))
+
+
+@pytest.mark.parametrize("tasks, threads, size", [
+    (10, 2, 2),  # 4 chunks per thread: ceil(10 / 8)
+    (3, 4, 1),  # fewer tasks than threads
+    (10_000, 2, 48),  # capped, so a chunk stays short
+    (5, 0, 2),  # a cluster with no worker yet counts as one thread
+])
+def test_chunk_size_spreads_the_tasks_and_stays_short(tasks, threads, size) -> None:
+    assert _chunk_size(tasks, threads) == size
+
+
+def test_chunks_hand_every_key_its_own_result_once() -> None:
+    handed: dict[str, str] = {}
+
+    def keep(key: str, result: str) -> None:
+        assert key not in handed
+        handed[key] = result
+
+    tasks = {f"k{value}": value for value in range(500)}
+    with dask_client(None, 2) as client:
+        stream(client, str, tasks, keep)
+        stream(client, str, {"alone": 7}, keep, chunk=5)
+    assert handed == {key: str(value) for key, value in tasks.items()} | {"alone": "7"}
 
 
 def _fails(value: int) -> int:
@@ -58,25 +84,26 @@ def _slow(key: str) -> dict:
     return {"square": int(key) ** 2}
 
 
-# A run that resumes from its journal: only the keys missing there are computed.
+# A run that resumes from its journal: only the keys missing there are computed; results
+# are buffered, and what is held when a signal stops the run is appended on the way out.
 RUN = """
-import sys
+import os, sys
 from archipelago.batch.journal import Journal
-from archipelago.batch.workers import dask_client, stream
+from archipelago.batch.workers import _chunk_size, dask_client, stream
 from archipelago.errors import Interrupted
-from tests.test_batch_workers import _slow
+from tests.test_batch_workers import COUNT, _slow
 
 journal = Journal.open(sys.argv[1], "test", {"what": "squares"})
-from tests.test_batch_workers import COUNT
 missing = {str(k): str(k) for k in range(COUNT) if str(k) not in journal.records()}
 
-def keep(key, result):
-    journal.append([(key, result)])
-    print("done", key, flush=True)
-
 try:
-    with dask_client(None, 2) as client:
-        print("started", flush=True)
+    with dask_client(None, 2) as client, journal.buffered() as add:
+        print("workers", *client.run(os.getpid).values(), flush=True)
+
+        def keep(key, result):
+            add(key, result)
+            print("done", key, flush=True)
+
         stream(client, _slow, missing, keep)
 except Interrupted as stop:
     print(stop, file=sys.stderr)
@@ -86,20 +113,42 @@ except Interrupted as stop:
 
 def run_squares(journal: Path, stop_after: int | None = None,
                 signum: int = signal.SIGINT) -> tuple[int, list[str], str]:
-    """Run RUN; with `stop_after`, send `signum` once that many results are in. Returns
-    the exit status, the keys it computed and its stderr."""
+    """Run RUN in a session of its own; with `stop_after`, send `signum` once that many
+    results are in: SIGINT to the whole process group, as a terminal's Ctrl-C does, SIGTERM
+    to the run alone, as `kill` does. Returns the exit status, the keys it computed and
+    its stderr, once its worker processes are gone too."""
     env = os.environ | {"PYTHONPATH": str(ROOT)}
     run = subprocess.Popen([sys.executable, "-c", RUN, str(journal)], cwd=ROOT, env=env,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           start_new_session=True)
     assert run.stdout is not None
-    done = []
+    done, workers = [], []
     for line in run.stdout:
-        if line.startswith("done"):
-            done.append(line.split()[1])
-            if len(done) == stop_after:
+        word, *rest = line.split()
+        if word == "workers":
+            workers = [int(pid) for pid in rest]
+        elif word == "done":
+            done += rest
+            if len(done) == stop_after and signum == signal.SIGINT:
+                os.killpg(run.pid, signum)
+            elif len(done) == stop_after:
                 run.send_signal(signum)
     _, stderr = run.communicate(timeout=60)
+    assert len(workers) == 2 and all(gone(pid) for pid in workers)
     return run.returncode, done, stderr
+
+
+def gone(pid: int, wait_s: float = 10.0) -> bool:
+    """Whether process `pid` has ended, waiting up to `wait_s` for it."""
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] == "Z":
+                return True  # ended, not yet reaped (orphans go to a pid 1 that may not reap)
+        except (FileNotFoundError, ProcessLookupError):
+            return True
+        time.sleep(0.05)
+    return False
 
 
 def test_signals_stop_cleanly_and_a_rerun_completes_the_set(tmp_path) -> None:
@@ -148,3 +197,78 @@ def test_importing_archipelago_does_not_import_dask() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env=os.environ | {"PYTHONPATH": str(ROOT)}, check=True).stdout
     assert out.strip() == "[]"
+
+
+def _always_dies(value: int) -> int:
+    if value == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return value
+
+
+def test_a_task_that_keeps_killing_its_workers_is_one_line() -> None:
+    with dask.config.set({"distributed.scheduler.allowed-failures": 1}), \
+            dask_client(None, 1) as client, pytest.raises(ArchipelagoError) as caught:
+        stream(client, _always_dies, {"one": 1}, lambda key, result: None)
+    assert str(caught.value) == ("the worker processes running task 'one' died 2 times; "
+                                 "stopped with 0 of 1 tasks finished")
+
+
+# A running cluster elsewhere: a scheduler and one worker in a session of their own.
+CLUSTER = """
+import time
+from distributed import LocalCluster
+with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=None) as cluster:
+    print(cluster.scheduler_address, flush=True)
+    time.sleep(120)
+"""
+
+
+def test_a_running_cluster_serves_and_losing_it_is_one_line() -> None:
+    cluster = subprocess.Popen([sys.executable, "-c", CLUSTER], stdout=subprocess.PIPE,
+                               text=True, start_new_session=True)
+    try:
+        assert cluster.stdout is not None
+        address = cluster.stdout.readline().strip()
+        handed = []
+
+        def lose_it(key: str, result: dict) -> None:
+            handed.append(key)
+            if len(handed) == 2:
+                os.killpg(cluster.pid, signal.SIGKILL)
+
+        with dask_client(address, None) as client:
+            stream(client, _slow, {"0": "0", "1": "1"}, lambda key, result: handed.append(key))
+            assert sorted(handed) == ["0", "1"]
+            handed.clear()
+            with pytest.raises(ArchipelagoError) as caught:
+                stream(client, _slow, {str(k): str(k) for k in range(6)}, lose_it)
+        assert "(scheduler-connection-lost); stopped with 2 of 6 tasks finished" in str(
+            caught.value) and "\n" not in str(caught.value)
+    finally:
+        if cluster.poll() is None:
+            os.killpg(cluster.pid, signal.SIGKILL)
+        cluster.wait()
+
+
+@pytest.mark.parametrize("signals, says, kept", [
+    (1, "interrupted by SIGINT with 1 of 4 tasks finished", 1),
+    (2, "interrupted by SIGINT again; stopped at once", 0),
+])
+def test_a_signal_during_on_done_waits_for_it_a_second_stops_at_once(signals: int, says: str,
+                                                                     kept: int) -> None:
+    """`on_done` signals its own process: one SIGINT lets it finish (the result is kept) and
+    stops before the next; a second raises at once, inside it."""
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    handed: list[str] = []
+
+    def on_done(key: str, result: str) -> None:
+        for _ in range(signals):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)  # the handler runs in this, the main, thread
+        handed.append(key)
+
+    with dask_client(None, 1) as client, pytest.raises(Interrupted) as caught:
+        stream(client, str, {str(k): k for k in range(4)}, on_done)
+    assert str(caught.value) == says and caught.value.exit_code == 130
+    assert len(handed) == kept
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before

@@ -14,7 +14,7 @@ ROOT = Path(archipelago.__file__).parent
 # Each hook lives in the module of this name inside its kind's package.
 HOOK_MODULES = {"estimator": "estimate", "report": "report", "emulator": "emulate",
                 "writers": "emit", "page": "page", "utilization": "utilization",
-                "explorer": "explore", "batch_evaluator": "variants"}
+                "explorer": "explore", "batch_evaluator": "variants", "traits": "traits"}
 KIND_PACKAGES = builtin_kind_packages()
 
 

@@ -9,7 +9,8 @@ import fcntl
 import json
 import os
 import stat
-from collections.abc import Iterator, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,10 @@ from archipelago.safe_read import file_kind
 
 FORMAT = 1  # the header's "journal" value; a newer layout gets a new number
 HEADER_MAX = 2**20  # bytes read looking for the header's end: real headers are < 1 KiB
+# How long `buffered` holds results before appending them: an append costs an fsync (~4 ms
+# on this machine's disk), as long as several estimates, so one per result would dominate;
+# a run killed outright loses at most this much work.
+FLUSH_S = 0.25
 ADVICE = "move it away to start afresh"
 _HEAD = b'{"journal":'  # how every header line starts
 
@@ -55,9 +60,9 @@ class Journal:
         directory must exist); an existing one must hold results of this kind and identity
         (`labels` only describe the results and are not compared)."""
         path = Path(path)
-        header = {"journal": FORMAT, "kind": kind, "identity": dict(identity),
-                  "labels": dict(labels or {})}
-        line = _dumps(header)
+        line = _dumps({"journal": FORMAT, "kind": kind, "identity": dict(identity),
+                       "labels": dict(labels or {})})
+        header = json.loads(line)  # as a reader sees it: a tuple given is a list read back
         with _locked(path, create=True) as fd:
             info = os.fstat(fd)
             first = os.pread(fd, HEADER_MAX, 0)
@@ -88,6 +93,29 @@ class Journal:
         data = [_record_line(key, value) for key, value in items]
         with self._opened(os.O_RDWR | os.O_APPEND, lock=True) as fd:
             self._write(fd, data)
+
+    @contextmanager
+    def buffered(self, flush_s: float = FLUSH_S) -> Iterator[Callable[[str, dict[str, Any]],
+                                                                      None]]:
+        """Yields `add(key, value)`, which appends results in one write at most every
+        `flush_s` seconds; what is left is appended on leaving, an exception (a signal
+        stopping the run) included."""
+        pending: list[tuple[str, dict[str, Any]]] = []
+        last = time.monotonic()
+
+        def add(key: str, value: dict[str, Any]) -> None:
+            nonlocal last
+            pending.append((key, value))
+            if time.monotonic() - last >= flush_s:
+                self.append(pending)
+                pending.clear()
+                last = time.monotonic()
+
+        try:
+            yield add
+        finally:
+            if pending:
+                self.append(pending)
 
     def append_within(self, items: Sequence[tuple[str, dict[str, Any]]], budget: int) -> int:
         """Append the longest leading run of `items` that keeps the number of distinct keys
@@ -214,8 +242,8 @@ def _locked(path: Path, create: bool = False, flags: int = os.O_RDWR | os.O_APPE
     try:
         fd = os.open(path, flags, 0o666)
     except FileNotFoundError:
-        missing = "does not exist" if path.parent.is_dir() or not create else \
-            f"cannot be made: directory {path.parent} does not exist"
+        missing = ("was removed while in use" if not create else
+                   f"cannot be made: directory {path.parent} does not exist")
         raise ArchipelagoError(f"journal {path} {missing}") from None
     except IsADirectoryError:
         raise ArchipelagoError(f"journal {path} is a directory; give a file name") from None

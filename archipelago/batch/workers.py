@@ -22,11 +22,11 @@ if TYPE_CHECKING:
 # without leaving the user staring at a mistyped address.
 CONNECT_TIMEOUT_S = 5.0
 _ADDRESS = re.compile(r"(tcp|tls)://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})")
-_STOP = object()  # put in the completion queue by a signal
 
 
 def check_scheduler(address: str) -> str:
-    """`address` if it reads `tcp://HOST:PORT` (or `tls://`), else one line naming it."""
+    """`address` if it reads `tcp://HOST:PORT` (or `tls://HOST:PORT`, its certificates
+    from Dask's own configuration), else one line naming it."""
     match = _ADDRESS.fullmatch(address)
     if match is None or not 0 < int(match.group(3)) < 65536:
         raise ArchipelagoError(f"--scheduler '{address[:80]}' is not a scheduler address; "
@@ -38,24 +38,43 @@ def check_scheduler(address: str) -> str:
 def dask_client(scheduler: str | None, workers: int | None,
                 connect_timeout_s: float = CONNECT_TIMEOUT_S) -> Iterator["Client"]:
     """A Dask client, closed on leaving: with `scheduler` None, of a local cluster of
-    `workers` processes (default one per core) with one thread each, since the tasks are
-    pure-Python estimates that hold the GIL; else of the running scheduler at `scheduler`
-    (`workers` is then the cluster's business and ignored)."""
+    `workers` processes (default one per core it may use) with one thread each, since the
+    tasks are pure-Python estimates that hold the GIL; else of the running scheduler at
+    `scheduler` (`workers` is then the cluster's business and ignored). Dask's own log
+    lines are kept off the terminal: what goes wrong reaches the caller as an exception."""
+    from distributed.utils import silence_logging_cmgr
+
+    with silence_logging_cmgr(logging.CRITICAL):
+        if scheduler is None:
+            with _local_client(workers) as client:
+                yield client
+        else:
+            with _remote_client(scheduler, connect_timeout_s) as client:
+                yield client
+
+
+@contextmanager
+def _local_client(workers: int | None) -> Iterator["Client"]:
     from distributed import Client, LocalCluster
 
-    if scheduler is None:
-        count = (os.cpu_count() or 1) if workers is None else workers
-        if count < 1:
-            raise ArchipelagoError(f"--workers {count}: give at least 1")
-        # No dashboard; the scheduler's HTTP routes (health, metrics) on a free local port,
-        # not on 8787, which concurrent runs would contend for.
-        quiet = {"dashboard": False, "dashboard_address": "127.0.0.1:0"}
-        with LocalCluster(n_workers=count, threads_per_worker=1, processes=True,
-                          dashboard_address=None, scheduler_kwargs=quiet,
-                          silence_logs=logging.ERROR) as cluster, \
-                Client(cluster) as client:
-            yield client
-        return
+    count = len(os.sched_getaffinity(0)) if workers is None else workers  # the cores this
+    # process may run on (a container's or taskset's share, not the host's count)
+    if count < 1:
+        raise ArchipelagoError(f"--workers {count}: give at least 1")
+    # No dashboard; the scheduler's HTTP routes (health, metrics) on a free local port, not
+    # on 8787, which concurrent runs would contend for.
+    quiet = {"dashboard": False, "dashboard_address": "127.0.0.1:0"}
+    with LocalCluster(n_workers=count, threads_per_worker=1, processes=True,
+                      dashboard_address=None, scheduler_kwargs=quiet,
+                      silence_logs=logging.CRITICAL, preload=[__name__]) as cluster, \
+            Client(cluster) as client:
+        yield client
+
+
+@contextmanager
+def _remote_client(scheduler: str, connect_timeout_s: float) -> Iterator["Client"]:
+    from distributed import Client
+
     check_scheduler(scheduler)
     try:
         client = Client(scheduler, timeout=connect_timeout_s)
@@ -70,68 +89,127 @@ def dask_client(scheduler: str | None, workers: int | None,
         yield client
 
 
+def dask_setup(worker: object) -> None:
+    """Run by each local worker process as it starts (a Dask preload of this module): a
+    Ctrl-C reaches the terminal's whole process group, workers included, where each would
+    print a traceback; the parent alone stops the run and closes its workers."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def stream(client: "Client", fn: Callable[[Any], Any], tasks: Mapping[str, Any],
-           on_done: Callable[[str, Any], None], progress: str | None = None) -> None:
+           on_done: Callable[[str, Any], None], progress: str | None = None,
+           chunk: int | None = None) -> None:
     """Run `fn(task)` for every task on the cluster and call `on_done(key, result)` here as
     each finishes, once per key. `fn` must be a module-level function (it is pickled by
-    name). A worker killed mid-task is survived: Dask runs the task again elsewhere. SIGINT
-    or SIGTERM stops the run as Interrupted, after the `on_done` under way returns, with
-    every result that finished before it already handed over; the rest are cancelled."""
+    name). Tasks travel in chunks of `chunk` (default: at most CHUNK_MAX, and small enough
+    to give every worker thread CHUNKS_PER_THREAD of them), since Dask spends about a
+    millisecond on each of its tasks, as long as a whole plan and estimate. A worker killed
+    mid-task is survived: Dask runs its chunk again elsewhere. SIGINT or SIGTERM stops the
+    run as Interrupted once the `on_done` under way returns, so every result handed over is
+    whole; the tasks not handed over are cancelled, left to a rerun (which a journal of the
+    handed ones makes resume where this one stopped)."""
+    if chunk is not None and chunk < 1:
+        raise ValueError(f"chunk must be at least 1, not {chunk}")
     if not tasks:
         return
     keys = list(tasks)
-    futures: list[Future] = client.map(fn, [tasks[key] for key in keys], pure=False)
-    owner = dict(zip((future.key for future in futures), keys, strict=True))
+    size = chunk or _chunk_size(len(keys), sum(client.nthreads().values()))
+    groups = [keys[start:start + size] for start in range(0, len(keys), size)]
+    futures: list[Future] = [client.submit(_run_chunk, fn, [tasks[key] for key in group],
+                                           pure=False) for group in groups]
+    owner = dict(zip((future.key for future in futures), groups, strict=True))
     finished: queue.SimpleQueue[Any] = queue.SimpleQueue()  # put() is signal-safe
     for future in futures:
         future.add_done_callback(finished.put)
     handed: set[str] = set()
     try:
-        with _signals_into(finished), _bar(progress, len(keys)) as advance:
+        with _signals_into(finished) as heard, _bar(progress, len(keys)) as advance:
             while len(handed) < len(keys):
                 item = finished.get()
-                if isinstance(item, int):
-                    name = signal.Signals(item).name
-                    raise Interrupted(f"interrupted by {name} with {len(handed)} of "
-                                      f"{len(keys)} tasks finished", item)
-                key = owner[item.key]
-                if key in handed:
+                _stop_if(heard, len(handed), len(keys))  # before results queued ahead of it
+                if isinstance(item, int) or owner[item.key][0] in handed:
                     continue
-                on_done(key, _result(item, key))
-                handed.add(key)
-                advance()
+                group = owner[item.key]
+                for key, result in zip(group, _results(item, group, len(handed), len(keys)),
+                                       strict=True):
+                    on_done(key, result)
+                    handed.add(key)
+                    advance()
+                    _stop_if(heard, len(handed), len(keys))
     finally:
         client.cancel([future for future in futures if not future.done()])
 
 
-def _result(future: "Future", key: str) -> Any:
-    """The task's result; its own exception as is, except Dask giving up on a task whose
-    worker processes kept dying under it (a crash, or memory exhausted), which is one line
-    naming it."""
+# Tasks per chunk at most: a chunk of plan-and-estimate tasks (~1 ms each) then runs ~50 ms,
+# so Dask's ~1 ms per chunk costs a few per cent, and a stop or a killed worker loses little.
+CHUNK_MAX = 48
+CHUNKS_PER_THREAD = 4  # chunks per worker thread at least, so uneven ones even out
+
+
+def _stop_if(heard: list[int], handed: int, total: int) -> None:
+    """Interrupted, if a signal was heard."""
+    if heard:
+        raise Interrupted(f"interrupted by {signal.Signals(heard[0]).name} with {handed} of "
+                          f"{total} tasks finished", heard[0])
+
+
+def _chunk_size(tasks: int, threads: int) -> int:
+    return max(1, min(CHUNK_MAX, -(-tasks // (CHUNKS_PER_THREAD * max(threads, 1)))))
+
+
+def _run_chunk(fn: Callable[[Any], Any], tasks: list[Any]) -> list[Any]:
+    """On a worker: `fn` over one chunk of tasks."""
+    return [fn(task) for task in tasks]
+
+
+def _results(future: "Future", group: list[str], handed: int, total: int) -> list[Any]:
+    """The chunk's results; a task's own exception as is, except Dask giving up on the chunk
+    (its worker processes kept dying under it: a crash, or memory exhausted; or the
+    scheduler went away), which is one line naming it and how many tasks were handed over."""
+    from concurrent.futures import CancelledError
+
     import dask
     from distributed import KilledWorker
 
+    named = f"task '{group[0]}'" + (f" (or the {len(group) - 1} run with it)"
+                                     if len(group) > 1 else "")
+    finished = f"{handed} of {total}"
     try:
         return future.result()
     except KilledWorker:
         times = dask.config.get("distributed.scheduler.allowed-failures") + 1
-        raise ArchipelagoError(f"the worker processes running task '{key}' died {times} "
-                               "times; stopped") from None
+        raise ArchipelagoError(f"the worker processes running {named} died {times} "
+                               f"time{'s' * (times > 1)}; stopped with {finished} tasks "
+                               "finished") from None
+    except CancelledError as err:  # the connection to the scheduler was lost, mostly
+        reason = getattr(err, "reason", None) or "cancelled"
+        raise ArchipelagoError(f"Dask dropped {named} ({reason}); stopped with "
+                               f"{finished} tasks finished") from None
 
 
 @contextmanager
-def _signals_into(finished: "queue.SimpleQueue[Any]") -> Iterator[None]:
+def _signals_into(finished: "queue.SimpleQueue[Any]") -> Iterator[list[int]]:
     """While inside, SIGINT and SIGTERM put their number into `finished` instead of raising
     wherever the main thread happens to be: the loop reading it stops between two results,
-    never inside `on_done` (a result half persisted). Signals reach only the main thread,
-    so elsewhere nothing is installed."""
+    never inside `on_done` (a result half persisted). A second signal stops at once (a
+    journal cuts off a line torn that way). Signals reach only the main thread, so
+    elsewhere nothing is installed. Yields the signals heard."""
+    heard: list[int] = []
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield heard
         return
-    previous = {number: signal.signal(number, lambda signum, _frame: finished.put(signum))
-                for number in (signal.SIGINT, signal.SIGTERM)}
+
+    def stop(signum: int, _frame: object) -> None:
+        if heard:  # a second signal: the user wants out now, even mid-`on_done`
+            name = signal.Signals(signum).name
+            raise Interrupted(f"interrupted by {name} again; stopped at once", signum)
+        heard.append(signum)
+        finished.put(signum)  # wakes the loop waiting for the next result
+
+    previous = {number: signal.signal(number, stop) for number in (signal.SIGINT,
+                                                                     signal.SIGTERM)}
     try:
-        yield
+        yield heard
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)

@@ -57,7 +57,7 @@ def dispatch_cycles(handlers: dict[str, CycleHandler], unit: str, step: Any,
     if handler is None:
         raise AssertionError(f"{unit} has no unit for op kind {step.op.kind}")
     t = np.asarray(phase.context)
-    return np.zeros_like(t, dtype=float) + handler(step, phase.new_tokens, t)
+    return np.zeros(t.shape) + handler(step, phase.new_tokens, t)
 
 
 def ceil_div(a: np.ndarray | int, b: int) -> np.ndarray | int:
@@ -65,8 +65,10 @@ def ceil_div(a: np.ndarray | int, b: int) -> np.ndarray | int:
 
 
 def add_resources(*parts: Resources) -> Resources:
-    fields = Resources.model_fields
-    return Resources(**{f: sum(getattr(p, f) for p in parts) for f in fields})
+    return Resources(**{f: sum(getattr(p, f) for p in parts) for f in _RESOURCE_FIELDS})
+
+
+_RESOURCE_FIELDS = tuple(Resources.model_fields)
 
 
 # FP16 operator latencies of the Floating-Point Operator IP on UltraScale+ DSPs, in cycles

@@ -11,8 +11,10 @@ is reported as the bug it is, with the plan's inputs.
 """
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import fields, is_dataclass
+from functools import lru_cache
+from operator import attrgetter
 from typing import Any, TypeVar
 
 import numpy as np
@@ -58,18 +60,99 @@ def numbers(value: Any, path: str = "", properties: bool = True,
         for index, item in enumerate(value):
             yield from numbers(item, f"{path}[{index}]", properties, seen)
     elif isinstance(value, BaseModel):
-        for name in type(value).model_fields:
+        for name in _model_names(type(value)):
             yield from numbers(getattr(value, name), _join(path, name), properties, seen)
     elif is_dataclass(value):
-        names = [f.name for f in fields(value)]
-        if properties:
-            names += [n for n, a in vars(type(value)).items() if isinstance(a, property)]
-        for name in names:
+        for name in _dataclass_names(_fields_owner(value), type(value), properties):
             yield from numbers(getattr(value, name), _join(path, name), properties, seen)
+
+
+def _fields_owner(value: Any) -> Any:
+    """Whose dataclass fields `value` has: its class, or itself if it is a class."""
+    return value if isinstance(value, type) else type(value)
+
+
+# Keyed by classes, whose fields and properties are fixed once defined; a few dozen exist.
+@lru_cache(maxsize=256)
+def _dataclass_names(owner: Any, cls: type, properties: bool) -> tuple[str, ...]:
+    """The fields of dataclass `owner`, then (with `properties`) the properties of `cls`."""
+    names = [f.name for f in fields(owner)]
+    if properties:
+        names += [n for n, a in vars(cls).items() if isinstance(a, property)]
+    return tuple(names)
+
+
+# Keyed by model classes likewise.
+@lru_cache(maxsize=256)
+def _model_names(cls: type[BaseModel]) -> tuple[str, ...]:
+    return tuple(cls.model_fields)
 
 
 def _impossible(number: float) -> bool:
     return not math.isfinite(number) or number < 0
+
+
+def _possible(value: Any, properties: bool, seen: dict[int, Any]) -> bool:
+    """Whether no number `numbers` finds in `value` is impossible: the same walk in the same
+    order (stopping at the first impossible one, so the same properties run), without the
+    paths, plain numbers judged in place and an array in one numpy pass. Only a failed check
+    pays for the paths."""
+    if isinstance(value, (bool, str)) or value is None:
+        return True
+    if isinstance(value, (int, float, np.integer, np.floating)):
+        return not _impossible(float(value))
+    if id(value) in seen:
+        return True
+    seen[id(value)] = value
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind in "biuf":
+            return bool(np.all(np.isfinite(value) & (value >= 0)))
+        return not any(_impossible(float(item)) for item in value.ravel())
+    read = _reader(type(value), properties)
+    if read is not None:
+        items = read(value)
+    elif isinstance(value, type) and is_dataclass(value):  # a dataclass itself, not one's
+        items = (getattr(value, name)
+                 for name in _dataclass_names(value, type(value), properties))
+    else:
+        return True
+    for item in items:
+        kind = type(item)
+        if kind is float or kind is int:
+            number = float(item)
+            if number < 0 or not math.isfinite(number):  # _impossible, inlined
+                return False
+        elif not (kind is str or kind is bool or item is None or id(item) in seen) \
+                and not _possible(item, properties, seen):
+            return False
+    return True
+
+
+# Keyed by classes, whose kind (mapping, sequence, model, dataclass) and fields are fixed.
+@lru_cache(maxsize=256)
+def _reader(cls: type, properties: bool) -> Callable[[Any], Iterable[Any]] | None:
+    """What `numbers` walks inside an instance of `cls`, as a function of the instance, in
+    its order; None for anything it does not walk into."""
+    if issubclass(cls, dict):
+        return dict.values
+    if issubclass(cls, (list, tuple)):
+        return iter
+    if issubclass(cls, BaseModel):
+        fields_of = _model_names(cls)  # plain attributes: read all at once
+        return attrgetter(*fields_of) if len(fields_of) > 1 else \
+            (lambda value: [getattr(value, name) for name in fields_of])
+    if is_dataclass(cls):
+        names = _dataclass_names(cls, cls, properties)  # properties run lazily, in order
+        return lambda value: (getattr(value, name) for name in names)
+    return None
+
+
+def _first_impossible(value: Any, properties: bool = True) -> tuple[str, float] | None:
+    """The path and value of the first impossible number in `value`, if any."""
+    if _possible(value, properties, {}):
+        return None
+    return next(((p, n) for p, n in numbers(value, properties=properties) if _impossible(n)),
+                None)
 
 
 def suspect_inputs(plan: Any, zero: bool = False) -> list[str]:
@@ -78,6 +161,8 @@ def suspect_inputs(plan: Any, zero: bool = False) -> list[str]:
     without an engine or a cluster has none of that side to suspect."""
     config = getattr(getattr(plan, "engine", None), "config", None)
     cluster = getattr(plan, "cluster", None)
+    if not zero and _possible((config, cluster), False, {}):
+        return []
     found = [f"engine parameter {path} = {number:g}"
              for path, number in numbers(config, properties=False)
              if _impossible(number) or (zero and number == 0)]
@@ -97,7 +182,7 @@ def finite_estimate(estimate: Callable[[Any, Any], Result], plan: Any, workload:
     try:
         with np.errstate(all="ignore"):  # judged below, not printed as warnings
             result = estimate(plan, workload)
-            bad = next(((p, n) for p, n in numbers(result) if _impossible(n)), None)
+            bad = _first_impossible(result)
     except (ArithmeticError, ValueError) as err:
         causes = suspect_inputs(plan, zero=True)
         if not causes:

@@ -7,6 +7,7 @@ The one cluster type they all give is hardware/machines.Cluster.
 
 import re
 from collections import Counter
+from functools import lru_cache
 from pathlib import Path
 
 from archipelago.errors import ArchipelagoError
@@ -66,6 +67,8 @@ def parse_shorthand(text: str) -> Cluster | None:
     return Cluster(name=text, nodes=nodes, topology=topology, link=link, **between)
 
 
+# The catalog is package data, read once (hardware/catalog.py); a cluster is frozen.
+@lru_cache(maxsize=128)
 def _shorthand(text: str) -> Cluster:
     cluster = parse_shorthand(text)
     assert cluster is not None  # the family's `matches` said it is shorthand

@@ -68,7 +68,8 @@ class Device(_Frozen):
     host_link_Bps: float | None = Field(default=None, ge=1e6)
     clock_hz: float | None = Field(default=None, ge=1e6)
     peak_fp16_flops: float | None = Field(default=None, gt=0)
-    power_w: float | None = Field(default=None, gt=0)
+    power_w: float | None = Field(default=None, gt=0)  # board TDP / maximum total power
+    measured_power_w: float | None = Field(default=None, gt=0)  # a paper's measured average
     price_usd: float | None = Field(default=None, gt=0)
 
     def memory(self, kind: str) -> Memory | None:

@@ -24,6 +24,7 @@ from typing import Literal
 
 import numpy as np
 
+from archipelago.memo import by_content
 from archipelago.models.spec import ModelSpec
 
 OpKind = Literal[
@@ -278,6 +279,8 @@ def _variants(spec: ModelSpec) -> tuple[tuple[tuple[Op, ...], tuple[int, ...]], 
                   tuple(i for i, k in kinds.items() if k == kind)) for kind in order)
 
 
+# A graph is frozen (tuples of frozen ops) and a pure function of the spec's fields.
+@by_content(maxsize=64)
 def build_graph(spec: ModelSpec) -> Graph:
     h = spec.hidden
     embed = [Op("embed", "embedding", spec.vocab, h, ("tokens",), weight="embed_tokens")]

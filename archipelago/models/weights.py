@@ -7,8 +7,10 @@ stored as (in_features, out_features): the layout the FPGA designs stream.
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cached_property
 from math import prod
 
+from archipelago.memo import by_content
 from archipelago.models.spec import ROBERTA_LIKE, ModelSpec
 
 
@@ -24,7 +26,7 @@ class WeightTensor:
     def name(self) -> str:
         return self.role if self.layer is None else f"layers.{self.layer}.{self.role}"
 
-    @property
+    @cached_property  # the shape is frozen; plans count the cached template's tensors often
     def numel(self) -> int:
         return prod(self.shape)
 
@@ -144,6 +146,15 @@ def output_weights(spec: ModelSpec) -> Iterator[WeightTensor]:
         yield WeightTensor("lm_head.weight", (spec.embed_proj_dim or spec.hidden, spec.vocab))
     if spec.lm_head_bias:
         yield WeightTensor("lm_head.bias", (spec.vocab,))
+
+
+# Frozen tensors in tuples, a pure function of the spec's fields.
+@by_content(maxsize=64)
+def template_weights(spec: ModelSpec) -> tuple[tuple[WeightTensor, ...],
+                                               tuple[WeightTensor, ...]]:
+    """Layer 0's tensors (the template of plans that give every layer one block's shards)
+    and the tensors outside the layers (embeddings, then output)."""
+    return tuple(layer_weights(spec, 0)), (*embedding_weights(spec), *output_weights(spec))
 
 
 def all_weights(spec: ModelSpec) -> list[WeightTensor]:

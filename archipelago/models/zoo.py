@@ -7,7 +7,7 @@ layer-DAG YAML, a torch.export program (.pt2), ONNX, and last any local config.j
 checkpoint directory.
 """
 
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 from typing import Any
 
@@ -37,6 +37,8 @@ def model_names() -> list[str]:
     return sorted(zoo_configs())
 
 
+# zoo.yaml is package data, read once above; a spec is frozen, so callers may share one.
+@lru_cache(maxsize=64)
 def zoo_model(name: str) -> ModelSpec:
     return spec_from_hf_config(zoo_configs()[name], name=name, source="zoo.yaml")
 

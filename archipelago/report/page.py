@@ -43,6 +43,15 @@ class Chart:
     figure: go.Figure
 
 
+@dataclass(frozen=True)
+class TableBlock:
+    """A titled table of text cells, shown after the charts (a comparison's ranked rows)."""
+
+    title: str
+    columns: list[str]
+    rows: list[list[str]]
+
+
 @dataclass
 class KindPage:
     """What a plan kind puts on the page; `notes` are lines shown under the charts (e.g. a
@@ -51,6 +60,7 @@ class KindPage:
     headline: list[Headline]
     charts: list[Chart]
     notes: list[str] = field(default_factory=list)
+    tables: list[TableBlock] = field(default_factory=list)
 
 
 def lookup(summary: dict[str, Any], key: str) -> Any:
@@ -151,6 +161,18 @@ h1 { margin-bottom: 4px; } .sub { color: #555; margin-top: 0; }
 </style>"""
 
 
+_TABLE_STYLE = ("<style>table { border-collapse: collapse; font-size: 13px; } th, td { "
+                "border-bottom: 1px solid #ddd; padding: 3px 8px; text-align: right; }</style>")
+
+
+def _table(block: TableBlock) -> str:
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in block.columns)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
+                    for row in block.rows)
+    return (f'<section class="table">{_TABLE_STYLE}<h2>{html.escape(block.title)}</h2><table>'
+            f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></section>")
+
+
 def render(title: str, subtitle: str, summary: dict[str, Any], page: KindPage) -> str:
     """The whole HTML document of one plan's report."""
     sections, calls = zip(*(_chart(i, c) for i, c in enumerate(page.charts)), strict=True) \
@@ -161,7 +183,7 @@ def render(title: str, subtitle: str, summary: dict[str, Any], page: KindPage) -
         f"<title>{html.escape(title)}</title>", _COLLECTOR, _STYLE, "</head><body>",
         f"<h1>{html.escape(title)}</h1><p class='sub'>{html.escape(subtitle)}</p>",
         '<section id="headline">', *(_figure(h, summary) for h in page.headline), "</section>",
-        _feasibility(summary), *sections,
+        _feasibility(summary), *sections, *(_table(t) for t in page.tables),
         f'<ul class="notes">{notes}</ul>' if notes else "",
         '<pre id="js-errors"></pre>',
         f'<script type="application/octet-stream" id="plotly-gz">{_packed_plotly()}</script>',

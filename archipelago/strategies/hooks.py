@@ -76,7 +76,14 @@ class BatchEvaluator(Protocol):
                  engines: Sequence[dict[str, Any]], /) -> Any: ...
 
 
+class Traits(Protocol):
+    """(plan, workload, estimate) -> estimate.generation.Traits: split and binding resource,
+    for `archi compare`."""
+
+    def __call__(self, plan: Any, workload: Any, est: Any, /) -> Any: ...
+
+
 HOOKS: dict[str, type] = {"estimator": Estimator, "report": ReportModule,
                           "emulator": Emulator, "writers": Writers,
                           "utilization": Utilization, "explorer": Explorer, "page": Page,
-                          "batch_evaluator": BatchEvaluator}
+                          "batch_evaluator": BatchEvaluator, "traits": Traits}

@@ -36,7 +36,8 @@ from archipelago.strategies.options import ROLES, WorkloadType
 ENTRY_POINT_GROUP = "archipelago.strategies"
 _ROLE_WORDS = {"writers": "build files", "utilization": "a resource model to explore",
                "page": "an HTML report page",
-               "batch_evaluator": "a batch evaluator of engine designs"}
+               "batch_evaluator": "a batch evaluator of engine designs",
+               "traits": "a place in `archi compare`"}
 @dataclass(frozen=True)
 class PlanKind:
     """A shape of plan and the code that consumes it. Paths are `module:attribute`:
@@ -59,6 +60,9 @@ class PlanKind:
     page         (plan, workload, est, summary) -> report.page.KindPage: the headline keys
                  of `summary` (estimate_to_dict's object) and the kind's charts for
                  `archi report` / `plan --report`; the only place plotly is imported
+    traits       (plan, workload, est) -> estimate.generation.Traits: the split and the
+                 binding resource of a text-generation estimate (a GenerationTiming), which
+                 `archi compare` ranks; a kind without it is not compared
     commands     {name: `module:attribute`}: commands only this kind has (host programs'
                  `archi proxies`), each a typer command function, attached when `archi`
                  starts (`commands()`)
@@ -74,6 +78,7 @@ class PlanKind:
     explorer: str | None = None
     page: str | None = None
     batch_evaluator: str | None = None
+    traits: str | None = None
     commands: dict[str, str] = field(default_factory=dict)  # its own `archi` commands
 
     @overload
@@ -92,11 +97,13 @@ class PlanKind:
     def hook(self, role: Literal["page"]) -> hooks.Page: ...
     @overload
     def hook(self, role: Literal["batch_evaluator"]) -> hooks.BatchEvaluator: ...
+    @overload
+    def hook(self, role: Literal["traits"]) -> hooks.Traits: ...
 
     def hook(self, role: str) -> Any:
-        """The estimator, report, emulator, writers, utilization, explorer, page or
-        batch_evaluator, imported now; its shape is the Protocol of the same name in
-        `hooks`."""
+        """The estimator, report, emulator, writers, utilization, explorer, page,
+        batch_evaluator or traits, imported now; its shape is the Protocol of the same name
+        in `hooks`."""
         path = getattr(self, role)
         if path is None:
             having = strategies_with(role)

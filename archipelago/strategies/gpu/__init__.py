@@ -29,7 +29,8 @@ register_kind(PlanKind(
     "gpu", GPU_GENERATION,
     estimator="archipelago.strategies.gpu.estimate:estimate",
     report="archipelago.strategies.gpu.report",
-    page="archipelago.strategies.gpu.page:page"))
+    page="archipelago.strategies.gpu.page:page",
+    traits="archipelago.strategies.gpu.traits:traits"))
 
 
 def _check(spec: ModelSpec, cluster: Cluster, strategy: str) -> None:

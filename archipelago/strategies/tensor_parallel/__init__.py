@@ -26,9 +26,10 @@ from archipelago.errors import PartitionError
 from archipelago.estimate.workload import parse_generation
 from archipelago.hardware.cluster import Cluster
 from archipelago.hardware.device import Device
+from archipelago.memo import by_content
 from archipelago.models.graph import Graph, Op, build_graph
 from archipelago.models.spec import ModelSpec
-from archipelago.models.weights import embedding_weights, layer_weights, output_weights
+from archipelago.models.weights import template_weights
 from archipelago.strategies.options import WorkloadOption, WorkloadType
 from archipelago.strategies.registry import PlanKind, register, register_kind
 from archipelago.strategies.tensor_parallel.dfx import DFXConfig, DFXEngine
@@ -103,7 +104,8 @@ register_kind(PlanKind(
     emulator="archipelago.strategies.tensor_parallel.emulate:emulate",
     utilization="archipelago.strategies.tensor_parallel.utilization:utilization",
     page="archipelago.strategies.tensor_parallel.page:page",
-    batch_evaluator="archipelago.strategies.tensor_parallel.variants:evaluate_variants"))
+    batch_evaluator="archipelago.strategies.tensor_parallel.variants:evaluate_variants",
+    traits="archipelago.strategies.tensor_parallel.traits:traits"))
 
 
 def _check_inputs(spec: ModelSpec, cluster: Cluster, strategy: str) -> None:
@@ -146,20 +148,48 @@ def _columns(spec: ModelSpec, name: str, length: int, ranks: int, rank: int,
     return split_bounds(length, ranks, rank)
 
 
-def _device_plan(spec: ModelSpec, cluster: Cluster, rank: int, split_norms: bool,
-                 matrix_mirror: MemoryKind | None, split_head: bool) -> DevicePlan:
+def _device_plans(spec: ModelSpec, cluster: Cluster, split_norms: bool,
+                  matrix_mirror: MemoryKind | None, split_head: bool) -> list[DevicePlan]:
+    """Each device's shards (`_rank_shards`) in the memories its board has, in its own
+    tables."""
+    devices, ranks = cluster.devices, cluster.size
+    placed = tuple(_placements(device, matrix_mirror) for device in devices)
+    tables = _shards(spec, ranks, split_norms, split_head, placed)
+    return [DevicePlan(rank, device, dict(layer), dict(other), vocab, ranks)
+            for rank, (device, (layer, other, vocab)) in enumerate(zip(devices, tables,
+                                                                        strict=True))]
+
+
+def _placements(device: Device, matrix_mirror: MemoryKind | None
+                ) -> tuple[MemoryKind, MemoryKind | None]:
+    """Where `device` keeps what a scheme puts in DDR, and its mirror of the matrices."""
+    mirror = _placed(matrix_mirror, device) if matrix_mirror else None
+    return _placed("ddr", device), None if mirror == "hbm" else mirror  # one copy serves both
+
+
+Shards = tuple[dict[str, Shard], dict[str, Shard], tuple[int, int]]
+
+
+# Shards are frozen and a pure function of these arguments; plans get copies of the tables.
+@by_content(maxsize=64)
+def _shards(spec: ModelSpec, ranks: int, split_norms: bool, split_head: bool,
+            placed: tuple[tuple[MemoryKind, MemoryKind | None], ...]) -> tuple[Shards, ...]:
+    return tuple(_rank_shards(spec, ranks, rank, split_norms, split_head, *where)
+                 for rank, where in enumerate(placed))
+
+
+def _rank_shards(spec: ModelSpec, ranks: int, rank: int, split_norms: bool, split_head: bool,
+                 ddr: MemoryKind, mirror: MemoryKind | None) -> Shards:
     """Matrices column-split in HBM (optionally mirrored), their biases split in DDR; norm
     parameters split with the columns (LORA) or replicated (DFX); embeddings in DDR; the LM
     head split by vocabulary (LORA) or whole on every device (DFX). What goes to DDR goes to
-    HBM on a board without DDR."""
-    ranks, device = cluster.size, cluster.devices[rank]
+    HBM on a board without DDR (`ddr` says where it goes). Returns the per-layer and other
+    tensors' shards and the vocabulary rows this rank scores."""
     vocab = split_bounds(spec.vocab, ranks, rank) if split_head else (0, spec.vocab)
-    ddr = _placed("ddr", device)
-    mirror = _placed(matrix_mirror, device) if matrix_mirror else None
-    mirror = None if mirror == "hbm" else mirror  # one copy serves both phases
     layer: dict[str, Shard] = {}
     share = head_share(spec, ranks, rank)
-    for tensor in layer_weights(spec, 0):
+    block, outside = template_weights(spec)
+    for tensor in block:
         name, part = tensor.role.split(".")
         axis = len(tensor.shape) - 1
         start, stop = _columns(spec, name, tensor.shape[axis], ranks, rank, share)
@@ -173,7 +203,7 @@ def _device_plan(spec: ModelSpec, cluster: Cluster, rank: int, split_norms: bool
             layer[tensor.role] = Shard(None, memory=ddr)
     other: dict[str, Shard] = {}
     head_role = "embed_tokens.weight" if spec.tied_embeddings else "lm_head.weight"
-    for tensor in (*embedding_weights(spec), *output_weights(spec)):
+    for tensor in outside:
         # The LM head is a weight matrix streamed every token, so HBM holds a copy; the DDR
         # copy serves the once-per-token embedding lookup (seeds/001 §IV-B).
         copy = "hbm" if tensor.role == head_role and ddr != "hbm" else None
@@ -185,7 +215,7 @@ def _device_plan(spec: ModelSpec, cluster: Cluster, rank: int, split_norms: bool
         else:
             rows = vocab if copy and split_head else None  # this rank's vocabulary rows
             other[tensor.role] = Shard(None, memory=ddr, mirror=copy, mirror_rows=rows)
-    return DevicePlan(rank, device, layer, other, vocab, ranks)
+    return layer, other, vocab
 
 
 def _local_out(op: Op, spec: ModelSpec, ranks: int, columns_split: bool) -> int:
@@ -297,24 +327,42 @@ _CLUSTERS = {"default_cluster": "4xu280", "command_clusters": {"explore": "1xu28
 def plan_dfx(spec: ModelSpec, cluster: Cluster, config: DFXConfig) -> Plan:
     _check_inputs(spec, cluster, "dfx")
     engine = DFXEngine(config, cluster.size, _table_Bps(cluster.devices[0]))
-    graph, ranks = build_graph(spec), cluster.size
-    steps = ([_compute(op, spec, ranks) for op in graph.embed], dfx_block_steps(graph, ranks),
-             _dfx_output_steps(graph))
-    devices = [_device_plan(spec, cluster, r, False, None, False) for r in range(ranks)]
-    return _plan("dfx", "dfx", graph, cluster, engine, FP16_BYTES, steps, devices)
+    steps = _lists(_dfx_steps(spec, cluster.size))
+    devices = _device_plans(spec, cluster, False, None, False)
+    return _plan("dfx", "dfx", build_graph(spec), cluster, engine, FP16_BYTES, steps, devices)
+
+
+def _lists(steps: tuple[tuple[Step, ...], ...]) -> tuple[list[Step], list[Step], list[Step]]:
+    """A plan's own (embed, block, output) step lists."""
+    embed, block, output = steps
+    return list(embed), list(block), list(output)
+
+
+# Steps are frozen and a pure function of the spec and ring size; plans get copies.
+@by_content(maxsize=64)
+def _dfx_steps(spec: ModelSpec, ranks: int) -> tuple[tuple[Step, ...], ...]:
+    graph = build_graph(spec)
+    return (tuple(_compute(op, spec, ranks) for op in graph.embed),
+            tuple(dfx_block_steps(graph, ranks)), tuple(_dfx_output_steps(graph)))
 
 
 def _plan_lora(strategy: str, spec: ModelSpec, cluster: Cluster,
                config: SystolicConfig) -> Plan:
     _check_inputs(spec, cluster, strategy)
     engine = SystolicEngine(config, cluster.devices[0], spec, cluster.size)
-    graph, ranks = build_graph(spec), cluster.size
-    act = config.weight_bytes
-    steps = tuple(lora_steps(ops, spec, ranks, act, config.pack_rows)
-                  for ops in (graph.embed, graph.block, graph.output))
-    devices = [_device_plan(spec, cluster, r, True, "ddr", True) for r in range(ranks)]
-    return _plan(strategy, "lora", graph, cluster, engine, config.weight_bytes, steps, devices,
-                 config.precision)
+    steps = _lists(_lora_steps(spec, cluster.size, config.weight_bytes, config.pack_rows))
+    devices = _device_plans(spec, cluster, True, "ddr", True)
+    return _plan(strategy, "lora", build_graph(spec), cluster, engine, config.weight_bytes,
+                 steps, devices, config.precision)
+
+
+# Steps are frozen and a pure function of these arguments; plans get copies.
+@by_content(maxsize=64)
+def _lora_steps(spec: ModelSpec, ranks: int, activation_bytes: float,
+                group_rows: int) -> tuple[tuple[Step, ...], ...]:
+    graph = build_graph(spec)
+    return tuple(tuple(lora_steps(ops, spec, ranks, activation_bytes, group_rows))
+                 for ops in (graph.embed, graph.block, graph.output))
 
 
 # LORA-Q's array grows until HBM bounds it (seeds/002 §V-D, "bounded by the HBM bandwidth"):

@@ -97,11 +97,11 @@ def steps_seconds(plan: Plan, steps: list[Step], phase: Phase,
 Part = tuple[list[Step], Phase, int]
 
 
-def _seconds(plan: Plan, parts: list[Part], shape: tuple[int, ...],
-             sequences: int = 1) -> dict[str, np.ndarray]:
-    """Seconds by category of each (steps, phase, repeat) part, summed (over the engine's
-    variants too, where it has them)."""
-    out = {c: np.zeros(shape) for c in CATEGORIES}
+def _seconds(plan: Plan, parts: list[Part], shape: tuple[int, ...], sequences: int = 1,
+             start: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    """Seconds by category of each (steps, phase, repeat) part, summed (onto `start`; over
+    the engine's variants too, where it has them)."""
+    out = {c: np.zeros(shape) if start is None else start[c] for c in CATEGORIES}
     for steps, phase, repeat in parts:
         for step, seconds in zip(steps, steps_seconds(plan, steps, phase, sequences),
                                  strict=True):
@@ -126,17 +126,26 @@ def _phase_seconds(plan: Plan, rows: int, context: np.ndarray, output: bool = Tr
     return _seconds(plan, parts, context.shape, sequences)
 
 
-def _prefill_seconds(plan: Plan, n_in: int, sequences: int = 1) -> dict[str, np.ndarray]:
-    """The prompts as one matrix pass, or (engines whose controller runs the model once per
+def _prompt_and_decode(plan: Plan, n_in: int, n_out: int, sequences: int = 1
+                       ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Seconds by category of the prompts, and of each further token (decode step i feeds
+    token n_in + i - 1; last axis), an engine over variants putting them on a leading axis.
+    The prompts run as one matrix pass, or (engines whose controller runs the model once per
     token, like DFX) as n_in single-token passes at growing context, with the output ops
-    only after the last one."""
-    last = np.array([n_in])
+    only after the last one: those passes are decode steps at contexts 1..n_in without the
+    output ops, so one numpy pass costs them and the decode steps together (every cost is
+    elementwise in the context), split after."""
+    last, contexts = np.array([n_in]), n_in + np.arange(1, n_out)
     if not plan.engine.token_serial_prefill:
-        return {c: v[..., 0] for c, v in
-                _phase_seconds(plan, n_in, last, sequences=sequences).items()}
-    body = _phase_seconds(plan, 1, np.arange(1, n_in + 1), False, sequences)
+        prompt = _phase_seconds(plan, n_in, last, sequences=sequences)
+        return ({c: v[..., 0] for c, v in prompt.items()},
+                _phase_seconds(plan, 1, contexts, sequences=sequences))
+    passes = _phase_seconds(plan, 1, np.arange(1, n_in + n_out), False, sequences)
     head = _seconds(plan, [(plan.output_steps, Phase(1, last), 1)], last.shape, sequences)
-    return {c: body[c].sum(axis=-1) + head[c][..., 0] for c in CATEGORIES}
+    decode = _seconds(plan, [(plan.output_steps, Phase(1, contexts), 1)], contexts.shape,
+                      sequences, start={c: v[..., n_in:] for c, v in passes.items()})
+    return ({c: passes[c][..., :n_in].sum(axis=-1) + head[c][..., 0] for c in CATEGORIES},
+            decode)
 
 
 def kv_cache_bytes(plan: Plan, rank: int, tokens: int, sequences: int = 1) -> float:
@@ -195,10 +204,9 @@ def generation_seconds(plan: Plan, workload: Generation
     turns included; an engine over variants puts them on a leading axis of both."""
     n_in, n_out = workload.input_tokens, workload.output_tokens
     together, turns = sequence_turns(plan, workload)
-    pre = {c: turns * v for c, v in _prefill_seconds(plan, n_in, together).items()}
-    contexts = n_in + np.arange(1, n_out)  # decode step i feeds token n_in + i - 1
-    dec = {c: turns * v for c, v in
-           _phase_seconds(plan, 1, contexts, sequences=together).items()}
+    prompt, decode = _prompt_and_decode(plan, n_in, n_out, together)
+    pre = {c: turns * v for c, v in prompt.items()}
+    dec = {c: turns * v for c, v in decode.items()}
     return pre, dec
 
 

@@ -25,7 +25,7 @@ def _consumers_seconds(steps: list[Step], index: int, compute: list[np.ndarray])
     """Compute time of the steps after `index` (up to the next collective) that read the
     gathered tensor."""
     tensor = steps[index].tensor
-    total = np.zeros_like(compute[index])
+    total = np.zeros(compute[index].shape)
     for later in range(index + 1, len(steps)):
         step = steps[later]
         if isinstance(step, CommStep):
@@ -42,7 +42,7 @@ def _early_start_seconds(steps: list[Step], index: int, compute: list[np.ndarray
     producer = steps[index - 1] if index else None
     if not (step.early and isinstance(producer, ComputeStep)
             and producer.op.name == step.tensor and producer.local_heads > 1):
-        return np.zeros_like(compute[index])
+        return np.zeros(compute[index].shape)
     return compute[index - 1] * (1 - 1 / producer.local_heads)
 
 
@@ -54,7 +54,7 @@ def exposed_seconds(plan: Plan, steps: list[Step], index: int, rows: int,
     assert isinstance(step, CommStep)
     ranks = plan.ranks
     if ranks == 1:
-        return np.zeros_like(compute[index])
+        return np.zeros(compute[index].shape)
     if step.overlap == "matmul_blocks":
         step_s = collective_seconds(plan, step, rows) / (ranks - 1)
         block_s = _consumers_seconds(steps, index, compute) / ranks
@@ -66,4 +66,4 @@ def exposed_seconds(plan: Plan, steps: list[Step], index: int, rows: int,
         group_s = compute[index - 1] / groups
         k = collective_seconds(plan, step, min(rows, step.group_rows))
         return k + (groups - 1) * np.maximum(0.0, k - group_s)
-    return np.zeros_like(compute[index]) + collective_seconds(plan, step, rows)
+    return np.zeros(compute[index].shape) + collective_seconds(plan, step, rows)

@@ -15,12 +15,7 @@ from archipelago.hardware.cluster import Cluster
 from archipelago.hardware.device import Device, Resources
 from archipelago.models.graph import Graph, Op, Phase
 from archipelago.models.spec import ModelSpec
-from archipelago.models.weights import (
-    WeightTensor,
-    embedding_weights,
-    layer_weights,
-    output_weights,
-)
+from archipelago.models.weights import WeightTensor, template_weights
 from archipelago.split import split_bounds
 
 MemoryKind = Literal["hbm", "ddr", "onchip"]
@@ -134,11 +129,12 @@ class DevicePlan:
     def held_bytes(self, spec: ModelSpec, bytes_per_param: float, memory: MemoryKind) -> float:
         """Bytes this device keeps in `memory`; every layer shares one shard template."""
 
-        def held(tensors: Iterable[WeightTensor]) -> int:
-            return sum(self.shard_for(t).numel_in(t, memory) for t in tensors)
+        def held(tensors: Iterable[WeightTensor], shards: dict[str, Shard]) -> int:
+            return sum(shards[t.role].numel_in(t, memory) for t in tensors)
 
-        per_layer = held(layer_weights(spec, 0))
-        other = held((*embedding_weights(spec), *output_weights(spec)))
+        block, outside = template_weights(spec)  # `shard_for`'s two tables
+        per_layer = held(block, self.layer_shards)
+        other = held(outside, self.other_shards)
         return (per_layer * spec.layers + other) * bytes_per_param
 
 

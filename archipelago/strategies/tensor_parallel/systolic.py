@@ -196,7 +196,8 @@ Number = int | float | np.ndarray
 
 def _least(a: Number, b: Number) -> Number:
     """min(a, b), elementwise where either holds variants; a plain number for one core."""
-    return np.minimum(a, b) if np.ndim(a) or np.ndim(b) else min(a, b)
+    return np.minimum(a, b) if isinstance(a, np.ndarray) or isinstance(b, np.ndarray) else \
+        min(a, b)
 
 
 def _eq8(l_buf: float | np.ndarray, l_cal: float, iterations: int | np.ndarray) -> np.ndarray:
@@ -237,6 +238,8 @@ class SystolicEngine:
         # attention matmuls' inputs too, seeds/002 §IV-B-c)
         kv_bytes_per_token = 2 * spec.layers * self.local_kv_dim * config.weight_bytes
         self.kv_tokens_onchip = config.kv_uram * URAM_BYTES // kv_bytes_per_token
+        # The ACC module's binary tree over N_acc partial sums, an FP16 adder per level.
+        self._tree_cycles = np.ceil(np.log2(np.maximum(config.n_acc, 2))) * FP16_ADD_CYCLES
         self._cycles: dict[str, CycleHandler] = {
             "linear": self._matmul, "lm_head": self._matmul,
             "attn_score": self._attention, "attn_context": self._attention,
@@ -335,10 +338,6 @@ class SystolicEngine:
         """`sweeps` passes of N_acc lanes over each of `rows` rows (rows pipeline)."""
         return rows * sweeps * ceil_div(width, self.config.n_acc)
 
-    @property
-    def _tree_cycles(self) -> Number:
-        """The ACC module's binary tree over N_acc partial sums, an FP16 adder per level."""
-        return np.ceil(np.log2(np.maximum(self.config.n_acc, 2))) * FP16_ADD_CYCLES
 
     def _stats(self, rows: int, width: int | np.ndarray) -> np.ndarray:
         """LayerNorm partial sums: one sweep squaring and adding (Eq. 7's ACC), the tree,

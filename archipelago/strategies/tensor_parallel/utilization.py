@@ -18,7 +18,7 @@ def utilization(plan: Plan, est: Estimate) -> dict[str, float]:
     """Worst-device fraction used of each limited resource (memory capacity and the HBM
     bandwidth the engine streams at included)."""
     plan = one_ring(plan, "the design search")
-    uses = [(use.total.model_dump(), use.hbm_bytes) for use in est.devices]
+    uses = [(vars(use.total), use.hbm_bytes) for use in est.devices]
     return {limit: float(used) for limit, used in worst_use(plan, uses, LIMITED).items()}
 
 
@@ -31,11 +31,16 @@ def worst_use(plan: Plan, uses: Sequence[tuple[Mapping[str, Number], float]],
     for (total, hbm_bytes), dp in zip(uses, plan.devices, strict=True):
         have = dp.device.resources
         for res in fabric:  # an absent resource counts as 1 unit, as in fractions_of
-            out[res] = np.maximum(out[res], total[res] / max(getattr(have, res), 1))
+            out[res] = _worse(out[res], total[res] / max(getattr(have, res), 1))
         hbm = dp.device.memory("hbm")
         if hbm is not None:
-            out["hbm"] = np.maximum(out["hbm"], hbm_bytes / hbm.capacity_bytes)
+            out["hbm"] = _worse(out["hbm"], hbm_bytes / hbm.capacity_bytes)
             streamed = plan.engine.hbm_bytes_per_cycle * plan.engine.config.clock_hz
-            out["hbm_bandwidth"] = np.maximum(out["hbm_bandwidth"],
-                                              streamed / hbm.bandwidth_Bps)
+            out["hbm_bandwidth"] = _worse(out["hbm_bandwidth"], streamed / hbm.bandwidth_Bps)
     return out
+
+
+def _worse(a: Number, b: Number) -> Number:
+    """max(a, b), elementwise where either holds variants (numpy is slow on numbers)."""
+    return np.maximum(a, b) if isinstance(a, np.ndarray) or isinstance(b, np.ndarray) else \
+        max(a, b)

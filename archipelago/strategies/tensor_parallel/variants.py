@@ -137,7 +137,8 @@ def _shared(config: Any) -> tuple[Any, ...]:
     """What designs costed together must have in common: every parameter their engine
     does not vary."""
     varied = _varied(config)
-    return tuple((name, value) for name, value in config if name not in varied)
+    return tuple(getattr(config, name) for name in type(config).model_fields
+                 if name not in varied)
 
 
 def _together(plan: Plan, workload: Generation, configs: list[Any], where: str
@@ -157,6 +158,8 @@ def _together(plan: Plan, workload: Generation, configs: list[Any], where: str
 
 def _figures(many: Plan, workload: Generation, held: list[Any], fits: bool
              ) -> dict[str, Number]:
+    """Latency and tokens/s as `estimate_generation` sums them, fit as `feasibility` and
+    the utilization hook judge it, for every design of `many`'s engine."""
     pre, dec = generation_seconds(many, workload)
     latency = sum(pre.values()) + np.sum(sum(dec.values()), axis=-1)
     counts = many.engine.unit_counts(many.spec)

@@ -1,0 +1,118 @@
+"""The combinations a comparison estimates, and the estimate of each as a journal record.
+
+Which strategies take part is the registry's to say: those whose plan kind declares the
+`traits` hook (its estimate is a text generation's GenerationTiming) and whose workload takes
+`--tokens`, for the model's kind of spec. Each combination (strategy, device, count, batch)
+is the cluster shorthand `COUNTxDEVICE` planned and estimated through `archipelago.api`: the
+kind decides the split (a tensor-parallel ring, stages across racks, Megatron on GPUs) and
+refuses what it cannot run, in one line kept as the combination's reason.
+"""
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from archipelago import api
+from archipelago.errors import ArchipelagoError
+from archipelago.estimate.generation import GenerationTiming
+from archipelago.hardware.catalog import get_device
+from archipelago.hardware.cluster import resolve_cluster
+from archipelago.strategies.registry import Strategy, get_strategy, strategies
+
+TOKENS = "tokens"  # the workload option a compared kind must take
+
+
+def digest(content: Any) -> str:
+    """A short content digest (sorted-key JSON, sha256), as explore's study identity."""
+    text = json.dumps(content, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _why_not(strategy: Strategy, spec: Any) -> str | None:
+    """Why `strategy` takes no part in comparing `spec`, or None when it does."""
+    kind = strategy.plan_kind
+    takes = {o.name for o in kind.workload.of("plan", "workload")}
+    if kind.traits is None or TOKENS not in takes:
+        return f"plan kind '{kind.name}' estimates no text generation"
+    if not isinstance(spec, strategy.models):
+        return f"it plans no {type(spec).__name__}"
+    return None
+
+
+def applicable(spec: Any) -> tuple[list[str], dict[str, str]]:
+    """(strategies compared for `spec`, {strategy not compared: why})."""
+    taking, not_taking = [], {}
+    for name, strategy in strategies().items():
+        why = _why_not(strategy, spec)
+        if why is None:
+            taking.append(name)
+        else:
+            not_taking[name] = why
+    return taking, not_taking
+
+
+@dataclass(frozen=True)
+class Combo:
+    strategy: str
+    device: str
+    count: int
+    batch: int
+
+    @property
+    def cluster(self) -> str:
+        return f"{self.count}x{self.device}"
+
+    def key(self) -> str:
+        """The journal key: the combination and the content it was estimated with (the
+        device's catalog entry, the strategy's engine defaults), so an edited catalog entry
+        is estimated afresh rather than read back."""
+        content = {"device": get_device(self.device).model_dump(),
+                   "engine": strategies()[self.strategy].engine_defaults}
+        return f"{self.strategy} {self.cluster} batch {self.batch} {digest(content)[:10]}"
+
+
+def combinations(names: list[str], devices: tuple[str, ...], counts: tuple[int, ...],
+                 batches: tuple[int, ...]) -> list[Combo]:
+    return [Combo(s, d, n, b) for s in names for d in devices for n in counts for b in batches]
+
+
+@dataclass(frozen=True)
+class Task:
+    """Combinations one worker estimates in turn (a strategy on a device: its counts and
+    batches), with the model's spec resolved once by the caller."""
+
+    spec: Any
+    tokens: str
+    combos: tuple[Combo, ...]
+
+
+def estimate_combo(spec: Any, tokens: str, combo: Combo) -> dict[str, Any]:
+    """The record of one combination: its timing, split and binding resource, whether it
+    fits (with the kind's reasons), or the one line its strategy refused it with."""
+    where = f"{combo.strategy} on {combo.cluster}"
+    try:
+        work = api.parse_workload(combo.strategy, {TOKENS: tokens, "batch": str(combo.batch)})
+        plan = api.plan_on(spec, resolve_cluster(combo.cluster), combo.strategy)
+        est = api.estimate(combo.strategy, plan, work, f"{where} ({spec.name})")
+    except ArchipelagoError as err:
+        return {"status": "refused", "reason": str(err)}
+    if not isinstance(est, GenerationTiming):  # a kind's registration mistake
+        raise TypeError(f"{where}: the estimate is a {type(est).__name__}, not a "
+                        "GenerationTiming, yet its kind declares traits")
+    traits = get_strategy(combo.strategy).plan_kind.hook("traits")(plan, work, est)
+    reasons = list(getattr(est, "reasons", []))
+    return {"status": "ok" if est.feasible else "infeasible", "reasons": reasons,
+            "latency_s": est.latency_s, "tokens_per_s": est.tokens_per_s,
+            "prefill_s": est.prefill_s, "decode_s_per_token": est.decode_s_per_token,
+            "split": traits.split, "binding": traits.binding, "shares": traits.shares}
+
+
+def evaluate(task: Task) -> list[tuple[str, dict[str, Any]]]:
+    """A Dask task (module level, so it pickles by name): every combination's record."""
+    out = []
+    for combo in task.combos:
+        value = {"strategy": combo.strategy, "device": combo.device, "count": combo.count,
+                 "batch": combo.batch, **estimate_combo(task.spec, task.tokens, combo)}
+        out.append((combo.key(), value))
+    return out

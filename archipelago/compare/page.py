@@ -1,0 +1,98 @@
+"""A comparison's report page (`archi compare --report`): latency against upfront cost, one
+colour per strategy, the Pareto front drawn through its rows, then the ranked table and why
+the other combinations are absent; laid out by report/page.py like every plan's page."""
+
+import math
+from typing import Any
+
+import plotly.graph_objects as go
+
+from archipelago.compare.summary import rows_from_dict
+from archipelago.compare.table import COLUMNS, cells
+from archipelago.report.charts import PALETTE
+from archipelago.report.page import Chart, Headline, KindPage, TableBlock, render
+
+_MS = 1e3
+
+
+def pareto_chart(summary: dict[str, Any]) -> go.Figure:
+    """Every row of known price as a point (log axes: costs and latencies span decades);
+    the front as a staircase from the cheapest to the fastest."""
+    priced = [r for r in summary["rows"] if r["upfront_usd"] is not None]
+    names = list(dict.fromkeys(r["strategy"] for r in summary["rows"]))
+    fig = go.Figure()
+    for i, name in enumerate(names):
+        mine = [r for r in priced if r["strategy"] == name]
+        if not mine:
+            continue
+        fig.add_trace(go.Scatter(
+            x=[r["upfront_usd"] for r in mine], y=[r["latency_s"] * _MS for r in mine],
+            mode="markers", name=name, marker={"color": PALETTE[i % len(PALETTE)], "size": 9},
+            text=[r["label"] for r in mine],
+            hovertemplate="%{text}: $%{x:,.0f}, %{y:,.2f} ms<extra></extra>"))
+    front = [r for r in priced if r["front"]]
+    front.sort(key=lambda r: (r["upfront_usd"], r["latency_s"]))
+    fig.add_trace(go.Scatter(
+        x=[r["upfront_usd"] for r in front], y=[r["latency_s"] * _MS for r in front],
+        mode="lines+markers", name="Pareto front", line={"shape": "hv", "color": "#222"},
+        marker={"symbol": "star", "size": 13, "color": "#222"},
+        text=[r["label"] for r in front],
+        hovertemplate="front: %{text}: $%{x:,.0f}, %{y:,.2f} ms<extra></extra>"))
+    xs = [r["upfront_usd"] for r in priced]
+    ys = [r["latency_s"] * _MS for r in priced]
+    fig.update_layout(xaxis_title="upfront cost (US$, boards x price)",
+                      yaxis_title="latency (ms)", xaxis_type="log", yaxis_type="log",
+                      xaxis_tickvals=log_ticks(min(xs), max(xs)), xaxis_tickformat=",.0f",
+                      yaxis_tickvals=log_ticks(min(ys), max(ys)), yaxis_tickformat=",~g")
+    return fig
+
+
+def log_ticks(low: float, high: float) -> list[float]:
+    """1-2-5 ticks covering [low, high]: plotly's own ticks on a log axis spanning less than
+    a few decades are bare mantissas (2, 3, 5 between 10 and 100) that read as numbers."""
+    first = math.floor(math.log10(low))
+    ticks = [m * 10.0 ** e for e in range(first, math.ceil(math.log10(high)) + 1)
+             for m in (1, 2, 5)]
+    inside = [t for t in ticks if low <= t <= high]
+    below = [t for t in ticks if t < low][-1:]
+    above = [t for t in ticks if t > high][:1]
+    return below + inside + above
+
+
+def comparison_page(summary: dict[str, Any]) -> KindPage:
+    head = summary["headline"]
+    headline = [Headline("combinations that fit", "headline.combinations")]
+    if head["combinations"]:
+        headline += [Headline("fastest latency", "headline.fastest_latency_s", "ms", _MS, 2),
+                     Headline("best throughput", "headline.best_tokens_per_s", "tokens/s", 1,
+                              1),
+                     Headline("rows on the Pareto front", "headline.front_size")]
+    charts = []
+    if any(r["upfront_usd"] is not None for r in summary["rows"]):
+        charts.append(Chart("Latency against upfront cost", "Each point a strategy on COUNT "
+                            "boards; the staircase joins the rows no other row beats on both "
+                            "latency and cost.", pareto_chart(summary)))
+    rows, target = rows_from_dict(summary), summary["latency_target"]
+    marks = ["#", "★", *(["≤ target"] if target else [])]
+    table = TableBlock("Ranked by " + summary["sort"], [*marks, *COLUMNS],
+                       [[str(d["rank"]), "★" if d["front"] else "",
+                         *(["✓" if d["meets_target"] else ""] if target else []), *cells(r)]
+                        for d, r in zip(summary["rows"], rows, strict=True)])
+    notes = [r["line"] for r in summary["refused"] + summary["infeasible"]]
+    if target:
+        notes.insert(0, f"latency target {target['seconds'] * _MS:,.3g} ms: "
+                        f"{len(target['meeting'])} rows meet it; cheapest: "
+                        f"{target['cheapest'] or 'none of known price'}")
+    notes += [f"not compared: {n} ({why})" for n, why in summary["not_applicable"].items()]
+    if summary["unknown_cost"]:
+        notes.append(f"no price for {', '.join(summary['unknown_cost'])}: left off the chart")
+    notes.append(f"energy: {summary['power_model']['statement']}")
+    return KindPage(headline, charts, notes, [table])
+
+
+def comparison_html(summary: dict[str, Any]) -> str:
+    title = f"{summary['model']} · {summary['tokens']} tokens · archi compare"
+    subtitle = (f"devices {', '.join(summary['devices'])} · counts "
+                f"{', '.join(map(str, summary['counts']))} · batch "
+                f"{', '.join(map(str, summary['batches']))}")
+    return render(title, subtitle, summary, comparison_page(summary))

@@ -1,0 +1,119 @@
+"""What `archi compare` is asked: the option texts read into a checked request, each mistake
+one line naming the option, the value and the valid choices.
+
+Default devices: every HBM FPGA of the catalog, because the decoder strategies stream their
+weights from HBM (DFX seeds/001 §IV-B, LORA seeds/002 §V-C) and refuse boards without it:
+the U280, U55C and V80 (two or more QSFP ports: rings of any size), and the U50, U50LV and
+VHK158 (one port or none: one board); and the four GPUs the papers and users compare against:
+the V100 of DFX's and LORA's baselines, the A100 and H100 of today's servers and the L4 of
+small inference servers. Counts 1, 2, 4, 8: the DFX appliance's sizes (seeds/001 §VI).
+"""
+
+import re
+from dataclasses import dataclass
+
+from archipelago.errors import ArchipelagoError, UnknownNameError
+from archipelago.estimate.workload import MAX_BATCH, Generation, parse_tokens
+from archipelago.hardware.catalog import catalog
+from archipelago.hardware.machines import MAX_DEVICES
+
+DEFAULT_DEVICES = "u280,u55c,v80,u50,u50lv,vhk158,v100,a100,h100,l4"
+DEFAULT_COUNTS = "1,2,4,8"
+SORTS = ("latency", "cost", "tokens-per-dollar", "joules-per-token")
+_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6}
+_MAX_LIST = 64  # entries in one list option: more is a typo, not a comparison
+
+
+@dataclass(frozen=True)
+class Request:
+    """A comparison: every (strategy, device, count, batch) of these lists."""
+
+    model: str
+    tokens: Generation
+    devices: tuple[str, ...]
+    counts: tuple[int, ...]
+    strategies: tuple[str, ...] | None  # None: every strategy that applies
+    batches: tuple[int, ...]
+    latency_target_s: float | None = None
+    sort: str = "latency"
+
+
+def _items(option: str, text: str) -> list[str]:
+    items = [t.strip() for t in text.split(",")]
+    if not text.strip() or any(not t for t in items):
+        raise ArchipelagoError(f"{option} '{text[:40]}': give a comma-separated list with no "
+                               "empty entries")
+    if len(items) > _MAX_LIST:
+        raise ArchipelagoError(f"{option}: {len(items)} entries; at most {_MAX_LIST}")
+    return list(dict.fromkeys(items))
+
+
+def parse_devices(text: str) -> tuple[str, ...]:
+    known = catalog()
+    names = [t.lower() for t in _items("--devices", text)]
+    for name in names:
+        if name not in known:
+            raise UnknownNameError("device in --devices", name, known)
+    return tuple(names)
+
+
+def _whole_numbers(option: str, text: str, high: int, what: str) -> tuple[int, ...]:
+    out = []
+    for item in _items(option, text):
+        if not re.fullmatch(r"[0-9]{1,7}", item) or not 1 <= int(item) <= high:
+            raise ArchipelagoError(f"{option} {item[:24]!r}: each {what} must be a whole "
+                                   f"number in 1..{high}")
+        out.append(int(item))
+    return tuple(sorted(set(out)))
+
+
+def parse_counts(text: str) -> tuple[int, ...]:
+    return _whole_numbers("--counts", text, MAX_DEVICES, "device count")
+
+
+def parse_batches(text: str) -> tuple[int, ...]:
+    return _whole_numbers("--batch", text, MAX_BATCH, "batch")
+
+
+def parse_strategies(text: str, applicable: list[str], every: list[str]) -> tuple[str, ...] | None:
+    """None for `all`; else the named strategies, each known and one that compare takes."""
+    if text.strip().lower() == "all":
+        return None
+    names = _items("--strategies", text)
+    for name in names:
+        if name not in every:
+            raise UnknownNameError("strategy in --strategies", name, ["all", *every])
+        if name not in applicable:
+            raise ArchipelagoError(f"--strategies {name}: not compared (it estimates no text "
+                                   f"generation); strategies compared: all, "
+                                   f"{', '.join(applicable)}")
+    return tuple(names)
+
+
+def parse_latency(text: str) -> float:
+    """`50ms`, `0.2 s`, `800us`: seconds."""
+    match = re.fullmatch(r"\s*([0-9]{1,9}(?:\.[0-9]{0,9})?)\s*([a-zµ]+)\s*", text.lower())
+    if not match or match.group(2) not in _UNITS or float(match.group(1)) <= 0:
+        raise ArchipelagoError(f"--latency-target '{text[:40]}': give a positive number and a "
+                               f"unit ({', '.join(_UNITS)}), e.g. 50ms")
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+def parse_sort(text: str) -> str:
+    if text not in SORTS:
+        raise ArchipelagoError(f"--sort '{text[:40]}': valid choices: {', '.join(SORTS)}")
+    return text
+
+
+def parse_request(model: str, tokens: str, devices: str, counts: str, strategies: str,
+                  batches: str, latency_target: str | None, sort: str,
+                  applicable: list[str], every: list[str]) -> Request:
+    """Every option checked before any work; `applicable` are the strategies compare takes
+    for this model, `every` all the registered ones."""
+    if not applicable:
+        raise ArchipelagoError(f"no strategy estimates text generation of {model}; `archi "
+                               "compare` ranks generation plans (try `archi plan`)")
+    return Request(model, parse_tokens(tokens), parse_devices(devices), parse_counts(counts),
+                   parse_strategies(strategies, applicable, every), parse_batches(batches),
+                   None if latency_target is None else parse_latency(latency_target),
+                   parse_sort(sort))

@@ -1,0 +1,124 @@
+"""A comparison's rows: each estimated combination with its upfront cost and energy
+(estimate/energy.py: every board draws its stated power for each phase, prefill and the
+decode steps; per token is the total over every sequence's output tokens), and the
+combinations that were refused or do not fit, with their reasons grouped."""
+
+import re
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from archipelago.estimate import energy
+from archipelago.hardware.catalog import get_device
+
+
+@dataclass(frozen=True)
+class Row:
+    """One combination that fits: its timing and traits (from the journal record) and its
+    cost and energy (from the catalog now); None where the device has no price or power."""
+
+    strategy: str
+    device: str
+    count: int
+    batch: int
+    latency_s: float
+    tokens_per_s: float
+    prefill_s: float
+    decode_s_per_token: float
+    split: str
+    binding: str
+    upfront_usd: float | None
+    tokens_per_s_per_million_usd: float | None
+    watts_per_board: float | None
+    prefill_j: float | None
+    decode_j: float | None
+    joules_per_token: float | None
+    shares: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        batch = f" batch {self.batch}" if self.batch > 1 else ""
+        return f"{self.strategy} {self.count}x{self.device}{batch}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Row":
+        """The row of `to_dict`'s object (other keys beside it are left out)."""
+        return cls(**{f.name: data[f.name] for f in fields(cls)})
+
+
+def row_of(record: dict[str, Any], output_tokens: int) -> Row:
+    """The row of a fitting combination's journal record, costed for `output_tokens` per
+    sequence."""
+    device, boards = get_device(record["device"]), record["count"]
+    power = energy.board_power(device)
+    tokens = record["batch"] * output_tokens
+    usd = energy.upfront_usd(device, boards)
+    decode_s = record["latency_s"] - record["prefill_s"]
+    prefill_j = decode_j = per_token = None
+    if power is not None:
+        prefill_j = energy.energy_j(power.watts, boards, record["prefill_s"])
+        decode_j = energy.energy_j(power.watts, boards, decode_s)
+        per_token = energy.joules_per_token(prefill_j + decode_j, tokens)
+    return Row(record["strategy"], record["device"], boards, record["batch"],
+               record["latency_s"], record["tokens_per_s"], record["prefill_s"],
+               record["decode_s_per_token"], record["split"], record["binding"], usd,
+               energy.tokens_per_s_per_million_usd(record["tokens_per_s"], usd),
+               None if power is None else power.watts, prefill_j, decode_j, per_token,
+               dict(record["shares"]))
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Combinations refused (or not fitting) for one reason, the device and cluster names
+    in it made general so that one line covers them all."""
+
+    strategy: str
+    reason: str
+    members: tuple[tuple[str, int, int], ...]  # (device, count, batch)
+
+    def where(self) -> str:
+        """`u280, u55c x1,2,4,8; u50 x2` (devices with the same counts together; `batch B`
+        where batches differ or are not 1)."""
+        counts: dict[tuple[str, int], list[int]] = {}
+        for device, count, batch in self.members:
+            counts.setdefault((device, batch), []).append(count)
+        alike: dict[tuple[tuple[int, ...], int], list[str]] = {}
+        for (device, batch), found in counts.items():
+            alike.setdefault((tuple(sorted(found)), batch), []).append(device)
+        batches = {b for _, _, b in self.members}
+        return "; ".join(f"{', '.join(devices)} x{','.join(map(str, found))}"
+                         + (f" batch {b}" if len(batches) > 1 or b > 1 else "")
+                         for (found, b), devices in alike.items())
+
+    def line(self) -> str:
+        return f"{self.strategy} on {self.where()}: {self.reason}"
+
+
+def _general(reason: str, device: str, count: int) -> str:
+    """`reason` with this combination's cluster and device names made general."""
+    text = re.sub(rf"\b{count}x{re.escape(device)}\b", "COUNTxDEVICE", reason)
+    return re.sub(rf"(?<![\w-]){re.escape(device)}(?![\w-])", "DEVICE", text)
+
+
+def group_reasons(failed: list[tuple[dict[str, Any], str]]) -> list[Refusal]:
+    """One Refusal per (strategy, reason once generalised); a reason met once keeps its
+    names as they were."""
+    groups: dict[tuple[str, str], list[tuple[dict[str, Any], str]]] = {}
+    for record, reason in failed:
+        general = _general(reason, record["device"], record["count"])
+        groups.setdefault((record["strategy"], general), []).append((record, reason))
+    out = []
+    for (strategy, general), items in groups.items():
+        shown = items[0][1] if len(items) == 1 else general
+        out.append(Refusal(strategy, shown, tuple((r["device"], r["count"], r["batch"])
+                                                  for r, _ in items)))
+    return out
+
+
+def first_reason(record: dict[str, Any]) -> str:
+    """A not-fitting record's reason: its first, and how many more."""
+    reasons = record.get("reasons") or ["does not fit"]
+    more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
+    return reasons[0] + more

@@ -1,0 +1,87 @@
+"""A comparison on the console: why combinations are absent first (strategies not compared,
+refusals and misfits, one line per reason), then the ranked table with the Pareto front
+starred, then the latency target's answer, the unknowns and the power model."""
+
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from archipelago.compare.rows import Row
+
+_MS = 1e3
+
+
+def _money(value: float | None) -> str:
+    return "?" if value is None else f"{value:,.0f}"
+
+
+def _figure(value: float | None, fmt: str) -> str:
+    return "?" if value is None else format(value, fmt)
+
+
+def binding(row: Row) -> str:
+    """The binding resource and its share of the decode step (`HBM bandwidth 64%`): a low
+    share says no resource is near its limit (the engine's own latencies dominate)."""
+    share = row.shares.get(row.binding)
+    return row.binding if share is None else f"{row.binding} {share:.0%}"
+
+
+def cells(row: Row) -> list[str]:
+    """The row's cells from latency to split (the columns after rank and marks)."""
+    batch = f" b{row.batch}" if row.batch > 1 else ""
+    return [f"{row.count}x{row.device}{batch}", f"{row.latency_s * _MS:,.2f}",
+            f"{row.tokens_per_s:,.1f}", f"{row.prefill_s * _MS:,.2f}",
+            f"{row.decode_s_per_token * _MS:,.3f}", _money(row.upfront_usd),
+            _figure(row.tokens_per_s_per_million_usd, ",.0f"),
+            _figure(row.joules_per_token, ",.3f"), binding(row), row.strategy, row.split]
+
+
+COLUMNS = ("cluster", "latency ms", "tokens/s", "prefill ms", "decode ms/tok", "upfront $",
+           "tok/s per M$", "J/token", "binding", "strategy", "split")
+
+
+def print_comparison(summary: dict[str, Any], rows: list[Row], console: Console) -> None:
+    """`summary` is comparison_dict's object, `rows` its rows."""
+    for name, why in summary["not_applicable"].items():
+        console.print(f"not compared: {escape(name)} ({escape(why)})")
+    for what, word in (("refused", "refused"), ("infeasible", "does not fit")):
+        for r in summary[what]:
+            console.print(f"{word}: {escape(r['line'])}")
+    target = summary["latency_target"]
+    table = Table(title=f"{summary['model']} · {summary['tokens']} tokens · "
+                        f"ranked by {summary['sort']} · ★ Pareto front (latency x upfront $)")
+    for col in ("#", "★", *(["≤ target"] if target else []), *COLUMNS):
+        table.add_column(col, justify="left" if col in ("cluster", "binding", "strategy",
+                                                        "split") else "right")
+    for data, row in zip(summary["rows"], rows, strict=True):
+        marks = ["★" if data["front"] else ""]
+        if target:
+            marks.append("✓" if data["meets_target"] else "")
+        table.add_row(str(data["rank"]), *marks, *(escape(c) for c in cells(row)))
+    console.print(table)
+    _print_notes(summary, console)
+
+
+def _print_notes(summary: dict[str, Any], console: Console) -> None:
+    target = summary["latency_target"]
+    if target:
+        limit = f"{target['seconds'] * _MS:,.3g} ms"
+        if target["cheapest"]:
+            console.print(f"latency target {limit}: {len(target['meeting'])} rows meet it; the "
+                          f"cheapest is {target['cheapest']}")
+        elif target["meeting"]:
+            console.print(f"latency target {limit}: {len(target['meeting'])} rows meet it, none "
+                          "of known price")
+        else:
+            console.print(f"latency target {limit}: no row meets it")
+    if summary["unknown_cost"]:
+        console.print(f"no price for {', '.join(summary['unknown_cost'])}: shown as ?, ranked "
+                      "last by cost and left out of the Pareto front")
+    if summary["unknown_power"]:
+        console.print(f"no power figure for {', '.join(summary['unknown_power'])}: J/token "
+                      "shown as ?")
+    console.print(f"energy: {summary['power_model']['statement']}")
+    console.print(f"store {summary['store']}: {summary['evaluated']} combinations estimated "
+                  f"now, {summary['reused']} read back")
