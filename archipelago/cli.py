@@ -303,18 +303,22 @@ def catalog(as_json: JsonOpt = False) -> None:
     console.print(table)
 
 
-# A bound that still means "search long": NSGA-II's bookkeeping grows with the study, and
-# 10^5 trials already take hours; a larger count is a typo, not a plan.
+# A bound that still means "search long": 10^5 trials are more than every built-in design
+# space holds (the LORA-Q space has 37,800 gene combinations); a larger count is a typo.
 MAX_TRIALS = 100_000
-MAX_SAMPLER_SEED = 2**32 - 1  # optuna's samplers seed numpy's RandomState: 0 .. 2^32-1
-SEARCH_OPTIONS = ("trials", "storage", "study", "out", "seed", "force")
+# Seconds of work since issue 22, and enough to reach the optimum of an enumeration of the
+# LORA spaces in every case measured (benchmarks/bench_explore.py).
+DEFAULT_TRIALS = 10_000
+MAX_SAMPLER_SEED = 2**32 - 1  # the search's numpy generator: any 32-bit seed
+MAX_WORKERS = 1024  # processes of a local Dask cluster
+SEARCH_OPTIONS = ("trials", "storage", "study", "out", "seed", "force", "workers", "scheduler")
 
 
-def within(low: int, high: int) -> Callable[[int], int]:
+def within(low: int, high: int) -> Callable[[int | None], int | None]:
     """An option callback bounding an integer; the error names the value and the range."""
 
-    def check(value: int) -> int:
-        if not low <= value <= high:
+    def check(value: int | None) -> int | None:
+        if value is not None and not low <= value <= high:
             shown = str(value) if len(str(value)) <= 24 else f"a {len(str(value))}-digit number"
             raise typer.BadParameter(f"{shown} is outside {low}..{high}")
         return value
@@ -335,7 +339,7 @@ def refuse_search_options(ctx: typer.Context, who: str) -> None:
 
 
 @app.command(context_settings=KIND_OPTIONS, help="Search engine design parameters (NSGA-II) "
-             "under the devices' limits; resumable.")
+             "under the devices' limits, in batches on Dask; resumable.")
 @user_errors
 def explore(
     ctx: typer.Context,
@@ -343,21 +347,30 @@ def explore(
     cluster: ClusterOpt = None,
     strategy: StrategyOpt = None,
     trials: Annotated[int, typer.Option(callback=within(1, MAX_TRIALS),
-                                        help="finished trials the study should hold")] = 200,
-    storage: Annotated[str, typer.Option(help="optuna storage URL")] = "sqlite:///archi-explore.db",
+                                        help="finished trials the study should hold")
+                      ] = DEFAULT_TRIALS,
+    storage: Annotated[str, typer.Option(help="directory of study journals (made if missing)")
+                       ] = "archi-explore",
     study: Annotated[str | None, typer.Option(help="study name (default from the inputs)")] = None,
     out: Annotated[Path | None, typer.Option(help="best engine config YAML")] = None,
     seed: Annotated[int, typer.Option(callback=within(0, MAX_SAMPLER_SEED),
-                                      help="sampler seed")] = 0,
+                                      help="the search's random seed")] = 0,
     force: Annotated[bool, typer.Option(help="replace an existing --out file")] = False,
+    workers: Annotated[int | None, typer.Option(
+        callback=within(0, MAX_WORKERS),
+        help="local Dask worker processes (default: one per core; 0: in this process)")
+    ] = None,
+    scheduler: Annotated[str | None, typer.Option(
+        help="a running Dask scheduler, tcp://HOST:PORT (default: a local cluster)")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     from rich.progress import Progress
 
     from archipelago.api import choose, explore_kind, parse_workload
+    from archipelago.batch.workers import check_scheduler
     from archipelago.explore.search import SearchRequest, run_search
     from archipelago.explore.spaces import design_space
-    from archipelago.explore.storage import check_storage_url
+    from archipelago.explore.store import check_storage
     from archipelago.explore.study import check_study_name, default_study_name, study_identity
     from archipelago.output_file import check_output_file, write_atomically
     from archipelago.strategies.registry import get_strategy
@@ -375,7 +388,12 @@ def explore(
             kind.hook("report").print_explore(summary, console)
         return
     design_space(strategy)  # a strategy without one is refused before any storage is made
-    check_storage_url(storage)
+    check_storage(storage)
+    if scheduler is not None:
+        check_scheduler(scheduler)
+        if workers is not None:
+            raise ArchipelagoError(f"--workers {workers} sizes a local cluster; a running "
+                                   "one (--scheduler) has its own: leave --workers out")
     if study is not None:
         check_study_name(study)
     work = parse_workload(strategy, given, "explore")
@@ -384,7 +402,8 @@ def explore(
     name = study or default_study_name(study_identity(model, cluster, strategy, work))
     target = out or Path(f"best-{name.replace('/', '-')}.yaml")
     check_output_file(target, "--out", force)
-    request = SearchRequest(model, cluster, strategy, work, trials, storage, name, seed)
+    request = SearchRequest(model, cluster, strategy, work, trials, storage, name, seed,
+                            workers, scheduler)
     errors = Console(stderr=True)  # no bar (and no line it leaves behind) off a terminal
     with Progress(console=errors, transient=True, disable=not errors.is_terminal) as bar:
         task = bar.add_task(f"exploring {name}", total=trials)
@@ -394,6 +413,7 @@ def explore(
         "latency_s": best.latency_s, "tokens_per_s": best.tokens_per_s,
         "engine": best.engine}, sort_keys=False), "--out", force)
     summary = {"study": name, "storage": storage, "trials": best.trials_done,
+               "trials_added": best.trials_added, "exhausted": best.exhausted,
                "feasible_trials": best.feasible_trials, "latency_s": best.latency_s,
                "tokens_per_s": best.tokens_per_s, "utilization": best.utilization,
                "engine": best.engine, "engine_config_file": str(target)}
@@ -410,6 +430,9 @@ def explore(
     for key, value in best.utilization.items():
         table.add_row(f"{key} used", f"{100 * value:.0f}%")
     console.print(table)
+    if best.exhausted:
+        console.print(f"the design space has no other designs: all {best.trials_done} "
+                      "were evaluated")
     console.print(f"engine config written to {target}; use it with "
                   f"`archi plan {model} --cluster {cluster} --strategy {strategy} "
                   f"--engine-config {target}`")

@@ -19,14 +19,12 @@ from archipelago.strategies.registry import get_strategy
 MODEL, CLUSTER, TOKENS, DESIGNS = "gpt2-1.5b", "4xu280", "64:64", 1000
 
 
-class RandomTrial:
-    """Uniform choices from the space's candidates, seeded (a search's first generation)."""
-
-    def __init__(self, seed: int) -> None:
-        self.rng = random.Random(seed)
-
-    def suggest_categorical(self, name: str, choices: list[Any]) -> Any:
-        return self.rng.choice(choices)
+def sampled(strategy: str, count: int, seed: int) -> list[dict[str, Any]]:
+    """Designs with each gene drawn uniformly from its choices, seeded (a search's first
+    generation)."""
+    rng, space = random.Random(seed), design_space(strategy)
+    return [space.decode({name: rng.choice(choices) for name, choices in space.genes.items()})
+            for _ in range(count)]
 
 
 def main() -> None:
@@ -36,8 +34,7 @@ def main() -> None:
         kind = get_strategy(strategy).plan_kind
         utilization, batch = kind.hook("utilization"), kind.hook("batch_evaluator")
         workload = parse_workload(strategy, {"tokens": TOKENS}, "explore")
-        trial = RandomTrial(0)
-        engines = [design_space(strategy).sample(trial) for _ in range(DESIGNS)]
+        engines = sampled(strategy, DESIGNS, 0)
         batch(MODEL, CLUSTER, strategy, workload, engines[:10])  # warm caches (zoo, catalog)
         start = time.perf_counter()
         for engine in engines:

@@ -5,27 +5,22 @@ import json
 import os
 import re
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 
-import optuna
 import pytest
 import yaml
 
 from archipelago.api import make_plan
 from archipelago.errors import ArchipelagoError
 from archipelago.estimate.workload import Generation
-from archipelago.explore.search import SearchRequest, run_search
-from archipelago.explore.spaces import design_space
-from archipelago.explore.trials import PUBLISHED, WORKER, this_run
+from archipelago.explore.spaces import design_space, engine_key
 from archipelago.output_file import write_atomically
 from archipelago.strategies.tensor_parallel.estimate import estimate_generation
 from tests.conftest import TINY_GPT2
-from tests.test_explore import archi, complete_trials
+from tests.test_explore import archi, complete_trials, journal_keys, slowed
 
 OPTIONS = ["--cluster", "1xu280", "--tokens", "8:8"]  # after MODEL: kind options follow it
 
@@ -36,102 +31,95 @@ def write_model(directory: Path, **changes: int) -> str:
     return str(directory / "config.json")
 
 
-def trials_of(db: Path, study: str) -> list[optuna.trial.FrozenTrial]:
-    return optuna.load_study(study_name=study, storage=f"sqlite:///{db}").get_trials()
-
-
 def one_line_error(out: subprocess.CompletedProcess) -> str:
     lines = [line for line in out.stderr.splitlines() if line.strip()]
     assert out.returncode == 2 and len(lines) == 1 and "Traceback" not in out.stderr, out.stderr
     return lines[0]
 
 
+def published_key(strategy: str) -> str:
+    space = design_space(strategy)
+    return engine_key(space.decode(dict(space.baseline)))
+
+
 def test_same_file_name_different_content_never_share_a_study(tmp_path) -> None:
     """The reported bug: a/config.json then b/config.json reported a's result for b."""
     a, b = write_model(tmp_path / "a"), write_model(tmp_path / "b", n_layer=4)
-    storage = f"sqlite:///{tmp_path / 's.db'}"
+    storage = tmp_path / "s"
     runs = {}
     for model in (a, b):
-        out = archi("explore", model, *OPTIONS, "--trials", "4", "--storage", storage, "--out",
-                    str(tmp_path / f"{Path(model).parent.name}.yaml"), "--json")
+        out = archi("explore", model, *OPTIONS, "--trials", "4", "--storage", str(storage),
+                    "--out", str(tmp_path / f"{Path(model).parent.name}.yaml"), "--json",
+                    "--workers", "0")
         assert out.returncode == 0, out.stderr
         runs[model] = json.loads(out.stdout)
     assert runs[a]["study"] != runs[b]["study"]
+    assert len(list(storage.iterdir())) == 2
     # The same content elsewhere is the same model: it may resume a's study (no new trials).
     out = archi("explore", write_model(tmp_path / "copy-of-a"), *OPTIONS, "--trials", "4",
-                "--storage", storage, "--study", runs[a]["study"], "--out",
-                str(tmp_path / "c.yaml"), "--json")
-    assert out.returncode == 0 and json.loads(out.stdout)["engine"] == runs[a]["engine"]
-    assert complete_trials(tmp_path / "s.db") == 8
+                "--storage", str(storage), "--study", runs[a]["study"], "--out",
+                str(tmp_path / "c.yaml"), "--json", "--workers", "0")
+    assert out.returncode == 0, out.stderr
+    resumed = json.loads(out.stdout)
+    assert resumed["engine"] == runs[a]["engine"] and resumed["trials_added"] == 0
     # b's reported latency is b's own: re-estimate its best engine independently.
     plan = make_plan(b, "1xu280", "lora-q", runs[b]["engine"])
     assert estimate_generation(plan, Generation(8, 8)).latency_s == pytest.approx(
         runs[b]["latency_s"])
-    out = archi("explore", b, *OPTIONS, "--trials", "4", "--storage", storage, "--study",
-                runs[a]["study"], "--out", str(tmp_path / "x.yaml"))
+    out = archi("explore", b, *OPTIONS, "--trials", "4", "--storage", str(storage), "--study",
+                runs[a]["study"], "--out", str(tmp_path / "x.yaml"), "--workers", "0")
     line = one_line_error(out)
-    assert re.search(r"made for model a \(config \w{8}\); this run is for model b \(config", line)
+    assert re.fullmatch(rf"error: study '{runs[a]['study']}' in --storage '{storage}': journal "
+                        r".* holds other results: field 'identity.model' is '\w{16}' there, "
+                        r"'\w{16}' here; choose another --study \(or --storage\)", line), line
     assert not (tmp_path / "x.yaml").exists()
 
 
 def test_a_study_name_reused_for_another_strategy_is_refused(tmp_path) -> None:
     args = ["explore", "gpt2-345m", *OPTIONS, "--trials", "3", "--storage",
-            f"sqlite:///{tmp_path / 's.db'}", "--study", "mine"]
+            str(tmp_path / "s"), "--study", "mine", "--workers", "0"]
     assert archi(*args, "--strategy", "dfx", "--out", str(tmp_path / "d.yaml")).returncode == 0
     line = one_line_error(archi(*args, "--strategy", "lora-q", "--out", str(tmp_path / "q.yaml")))
-    assert "made for strategy dfx, engine DFXEngine" in line
-    assert "this run is for strategy lora-q, engine SystolicEngine" in line
-    assert complete_trials(tmp_path / "s.db") == 3
+    assert "field 'identity.engine' is 'DFXEngine' there, 'SystolicEngine' here" in line
+    assert complete_trials(tmp_path / "s") == 3
 
 
-def test_a_foreign_single_objective_study_is_refused_not_crashed_on(tmp_path) -> None:
-    storage = f"sqlite:///{tmp_path / 's.db'}"
-    study = optuna.create_study(study_name="old", storage=storage)
-    study.optimize(lambda trial: trial.suggest_float("x", 0, 1), n_trials=2)
+def test_a_file_that_is_not_a_journal_is_refused_and_kept(tmp_path) -> None:
+    storage = tmp_path / "s"
+    storage.mkdir()
+    (storage / "old.journal").write_text("SQLite format 3\x00...")
     line = one_line_error(archi("explore", "gpt2-345m", *OPTIONS, "--trials", "3", "--storage",
-                                storage, "--study", "old", "--out", str(tmp_path / "o.yaml")))
-    assert "study 'old'" in line and "no recorded identity" in line
-
-
-def published_complete(trials: list) -> list:
-    return [t for t in trials if t.user_attrs.get(PUBLISHED)
-            and t.state == optuna.trial.TrialState.COMPLETE]
+                                str(storage), "--study", "old", "--out",
+                                str(tmp_path / "o.yaml")))
+    assert "study 'old'" in line and "is not an Archipelago journal" in line
+    assert (storage / "old.journal").read_text() == "SQLite format 3\x00..."
 
 
 def test_concurrent_runs_stop_at_the_budget_in_total(tmp_path) -> None:
-    db = tmp_path / "c.db"
-    args = [sys.executable, "-m", "archipelago", "explore", "gpt2-345m", *OPTIONS, "--strategy",
-            "lora-q", "--trials", "400", "--storage", f"sqlite:///{db}", "--study", "c"]
-    runs = [subprocess.Popen([*args, "--out", str(tmp_path / f"{i}.yaml"), "--json"],
+    storage = tmp_path / "c"
+    args = ["explore", "gpt2-345m", *OPTIONS, "--strategy", "lora-q", "--trials", "400",
+            "--storage", str(storage), "--study", "c"]
+    runs = [subprocess.Popen(slowed(0.1, *args, "--out", str(tmp_path / f"{i}.yaml"), "--json"),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             for i in range(2)]
+    added = []
     for run in runs:
         stdout, stderr = run.communicate(timeout=300)
         assert run.returncode == 0, stderr
-        assert json.loads(stdout)["trials"] == 400  # each waited for the other's last trial
-    trials = trials_of(db, "c")
-    complete = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
-    assert len(complete) == 400
-    # The test only means something if both runs did add trials to the study.
-    assert {t.user_attrs[WORKER]["pid"] for t in complete} == {run.pid for run in runs}
-    assert len(published_complete(trials)) == 1
-
-
-def claimed_running(db: Path) -> int:
-    """Trials in flight that their run has claimed (0 before optuna made its tables)."""
-    try:
-        with sqlite3.connect(db) as con:
-            return con.execute("SELECT COUNT(*) FROM trials JOIN trial_user_attributes USING "
-                               "(trial_id) WHERE state = 'RUNNING' AND key = ?",
-                               (WORKER,)).fetchone()[0]
-    except sqlite3.OperationalError:
-        return 0
+        result = json.loads(stdout)
+        assert result["trials"] == 400  # each saw the other's trials
+        added.append(result["trials_added"])
+    keys = journal_keys(storage)
+    assert len(set(keys)) == 400 and published_key("lora-q") in keys
+    # The test only means something if both runs did add trials to the study. (A design
+    # both evaluated at the same instant is written twice and counts once.)
+    assert min(added) > 0 and sum(added) == len(keys) >= 400
 
 
 HANG_IN_EVALUATE = """
 import sys, time
 import archipelago.explore.search as search
-search.evaluate = lambda request, engine: time.sleep(3600)
+search.evaluate_chunk = lambda task: time.sleep(3600)
 from archipelago.cli import app
 sys.argv = ["archi", *sys.argv[1:]]
 app()
@@ -139,42 +127,41 @@ app()
 
 
 def test_a_run_killed_during_the_published_point_leaves_it_for_the_next(tmp_path) -> None:
-    db = tmp_path / "k.db"
-    args = ["explore", "gpt2-345m", *OPTIONS, "--strategy", "lora-q", "--storage", f"sqlite:///{db}",
-            "--study", "k", "--out", str(tmp_path / "k.yaml")]
+    storage = tmp_path / "k"
+    args = ["explore", "gpt2-345m", *OPTIONS, "--strategy", "lora-q", "--storage", str(storage),
+            "--study", "k", "--out", str(tmp_path / "k.yaml"), "--workers", "0"]
     hung = subprocess.Popen([sys.executable, "-c", HANG_IN_EVALUATE, *args, "--trials", "5"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and hung.poll() is None:
-            if db.exists() and claimed_running(db):  # evaluating, not between steps
+            if list(storage.glob("*.journal")):  # the study exists: evaluating its first batch
                 break
-            time.sleep(0.2)
+            time.sleep(0.1)
+        time.sleep(0.5)
     finally:
         hung.kill()
         hung.wait()
-    (first,) = trials_of(db, "k")
-    assert first.user_attrs[PUBLISHED] and first.state == optuna.trial.TrialState.RUNNING
+    assert hung.returncode == -signal.SIGKILL and journal_keys(storage) == []
     out = archi(*args, "--trials", "5", "--json")
     assert out.returncode == 0, out.stderr
-    trials = trials_of(db, "k")
-    assert trials[0].state == optuna.trial.TrialState.FAIL  # stale: its run is gone
-    (published,) = published_complete(trials)
-    baseline = design_space("lora-q").baseline
-    assert {k: published.params[k] for k in baseline} == baseline
-    assert json.loads(out.stdout)["trials"] == 5 == complete_trials(db)
+    keys = journal_keys(storage)
+    assert keys[0] == published_key("lora-q") and keys.count(keys[0]) == 1
+    assert json.loads(out.stdout)["trials"] == 5 == complete_trials(storage) == len(keys)
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_a_signal_ends_the_search_with_one_line_and_the_count(tmp_path, signum) -> None:
-    db = tmp_path / "i.db"
-    run = subprocess.Popen([sys.executable, "-m", "archipelago", "explore", "gpt2-345m", *OPTIONS,
-                            "--trials", "100000", "--storage", f"sqlite:///{db}", "--study",
-                            "i", "--out", str(tmp_path / "i.yaml")],
+@pytest.mark.parametrize("workers", ["0", "1"])
+def test_a_signal_ends_the_search_with_one_line_and_the_count(tmp_path, signum,
+                                                               workers) -> None:
+    storage = tmp_path / "i"
+    args = ["explore", "gpt2-345m", *OPTIONS, "--trials", "100000", "--storage", str(storage),
+            "--study", "i", "--out", str(tmp_path / "i.yaml"), "--workers", workers]
+    run = subprocess.Popen([sys.executable, "-m", "archipelago", *args],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and complete_trials(db) < 5:
+        while time.monotonic() < deadline and complete_trials(storage) < 5:
             time.sleep(0.1)
         run.send_signal(signum)
         _, stderr = run.communicate(timeout=60)
@@ -185,20 +172,25 @@ def test_a_signal_ends_the_search_with_one_line_and_the_count(tmp_path, signum) 
     name = signal.Signals(signum).name
     match = re.fullmatch(rf"error: interrupted by {name}: study 'i' holds (\d+) finished "
                          r"trials; rerun the same command to resume", lines[0])
-    assert match and int(match.group(1)) == complete_trials(db) >= 5
-    assert not any(t.state == optuna.trial.TrialState.RUNNING for t in trials_of(db, "i"))
+    held = int(match.group(1)) if match else -1
+    assert held == complete_trials(storage) >= 5
     assert not (tmp_path / "i.yaml").exists()
+    args[args.index("--trials") + 1] = str(held + 5)  # resumes to an exact count
+    out = archi(*args, "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["trials"] == held + 5 == complete_trials(storage)
 
 
 def test_the_output_file_is_checked_before_the_search(tmp_path) -> None:
     notes = tmp_path / "notes.yaml"
     notes.write_text("my notes\n")
-    db = tmp_path / "o.db"
-    base = ["explore", "gpt2-345m", *OPTIONS, "--trials", "3", "--storage", f"sqlite:///{db}"]
+    storage = tmp_path / "o"
+    base = ["explore", "gpt2-345m", *OPTIONS, "--trials", "3", "--storage", str(storage),
+            "--workers", "0"]
     assert "notes.yaml exists; pass --force" in one_line_error(archi(*base, "--out", str(notes)))
     assert "is a directory" in one_line_error(archi(*base, "--out", str(tmp_path)))
     assert "does not exist" in one_line_error(archi(*base, "--out", str(tmp_path / "no/x.yaml")))
-    assert notes.read_text() == "my notes\n" and complete_trials(db) == 0  # no search ran
+    assert notes.read_text() == "my notes\n" and not storage.exists()  # no search ran
     assert archi(*base, "--out", str(notes), "--force").returncode == 0
     assert "engine" in yaml.safe_load(notes.read_text())
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
@@ -209,12 +201,12 @@ def test_the_default_output_name_is_safe_for_a_cluster_path(tmp_path) -> None:
     cluster = tmp_path / "clusters" / "pair.yaml"
     cluster.write_text(yaml.safe_dump({"devices": [{"device": "u280", "count": 2}]}))
     out = archi("explore", "gpt2-345m", "--cluster", str(cluster), "--strategy", "dfx",
-                "--tokens", "8:8", "--trials", "3", "--storage",
-                f"sqlite:///{tmp_path / 'p.db'}", "--json", cwd=tmp_path)
+                "--tokens", "8:8", "--trials", "3", "--workers", "0", "--json", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     written = Path(tmp_path / json.loads(out.stdout)["engine_config_file"])
     assert written.parent == tmp_path and written.name.startswith("best-gpt2-345m-pair-dfx")
     assert yaml.safe_load(written.read_text())["cluster"] == str(cluster)
+    assert len(list((tmp_path / "archi-explore").glob("*.journal"))) == 1  # the default
 
 
 def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path, monkeypatch) -> None:
@@ -235,13 +227,52 @@ def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path, mon
     assert target.read_text() == "new\n" and sorted(tmp_path.iterdir()) == [target]
 
 
-def test_runs_of_two_searches_racing_for_one_new_study_are_stopped(tmp_path) -> None:
-    """Both passed the identity check at the same instant; the trials still tell them apart."""
-    storage = f"sqlite:///{tmp_path / 'r.db'}"
-    request = SearchRequest("gpt2-345m", "1xu280", "dfx", Generation(8, 8), 3, storage, "r")
-    run_search(request)
-    study = optuna.load_study(study_name="r", storage=storage)
-    racer = study.ask()  # a live run of another search, in flight
-    racer.set_user_attr(WORKER, {**this_run(), "search": "another-search"})
-    with pytest.raises(ArchipelagoError, match="also holds trials of another search"):
-        run_search(replace(request, trials=4))
+def test_a_space_exhausted_before_the_budget_says_so(tmp_path) -> None:
+    """DFX's space holds 20 engines (5 array shapes x 4 windows): a budget of 50 ends there."""
+    storage = tmp_path / "x"
+    args = ["explore", "gpt2-345m", *OPTIONS, "--strategy", "dfx", "--trials", "50",
+            "--storage", str(storage), "--workers", "0", "--out", str(tmp_path / "x.yaml")]
+    out = archi(*args, "--json")
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["trials"] == 20 == complete_trials(storage) and result["exhausted"]
+    out = archi(*args, "--force")
+    assert out.returncode == 0 and "the design space has no other designs: all 20" in out.stdout
+
+
+def worker_processes(pid: int) -> list[int]:
+    """The Dask worker processes a run started (children of any of its threads, spawned by
+    multiprocessing, not its resource tracker), from /proc."""
+    def read(path: Path) -> bytes:
+        try:
+            return path.read_bytes()
+        except (FileNotFoundError, ProcessLookupError):  # a thread or child gone meanwhile
+            return b""
+
+    children = [c for task in Path(f"/proc/{pid}/task").iterdir()
+                for c in read(task / "children").split()]
+    return [int(c) for c in children
+            if b"spawn_main" in read(Path(f"/proc/{c.decode()}/cmdline"))]
+
+
+def test_a_worker_killed_mid_search_loses_nothing(tmp_path) -> None:
+    storage = tmp_path / "w"
+    args = ["explore", "gpt2-345m", *OPTIONS, "--strategy", "lora-q", "--trials", "2000",
+            "--storage", str(storage), "--study", "w", "--out", str(tmp_path / "w.yaml"),
+            "--json"]
+    command = slowed(0.2, *args)
+    command[command.index("--workers") + 1] = "2"  # on a local Dask cluster
+    run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and (complete_trials(storage) < 200
+                                               or len(worker_processes(run.pid)) < 2):
+            time.sleep(0.05)
+        before = complete_trials(storage)
+        os.kill(worker_processes(run.pid)[0], signal.SIGKILL)
+        stdout, stderr = run.communicate(timeout=300)
+    finally:
+        run.kill()
+    assert run.returncode == 0, stderr
+    assert 200 <= before < 2000
+    assert json.loads(stdout)["trials"] == 2000 == complete_trials(storage)

@@ -79,5 +79,6 @@ def test_the_pasted_efficiency_reproduces_the_calibration_point() -> None:
     design = calibrate_lora.CALIBRATED_DESIGN
     plan = make_plan("gpt2-345m", "1xu280", "lora-f", design)
     assert estimate_generation(plan, work).latency_s == pytest.approx(678.4e-3, rel=0.005)
-    request = SearchRequest("gpt2-345m", "1xu280", "lora-f", work, 300, "", "predictions")
+    request = SearchRequest("gpt2-345m", "1xu280", "lora-f", work, calibrate_lora.SEARCH_TRIALS,
+                            "", "predictions")
     assert run_search(request).engine == design

@@ -17,17 +17,11 @@ from archipelago.strategies.tensor_parallel.variants import evaluate_variants
 RELATIVE = 1e-12
 
 
-class RandomTrial:
-    def __init__(self, seed: int) -> None:
-        self.rng = random.Random(seed)
-
-    def suggest_categorical(self, name: str, choices: list[Any]) -> Any:
-        return self.rng.choice(choices)
-
-
 def _sampled(strategy: str, count: int, seed: int) -> list[dict[str, Any]]:
-    trial = RandomTrial(seed)
-    return [design_space(strategy).sample(trial) for _ in range(count)]
+    """Designs with each gene drawn uniformly from its choices, seeded."""
+    rng, space = random.Random(seed), design_space(strategy)
+    return [space.decode({name: rng.choice(choices) for name, choices in space.genes.items()})
+            for _ in range(count)]
 
 
 def _scalar(model: str, cluster: str, strategy: str, workload: Any, engine: dict[str, Any]

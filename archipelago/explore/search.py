@@ -1,28 +1,43 @@
-"""Design-space search (seeds/002 §V-D, Eq. 13): minimize latency and resource use under the
-device's DSP/BRAM/URAM/memory limits, with optuna's NSGA-II genetic sampler.
+"""Design-space search (seeds/002 §V-D, Eq. 13): minimize latency and the worst fabric
+fraction used under the devices' DSP/BRAM/URAM/memory limits, with a numpy NSGA-II over the
+space's genes (explore/genetic.py), a generation of candidates evaluated as one batch.
 
-Every finished trial is committed to the study's storage (SQLite by default), so a killed
-search loses at most the trial in flight; rerunning the same command resumes it and runs
-only the trials still missing. What a study is and how runs share one: explore/study.py,
-explore/trials.py.
+Each batch is appended to the study's journal as it finishes, within the study's budget, so
+concurrent runs on one study stop at `trials` in total and a killed run loses only its batch
+in flight; rerunning the same command rebuilds the population from the journal and goes on.
+Batches run in this process (`workers=0`) or on Dask (a local cluster of processes, or a
+running scheduler), each worker scoring a slice of the generation.
 """
 
-import time
-from collections.abc import Callable
+import os
+import signal
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from archipelago.api import estimate, make_plan
-from archipelago.errors import ArchipelagoError, Interrupted
-from archipelago.explore.spaces import DesignSpace, design_space
-from archipelago.explore.storage import open_storage
-from archipelago.explore.stored import DamagedStudy, TrialResult, read_stored
-from archipelago.explore.study import DIRECTIONS, claim, study_identity
-from archipelago.explore.trials import run_trials, stop_on_signals
-from archipelago.strategies.registry import get_strategy
+import numpy as np
 
-STORAGE_RETRIES = 5
-RESULT = "result"  # user attr of a finished trial: what explore.stored.TrialResult holds
+from archipelago.errors import ArchipelagoError, Interrupted
+from archipelago.explore.evaluate import FABRIC, Problem, evaluate_chunk, fabric, violation
+from archipelago.explore.population import Population
+from archipelago.explore.signals import StopFlag, stop_on_signals
+from archipelago.explore.spaces import DesignSpace, design_space
+from archipelago.explore.store import MemoryStudy, check_storage, open_study
+from archipelago.explore.stored import DamagedStudy, TrialRecord
+from archipelago.explore.study import study_identity
+
+# Trials per generation (one batch, evaluated and persisted together): a search gets about
+# GENERATIONS of them, within these bounds. Twenty generations of 500 reach the LORA spaces'
+# optimum well inside 10,000 trials (tests/test_explore_genetic.py, bench_explore.py), and a
+# batch of hundreds keeps the per-batch costs (a journal fsync, ~15 ms for a Dask round trip
+# on a 2-core machine, the batch evaluator's plan) small beside the batch.
+GENERATIONS = 20
+BATCH_MIN, BATCH_MAX = 32, 512
+CHUNK = 128  # in this process: trials between two looks at the stop flag
+
+Scores = list[dict[str, Any] | None]  # per candidate; None where a stop left it unscored
+Runner = Callable[[Problem, list[dict[str, Any]]], tuple[Scores, int | None]]
 
 
 @dataclass(frozen=True)
@@ -32,9 +47,11 @@ class SearchRequest:
     strategy: str
     workload: Any  # what the strategy's plan kind parsed from the command line
     trials: int
-    storage: str
+    storage: str  # the directory of study journals; "" keeps the study in memory
     study_name: str
     seed: int = 0
+    workers: int | None = 0  # 0: in this process; None: a local cluster, one per core
+    scheduler: str | None = None  # a running Dask scheduler, tcp://HOST:PORT
 
 
 @dataclass(frozen=True)
@@ -43,132 +60,133 @@ class Best:
     latency_s: float
     tokens_per_s: float
     utilization: dict[str, float]
-    trials_done: int
+    trials_done: int  # in the study, every run's
     feasible_trials: int
-
-
-def evaluate(request: SearchRequest, engine: dict[str, Any]) -> tuple[Any, Any]:
-    """The plan for one engine design and its estimate: the kind's estimator (through the
-    pipeline), whose result has `latency_s`, `tokens_per_s` and `feasible`."""
-    plan = make_plan(request.model, request.cluster, request.strategy, engine)
-    return plan, estimate(request.strategy, plan, request.workload,
-                          f"{request.strategy} plan of {request.model} on {request.cluster}")
-
-
-def _objective(request: SearchRequest, space: DesignSpace
-               ) -> Callable[[Any], tuple[float, float]]:
-    sample = space.sample
-    utilization = get_strategy(request.strategy).plan_kind.hook("utilization")
-
-    def objective(trial: Any) -> tuple[float, float]:
-        engine = sample(trial)
-        plan, est = evaluate(request, engine)
-        used = utilization(plan, est)
-        # One write per trial: each attribute is a storage round trip.
-        trial.set_user_attr(RESULT, {"engine": engine, "utilization": used,
-                                       "tokens_per_s": est.tokens_per_s})
-        # Feasible when <= 0: the worst overuse of any limit, or 1 for infeasible memory.
-        trial.set_constraint("limits", max(max(used.values()) - 1.0,
-                                           0.0 if est.feasible else 1.0))
-        return est.latency_s, max(used["dsp"], used["bram"], used["uram"])
-
-    return objective
-
-
-def _create_study(request: SearchRequest) -> Any:
-    """Create or load the study; runs started together race to create the storage's tables,
-    so a loser retries once the winner is done."""
-    import optuna
-    from sqlalchemy.exc import IntegrityError, OperationalError
-
-    sampler = optuna.samplers.NSGAIISampler(seed=request.seed, population_size=24)
-
-    def create() -> Any:
-        return optuna.create_study(study_name=request.study_name,
-                                   storage=open_storage(request.storage),
-                                   directions=list(DIRECTIONS), sampler=sampler,
-                                   load_if_exists=True)
-
-    for attempt in range(1, STORAGE_RETRIES):
-        try:
-            return create()
-        except (OperationalError, IntegrityError):
-            time.sleep(0.2 * attempt)
-    return create()
-
-
-def _open_study(request: SearchRequest) -> tuple[Any, str]:
-    """The study, claimed for this search, and the digest of the search's identity."""
-    import optuna
-    from sqlalchemy.exc import SAWarning, SQLAlchemyError
-
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    try:
-        study = _create_study(request)
-    except (ValueError, ImportError, SQLAlchemyError, SAWarning,
-            optuna.exceptions.OptunaError) as err:
-        reason = str(err).strip().splitlines()[0]
-        raise ArchipelagoError(f"storage '{request.storage}': {reason}") from None
-    identity = study_identity(request.model, request.cluster, request.strategy,
-                              request.workload)
-    claim(study, identity, f"storage '{request.storage}'")
-    for trial in _complete(study):  # refused now, not after the whole search
-        _result(trial)
-    return study, identity.digest
-
-
-def _complete(study: Any) -> list[Any]:
-    import optuna
-
-    return study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-
-
-def _result(trial: Any) -> TrialResult:
-    return read_stored(TrialResult, trial.user_attrs.get(RESULT),
-                       f"trial {trial.number}'s attribute '{RESULT}'")
-
-
-def _finished(study: Any) -> int:
-    return len(_complete(study))
+    trials_added: int  # records this run wrote (a design two runs scored at once: twice)
+    exhausted: bool  # the space has no design left that the study has not evaluated
 
 
 def run_search(request: SearchRequest, on_trial: Callable[[int], None] | None = None) -> Best:
-    """Run until the study holds `trials` finished trials (all runs on it together), then
-    return the best feasible. SIGINT/SIGTERM stop it after the trial in flight."""
-    import signal
-
+    """Run until the study holds `trials` trials (all runs on it together) or the space is
+    exhausted, then return the best feasible. SIGINT/SIGTERM stop it after the batch in
+    flight, keeping what finished."""
     space = design_space(request.strategy)  # a strategy without one: before any storage
+    identity = study_identity(request.model, request.cluster, request.strategy,
+                              request.workload)
+    study = (open_study(check_storage(request.storage), request.study_name, identity)
+             if request.storage else MemoryStudy())
+    population = Population(space)
+    _take(population, study, request)
+    advance = on_trial or (lambda _n: None)
+    advance(len(population))
+    problem = Problem(request.model, request.cluster, request.strategy, request.workload)
+    rng = np.random.default_rng([request.seed, len(population)])
+    added, exhausted, parted = 0, False, False
+    batch = min(BATCH_MAX, max(BATCH_MIN, request.trials // GENERATIONS))
+    with stop_on_signals() as stop, _runner(request, stop) as run:
+        while len(population) < request.trials and stop.signum is None:
+            candidates = population.propose(rng, min(batch, request.trials - len(population)))
+            if not candidates:
+                exhausted = True
+                break
+            scores, signum = run(problem, [space.engine(row) for row, _ in candidates])
+            items = _records(space, candidates, scores, study.records())
+            taken = study.append_within([(k, r.model_dump()) for k, r in items],
+                                        request.trials)
+            added += taken
+            before = len(population)
+            population.add(dict(items[:taken]))
+            _take(population, study, request)
+            advance(len(population) - before)
+            if len(population) - before > taken and not parted:
+                # A peer runs the same search from the same seed: it would propose what
+                # this run proposes; part ways (a lone run stays reproducible).
+                rng, parted = np.random.default_rng([request.seed, len(population),
+                                                    os.getpid()]), True
+            stop.signum = stop.signum or signum
+            if taken < len(items):
+                break  # the budget is full: peers filled it meanwhile
+    if stop.signum is not None:
+        raise Interrupted(f"interrupted by {signal.Signals(stop.signum).name}: study "
+                          f"'{request.study_name}' holds {len(population)} finished trials; "
+                          "rerun the same command to resume", stop.signum)
+    return best_of(population, added, exhausted or population.exhausted())
+
+
+def _records(space: DesignSpace, candidates: list[tuple[np.ndarray, str]], scores: Scores,
+             known: dict[str, Any]) -> list[tuple[str, TrialRecord]]:
+    """The scored candidates as trials, leaving out what a peer recorded meanwhile."""
+    return [(key, TrialRecord(genes=space.values(row), engine=space.engine(row), **score))
+            for (row, key), score in zip(candidates, scores, strict=True)
+            if score is not None and key not in known]
+
+
+def _take(population: Population, study: Any, request: SearchRequest) -> None:
+    """Take in the study's trials this run does not hold yet (other runs')."""
     try:
-        study, search = _open_study(request)
-        if on_trial:
-            on_trial(_finished(study))
-        with stop_on_signals() as stop:
-            run_trials(study, _objective(request, space), request.trials, space.baseline,
-                       stop, search, on_trial)
-        if stop.signum is not None:
-            raise Interrupted(f"interrupted by {signal.Signals(stop.signum).name}: study "
-                              f"'{request.study_name}' holds {_finished(study)} finished "
-                              "trials; rerun the same command to resume", stop.signum)
-        return best_of(study)
+        population.add(study.records())
     except DamagedStudy as err:
         raise ArchipelagoError(f"storage '{request.storage}': study '{request.study_name}' "
                                f"was not written by archi explore or is damaged: {err}; "
                                "choose another --study (or --storage)") from None
 
 
-def _satisfied(constraints: Any) -> bool:
-    values = constraints.values() if isinstance(constraints, dict) else constraints or [1.0]
-    return all(v <= 0 for v in values)
+@contextmanager
+def _runner(request: SearchRequest, stop: StopFlag) -> Iterator[Runner]:
+    """How batches are scored: here, in slices between looks at `stop`; or on Dask, one
+    slice per worker thread, a signal there ending the batch with what finished."""
+    if request.workers == 0 and request.scheduler is None:
+        def here(problem: Problem, engines: list[dict[str, Any]]) -> tuple[Scores, int | None]:
+            scores: Scores = [None] * len(engines)
+            for start in range(0, len(engines), CHUNK):
+                scores[start:start + CHUNK] = evaluate_chunk(
+                    (problem, engines[start:start + CHUNK]))
+                if stop.signum is not None:
+                    break
+            return scores, stop.signum
+
+        yield here
+        return
+    from archipelago.batch.workers import dask_client, stream
+
+    with dask_client(request.scheduler, request.workers) as client:
+        threads = max(1, sum(client.nthreads().values()))
+
+        def on_dask(problem: Problem, engines: list[dict[str, Any]]
+                    ) -> tuple[Scores, int | None]:
+            slices = np.array_split(np.arange(len(engines)), min(threads, len(engines)))
+            scores: Scores = [None] * len(engines)
+
+            def done(key: str, result: list[dict[str, Any]]) -> None:
+                for i, score in zip(slices[int(key)], result, strict=True):
+                    scores[i] = score
+
+            tasks = {str(n): (problem, [engines[i] for i in part])
+                     for n, part in enumerate(slices)}
+            try:
+                stream(client, evaluate_chunk, tasks, done)
+            except Interrupted as err:
+                return scores, err.exit_code - 128
+            return scores, None
+
+        yield on_dask
 
 
-def best_of(study: Any) -> Best:
-    complete = _complete(study)
-    feasible = [t for t in complete if _satisfied(t.constraints)]
+def best_of(population: Population, added: int, exhausted: bool) -> Best:
+    """The feasible trial of least latency, then least worst fabric fraction, then least
+    fabric in total (ties between designs that differ only where nothing is measured
+    go to the leanest), then the engine key: the same answer whatever order found it."""
+    records = population.records
+    feasible = {k: r for k, r in records.items() if violation(r.utilization, r.feasible) <= 0}
     if not feasible:
-        raise ArchipelagoError(f"none of {len(complete)} trials fits the devices; "
+        raise ArchipelagoError(f"none of {len(records)} trials fits the devices; "
                                "try more trials or a larger cluster")
-    best = min(feasible, key=lambda t: (t.values[0], t.values[1]))
-    result = _result(best)
-    return Best(engine=result.engine, latency_s=best.values[0],
-                tokens_per_s=result.tokens_per_s, utilization=result.utilization,
-                trials_done=len(complete), feasible_trials=len(feasible))
+
+    def order(key: str) -> tuple[float, float, float, str]:
+        used = feasible[key].utilization
+        return (feasible[key].latency_s, fabric(used), sum(used[k] for k in FABRIC), key)
+
+    best = feasible[min(feasible, key=order)]
+    return Best(engine=best.engine, latency_s=best.latency_s, tokens_per_s=best.tokens_per_s,
+                utilization=best.utilization, trials_done=len(records),
+                feasible_trials=len(feasible), trials_added=added, exhausted=exhausted)

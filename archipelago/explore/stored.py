@@ -1,11 +1,10 @@
-"""What a search keeps in its study's storage, validated whenever it is read back: a storage
-is shared and outlives the run, so another program, an older version or a damaged file may
-have written anything under the names explore uses.
-"""
+"""What a search keeps in its study's journal, validated whenever it is read back: a study
+file is shared and outlives the run, so another program, an older version or a damaged file
+may have written anything in it."""
 
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from archipelago.errors import ArchipelagoError
 
@@ -13,36 +12,22 @@ Stored = TypeVar("Stored", bound=BaseModel)
 
 
 class DamagedStudy(ArchipelagoError):
-    """A study attribute explore wrote is not what explore writes; the search that opened
-    the study names the storage and the study around this message."""
+    """A record explore wrote is not what explore writes; the search that opened the study
+    names the storage and the study around this message."""
 
 
-class _Record(BaseModel):
+class TrialRecord(BaseModel):
+    """One finished trial, keyed in the journal by its engine: the genes the search chose,
+    the engine they decode to, and what the kind's estimator said of it."""
+
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
-
-class StoredIdentity(_Record):
-    """The study's `identity` attribute (explore.study.StudyIdentity as written)."""
-
-    key: dict[str, str]
-    labels: dict[str, str] = {}
-
-
-class TrialResult(_Record):
-    """A finished trial's `result` attribute: the engine it evaluated and what it used."""
-
+    genes: dict[str, Any]
     engine: dict[str, Any]
-    utilization: dict[str, float]
+    latency_s: float
     tokens_per_s: float
-
-
-class Worker(_Record):
-    """A trial's `worker` attribute: the run that took it (explore.trials.this_run)."""
-
-    host: str
-    pid: int = Field(gt=0)  # 0 and negatives would name process groups to os.kill
-    start: str | None
-    search: str | None = None
+    feasible: bool
+    utilization: dict[str, float]
 
 
 def read_stored(model: type[Stored], value: Any, what: str) -> Stored:

@@ -1,0 +1,114 @@
+"""The state of one search: every trial the study holds (its own and concurrent runs'), the
+parents of the next generation, and which gene combinations are taken, so a candidate is
+never an engine already evaluated and the search knows when the space is exhausted."""
+
+from typing import Any
+
+import numpy as np
+
+from archipelago.explore import genetic
+from archipelago.explore.evaluate import fabric, violation
+from archipelago.explore.spaces import DesignSpace, engine_key
+from archipelago.explore.stored import DamagedStudy, TrialRecord, read_stored
+
+# Parents kept per generation, and children per generation (one evaluation batch). Chosen
+# on the brute-forced LORA spaces (tests/test_explore_genetic.py, benchmarks/bench_explore.py):
+# enough generations in a 30% budget to reach the optimum, batches large enough for numpy.
+POPULATION = 32
+MUTATION_ROUNDS = 4  # tries at fresh children before filling up with unseen random designs
+
+
+class Population:
+    """Trials by key, their genes and scores as arrays, and the current parents."""
+
+    def __init__(self, space: DesignSpace) -> None:
+        self.space = space
+        self.records: dict[str, TrialRecord] = {}
+        self.taken = np.zeros(space.combinations, dtype=bool)  # gene combinations used
+        self._rows = np.zeros((0, len(space.genes)), dtype=np.int64)  # genes per trial
+        self._scores = np.zeros((0, 3))  # latency, fabric, violation per trial
+        self.parents = np.zeros(0, dtype=np.int64)  # indices into the trials
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def add(self, items: dict[str, Any]) -> None:
+        """Take in trials (key -> record value) not held yet, validating what was read
+        back from a journal, then choose the next parents."""
+        first, rows, scores = len(self.records), [], []
+        for key, value in items.items():
+            if key in self.records:
+                continue
+            record = value if isinstance(value, TrialRecord) else read_stored(
+                TrialRecord, value, f"trial {key}")
+            rows.append(self._row(record, key))
+            self.records[key] = record
+            scores.append((record.latency_s, fabric(record.utilization),
+                           violation(record.utilization, record.feasible)))
+        if rows:
+            self._rows = np.concatenate([self._rows, np.stack(rows)])
+            self._scores = np.concatenate([self._scores, np.array(scores)])
+            self.taken[self.space.flat(np.stack(rows))] = True
+            pool = np.concatenate([self.parents, np.arange(first, len(self.records))])
+            objectives, excess = self._arrays(pool)
+            self.parents = pool[genetic.survivors(objectives, excess, POPULATION)]
+
+    def _row(self, record: TrialRecord, key: str) -> np.ndarray:
+        try:
+            row = self.space.indices(record.genes, f"trial {key}")
+        except ValueError as err:
+            raise DamagedStudy(str(err)) from None
+        if engine_key(self.space.decode(record.genes)) != key:
+            raise DamagedStudy(f"trial {key}: its genes decode to another engine")
+        return row
+
+    def _arrays(self, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self._scores[index, :2], self._scores[index, 2]
+
+    def propose(self, rng: np.random.Generator, count: int) -> list[tuple[np.ndarray, str]]:
+        """Up to `count` candidates (gene row, engine key) that no trial has evaluated: the
+        published point first while missing, then children of the parents, then unseen
+        random designs; fewer only when the space has no more."""
+        out: list[tuple[np.ndarray, str]] = []
+        baseline = self.space.indices(self.space.baseline, "the published design point")
+        self._take(baseline[None], out, count)
+        if len(self.parents):
+            objectives, excess = self._arrays(self.parents)
+            rank = genetic.ranks(objectives, excess)
+            distance = genetic.crowding(objectives, rank)
+            parents = self._rows[self.parents]
+            for _ in range(MUTATION_ROUNDS):
+                if len(out) >= count:
+                    break
+                children = genetic.offspring(rng, parents, rank, distance, self.space.sizes,
+                                             count - len(out))
+                self._take(children, out, count)
+        while len(out) < count:
+            free = np.flatnonzero(~self.taken)
+            if not free.size:
+                break
+            picks = rng.choice(free, size=min(count - len(out), free.size), replace=False)
+            self._take(self.space.rows(picks), out, count)
+        return out
+
+    def _take(self, rows: np.ndarray, out: list[tuple[np.ndarray, str]], count: int) -> None:
+        """Add to `out` each row whose combination and engine are new, marking it taken."""
+        keys = {key for _, key in out}
+        for row, flat in zip(rows, self.space.flat(rows), strict=True):
+            if len(out) >= count:
+                return
+            if self.taken[flat]:
+                continue
+            self.taken[flat] = True  # a combination decoding to a held engine is used up too
+            key = engine_key(self.space.engine(row))
+            if key not in self.records and key not in keys:
+                keys.add(key)
+                out.append((row, key))
+
+    def exhausted(self) -> bool:
+        """Whether every engine of the space is a trial (every combination taken is not
+        enough: the last batch may have been cut at the budget)."""
+        if not self.taken.all():
+            return False
+        rows = self.space.rows(np.arange(self.space.combinations))
+        return {engine_key(self.space.engine(row)) for row in rows} <= self.records.keys()
