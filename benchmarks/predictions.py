@@ -3,7 +3,7 @@ printed before issue #20 (`predictions_before_issue20.json`, written by `--snaps
 tree before that issue's changes). No held-out data is read; these are predictions to be
 checked against the papers' measurements.
 
-    python -m benchmarks.predictions [--trials 300] [--snapshot FILE]
+    python -m benchmarks.predictions [--trials 10000] [--snapshot FILE]
 
 Calibration points (fitted, marked `[fit]`): DFX gpt2-345m 64:64 on one U280 (93.1 tok/s)
 and on four (207.56 tok/s); LORA-F gpt2-345m 32:256 on one U280 at its searched design
@@ -26,6 +26,7 @@ from archipelago.explore.search import SearchRequest, run_search
 from archipelago.models.graph import decode, prefill
 from archipelago.strategies.tensor_parallel.efficiency import decode_efficiency
 from archipelago.strategies.tensor_parallel.estimate import Estimate, estimate_generation
+from benchmarks.calibrate_lora import SEARCH_TRIALS
 
 BEFORE_FILE = Path(__file__).with_name("predictions_before_issue20.json")
 W64, W32 = Generation(64, 64), Generation(32, 256)
@@ -117,7 +118,7 @@ def scaling(figs: Figures, strategy: str, trials: int) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--trials", type=int, default=300)
+    parser.add_argument("--trials", type=int, default=SEARCH_TRIALS)
     parser.add_argument("--snapshot", type=Path, help="write this run's figures to FILE")
     args = parser.parse_args()
     trials = args.trials
