@@ -464,12 +464,12 @@ def compare(
     store: Annotated[Path | None, typer.Option(
         help="results journal, reused and extended (default: named after the model and "
              "workload, in this directory)")] = None,
-    json_file: Annotated[Path | None, typer.Option("--json", help="write every row, reason, "
-                                                   "the front and the power model here")] = None,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="print one JSON object: every row, reason, the front and the power "
+                       "model")] = False,
     report_file: Annotated[Path | None, typer.Option(
         "--report", help="write the HTML page (Pareto chart and table) here")] = None,
-    force: Annotated[bool, typer.Option(help="replace existing --json / --report files")
-                     ] = False,
+    force: Annotated[bool, typer.Option(help="replace an existing --report file")] = False,
 ) -> None:
     from archipelago.compare.combos import applicable
     from archipelago.compare.request import DEFAULT_COUNTS, DEFAULT_DEVICES, parse_request
@@ -491,8 +491,6 @@ def compare(
         check_scheduler(scheduler)
     target = store or default_store(spec, request.tokens)
     check_output_file(target, "--store", True)  # an existing store is read and extended
-    if json_file is not None:
-        check_output_file(json_file, "--json", force, (".json",))
     if report_file is not None:
         from archipelago.report.html import check_target
 
@@ -500,16 +498,16 @@ def compare(
     result = run_comparison(request, spec, target, scheduler, workers,
                             progress=console.is_terminal)
     summary = comparison_dict(result)
-    # thirteen columns: off a terminal (a file, a pipe) the table keeps its lines whole
-    wide = console if console.is_terminal else Console(width=COMPARE_WIDTH)
-    print_comparison(summary, rows_from_dict(summary), wide)
-    if json_file is not None:
-        write_atomically(json_file, json.dumps(summary, indent=2), "--json", force)
-        console.print(f"comparison written to {json_file}")
+    if as_json:
+        print(json.dumps(summary, indent=2))
+    else:  # thirteen columns: off a terminal (a file, a pipe) the table keeps its lines whole
+        wide = console if console.is_terminal else Console(width=COMPARE_WIDTH)
+        print_comparison(summary, rows_from_dict(summary), wide)
     if report_file is not None:
         from archipelago.compare.page import comparison_html
 
         write_atomically(report_file, comparison_html(summary), "--report", force)
-        console.print(f"report page written to {report_file}")
+        if not as_json:
+            console.print(f"report page written to {report_file}")
     if not result.rows:
         raise typer.Exit(INFEASIBLE)
