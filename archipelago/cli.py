@@ -22,7 +22,7 @@ from archipelago.safe_read import load_mapping
 # `archi plan`'s status for a plan that does not fit (its input was valid: not 2).
 INFEASIBLE = 1
 # Characters per line of `archi compare` written to a file or pipe (its table is that wide).
-COMPARE_WIDTH = 160
+COMPARE_WIDTH = 180
 # The hook a command needs of the strategy's plan kind, named in the command's help.
 COMMAND_HOOKS = {"report": "page", "emulate": "emulator", "build": "writers"}
 

@@ -244,3 +244,10 @@ def test_the_binding_cell_shows_the_binding_share() -> None:
     assert binding_cell(row) == "compute"  # no shares: the name alone
     shared = Row.from_dict({**row.to_dict(), "shares": {"compute": 0.215, "network": 0.1}})
     assert binding_cell(shared) == "compute 22%"
+
+
+def test_strategies_kept_out_for_one_reason_share_a_line() -> None:
+    from archipelago.compare.table import not_compared_lines
+
+    lines = not_compared_lines({"chef": "no text", "h2h": "no text", "galapagos": "encoder"})
+    assert lines == ["not compared: chef, h2h (no text)", "not compared: galapagos (encoder)"]

@@ -8,7 +8,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from archipelago.compare.summary import rows_from_dict
-from archipelago.compare.table import COLUMNS, cells
+from archipelago.compare.table import COLUMNS, cells, not_compared_lines
 from archipelago.report.charts import PALETTE
 from archipelago.report.page import Chart, Headline, KindPage, TableBlock, render
 
@@ -83,7 +83,7 @@ def comparison_page(summary: dict[str, Any]) -> KindPage:
         notes.insert(0, f"latency target {target['seconds'] * _MS:,.3g} ms: "
                         f"{len(target['meeting'])} rows meet it; cheapest: "
                         f"{target['cheapest'] or 'none of known price'}")
-    notes += [f"not compared: {n} ({why})" for n, why in summary["not_applicable"].items()]
+    notes += not_compared_lines(summary["not_applicable"])
     if summary["unknown_cost"]:
         notes.append(f"no price for {', '.join(summary['unknown_cost'])}: left off the chart")
     notes.append(f"energy: {summary['power_model']['statement']}")

@@ -42,10 +42,19 @@ COLUMNS = ("cluster", "latency ms", "tokens/s", "prefill ms", "decode ms/tok", "
            "tok/s per M$", "J/token", "binding", "strategy", "split")
 
 
+def not_compared_lines(not_applicable: dict[str, str]) -> list[str]:
+    """One line per reason, naming every strategy it keeps out (a kind's strategies share
+    theirs)."""
+    by_reason: dict[str, list[str]] = {}
+    for name, why in not_applicable.items():
+        by_reason.setdefault(why, []).append(name)
+    return [f"not compared: {', '.join(names)} ({why})" for why, names in by_reason.items()]
+
+
 def print_comparison(summary: dict[str, Any], rows: list[Row], console: Console) -> None:
     """`summary` is comparison_dict's object, `rows` its rows."""
-    for name, why in summary["not_applicable"].items():
-        console.print(f"not compared: {escape(name)} ({escape(why)})")
+    for line in not_compared_lines(summary["not_applicable"]):
+        console.print(escape(line))
     for what, word in (("refused", "refused"), ("infeasible", "does not fit")):
         for r in summary[what]:
             console.print(f"{word}: {escape(r['line'])}")
@@ -54,7 +63,7 @@ def print_comparison(summary: dict[str, Any], rows: list[Row], console: Console)
                         f"ranked by {summary['sort']} · ★ Pareto front (latency x upfront $)")
     for col in ("#", "★", *(["≤ target"] if target else []), *COLUMNS):
         table.add_column(col, justify="left" if col in ("cluster", "binding", "strategy",
-                                                        "split") else "right")
+                                                        "split") else "right", no_wrap=True)
     for data, row in zip(summary["rows"], rows, strict=True):
         marks = ["★" if data["front"] else ""]
         if target:
