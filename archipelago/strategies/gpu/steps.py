@@ -8,7 +8,9 @@ them) and gathered into issue order (`StepLayout`), a (kernels x contexts) array
 issue recurrence (estimate.py) runs over with the contexts as an array axis.
 """
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 import numpy as np
 
@@ -36,13 +38,13 @@ class StepLayout:
     """A step's kernels as indices into its distinct rows: the distinct ops (each op of
     the block templates once, however many layers run it), then the all-reduce of the
     hidden rows (row `len(ops)`) and the gather of the logits (row `len(ops) + 1`).
-    Arrays are read-only: one layout serves every plan of the same model and mode."""
+    It is read-only: one layout serves every plan of the same model and mode."""
 
     ops: tuple[tuple[Op, bool], ...]  # distinct (op, whether it runs on the last token only)
     op_order: np.ndarray  # the step's ops in order, indices into `ops`
     rows: np.ndarray  # the step's kernels in issue order, indices into the rows
     issued: np.ndarray  # launches the host issues for each kernel
-    parts: dict[str, np.ndarray]  # each part of the breakdown's kernels, first seen first
+    parts: Mapping[str, np.ndarray]  # each part of the breakdown's kernels, first seen first
 
     @property
     def all_reduce(self) -> int:
@@ -60,7 +62,7 @@ class Step:
 
     seconds: np.ndarray
     issued: np.ndarray
-    parts: dict[str, np.ndarray]
+    parts: Mapping[str, np.ndarray]
 
 
 def _read_only(values: list[int] | np.ndarray) -> np.ndarray:
@@ -98,8 +100,8 @@ def layout(spec: ModelSpec, eager: bool, tensor_parallel: bool) -> StepLayout:
     rows = pairs[pairs >= 0]
     issued = [eager_kernels(op, spec) if eager else 1 for op, _ in ops] + [1, 1]
     names = np.array([_PART[op.kind] for op, _ in ops] + [COLLECTIVE, COLLECTIVE])[rows]
-    parts = {name: _read_only(np.flatnonzero(names == name))
-             for name in dict.fromkeys(names.tolist())}
+    parts = MappingProxyType({name: _read_only(np.flatnonzero(names == name))
+                              for name in dict.fromkeys(names.tolist())})
     return StepLayout(ops, _read_only(op_order), _read_only(rows),
                       _read_only(np.array(issued)[rows]), parts)
 
