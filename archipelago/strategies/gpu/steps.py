@@ -1,9 +1,9 @@
 """The kernels of one step on the GPUs, as arrays over the step's kernels and its contexts.
 
 A step runs the model graph's ops in order, each one kernel (plan.py's split) plus the
-Megatron collectives where the split needs them. The layers repeat their block's ops, so a
-48-layer model's 700 kernels are 20 distinct ops and two collectives: each is costed once
-per step shape (roofline.py: an array over the decode contexts where its time depends on
+Megatron collectives where the split needs them. The layers repeat their block's ops, so
+GPT-2 1.5B's 773 kernels on four GPUs are 17 distinct ops and two collectives: each is costed
+once per step shape (roofline.py: an array over the decode contexts where its time depends on
 them) and gathered into issue order (`StepLayout`), a (kernels x contexts) array that the
 issue recurrence (estimate.py) runs over with the contexts as an array axis.
 """
