@@ -1,18 +1,17 @@
 """The GPU kind: one op's roofline and one all-reduce by hand, the eager and graph issue
 models on a three-kernel step, and published measurements (source beside each)."""
 
-from types import SimpleNamespace
-
+import numpy as np
 import pytest
 
-from archipelago.api import plan_and_estimate
+from archipelago.api import make_plan, plan_and_estimate
 from archipelago.errors import ArchipelagoError
 from archipelago.hardware.catalog import get_device
-from archipelago.models.graph import build_graph, decode, prefill
+from archipelago.models.graph import Phase, build_graph, decode, prefill
 from archipelago.models.zoo import zoo_model
 from archipelago.strategies.gpu.eager import cache_copy_bytes
 from archipelago.strategies.gpu.eager import kernels as eager_kernels
-from archipelago.strategies.gpu.estimate import Kernel, step_s
+from archipelago.strategies.gpu.estimate import step_s
 from archipelago.strategies.gpu.plan import (
     MEMORY_EFFICIENCY,
     GPUConfig,
@@ -20,6 +19,7 @@ from archipelago.strategies.gpu.plan import (
     ring_s,
 )
 from archipelago.strategies.gpu.roofline import op_cost
+from archipelago.strategies.gpu.steps import Step, layout, step_kernels
 
 A100 = get_device("a100")
 
@@ -57,8 +57,10 @@ def test_ring_allreduce_by_hand() -> None:
 
 
 def _step(graph: bool, host: float, times: list[float]) -> float:
-    plan = SimpleNamespace(config=GPUConfig(graph=graph, host_op_s=host, kernel_gap_s=0))
-    end, parts = step_s(plan, [Kernel("k", t) for t in times])  # type: ignore[arg-type]
+    config = GPUConfig(graph=graph, host_op_s=host, kernel_gap_s=0)
+    n = len(times)
+    end, parts = step_s(config, Step(np.array(times)[:, None], np.ones(n, int),
+                                     {"k": np.arange(n)}))
     assert parts["k"][0] == pytest.approx(end[0])  # the parts add up to the step
     return float(end[0])
 
@@ -83,6 +85,47 @@ def test_eager_kernels_are_counted_from_transformers_modules() -> None:
     k = next(op for op in llama.block if op.name == "k")
     # torch.cat reads 99 cached rows and writes 100, each 4096 FP16 values, over 2 GPUs
     assert cache_copy_bytes(k, llama.spec, decode(100), 1, 2) == (99 + 100) * 2048 * 2
+
+
+def test_a_step_issues_every_layer_in_order_with_its_collectives() -> None:
+    """The layout costs each distinct op once and gathers it into place: its kernels must be
+    the graph's ops layer by layer (here windowed and full layers are mixed: two block
+    templates), with Megatron's all-reduces and the logits' gather where the split has them."""
+    spec = zoo_model("llama2-7b").model_copy(update={"layers": 5, "sliding_window": 64,
+                                                     "sliding_layers": (0, 1, 3)})
+    graph = build_graph(spec)
+    assert len(graph.variants) == 2
+    by_layer = {layer: ops for ops, ids in graph.variants for layer in ids}
+    expected: list[tuple[str, int | None]] = []
+    for op in [*graph.embed, *(op for layer in range(5) for op in by_layer[layer]),
+               *graph.output]:
+        expected.append((op.name, op.window))
+        if op.kind == "embedding" or op.name in ("attn_out", "ffn_down"):
+            expected.append(("all-reduce", None))
+        elif op.kind == "lm_head":
+            expected.append(("gather", None))
+    lay = layout(spec, True, True)  # eager, on several GPUs
+    names = {lay.all_reduce: ("all-reduce", None), lay.gather: ("gather", None)}
+    issued = [names.get(int(r)) or (lay.ops[r][0].name, lay.ops[r][0].window)
+              for r in lay.rows]
+    assert issued == expected
+    # the embedding and its all-reduce; per layer 42 launches (counted in the test above)
+    # and 2 all-reduces; the final RMSNorm's 8, the LM head and the gather
+    assert lay.issued.sum() == 1 + 1 + 5 * (42 + 2) + 8 + 1 + 1
+    assert sum(len(k) for k in lay.parts.values()) == len(expected)
+
+
+def test_a_step_over_many_contexts_is_each_context_on_its_own() -> None:
+    """A decode run costs every context at once: each column must be, bit for bit, the step
+    of that context alone."""
+    for strategy in ("gpu-eager", "gpu-graph"):
+        plan = make_plan("llama2-7b", "2xa100", strategy)
+        contexts = np.array([9, 10, 300, 4000])
+        ends, parts = step_s(plan.config, step_kernels(plan, Phase(1, contexts), 8))
+        for i, context in enumerate(contexts.tolist()):
+            end, part = step_s(plan.config, step_kernels(plan, Phase(1, context), 8))
+            assert ends[i] == end[0]
+            assert {k: v[i] for k, v in parts.items()} == {k: v[0] for k, v in part.items()}
 
 
 def _est(model: str, cluster: str, strategy: str, tokens: str, batch: str = "1"):

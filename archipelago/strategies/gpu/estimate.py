@@ -2,7 +2,8 @@
 
 Each step is the model graph's ops in order (plan.py's split), every op one kernel timed by
 its roofline (roofline.py) plus the GPU's gap between kernels, with the Megatron
-all-reduces where the split needs them. How the kernels are issued sets the step's time:
+all-reduces where the split needs them (steps.py lays them out, every decode context at
+once). How the kernels are issued sets the step's time:
 
   eager   the host issues the op's kernels (eager.py: several per op, and the dynamic KV
           cache's copies) after those before, `host_op_s` each, while the GPU runs what it
@@ -17,32 +18,13 @@ import numpy as np
 
 from archipelago.estimate.generation import GenerationTiming
 from archipelago.estimate.workload import Generation
-from archipelago.models.graph import Op, Phase
-from archipelago.models.weights import embedding_weights, layer_weights, output_weights
-from archipelago.strategies.gpu.eager import cache_copy_bytes
-from archipelago.strategies.gpu.eager import kernels as eager_kernels
-from archipelago.strategies.gpu.plan import FP16_BYTES, GPUPlan, ring_s
+from archipelago.memo import by_content
+from archipelago.models.graph import Phase
+from archipelago.models.spec import ModelSpec
+from archipelago.models.weights import parameter_count
+from archipelago.strategies.gpu.plan import FP16_BYTES, GPUConfig, GPUPlan
 from archipelago.strategies.gpu.roofline import op_cost
-
-# Megatron all-reduces the partial sums of the row-split matrices (§3: "g" after the
-# attention's output projection and the MLP's second matrix) and the vocabulary-split
-# embedding lookup; the vocabulary-split logits are all-gathered.
-_ALLREDUCE_AFTER = frozenset({"attn_out", "ffn_down"})
-_PART = {"linear": "matrices", "lm_head": "matrices", "attn_score": "attention",
-         "softmax": "attention", "attn_context": "attention", "norm": "norms and residuals",
-         "residual": "norms and residuals", "activation": "activations",
-         "gated_activation": "activations", "embedding": "embedding"}
-COLLECTIVE = "all-reduce / gather"
-
-
-@dataclass(frozen=True)
-class Kernel:
-    """One op's kernels in a step: its part of the breakdown, their GPU time (per
-    context) and how many the host issues."""
-
-    part: str
-    seconds: float | np.ndarray
-    issued: int = 1
+from archipelago.strategies.gpu.steps import Step, plan_layout, step_kernels
 
 
 @dataclass
@@ -56,92 +38,67 @@ class GPUEstimate(GenerationTiming):
     reasons: list[str] = field(default_factory=list)
 
 
-def ops_in_order(plan: GPUPlan) -> list[tuple[Op, bool]]:
-    """The step's ops in order, each with whether it is an output op (last token only)."""
-    g = plan.graph
-    blocks = g.variants or ((g.block, tuple(range(plan.spec.layers))),)
-    by_layer = sorted((layer, ops) for ops, ids in blocks for layer in ids)
-    return ([(op, False) for op in g.embed]
-            + [(op, False) for _, ops in by_layer for op in ops]
-            + [(op, True) for op in g.output])
+def _in_turn(rows: np.ndarray) -> np.ndarray:
+    """The rows' sum, added one row after another as the kernels ran. numpy adds whole
+    rows in turn when the columns are the fast axis (it sums pairwise only along the fast
+    axis: numpy.sum's notes); a single column is the fast axis, so it takes a running sum."""
+    return np.add.reduce(rows, axis=0) if rows.shape[1] > 1 else np.cumsum(rows, axis=0)[-1]
 
 
-def kernels(plan: GPUPlan, phase: Phase, batch: int) -> list[Kernel]:
-    """Every kernel of one step of `batch` sequences through `phase`, in issue order."""
-    spec, ranks, dev = plan.spec, plan.ranks, plan.device
-    assert dev.peak_fp16_flops is not None  # the planner checks it
-    bandwidth = plan.memory_Bps * plan.config.memory_efficiency
-    last = Phase(1, phase.context, phase.causal)
-    rows = batch * phase.new_tokens
-    out: list[Kernel] = []
-    eager = not plan.config.graph
-    for op, is_output in ops_in_order(plan):
-        cost = op_cost(op, spec, last if is_output else phase, batch, ranks)
-        seconds = cost.seconds(dev.peak_fp16_flops, bandwidth)
-        if eager:
-            seconds = seconds + cache_copy_bytes(op, spec, phase, batch, ranks) / bandwidth
-        out.append(Kernel(_PART[op.kind], seconds, eager_kernels(op, spec) if eager else 1))
-        if plan.link is None:
-            continue
-        if op.name in _ALLREDUCE_AFTER or op.kind == "embedding":
-            nbytes = rows * spec.hidden * FP16_BYTES
-            out.append(Kernel(COLLECTIVE, ring_s(plan.link, ranks, nbytes)))
-        elif op.kind == "lm_head":  # every GPU's slice of the logits, gathered
-            nbytes = batch * spec.vocab * FP16_BYTES
-            out.append(Kernel(COLLECTIVE, ring_s(plan.link, ranks, nbytes, gather=True)))
-    return out
-
-
-def step_s(plan: GPUPlan, step: list[Kernel]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+def step_s(config: GPUConfig, step: Step) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """The step's wall time (per context) and how it divides among the parts: each kernel
-    is charged the time from the previous kernel's end to its own (module docstring)."""
-    cfg = plan.config
-    t = np.array(np.broadcast_arrays(*(np.asarray(k.seconds, float) for k in step)))
-    count = np.array([k.issued for k in step])
-    t = np.atleast_2d(t.T if t.ndim == 2 else t) + cfg.kernel_gap_s * count  # (contexts, ops)
-    done = np.cumsum(t, axis=1)
-    if cfg.graph:
-        ends = cfg.host_op_s + done
+    is charged the time from the previous kernel's end to its own (module docstring). The
+    kernels run in sequence down axis 0, every context at once along axis 1; the working
+    arrays are reused in place (a fresh (kernels x contexts) array costs more to fault in
+    than the arithmetic on it)."""
+    work = step.seconds + (config.kernel_gap_s * step.issued)[:, None]  # t (kernels, contexts)
+    ends = np.cumsum(work, axis=0)  # back to back
+    if config.graph:
+        ends += config.host_op_s
     else:
-        issued = cfg.host_op_s * np.cumsum(count)
-        slack = np.maximum.accumulate(issued - (done - t), axis=1)  # issue_k - S_{k-1}
-        ends = done + np.maximum(slack, 0.0)
-    charged = np.diff(ends, axis=1, prepend=0.0)
-    parts: dict[str, np.ndarray] = {}
-    for i, k in enumerate(step):
-        parts[k.part] = parts.get(k.part, 0.0) + charged[:, i]
-    return ends[:, -1], parts
+        issued = config.host_op_s * np.cumsum(step.issued)
+        slack = np.subtract(ends, work, out=work)  # S_{k-1}, the start back to back
+        np.subtract(issued[:, None], slack, out=slack)  # issue_k - S_{k-1}
+        np.maximum.accumulate(slack, axis=0, out=slack)
+        ends += np.maximum(slack, 0.0, out=slack)
+    charged = work
+    charged[0] = ends[0]
+    np.subtract(ends[1:], ends[:-1], out=charged[1:])
+    parts = {name: _in_turn(charged[kernels]) for name, kernels in step.parts.items()}
+    return ends[-1], parts
+
+
+# The weights are a pure function of the spec's fields: summed once per model, not per plan.
+@by_content(maxsize=64)
+def _weight_bytes(spec: ModelSpec) -> int:
+    return parameter_count(spec) * FP16_BYTES
 
 
 def held_bytes(plan: GPUPlan, work: Generation) -> float:
     """One GPU's weight share and its sequences' KV caches at the full length."""
-    spec = plan.spec
-    tensors = [*embedding_weights(spec), *output_weights(spec)]
-    tensors += [w for layer in range(spec.layers) for w in layer_weights(spec, layer)]
-    weights = sum(w.numel for w in tensors) * FP16_BYTES
     cache = work.batch * plan.graph.kv_cache_bytes(work.total_tokens, FP16_BYTES)
-    return float((weights + cache) / plan.ranks)
+    return float((_weight_bytes(plan.spec) + cache) / plan.ranks)
 
 
 def _bytes_flops(plan: GPUPlan, context: int, batch: int) -> tuple[float, float]:
-    """All GPUs' bytes and FLOPs of one decode step at `context`."""
-    phase = Phase(1, context)
-    moved = flops = 0.0
-    for op, _ in ops_in_order(plan):
-        cost = op_cost(op, plan.spec, phase, batch, plan.ranks)
-        moved += float(cost.bytes) * plan.ranks
-        flops += float(cost.flops) * plan.ranks
-    return moved, flops
+    """All GPUs' bytes and FLOPs of one decode step at `context`: each distinct op costed
+    once, then added up op after op in step order (a running sum: the order the figures
+    have always been summed in)."""
+    phase, lay = Phase(1, context), plan_layout(plan)
+    costs = [op_cost(op, plan.spec, phase, batch, plan.ranks) for op, _ in lay.ops]
+    moved = np.array([float(c.bytes) for c in costs])[lay.op_order] * plan.ranks
+    flops = np.array([float(c.flops) for c in costs])[lay.op_order] * plan.ranks
+    return float(np.cumsum(moved)[-1]), float(np.cumsum(flops)[-1])
 
 
 def estimate(plan: GPUPlan, work: Generation) -> GPUEstimate:
     batch = work.batch
-    pre, pre_parts = step_s(plan, kernels(plan, Phase(work.input_tokens, work.input_tokens),
-                                          batch))
+    prefill = Phase(work.input_tokens, work.input_tokens)
+    pre, pre_parts = step_s(plan.config, step_kernels(plan, prefill, batch))
     contexts = np.arange(work.input_tokens + 1, work.total_tokens)
     breakdown = {k: float(v.sum()) for k, v in pre_parts.items()}
     if len(contexts):
-        dec, dec_parts = step_s(plan, kernels(plan, Phase(1, contexts), batch))
+        dec, dec_parts = step_s(plan.config, step_kernels(plan, Phase(1, contexts), batch))
         for k, v in dec_parts.items():
             breakdown[k] = breakdown.get(k, 0.0) + float(v.sum())
     else:

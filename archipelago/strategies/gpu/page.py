@@ -8,9 +8,10 @@ from archipelago.estimate.workload import Generation
 from archipelago.models.graph import Phase
 from archipelago.report.charts import OpPoint, roofline, stacked_breakdown, sweep_lines
 from archipelago.report.page import Chart, Headline, KindPage
-from archipelago.strategies.gpu.estimate import GPUEstimate, estimate, ops_in_order
+from archipelago.strategies.gpu.estimate import GPUEstimate, estimate
 from archipelago.strategies.gpu.plan import GPUPlan
 from archipelago.strategies.gpu.roofline import op_cost
+from archipelago.strategies.gpu.steps import ops_in_order
 
 MS = 1e3
 SWEEP_BATCHES = (1, 2, 4, 8, 16, 32, 64)
