@@ -24,9 +24,10 @@ from archipelago.errors import ConfigError, elide
 # them (onnx 1.0); the upper bound is the installed onnx package's own, the newest its
 # checker and shape inference understand.
 MIN_IR_VERSION = 3
-# Default-domain opsets: 7 is where Add broadcasts numpy-style and LSTM/Gemm took the
-# attribute forms the importer reads; the upper bound is the installed onnx's newest opset.
-MIN_OPSET = 7
+# Default-domain opsets: from 6, where the legacy in-place `consumed_inputs` attribute left
+# Add, Relu and BatchNormalization (the onnx package's own pytorch-converted test models are
+# opset 6); the upper bound is the installed onnx's newest opset.
+MIN_OPSET = 6
 # Nodes whose bodies are subgraphs: a layer DAG has no data-dependent control flow.
 CONTROL_FLOW = ("If", "Loop", "Scan", "SequenceMap")
 # Attributes the operator spec types as INTS whose one-integer form users (and some
@@ -70,7 +71,7 @@ def load_checked(path: Path, source: str) -> CheckedModel:
     import onnx
 
     try:
-        model = onnx.load(source, load_external_data=False)
+        model = onnx.load(str(path), load_external_data=False)
     except Exception as err:  # DecodeError, RuntimeWarning-as-error, ... by onnx version
         raise ConfigError(source, "onnx", f"not an ONNX model: {_first_line(err)}") from None
     _check_versions(model, source)

@@ -157,8 +157,13 @@ def _name_of(*candidates: str) -> str:
 
 
 def _conv(g: _Graph, node: Any, src: str) -> None:
-    if g.attr(node, "group", 1) != 1 or g.square(node, "dilations", 1) != 1:
-        g.fail(node, "grouped or dilated convolutions are not supported")
+    if g.attr(node, "group", 1) != 1:
+        g.fail(node, f"group {g.attr(node, 'group', 1)}: grouped and depthwise convolutions "
+               "are not supported (a Conv layer here is dense: each output channel reads "
+               "every input channel)")
+    if g.square(node, "dilations", 1) != 1:
+        g.fail(node, f"dilations {list(g.attr(node, 'dilations', []))}: dilated convolutions "
+               "are not supported")
     weight = g.weight_of_rank(node, 1, 4)
     kernel = list(weight.shape[2:])
     if list(g.attr(node, "kernel_shape", kernel)) != kernel:
