@@ -118,6 +118,15 @@ def test_lstm_with_layout_1_on_a_one_dimensional_input(tmp_path) -> None:
     path = _save(tmp_path / "lstm.onnx", [lstm], [x],
                  [_weight("W", (1, 16, 5)), _weight("R", (1, 16, 4))], opset=14)
     _refused(path, r"node l \(LSTM\)'.*rank 3")
+    steps = helper.make_tensor_value_info("x", TensorProto.FLOAT, [6, 1, 5])  # (T, N, E)
+    lstm = helper.make_node("LSTM", ["x", "W", "R"], ["y"], name="l", hidden_size=4)
+    path = _save(tmp_path / "ok.onnx", [lstm], [steps],
+                 [_weight("W", (1, 16, 5)), _weight("R", (1, 16, 4))], opset=14)
+    assert _plan(path)[0] == 0
+    dag = dag_from_onnx(path)
+    (layer,) = dag.layers
+    assert (layer.cells, layer.embed, layer.hidden) == (6, 5, 4)
+    assert dag.inputs == {"l": (30,)}  # T x E features; the batch axis is the second one
 
 
 def test_a_cycle_is_refused_naming_its_nodes(tmp_path) -> None:

@@ -241,7 +241,8 @@ def _sparse_name(graph: Any) -> str:
 
 def _check_external(tensor: Any, needed: int, base: Path, source: str, field: str) -> None:
     """External data: a relative file inside the model's folder, holding `needed` bytes
-    from its offset (onnx's own loader allows no path outside that folder)."""
+    from its offset, exactly `needed` to its end when no length is given (onnx's own loader
+    allows no path outside that folder)."""
     entries = {e.key: e.value for e in tensor.external_data}
     location = entries.get("location", "")
     target = (base / location).resolve()
@@ -260,7 +261,9 @@ def _check_external(tensor: Any, needed: int, base: Path, source: str, field: st
     if not stat.S_ISREG(info.st_mode):
         raise ConfigError(source, field, f"external data {elide(str(target), 120)} is not a "
                           "regular file")
-    if offset < 0 or length != needed or info.st_size < offset + needed:
+    # without a length, onnx reads from the offset to the end of the file
+    end = offset + needed if "length" in entries else info.st_size
+    if offset < 0 or length != needed or info.st_size < offset + needed or end != offset + needed:
         raise ConfigError(source, field, f"external data file {elide(str(target), 120)} holds "
                           f"{max(info.st_size - max(offset, 0), 0)} bytes from offset {offset}"
                           f" (length {length}); its shape {list(tensor.dims)} needs {needed}")
@@ -296,7 +299,8 @@ def _onnx_error(err: BaseException, graph: Any, source: str) -> ConfigError:
             break
     text = re.sub(r"\[\w+Error\]\s*", "", text)
     text = re.sub(r"==> Context:.*", "", text).replace("Inference error(s):", "")
-    text = " ".join(text.split()).strip(" :")
+    parts = [p.strip(" :") for p in " ".join(text.split()).split(" : ")]
+    text = " : ".join(dict.fromkeys(p for p in parts if p))  # onnx repeats its reason
     return ConfigError(source, field, elide(text or type(err).__name__, 200))
 
 

@@ -194,8 +194,11 @@ def _lstm(g: _Graph, node: Any, src: str) -> None:
     layout = g.attr(node, "layout", 0)
     shape = g.shape_of_rank(node, src, 3, "(N, T, E)" if layout else "(T, N, E)")
     steps = shape[1 if layout else 0]
-    g.add(node, LSTM(name=_name(node), deps=g.deps(node, src), embed=int(weight.shape[2]),
-                     hidden=int(weight.shape[1]) // 4, cells=steps), src)
+    layer = LSTM(name=_name(node), deps=g.deps(node, src), embed=int(weight.shape[2]),
+                 hidden=int(weight.shape[1]) // 4, cells=steps)
+    g.add(node, layer, src)
+    if not layer.deps:  # the batch axis is not the first one: the input is T x E features
+        g.inputs[layer.name] = (steps * layer.embed,)
 
 
 def _pool(g: _Graph, node: Any, src: str) -> None:
