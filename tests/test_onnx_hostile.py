@@ -223,3 +223,14 @@ def test_the_onnx_packages_own_conv2d_models(tmp_path) -> None:
             assert layer.macs == math.prod(kernel) * layer.out_rows * layer.out_cols
         else:
             _refused(copy, r"node \d+ \(Conv\)'.*" + reasons.get(name, "group \\d+: grouped"))
+
+
+def test_long_names_are_elided_in_the_middle(tmp_path) -> None:
+    """A 5,000-character initializer name: the line keeps its start and end, within the
+    limit, and still names the file."""
+    values = np.full((4, 3, 3, 3), np.nan, np.float32)
+    name = "head_" + "x" * 5000 + "_tail"
+    node = helper.make_node("Conv", ["x", name], ["y"], name="c")
+    path = _save(tmp_path / "long.onnx", [node], weights=[numpy_helper.from_array(values, name)])
+    line = _refused(path, r"initializer head_x+ \.\.\. x+_tail'.*not finite")
+    assert len(line) <= MESSAGE_LIMIT + len("error: ")

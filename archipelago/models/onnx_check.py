@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from archipelago.errors import ConfigError, elide
+from archipelago.errors import MESSAGE_LIMIT, ConfigError, elide
 
 # IR versions this importer reads: 3 is the first with opset imports as the importer reads
 # them (onnx 1.0); the upper bound is the installed onnx package's own, the newest its
@@ -59,10 +59,18 @@ class CheckedModel:
     weights: dict[str, Any]
 
 
+def refusal(source: str, field: str, problem: str) -> ConfigError:
+    """The ConfigError for `problem`, elided in the middle so the whole line stays within
+    MESSAGE_LIMIT (the path and field keep at least their start and end too)."""
+    source, field = elide(source, 100), elide(field, 100)
+    room = MESSAGE_LIMIT - len(source) - len(field) - len(": field '': ")
+    return ConfigError(source, field, elide(problem, room))
+
+
 def node_field(node: Any) -> str:
     """How a message names a node: its name (or its first output's) and operator."""
     name = node.name or (node.output[0] if node.output else "") or "?"
-    return f"node {elide(name, 80)} ({elide(node.op_type, 40)})"
+    return f"node {elide(name, 60)} ({elide(node.op_type, 30)})"
 
 
 def load_checked(path: Path, source: str) -> CheckedModel:
@@ -73,7 +81,7 @@ def load_checked(path: Path, source: str) -> CheckedModel:
     try:
         model = onnx.load(str(path), load_external_data=False)
     except Exception as err:  # DecodeError, RuntimeWarning-as-error, ... by onnx version
-        raise ConfigError(source, "onnx", f"not an ONNX model: {_first_line(err)}") from None
+        raise refusal(source, "onnx", f"not an ONNX model: {_first_line(err)}") from None
     _check_versions(model, source)
     _check_structure(model.graph, source)
     _normalise_attributes(model.graph, source)
@@ -93,17 +101,17 @@ def _check_versions(model: Any, source: str) -> None:
 
     newest_ir, newest_opset = onnx.IR_VERSION, onnx.defs.onnx_opset_version()
     if not MIN_IR_VERSION <= model.ir_version <= newest_ir:
-        raise ConfigError(source, "ir_version", f"IR version {model.ir_version} is outside "
-                          f"{MIN_IR_VERSION}..{newest_ir}, the range this importer reads")
+        raise refusal(source, "ir_version", f"IR version {model.ir_version} is outside "
+                      f"{MIN_IR_VERSION}..{newest_ir}, the range this importer reads")
     default = [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")]
     if not default:
-        raise ConfigError(source, "opset_import", "imports no default-domain ('ai.onnx') "
-                          "opset; the importer reads only standard operators")
+        raise refusal(source, "opset_import", "imports no default-domain ('ai.onnx') "
+                      "opset; the importer reads only standard operators")
     for opset in default:
         if not MIN_OPSET <= opset <= newest_opset:
-            raise ConfigError(source, "opset_import", f"opset {opset} is outside "
-                              f"{MIN_OPSET}..{newest_opset}, the opsets this importer reads "
-                              f"(IR version {model.ir_version})")
+            raise refusal(source, "opset_import", f"opset {opset} is outside "
+                          f"{MIN_OPSET}..{newest_opset}, the opsets this importer reads "
+                          f"(IR version {model.ir_version})")
 
 
 def _check_structure(graph: Any, source: str) -> None:
@@ -114,14 +122,14 @@ def _check_structure(graph: Any, source: str) -> None:
     for node in graph.node:
         if node.op_type in CONTROL_FLOW or any(
                 a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS) for a in node.attribute):
-            raise ConfigError(source, node_field(node), "control flow (a node with a subgraph) "
-                              "cannot be a layer DAG; export the branch taken, unrolled")
+            raise refusal(source, node_field(node), "control flow (a node with a subgraph) "
+                          "cannot be a layer DAG; export the branch taken, unrolled")
     cycle = _cycle(graph.node)
     if cycle:
         names = " -> ".join(elide(n.name or n.op_type, 40) for n in cycle[:8])
         more = f" (+{len(cycle) - 8} more)" if len(cycle) > 8 else ""
-        raise ConfigError(source, "graph", f"dependency cycle through {len(cycle)} node(s): "
-                          f"{names}{more}")
+        raise refusal(source, "graph", f"dependency cycle through {len(cycle)} node(s): "
+                      f"{names}{more}")
 
 
 def _cycle(nodes: Any) -> list[Any]:
@@ -168,10 +176,10 @@ def _normalise_attributes(graph: Any, source: str) -> None:
                 continue
             axes = _spatial_rank(node, ranks)
             if axes is None or axes < 1:
-                raise ConfigError(source, f"{node_field(node)}.{attribute.name}",
-                                  f"one integer ({attribute.i}) where the spec takes a list "
-                                  "per spatial axis, and the node's spatial rank is unknown; "
-                                  "write the list")
+                raise refusal(source, f"{node_field(node)}.{attribute.name}",
+                              f"one integer ({attribute.i}) where the spec takes a list "
+                              "per spatial axis, and the node's spatial rank is unknown; "
+                              "write the list")
             value = attribute.i
             attribute.ClearField("i")
             attribute.type = AttributeProto.INTS
@@ -194,45 +202,45 @@ def _check_initializers(model: Any, base: Path, source: str) -> None:
 
     graph = model.graph
     if graph.sparse_initializer:
-        raise ConfigError(source, f"initializer {elide(_sparse_name(graph), 80)}",
-                          "sparse initializers are not supported; store it dense")
+        raise refusal(source, f"initializer {elide(_sparse_name(graph), 80)}",
+                      "sparse initializers are not supported; store it dense")
     for tensor in graph.initializer:
         field = f"initializer {elide(tensor.name, 80)}"
         kind = TensorProto.DataType.Name(tensor.data_type) if tensor.data_type in \
             TensorProto.DataType.values() else None
         if kind is None or kind == "UNDEFINED":
-            raise ConfigError(source, field, f"element type {tensor.data_type} is "
-                              f"{'undefined' if kind else 'unknown'}; one of "
-                              f"{', '.join(sorted(_ELEMENTS))}")
+            raise refusal(source, field, f"element type {tensor.data_type} is "
+                          f"{'undefined' if kind else 'unknown'}; one of "
+                          f"{', '.join(sorted(_ELEMENTS))}")
         if kind not in _ELEMENTS:
-            raise ConfigError(source, field, f"element type {kind} is not supported; one of "
-                              f"{', '.join(sorted(_ELEMENTS))}")
+            raise refusal(source, field, f"element type {kind} is not supported; one of "
+                          f"{', '.join(sorted(_ELEMENTS))}")
         bad = [d for d in tensor.dims if d <= 0]
         if bad:
-            raise ConfigError(source, field, f"dimension {bad[0]} in shape "
-                              f"{elide(str(list(tensor.dims)), 80)}; every dimension of a "
-                              "weight is positive")
+            raise refusal(source, field, f"dimension {bad[0]} in shape "
+                          f"{elide(str(list(tensor.dims)), 80)}; every dimension of a "
+                          "weight is positive")
         count = math.prod(tensor.dims)
         size, typed = _ELEMENTS[kind]
         if tensor.data_location == TensorProto.EXTERNAL:
             _check_external(tensor, count * size, base, source, field)
         elif tensor.HasField("raw_data"):
             if len(tensor.raw_data) != count * size:
-                raise ConfigError(source, field, f"holds {len(tensor.raw_data)} bytes; its "
-                                  f"shape {list(tensor.dims)} of {kind} needs {count * size}")
+                raise refusal(source, field, f"holds {len(tensor.raw_data)} bytes; its "
+                              f"shape {list(tensor.dims)} of {kind} needs {count * size}")
         elif len(getattr(tensor, typed)) != count:
-            raise ConfigError(source, field, f"holds {len(getattr(tensor, typed))} values; "
-                              f"its shape {list(tensor.dims)} needs {count}")
+            raise refusal(source, field, f"holds {len(getattr(tensor, typed))} values; "
+                          f"its shape {list(tensor.dims)} needs {count}")
     for info in graph.input:
         if info.type.HasField("tensor_type") and not info.type.tensor_type.HasField("shape"):
-            raise ConfigError(source, f"input {elide(info.name, 80)}", "declares no shape; "
-                              "export with static input shapes")
+            raise refusal(source, f"input {elide(info.name, 80)}", "declares no shape; "
+                          "export with static input shapes")
     for info in (*graph.input, *graph.value_info, *graph.output):
         dims = info.type.tensor_type.shape.dim
         if any(d.HasField("dim_value") and d.dim_value <= 0 for d in dims):
             shape = [d.dim_value if d.HasField("dim_value") else d.dim_param for d in dims]
-            raise ConfigError(source, f"value {elide(info.name, 80)}",
-                              f"shape {elide(str(shape), 80)} has a dimension below 1")
+            raise refusal(source, f"value {elide(info.name, 80)}",
+                          f"shape {elide(str(shape), 80)} has a dimension below 1")
 
 
 def _sparse_name(graph: Any) -> str:
@@ -245,28 +253,32 @@ def _check_external(tensor: Any, needed: int, base: Path, source: str, field: st
     allows no path outside that folder)."""
     entries = {e.key: e.value for e in tensor.external_data}
     location = entries.get("location", "")
-    target = (base / location).resolve()
-    if not location or os.path.isabs(location) or not target.is_relative_to(base.resolve()):
-        raise ConfigError(source, field, f"external data location '{elide(location, 80)}' "
-                          "must be a file beside the model, in its folder")
+    shown = elide(location, 80)
+    try:
+        target = (base / location).resolve()
+        inside = target.is_relative_to(base.resolve())
+    except (OSError, ValueError):  # a NUL byte, a name past the file system's limits
+        inside = False
+    if not location or os.path.isabs(location) or not inside:
+        raise refusal(source, field, f"external data location '{shown}' must name a file "
+                      "in the model's folder")
     try:
         offset, length = int(entries.get("offset", 0)), int(entries.get("length", needed))
         info = os.stat(target)
     except ValueError:
-        raise ConfigError(source, field, "external data offset or length is not an "
-                          "integer") from None
+        raise refusal(source, field, "external data offset or length is not an "
+                      "integer") from None
     except OSError as err:
-        raise ConfigError(source, field, f"external data file {elide(str(target), 120)}: "
-                          f"{err.strerror or 'unreadable'}") from None
+        raise refusal(source, field, f"external data file {shown}: "
+                      f"{err.strerror or 'unreadable'}") from None
     if not stat.S_ISREG(info.st_mode):
-        raise ConfigError(source, field, f"external data {elide(str(target), 120)} is not a "
-                          "regular file")
+        raise refusal(source, field, f"external data {shown} is not a regular file")
     # without a length, onnx reads from the offset to the end of the file
     end = offset + needed if "length" in entries else info.st_size
-    if offset < 0 or length != needed or info.st_size < offset + needed or end != offset + needed:
-        raise ConfigError(source, field, f"external data file {elide(str(target), 120)} holds "
-                          f"{max(info.st_size - max(offset, 0), 0)} bytes from offset {offset}"
-                          f" (length {length}); its shape {list(tensor.dims)} needs {needed}")
+    if offset < 0 or length != needed or end != offset + needed or info.st_size < end:
+        raise refusal(source, field, f"external data file {shown} holds "
+                      f"{max(info.st_size - max(offset, 0), 0)} bytes from offset {offset}"
+                      f" (length {length}); its shape {list(tensor.dims)} needs {needed}")
 
 
 def _check_and_infer(model: Any, source: str) -> Any:
@@ -294,14 +306,14 @@ def _onnx_error(err: BaseException, graph: Any, source: str) -> ConfigError:
             name, op = found["name"].strip(), found["op"].strip()
             node = next((n for n in graph.node if n.name == name and n.op_type == op), None)
             field = node_field(node) if node is not None else \
-                f"node {elide(name, 80)} ({elide(op, 40)})"
+                f"node {elide(name, 60)} ({elide(op, 30)})"
             text = pattern.sub("", text)
             break
     text = re.sub(r"\[\w+Error\]\s*", "", text)
     text = re.sub(r"==> Context:.*", "", text).replace("Inference error(s):", "")
     parts = [p.strip(" :") for p in " ".join(text.split()).split(" : ")]
     text = " : ".join(dict.fromkeys(p for p in parts if p))  # onnx repeats its reason
-    return ConfigError(source, field, elide(text or type(err).__name__, 200))
+    return refusal(source, field, text or type(err).__name__)
 
 
 def _weights(graph: Any, source: str) -> dict[str, Any]:
@@ -317,8 +329,8 @@ def _weights(graph: Any, source: str) -> dict[str, Any]:
             if not finite.all():
                 bad = int(finite.size - np.count_nonzero(finite))
                 first = array.reshape(-1)[int(np.argmin(finite.reshape(-1)))]
-                raise ConfigError(source, f"initializer {elide(tensor.name, 80)}",
-                                  f"{bad} of its {finite.size} weights are not finite "
-                                  f"(first: {first}); weights must be finite numbers")
+                raise refusal(source, f"initializer {elide(tensor.name, 80)}",
+                              f"{bad} of its {finite.size} weights are not finite "
+                              f"(first: {first}); weights must be finite numbers")
         weights[tensor.name] = array
     return weights

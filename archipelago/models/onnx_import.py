@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from archipelago.errors import ConfigError, elide
 from archipelago.families import Family, register_family
 from archipelago.models.dag import FC, LSTM, Add, Conv, ModelDAG, Pool, validate_dag
-from archipelago.models.onnx_check import load_checked, node_field
+from archipelago.models.onnx_check import load_checked, node_field, refusal
 from archipelago.safe_read import probe
 
 _PASS_OPS = {"Flatten", "Reshape", "Squeeze", "Unsqueeze", "Transpose", "Identity",
@@ -54,7 +54,7 @@ class _Graph:
                 self.value[info.name] = [("input", self.shape(info.name)[1:])]
 
     def fail(self, node: Any, why: str) -> None:
-        raise ConfigError(self.source, node_field(node), elide(why, 200))
+        raise refusal(self.source, node_field(node), why)
 
     def shape(self, name: str) -> tuple[int, ...]:
         if not self.shapes.get(name) or not all(self.shapes[name]):
@@ -251,7 +251,7 @@ def _visit(g: _Graph, node: Any) -> None:
 
 def dag_from_onnx(path: Path, name: str | None = None) -> ModelDAG:
     """The layer DAG of the ONNX model at `path`."""
-    source = elide(str(path), 120)
+    source = elide(str(path), 100)
     info = probe(path, "file")
     if info is None or not stat.S_ISREG(info.st_mode):
         raise ConfigError(source, "file", "not a readable ONNX file")
