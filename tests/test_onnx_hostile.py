@@ -234,3 +234,11 @@ def test_long_names_are_elided_in_the_middle(tmp_path) -> None:
     path = _save(tmp_path / "long.onnx", [node], weights=[numpy_helper.from_array(values, name)])
     line = _refused(path, r"initializer head_x+ \.\.\. x+_tail'.*not finite")
     assert len(line) <= MESSAGE_LIMIT + len("error: ")
+
+
+def test_elide_keeps_both_ends_within_the_limit() -> None:
+    from archipelago.errors import elide
+
+    assert elide("a" * 10 + "b" * 10, 11) == "aaa ... bbb"
+    assert elide("short", 11) == "short"
+    assert len(elide("x" * 100_000)) == MESSAGE_LIMIT

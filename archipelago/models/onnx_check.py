@@ -6,7 +6,9 @@ never a silently wrong plan.
 Order matters: versions first (the checker's own message for opset 999 names nothing),
 then structure the checker cannot name (cycles, control flow), then attributes normalised
 to their spec type (an INT where the spec says INTS), then initializers (types, lengths,
-external files, finiteness), then onnx's checker (full) and strict shape inference.
+external files), then onnx's strict shape inference and its full checker (after
+inference: the checker wants the output shapes inference fills in), then finiteness as
+the weights are converted once for the importer.
 The onnx package is imported here and in `onnx_import` only.
 """
 
