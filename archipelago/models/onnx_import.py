@@ -124,7 +124,10 @@ class _Graph:
         if len(sources) == 1:
             return name
         out = self.shape_of_rank(node, name, 4, "(N, C, H, W) feature-map")[1:]
-        layer = Pool(name=_name_of(name), deps=self.deps(node, name), channels=out[0],
+        deps = self.deps(node, name)
+        if not deps:
+            self.fail(node, f"{name} joins model inputs only; add them to a layer's output")
+        layer = Pool(name=_name_of(name), deps=deps, channels=out[0],
                      out_rows=out[1], out_cols=out[2], kernel=1, stride=1)
         if layer.name in self.layers:
             self.fail(node, f"a second layer named '{layer.name}'; names must be unique")
