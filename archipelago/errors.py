@@ -8,6 +8,18 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+# A message is read on one terminal line or two: about 300 characters (issue 25).
+MESSAGE_LIMIT = 300
+
+
+def elide(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    """`text` cut to at most `limit` characters by dropping its middle (a long path or
+    name keeps its start and its end, where the distinguishing parts usually are)."""
+    if len(text) <= limit:
+        return text
+    keep = max(limit - 5, 2)
+    return f"{text[:keep - keep // 2]} ... {text[len(text) - keep // 2:]}"
+
 
 class ArchipelagoError(Exception):
     """Base of every error caused by user input; its message is meant to be shown as is."""

@@ -86,10 +86,10 @@ def test_tensors_of_the_wrong_rank_and_odd_names_are_one_line(tmp_path) -> None:
                                           r"on 4-D"):
         dag_from_onnx(tmp_path / "pool1d.onnx")
     x2 = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
-    w3 = numpy_helper.from_array(np.zeros((4, 2, 2), np.float32), "w")
+    w3 = numpy_helper.from_array(np.zeros((4, 4, 2), np.float32), "w")  # a batch of 4
     _graph_file(tmp_path / "mm3.onnx", [helper.make_node("MatMul", ["x", "w"], ["y"], name="m")],
                 [x2], [w3])
-    with pytest.raises(ConfigError, match=r"weight w is 3-D \[4, 2, 2\]; MatMul takes a 2-D"):
+    with pytest.raises(ConfigError, match=r"weight w is 3-D \[4, 4, 2\]; MatMul takes a 2-D"):
         dag_from_onnx(tmp_path / "mm3.onnx")
     w2 = numpy_helper.from_array(np.zeros((4, 3), np.float32), "w")
     _graph_file(tmp_path / "slash.onnx", [helper.make_node("MatMul", ["x", "w"], ["y"], name="/")],

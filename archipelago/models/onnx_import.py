@@ -9,6 +9,9 @@ LSTM (one direction), Max/AveragePool, GlobalAveragePool, Add of two data values
 (folded into the layer before it), Concat on channels, and the value-preserving reshapes
 (Flatten, Reshape, Squeeze, Unsqueeze, Transpose, Identity, Dropout) are understood;
 anything else is named in a one-line error. Batch size 1 is assumed.
+
+The file is validated first, apart from layer formation (`onnx_check`): versions, cycles,
+control flow, attribute types, initializers, onnx's checker and strict shape inference.
 """
 
 import stat
@@ -17,9 +20,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from archipelago.errors import ConfigError
+from archipelago.errors import ConfigError, elide
 from archipelago.families import Family, register_family
 from archipelago.models.dag import FC, LSTM, Add, Conv, ModelDAG, Pool, validate_dag
+from archipelago.models.onnx_check import load_checked, node_field, refusal
 from archipelago.safe_read import probe
 
 _PASS_OPS = {"Flatten", "Reshape", "Squeeze", "Unsqueeze", "Transpose", "Identity",
@@ -30,12 +34,10 @@ _SHAPE_OPS = {"Shape", "Size"}  # outputs describe a tensor, they are not its da
 class _Graph:
     """Walks one ONNX graph, mapping every data value to the DAG layers that produce it."""
 
-    def __init__(self, model: Any, source: str) -> None:
-        from onnx import numpy_helper
-
+    def __init__(self, model: Any, weights: dict[str, Any], source: str) -> None:
         self.source = source
         graph = model.graph
-        self.weights = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+        self.weights = weights
         self.shapes: dict[str, tuple[int, ...]] = {}
         for info in (*graph.input, *graph.value_info, *graph.output):
             dims = info.type.tensor_type.shape.dim
@@ -52,12 +54,12 @@ class _Graph:
                 self.value[info.name] = [("input", self.shape(info.name)[1:])]
 
     def fail(self, node: Any, why: str) -> None:
-        raise ConfigError(self.source, f"node {node.name or node.op_type}", why)
+        raise refusal(self.source, node_field(node), why)
 
     def shape(self, name: str) -> tuple[int, ...]:
         if not self.shapes.get(name) or not all(self.shapes[name]):
-            raise ConfigError(self.source, name, "shape inference left this value's shape "
-                              "unknown; export with static input shapes")
+            raise ConfigError(self.source, elide(name, 80), "shape inference left this "
+                              "value's shape unknown; export with static input shapes")
         return self.shapes[name]
 
     def shape_of_rank(self, node: Any, name: str, rank: int, layout: str) -> tuple[int, ...]:
@@ -108,10 +110,30 @@ class _Graph:
         return default
 
     def square(self, node: Any, name: str, default: int) -> int:
-        values = list(self.attr(node, name, [default, default]))
+        value = self.attr(node, name, [default, default])
+        values = list(value) if isinstance(value, list | tuple) else [value]
         if len(set(values)) != 1:
             self.fail(node, f"non-square {name} {values}")
         return int(values[0])
+
+    def joined(self, node: Any, name: str) -> str:
+        """`name` as one layer's output: a Concat read by an element-wise node (which
+        sums its inputs, it does not join them) becomes its own layer, a 1x1 stride-1
+        max pool reading the joined maps (as `DagBuilder.concat` writes one)."""
+        sources = self.value[name]
+        if len(sources) == 1:
+            return name
+        out = self.shape_of_rank(node, name, 4, "(N, C, H, W) feature-map")[1:]
+        deps = self.deps(node, name)
+        if not deps:
+            self.fail(node, f"{name} joins model inputs only; add them to a layer's output")
+        layer = Pool(name=_name_of(name), deps=deps, channels=out[0],
+                     out_rows=out[1], out_cols=out[2], kernel=1, stride=1)
+        if layer.name in self.layers:
+            self.fail(node, f"a second layer named '{layer.name}'; names must be unique")
+        self.layers[layer.name] = layer
+        self.value[name] = [layer.name]
+        return name
 
     def fold_relu(self, node: Any) -> None:
         src = node.input[0]
@@ -126,7 +148,11 @@ class _Graph:
 def _name(node: Any) -> str:
     """The node's name as a layer name ("/" and "." become "_"); its output's, or its
     operator's, when that leaves nothing."""
-    for candidate in (node.name, node.output[0] if node.output else "", node.op_type):
+    return _name_of(node.name, node.output[0] if node.output else "", node.op_type)
+
+
+def _name_of(*candidates: str) -> str:
+    for candidate in candidates:
         name = candidate.strip("/").replace("/", "_").replace(".", "_")
         if name:
             return name
@@ -134,9 +160,21 @@ def _name(node: Any) -> str:
 
 
 def _conv(g: _Graph, node: Any, src: str) -> None:
-    if g.attr(node, "group", 1) != 1 or g.square(node, "dilations", 1) != 1:
-        g.fail(node, "grouped or dilated convolutions are not supported")
+    if g.attr(node, "group", 1) != 1:
+        g.fail(node, f"group {g.attr(node, 'group', 1)}: grouped and depthwise convolutions "
+               "are not supported (a Conv layer here is dense: each output channel reads "
+               "every input channel)")
+    if g.square(node, "dilations", 1) != 1:
+        g.fail(node, f"dilations {list(g.attr(node, 'dilations', []))}: dilated convolutions "
+               "are not supported")
     weight = g.weight_of_rank(node, 1, 4)
+    kernel = list(weight.shape[2:])
+    if list(g.attr(node, "kernel_shape", kernel)) != kernel:
+        g.fail(node, f"kernel_shape {list(g.attr(node, 'kernel_shape', kernel))} disagrees "
+               f"with its weight's {kernel}")
+    if kernel[0] != kernel[1]:  # seeds/004 §VI: a conv layer has one kernel size K
+        g.fail(node, f"kernel {kernel[0]}x{kernel[1]} is not square; a Conv layer is costed "
+               "with one K x K kernel (CHEF's layer model)")
     out = g.shape_of_rank(node, node.output[0], 4, "(N, C, H, W)")[1:]
     g.add(node, Conv(name=_name(node), deps=g.deps(node, src), out_ch=out[0],
                      in_ch=int(weight.shape[1]), out_rows=out[1], out_cols=out[2],
@@ -156,9 +194,14 @@ def _lstm(g: _Graph, node: Any, src: str) -> None:
     weight = g.weight_of_rank(node, 1, 3)  # [directions, 4 hidden, embed]
     if weight.shape[0] != 1:
         g.fail(node, "only one-direction LSTMs")
-    steps = g.shape(src)[1 if g.attr(node, "layout", 0) else 0]
-    g.add(node, LSTM(name=_name(node), deps=g.deps(node, src), embed=int(weight.shape[2]),
-                     hidden=int(weight.shape[1]) // 4, cells=steps), src)
+    layout = g.attr(node, "layout", 0)
+    shape = g.shape_of_rank(node, src, 3, "(N, T, E)" if layout else "(T, N, E)")
+    steps = shape[1 if layout else 0]
+    layer = LSTM(name=_name(node), deps=g.deps(node, src), embed=int(weight.shape[2]),
+                 hidden=int(weight.shape[1]) // 4, cells=steps)
+    g.add(node, layer, src)
+    if not layer.deps:  # the batch axis is not the first one: the input is T x E features
+        g.inputs[layer.name] = (steps * layer.embed,)
 
 
 def _pool(g: _Graph, node: Any, src: str) -> None:
@@ -179,7 +222,7 @@ def _add(g: _Graph, node: Any, data: list[str]) -> None:
     if len(data) == 1:  # a bias added to a MatMul's output folds into it
         g.value[node.output[0]] = g.value[data[0]]
         return
-    deps = tuple(d for name in data for d in g.deps(node, name))
+    deps = tuple(d for name in data for d in g.deps(node, g.joined(node, name)))
     g.add(node, Add(name=_name(node), deps=deps, shape=g.shape(node.output[0])[1:],
                     relu=False), data[0])
 
@@ -211,26 +254,18 @@ def _visit(g: _Graph, node: Any) -> None:
 
 def dag_from_onnx(path: Path, name: str | None = None) -> ModelDAG:
     """The layer DAG of the ONNX model at `path`."""
-    import onnx
-    from onnx import shape_inference
-
-    source = str(path)
+    source = elide(str(path), 100)
     info = probe(path, "file")
     if info is None or not stat.S_ISREG(info.st_mode):
         raise ConfigError(source, "file", "not a readable ONNX file")
-    try:
-        model = shape_inference.infer_shapes(onnx.load(str(path)))
-    except Exception as err:  # onnx raises DecodeError, ValidationError, ... by version
-        raise ConfigError(source, "onnx", str(err).splitlines()[0] if str(err) else
-                          type(err).__name__) from None
-    graph = _Graph(model, source)
+    checked = load_checked(path, source)
+    model = checked.model
+    graph = _Graph(model, checked.weights, source)
     for node in model.graph.node:
         try:
             _visit(graph, node)
         except ValidationError as err:  # a layer the node describes is out of bounds
-            raise ConfigError.from_validation(source, err,
-                                              prefix=f"node {node.name or node.op_type}"
-                                              ) from None
+            raise ConfigError.from_validation(source, err, prefix=node_field(node)) from None
     try:
         dag = ModelDAG(name=name or path.stem, layers=tuple(graph.layers.values()),
                        inputs=graph.inputs)

@@ -115,3 +115,14 @@ def chef_cluster_case(doc: Any, tmp: Path) -> dict[str, Any]:
     path = tmp / "chef.yaml"
     path.write_text(yaml.safe_dump(doc))
     return figures("vfs", str(path), "h2h")
+
+
+def onnx_case(file: tuple[bytes, bytes | None], tmp: Path) -> dict[str, Any]:
+    """A (mutated) ONNX model and its external-data file, planned as `archi plan x.onnx`."""
+    data, external = file
+    (tmp / "model.onnx").write_bytes(data)
+    if external is not None:
+        (tmp / "w.bin").write_bytes(external)
+    else:
+        (tmp / "w.bin").unlink(missing_ok=True)
+    return figures(str(tmp / "model.onnx"), "hacc", "h2h")

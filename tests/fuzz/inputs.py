@@ -2,6 +2,7 @@
 fuzzer both reaches deep into the planners (plausible values) and probes the edge (ints past
 2^63, NaN, infinities, wrong types, odd text)."""
 
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -244,3 +245,115 @@ def chef_cluster_doc(draw: st.DrawFn) -> Any:
     pairs = [draw(mutated({"a": "u280", "b": "u250", "bandwidth_gbps": 8.0}))]
     return draw(mutated({**raw, "nodes": nodes, "link": draw(mutated(raw["link"])),
                          "pairs": pairs}, ["host_relay", "switch_latency_ns"]))
+
+
+# ---- ONNX files: small valid graphs, mutated -----------------------------------------------
+ONNX_ATTRIBUTES = ["strides", "pads", "dilations", "kernel_shape", "group", "axis", "layout",
+                   "hidden_size", "transB", "direction", "auto_pad"]
+ONNX_OPS = ["If", "Loop", "Scan", "NoSuchOp", "Add", "Relu", "Conv", "LSTM", "Concat",
+            "Sigmoid", "MaxPool", "Gemm", "Identity"]
+ATTRIBUTE_VALUE = st.one_of(
+    st.integers(-3, 9), st.lists(st.integers(-2, 9), max_size=5), st.just(2**62),
+    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=6),
+    st.sampled_from([[2**40, 1], [1, 1, 1, 1], [0, 0, 1, 1], "SAME_UPPER", "bidirectional"]))
+
+
+@cache
+def onnx_bases() -> dict[str, Any]:
+    """Small valid graphs of each shape the importer reads: a conv/pool/FC chain, a conv
+    branch added to a concatenation, and an LSTM."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    def w(name: str, *shape: int) -> Any:
+        return numpy_helper.from_array(np.full(shape, 0.1, np.float32), name)
+
+    def model(nodes: list, x: list[int], y: list[int], weights: list) -> Any:
+        graph = helper.make_graph(
+            nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x)],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, y)], weights)
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+
+    node = helper.make_node
+    chain = model([node("Conv", ["x", "w", "b"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+                   node("Relu", ["c"], ["r"], name="relu"),
+                   node("MaxPool", ["r"], ["p"], name="pool", kernel_shape=[2, 2],
+                        strides=[2, 2]),
+                   node("Flatten", ["p"], ["f"], name="flat"),
+                   node("Gemm", ["f", "fw"], ["y"], name="fc", transB=1)],
+                  [1, 3, 8, 8], [1, 5], [w("w", 4, 3, 3, 3), w("b", 4), w("fw", 5, 64)])
+    branch = model([node("Conv", ["x", "wa"], ["a"], name="a", pads=[1, 1, 1, 1]),
+                    node("Conv", ["x", "wb"], ["b"], name="b"),
+                    node("Concat", ["a", "b"], ["ab"], name="cat", axis=1),
+                    node("Conv", ["x", "wc"], ["c"], name="c"),
+                    node("Add", ["ab", "c"], ["y"], name="sum")],
+                   [1, 3, 8, 8], [1, 6, 8, 8],
+                   [w("wa", 2, 3, 3, 3), w("wb", 4, 3, 1, 1), w("wc", 6, 3, 1, 1)])
+    lstm = model([node("LSTM", ["x", "W", "R"], ["y"], name="lstm", hidden_size=4)],
+                 [6, 1, 5], [6, 1, 1, 4], [w("W", 1, 16, 5), w("R", 1, 16, 4)])
+    return {"chain": chain, "branch": branch, "lstm": lstm}
+
+
+@st.composite
+def onnx_file(draw: st.DrawFn) -> tuple[bytes, bytes | None]:
+    """An ONNX model's bytes (mostly valid, then 0-3 hostile edits, sometimes damaged bytes)
+    and the bytes of its external-data file `w.bin`, when an edit moved a weight there."""
+    from onnx import ModelProto, TensorProto, helper
+
+    model = ModelProto()
+    model.CopyFrom(onnx_bases()[draw(st.sampled_from(["chain", "branch", "lstm"]))])
+    graph, external = model.graph, None
+    for edit in draw(st.lists(st.integers(0, 8), max_size=3)):
+        node = graph.node[draw(st.integers(0, len(graph.node) - 1))]
+        tensor = graph.initializer[draw(st.integers(0, len(graph.initializer) - 1))]
+        if edit == 0:  # an attribute of any type, given or replaced
+            name = draw(st.sampled_from(ONNX_ATTRIBUTES))
+            kept = [a for a in node.attribute if a.name != name]
+            try:
+                made = helper.make_attribute(name, draw(ATTRIBUTE_VALUE))
+            except (ValueError, TypeError):
+                continue
+            del node.attribute[:]
+            node.attribute.extend([*kept, made])
+        elif edit == 1:  # an operator swapped
+            node.op_type = draw(st.sampled_from(ONNX_OPS))
+        elif edit == 2:  # an input rewired to any value (maybe a later node's: a cycle)
+            names = [o for n in graph.node for o in n.output] + ["x", "missing", ""]
+            if node.input:
+                node.input[draw(st.integers(0, len(node.input) - 1))] = draw(
+                    st.sampled_from(names))
+        elif edit == 3:  # data shorter or longer than its shape
+            tensor.raw_data = tensor.raw_data[:draw(st.integers(0, len(tensor.raw_data)))] \
+                + draw(st.binary(max_size=8))
+        elif edit == 4:  # an element type, defined, undefined or unknown
+            tensor.data_type = draw(st.integers(-1, 40))
+        elif edit == 5:  # a dimension of a weight or of the input
+            dims = draw(st.sampled_from([tensor.dims, graph.input[0].type.tensor_type.shape
+                                         .dim]))
+            at, value = draw(st.integers(0, 3)), draw(st.sampled_from([-4, 0, 1, 7, 2**40]))
+            if at < len(dims):
+                if isinstance(dims[at], int):
+                    dims[at] = value
+                else:
+                    dims[at].dim_value = value
+        elif edit == 6:  # non-finite weights
+            raw = bytearray(tensor.raw_data)
+            raw[:4] = draw(st.sampled_from([b"\x00\x00\xc0\x7f", b"\x00\x00\x80\x7f"]))
+            tensor.raw_data = bytes(raw)
+        elif edit == 7:  # versions
+            model.ir_version = draw(st.sampled_from([0, 2, 3, 7, 10, 999, -1]))
+            model.opset_import[0].version = draw(st.sampled_from([1, 6, 7, 13, 28, 999, -5]))
+        else:  # a weight moved to an external file, maybe short, maybe elsewhere
+            data, tensor.data_location = tensor.raw_data, TensorProto.EXTERNAL
+            tensor.ClearField("raw_data")
+            location = draw(st.sampled_from(["w.bin", "w.bin", "../w.bin", "/etc/hostname",
+                                             "", "missing.bin"]))
+            del tensor.external_data[:]
+            tensor.external_data.add(key="location", value=location)
+            external = data[:draw(st.integers(0, len(data)))]
+    data = model.SerializeToString()
+    if draw(rarely(10)):  # cut short, or bytes inserted
+        at = draw(st.integers(0, len(data)))
+        data = data[:at] + (draw(st.binary(min_size=1, max_size=8)) if draw(st.booleans())
+                            else b"")
+    return data, external

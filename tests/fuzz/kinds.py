@@ -38,6 +38,7 @@ KINDS: dict[str, Kind] = {
     "dag": (inputs.dag_doc(), cases.dag_case),
     "ip": (inputs.ip_doc(), cases.ip_case),
     "cluster:chef": (inputs.chef_cluster_doc(), cases.chef_cluster_case),
+    "onnx": (inputs.onnx_file(), cases.onnx_case),
     "file": (st.tuples(inputs.FILE_BYTES, st.sampled_from(LOADERS)),
              lambda x, tmp: cases.file_case(x[0], x[1], tmp)),
 }
