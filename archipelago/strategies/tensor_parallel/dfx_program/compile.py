@@ -335,7 +335,7 @@ def _program(core: _Core, config: DFXConfig, input_tokens: int, output_tokens: i
     epilogue = _section(core, "epilogue", plan.output_steps)
     system = SystemConfig(core.rank, plan.ranks, plan.spec.layers, input_tokens,
                           output_tokens, config.d, config.l, core.map.strides["hbm"],
-                          core.map.strides["ddr"])
+                          core.map.strides["ddr"], plan.spec.max_positions)
     return Program(system, prologue, layer, epilogue)
 
 
