@@ -197,6 +197,9 @@ def _attention(core: _Core, out: _Stream, op: GraphOp, step: ComputeStep) -> Non
     """Algorithm 1 lines 7-12, per local head: MaskedMM with ReduMax, Softmax as vector
     instructions, MM against Value; the context length comes from the controller."""
     spec, hd = core.spec, core.spec.head_dim
+    if op.window is not None:
+        raise PartitionError(f"no DFX program for sliding-window attention ({op.name}): "
+                             "MaskedMM masks the future only (seeds/001 §IV-C)")
     q_start, q_stop = core.columns(core.query, core.rank)
     k_start = core.columns(core.key, core.rank)[0]
     score, s = core.vrf["score"], Loc.SRF
