@@ -167,10 +167,12 @@ def _linear(core: _Core, out: _Stream, op: GraphOp, step: ComputeStep) -> None:
     weights = f"{op.weight}.weight"
     base, flag = core.hbm(weights)
     bias = f"{op.weight}.bias"
-    if bias in core.map.regions:
-        b_base, b_flag = core.hbm(bias)
-        out.emit(Dma(DmaOp.LOAD, b_base, 0, cols, core.loc(bias), Loc.BBUF, b_flag),
-                 f"{tag}: bias")
+    if bias not in core.map.regions:
+        raise PartitionError(f"no DFX program for {op.name} without a bias: Conv1D is Ax + b "
+                             "(seeds/001 §IV-C)")
+    b_base, b_flag = core.hbm(bias)
+    out.emit(Dma(DmaOp.LOAD, b_base, 0, cols, core.loc(bias), Loc.BBUF, b_flag),
+             f"{tag}: bias")
     out.emit(Dma(DmaOp.LOAD, base, 0, op.fan_in * cols, core.loc(weights), Loc.WBUF, flag),
              f"{tag}: weight tiles")
     dst = core.buf(op.name) + start

@@ -41,7 +41,8 @@ token; earlier tokens' next tokens are the prompt's own). Address modifiers:
 compute (one unit, MPU or VPU by opcode; reads src1/src2, writes dst):
   CONV1D      dst[cols] = src1[rows] @ W[rows x cols] + bias[cols]; W streamed from HBM at
               src2 (tiles, §V-B zigzag) through the DMA weight buffer, bias from the DMA
-              bias buffer (§V-D); GELU flag applies SFU_M's GELU to the output.
+              bias buffer at 0, where the dma before it put it (§V-D); GELU flag applies
+              SFU_M's GELU to the output.
   MASKED_MM   dst[cols] = mask(src1[rows] @ K^T[rows x cols]) * scale (SCALE), K^T from
               HBM at src2; REDUCE_MAX also writes the row max to SRF[RMAX_REG] (SFU_M's
               reduce-max unit, §V-C).
