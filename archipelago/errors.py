@@ -8,6 +8,21 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+# Characters of a user's value an error line repeats (a name, a list, a path): enough to
+# recognise it, while the whole line stays about 300 characters.
+ELIDE_LIMIT = 120
+
+
+def elide(text: str, limit: int = ELIDE_LIMIT) -> str:
+    """`text` whole when at most `limit` characters, else its start and end around a mark
+    saying how much was left out: a 20,000-item list or a 5,000-character name in an error
+    stays recognisable and the line stays short."""
+    if len(text) <= limit:
+        return text
+    mark = f"...[{len(text):,} characters]..."
+    keep = max(limit - len(mark), 2)
+    return f"{text[:(keep + 1) // 2]}{mark}{text[len(text) - keep // 2:]}"
+
 
 class ArchipelagoError(Exception):
     """Base of every error caused by user input; its message is meant to be shown as is."""
@@ -23,15 +38,17 @@ class UnknownNameError(ArchipelagoError):
 
     def __init__(self, kind: str, name: str, choices: Iterable[str]) -> None:
         self.kind, self.name, self.choices = kind, name, sorted(choices)
-        super().__init__(f"unknown {kind} '{name}'; valid choices: {', '.join(self.choices)}")
+        super().__init__(f"unknown {kind} '{elide(name)}'; valid choices: "
+                         f"{', '.join(self.choices)}")
 
 
 class ConfigError(ArchipelagoError):
-    """A malformed input file; names the file and the offending field."""
+    """A malformed input file; names the file and the offending field (both elided when
+    long: a path or a YAML key is the user's text)."""
 
     def __init__(self, source: str, field: str, problem: str) -> None:
         self.source, self.field = source, field
-        super().__init__(f"{source}: field '{field}': {problem}")
+        super().__init__(f"{elide(source)}: field '{elide(field, 80)}': {problem}")
 
     @classmethod
     def from_validation(cls, source: str, err: Any, prefix: str = "",
@@ -42,7 +59,7 @@ class ConfigError(ArchipelagoError):
         field = ".".join(str(p) for p in first["loc"]) or whole
         problem = first["msg"].removeprefix("Value error, ")
         if first["loc"] and first["type"] != "missing":
-            problem += f" (got {repr(first.get('input'))[:40]})"
+            problem += f" (got {elide(repr(first.get('input')), 60)})"
         return cls(source, f"{prefix}.{field}" if prefix else field, problem)
 
 

@@ -62,7 +62,8 @@ register_kind(PlanKind(
 
 
 class _SlowProgress:
-    """A progress bar on stderr, shown only once a search has run for a second."""
+    """A progress bar on stderr, shown only once a search has run for a second, and only on
+    a terminal: elsewhere rich leaves a blank line behind it, before the result or error."""
 
     def __init__(self, what: str) -> None:
         self.what, self.started, self.bar, self.task = what, time.perf_counter(), None, None
@@ -72,7 +73,11 @@ class _SlowProgress:
             from rich.console import Console
             from rich.progress import Progress
 
-            self.bar = Progress(console=Console(stderr=True), transient=True)
+            console = Console(stderr=True)
+            if not console.is_terminal:
+                self.started = float("inf")  # never shown
+                return
+            self.bar = Progress(console=console, transient=True)
             self.bar.start()
             self.task = self.bar.add_task(self.what, total=None)
         if self.bar is not None:
