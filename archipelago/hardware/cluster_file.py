@@ -93,7 +93,7 @@ _MIN_LATENCY_NS, _MAX_LATENCY_NS = 1e-3, 1e9
 
 def _zero_or_resolvable(latency_ns: float) -> float:
     if 0 < latency_ns < _MIN_LATENCY_NS:
-        raise ValueError(f"{latency_ns:g} ns is below a picosecond: give 0 (no latency) or "
+        raise ValueError(f"{latency_ns!r} ns is below a picosecond: give 0 (no latency) or "
                          f"{_MIN_LATENCY_NS:g}..{_MAX_LATENCY_NS:g} ns")
     return latency_ns
 

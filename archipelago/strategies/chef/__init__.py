@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from archipelago.errors import ArchipelagoError
 from archipelago.hardware.machines import Cluster
 from archipelago.models.dag import ModelDAG
 from archipelago.output_file import check_output_file
@@ -36,12 +37,15 @@ class DagRun:
     gantt: str | None = None
 
 
-def _parse(gantt: str = "") -> DagRun:
+def _parse(gantt: str | None = None) -> DagRun:
     """The Gantt target is checked here, before the search runs: an HTML name in a
-    writable directory, never an existing file."""
-    if gantt:
+    writable directory, never an existing file, never the empty string."""
+    if gantt is not None:
+        if not gantt.strip():
+            raise ArchipelagoError(f"--gantt {gantt!r} is an empty name; give an HTML file "
+                                   "name")
         check_output_file(Path(gantt), "--gantt", None, (".html", ".htm"))
-    return DagRun(gantt or None)
+    return DagRun(gantt)
 
 
 SCHEDULED_DAG = WorkloadType("scheduled DAG", (

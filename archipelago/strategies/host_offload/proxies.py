@@ -151,6 +151,7 @@ class CPUProfile:
     machine: str
     points: dict[str, tuple[tuple[int, float], ...]]
     native: bool = True
+    source: str = ""  # the file it was read from: errors name it, not `machine`'s text
 
     @cached_property
     def fits(self) -> dict[str, LinearFit]:
@@ -161,7 +162,8 @@ class CPUProfile:
         measured per-element cost (numpy's fixed cost instead when not `native`)."""
         fit = self.fits.get(name)
         if fit is None:
-            raise ConfigError(self.machine, name, "no proxy measured for this call")
+            raise ConfigError(self.source or f"CPU profile of {self.machine}", f"calls.{name}",
+                              "no proxy measured for this call")
         call_s = NATIVE_CALL_S if self.native else fit.overhead_s
         return call_s + fit.per_element_s * size
 
@@ -260,4 +262,4 @@ def load_profile(path: Path | None = None) -> CPUProfile:
         if len({n for n, _ in pts}) < 2:
             raise ConfigError(source, f"calls.{name}", "needs times at two sizes or more, to "
                               "tell the per-call cost from the per-element cost")
-    return CPUProfile(profile.machine or source, points)
+    return CPUProfile(profile.machine or source, points, source=source)
