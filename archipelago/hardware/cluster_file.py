@@ -55,7 +55,7 @@ from pydantic import (
     model_validator,
 )
 
-from archipelago.errors import ConfigError
+from archipelago.errors import ConfigError, elide
 from archipelago.hardware.catalog import catalog, device_from_dict, unwrap_sourced
 from archipelago.hardware.device import Link
 from archipelago.hardware.machines import (
@@ -267,8 +267,8 @@ def _nodes(spec: ClusterFile, source: str, key: str) -> list[Node]:
     for i, entry in enumerate(spec.nodes):
         device = known.get(entry.device.lower())
         if device is None:
-            raise ConfigError(source, f"{key}.{i}.device", f"unknown device '{entry.device}'; "
-                              f"valid: {', '.join(sorted(known))}")
+            raise ConfigError(source, f"{key}.{i}.device", f"unknown device "
+                              f"'{elide(entry.device, 60)}'; valid: {', '.join(sorted(known))}")
         banks, clock = entry.banks, entry.clock_mhz
         try:
             node = make_node(device, entry.name or device.key, clock * 1e6 if clock else None,
@@ -284,8 +284,8 @@ def _nodes(spec: ClusterFile, source: str, key: str) -> list[Node]:
     names = [n.name for n in nodes]
     if len(set(names)) != len(names):
         twice = next(n for n in names if names.count(n) > 1)
-        raise ConfigError(source, f"{key}.name", f"node names must be unique; '{twice}' "
-                          f"is given twice")
+        raise ConfigError(source, f"{key}.name", f"node names must be unique; "
+                          f"'{elide(twice, 60)}' is given twice")
     return nodes
 
 
@@ -295,15 +295,17 @@ def _pairs(spec: ClusterFile, names: list[str], source: str) -> dict[tuple[int, 
     for k, pair in enumerate(spec.pairs):
         for end in (pair.a, pair.b):
             if end not in index:
-                raise ConfigError(source, f"pairs.{k}", f"unknown node '{end}'; nodes: "
-                                  f"{', '.join(names)}")
+                raise ConfigError(source, f"pairs.{k}", f"unknown node '{elide(end, 60)}'; "
+                                  f"nodes: {elide(', '.join(names), 160)}")
         if pair.a == pair.b:
-            raise ConfigError(source, f"pairs.{k}", f"'{pair.a}' paired with itself (a link "
-                              "from a node to itself); a pair is two different nodes")
+            raise ConfigError(source, f"pairs.{k}", f"'{elide(pair.a, 60)}' paired with "
+                              "itself (a link from a node to itself); a pair is two different "
+                              "nodes")
         i, j = sorted((index[pair.a], index[pair.b]))
         if (i, j) in table:
-            raise ConfigError(source, f"pairs.{k}", f"'{pair.a}' and '{pair.b}' are paired "
-                              "twice; give each pair's bandwidth once")
+            raise ConfigError(source, f"pairs.{k}", f"'{elide(pair.a, 60)}' and "
+                              f"'{elide(pair.b, 60)}' are paired twice; give each pair's "
+                              "bandwidth once")
         table[i, j] = pair.bandwidth_Bps()
     return table
 

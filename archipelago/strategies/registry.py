@@ -315,7 +315,7 @@ def _planners_of(spec: Any) -> str:
 
 
 def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
+    return "--" + elide(name.replace("_", "-"), 60)  # a user's unknown option, maybe long
 
 
 def _who_takes(option: str, command: str) -> str:
