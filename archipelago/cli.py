@@ -8,17 +8,17 @@ adds (attached by `cli_group`) and the help that lists them all come from the re
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, get_args
+from typing import Annotated, Any
 
 import typer
 import yaml
-from pydantic import BaseModel
 from rich.console import Console
 from rich.table import Table
 
 from archipelago.cli_group import OneLineErrorGroup, user_errors
 from archipelago.errors import ArchipelagoError, ConfigError, elide
 from archipelago.safe_read import load_mapping
+from archipelago.strict_numbers import check_numbers
 
 # `archi plan`'s status for a plan that does not fit (its input was valid: not 2).
 INFEASIBLE = 1
@@ -109,21 +109,6 @@ def _commands(ctx: typer.Context) -> None:
         print(ctx.get_help())
 
 
-def _numbers_as_numbers(engine: dict[str, Any], model: type[BaseModel], source: str) -> None:
-    """A file's value for a numeric parameter is a number: YAML `true` or `"16"` is an error
-    naming the key, not 1 or 16 (the model stays lax for the same option typed as text on
-    the command line, `--bandwidth 3`)."""
-    for key, value in engine.items():
-        field = model.model_fields.get(key) if isinstance(key, str) else None
-        if field is None or not isinstance(value, bool | str):
-            continue
-        types = set(get_args(field.annotation)) or {field.annotation}
-        if types & {int, float} and not types & {bool, str, Path}:
-            written = (f"the boolean {str(value).lower()}" if isinstance(value, bool)
-                       else f"the text {elide(repr(value), 60)} (write numbers unquoted)")
-            raise ConfigError(source, key, f"must be a number, got {written}")
-
-
 def load_engine_config(path: Path | None, strategy: str) -> dict[str, Any]:
     """An engine-config YAML/JSON file: a mapping of engine design parameters (or a best-of
     file from `archi explore`, which keeps them under `engine`), checked against
@@ -137,7 +122,7 @@ def load_engine_config(path: Path | None, strategy: str) -> dict[str, Any]:
     if not isinstance(engine, dict):
         raise ConfigError(str(path), "engine", f"must be a mapping of design parameters, got "
                           f"{type(engine).__name__} {elide(repr(engine), 60)}")
-    _numbers_as_numbers(engine, get_strategy(strategy).engine_config, str(path))
+    check_numbers(engine, get_strategy(strategy).engine_config, str(path))
     try:
         get_strategy(strategy).config(engine)
     except ArchipelagoError as err:

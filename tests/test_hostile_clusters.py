@@ -167,6 +167,23 @@ def test_a_boolean_or_quoted_number_is_refused_naming_the_field(tmp_path, files,
     assert message in refused(tmp_path, files, "plan", "cnn-lstm", "--strategy", "chef", *args)
 
 
+CONV = {"name": "c1", "type": "conv", "out_ch": 16, "in_ch": 3, "out_rows": 8, "out_cols": 8,
+        "kernel": 3}
+
+
+@pytest.mark.parametrize(("files", "args", "message"), [
+    ({"d.yaml": {"layers": [{**CONV, "kernel": True}]}}, ("d.yaml", "--strategy", "chef"),
+     "d.yaml: field 'layers.0.kernel': must be a number, got the boolean true"),
+    ({"d.yaml": {"layers": [{**CONV, "in_ch": "3"}]}}, ("d.yaml", "--strategy", "chef"),
+     "d.yaml: field 'layers.0.in_ch': must be a number, got the text '3'"),
+    ({"p.json": {"calls": {"cpu_tanh": [[True, 1e-6], [128, 2e-6]]}}},
+     ("lstm", "--strategy", "persistent", "--cpu-profile", "p.json"),
+     "p.json: field 'calls.cpu_tanh.0.0': Input should be a valid integer (got True)"),
+])
+def test_lax_numbers_in_model_and_profile_files_are_refused(tmp_path, files, args, message):
+    assert message in refused(tmp_path, files, "plan", *args)
+
+
 def test_an_unquoted_exponent_is_a_number_and_a_quoted_one_text(tmp_path):
     """Strict numbers would refuse `1e9` were it read as text, as YAML 1.1 reads it."""
     path = tmp_path / "c.yaml"

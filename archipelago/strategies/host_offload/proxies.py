@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError
 
 from archipelago.errors import ConfigError
 from archipelago.output_file import write_atomically
@@ -231,8 +231,9 @@ class _ProfileFile(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     machine: str | None = None
-    calls: dict[str, list[tuple[Annotated[int, Field(gt=0, le=2**40)],
-                                Annotated[float, Field(ge=0, le=1e6)]]]]
+    # strict: a size or time written `true` or "128" is an error naming it, not 1 or 128
+    calls: dict[str, list[tuple[Annotated[int, Strict(), Field(gt=0, le=2**40)],
+                                Annotated[float, Strict(), Field(ge=0, le=1e6)]]]]
 
 
 def load_profile(path: Path | None = None) -> CPUProfile:
