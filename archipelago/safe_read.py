@@ -84,7 +84,7 @@ def probe(path: Path | str, what: str = "file") -> os.stat_result | None:
         return None
     except OSError as err:
         reason = err.strerror or errno.errorcode.get(err.errno or 0, "unreadable")
-        raise ConfigError(str(path)[:200], what, f"cannot be read: {reason}") from None
+        raise ConfigError(str(path), what, f"cannot be read: {reason}") from None
 
 
 def is_dir(path: Path | str, what: str = "file") -> bool:
