@@ -172,8 +172,8 @@ class Add(_Layer):
 
 
 Layer = Annotated[Conv | FC | LSTM | Pool | Add, Field(discriminator="type")]
-_LAYER_TYPES: dict[object, type[_Layer]] = {"conv": Conv, "fc": FC, "lstm": LSTM, "pool": Pool,
-                                            "add": Add}
+_LAYER_TYPES: dict[str, type[_Layer]] = {"conv": Conv, "fc": FC, "lstm": LSTM, "pool": Pool,
+                                         "add": Add}
 
 
 def _product(shape: tuple[int, ...]) -> int:
@@ -344,7 +344,8 @@ def _shape_problem(dag: ModelDAG, layer: _Layer) -> str | None:
 def dag_from_dict(data: dict, source: str) -> ModelDAG:
     layers = data.get("layers")
     for i, layer in enumerate(layers if isinstance(layers, list) else []):
-        kind = _LAYER_TYPES.get(layer.get("type")) if isinstance(layer, dict) else None
+        name = layer.get("type") if isinstance(layer, dict) else None
+        kind = _LAYER_TYPES.get(name) if isinstance(name, str) else None
         if kind is not None:  # `kernel: true` or `"3"` is refused, not read as 1 or 3
             check_numbers(layer, kind, source, f"layers.{i}")
     try:
