@@ -16,8 +16,9 @@ from rich.console import Console
 from rich.table import Table
 
 from archipelago.cli_group import OneLineErrorGroup, user_errors
-from archipelago.errors import ArchipelagoError, ConfigError
+from archipelago.errors import ArchipelagoError, ConfigError, elide
 from archipelago.safe_read import load_mapping
+from archipelago.strict_numbers import check_numbers
 
 # `archi plan`'s status for a plan that does not fit (its input was valid: not 2).
 INFEASIBLE = 1
@@ -82,6 +83,18 @@ StrategyOpt = Annotated[str | None, typer.Option(
 JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON object")]
 EngineOpt = Annotated[Path | None, typer.Option(help="engine parameters (YAML)")]
 ForceReportOpt = Annotated[bool, typer.Option("--force", help="replace an existing report file")]
+
+
+def output_path(text: str) -> Path:
+    """An output option's file or directory name, refused when empty: Path('') is the
+    working directory, so `build --out '' --force` wrote its files there."""
+    if not text.strip():
+        raise typer.BadParameter(f"{text!r} is an empty name; give a file or directory name")
+    return Path(text)
+
+
+# Where a command writes: a path, never the empty string.
+OUTPUT = {"parser": output_path, "metavar": "<path>"}
 # The options of the strategy's plan kind (--tokens IN:OUT, --seq-len N, ...): typer passes
 # them through as extra words, and the kind parses or refuses them.
 KIND_OPTIONS = {"allow_extra_args": True, "ignore_unknown_options": True}
@@ -108,7 +121,8 @@ def load_engine_config(path: Path | None, strategy: str) -> dict[str, Any]:
     engine = data.get("engine", data)
     if not isinstance(engine, dict):
         raise ConfigError(str(path), "engine", f"must be a mapping of design parameters, got "
-                          f"{type(engine).__name__} {str(engine)[:40]!r}")
+                          f"{type(engine).__name__} {elide(repr(engine), 60)}")
+    check_numbers(engine, get_strategy(strategy).engine_config, str(path))
     try:
         get_strategy(strategy).config(engine)
     except ArchipelagoError as err:
@@ -142,8 +156,8 @@ def plan(
     engine_config: EngineOpt = None,
     as_json: JsonOpt = False,
     report_file: Annotated[Path | None, typer.Option(
-        "--report", help="also write the HTML report page (as `archi report`) to this file")
-    ] = None,
+        "--report", help="also write the HTML report page (as `archi report`) to this file",
+        **OUTPUT)] = None,
     force: ForceReportOpt = False,
 ) -> None:
     from archipelago.api import choose, listed_parameters, plan_and_estimate
@@ -186,7 +200,7 @@ def plan(
 def report(
     ctx: typer.Context,
     model: ModelArg,
-    out: Annotated[Path, typer.Option(help="the HTML file to write")],
+    out: Annotated[Path, typer.Option(help="the HTML file to write", **OUTPUT)],
     cluster: ClusterOpt = None,
     strategy: StrategyOpt = None,
     engine_config: EngineOpt = None,
@@ -236,7 +250,7 @@ def emulate(
 @user_errors
 def build(
     model: ModelArg,
-    out: Annotated[Path, typer.Option(help="directory for the build files")],
+    out: Annotated[Path, typer.Option(help="directory for the build files", **OUTPUT)],
     cluster: ClusterOpt = None,
     strategy: StrategyOpt = None,
     engine_config: EngineOpt = None,
@@ -352,7 +366,7 @@ def explore(
     storage: Annotated[str, typer.Option(help="directory of study journals (made if missing)")
                        ] = "archi-explore",
     study: Annotated[str | None, typer.Option(help="study name (default from the inputs)")] = None,
-    out: Annotated[Path | None, typer.Option(help="best engine config YAML")] = None,
+    out: Annotated[Path | None, typer.Option(help="best engine config YAML", **OUTPUT)] = None,
     seed: Annotated[int, typer.Option(callback=within(0, MAX_SAMPLER_SEED),
                                       help="the search's random seed")] = 0,
     force: Annotated[bool, typer.Option(help="replace an existing --out file")] = False,
@@ -463,12 +477,12 @@ def compare(
         help="local Dask worker processes (default: one per core)")] = None,
     store: Annotated[Path | None, typer.Option(
         help="results journal, reused and extended (default: named after the model and "
-             "workload, in this directory)")] = None,
+             "workload, in this directory)", **OUTPUT)] = None,
     as_json: Annotated[bool, typer.Option(
         "--json", help="print one JSON object: every row, reason, the front and the power "
                        "model")] = False,
     report_file: Annotated[Path | None, typer.Option(
-        "--report", help="write the HTML page (Pareto chart and table) here")] = None,
+        "--report", help="write the HTML page (Pareto chart and table) here", **OUTPUT)] = None,
     force: Annotated[bool, typer.Option(help="replace an existing --report file")] = False,
 ) -> None:
     from archipelago.compare.combos import applicable

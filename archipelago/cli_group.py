@@ -14,7 +14,12 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
-from archipelago.errors import ArchipelagoError, notices_on_stderr, signals_as_errors
+from archipelago.errors import (
+    ArchipelagoError,
+    elide,
+    notices_on_stderr,
+    signals_as_errors,
+)
 
 
 def user_errors(command: Callable[..., None]) -> Callable[..., None]:
@@ -52,7 +57,7 @@ def usage_error_line(err: typer.TyperException) -> str:
     """One line naming what was wrong, the valid choices, and where help for it is."""
     ctx = getattr(err, "ctx", None)
     where = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
-    message = err.format_message().rstrip(".")
+    message = elide(err.format_message().rstrip("."), 160)  # it repeats what was typed
     return f"error: {ArchipelagoError(message)}{valid_choices(err)}{where}"
 
 

@@ -10,15 +10,22 @@ from typing import Any
 
 # A message is read on one terminal line or two: about 300 characters (issue 25).
 MESSAGE_LIMIT = 300
+# Characters of a user's value an error line repeats (a name, a list, a path): enough to
+# recognise it, while the whole line stays within MESSAGE_LIMIT.
+ELIDE_LIMIT = 120
 
 
-def elide(text: str, limit: int = MESSAGE_LIMIT) -> str:
-    """`text` cut to at most `limit` characters by dropping its middle (a long path or
-    name keeps its start and its end, where the distinguishing parts usually are)."""
+def elide(text: str, limit: int = ELIDE_LIMIT) -> str:
+    """`text` whole when at most `limit` characters, else its start and end around a mark
+    saying how much was left out (" ... " where the mark itself would not fit): a 20,000-item
+    list or a 5,000-character name in an error stays recognisable and the line short."""
     if len(text) <= limit:
         return text
-    keep = max(limit - 5, 2)
-    return f"{text[:keep - keep // 2]} ... {text[len(text) - keep // 2:]}"
+    mark = f"...[{len(text):,} characters]..."
+    if len(mark) + 2 > limit:
+        mark = " ... "
+    keep = max(limit - len(mark), 2)
+    return f"{text[:(keep + 1) // 2]}{mark}{text[len(text) - keep // 2:]}"
 
 
 class ArchipelagoError(Exception):
@@ -35,15 +42,30 @@ class UnknownNameError(ArchipelagoError):
 
     def __init__(self, kind: str, name: str, choices: Iterable[str]) -> None:
         self.kind, self.name, self.choices = kind, name, sorted(choices)
-        super().__init__(f"unknown {kind} '{name}'; valid choices: {', '.join(self.choices)}")
+        super().__init__(f"unknown {kind} '{elide(name)}'; valid choices: "
+                         f"{', '.join(self.choices)}")
+
+
+def elide_path(path: str, limit: int = ELIDE_LIMIT) -> str:
+    """`path` cut in its directories where it is long, its file name kept whole where that
+    fits (the name is what a user recognises); else cut like any text."""
+    if len(path) <= limit:
+        return path
+    name = path.rsplit("/", 1)[-1]
+    mark = f"...[{len(path):,} characters]..."
+    head = limit - len(mark) - len(name) - 1
+    if head < 8:
+        return elide(path, limit)
+    return f"{path[:head]}{mark}/{name}"
 
 
 class ConfigError(ArchipelagoError):
-    """A malformed input file; names the file and the offending field."""
+    """A malformed input file; names the file and the offending field (both elided when
+    long: a path or a YAML key is the user's text)."""
 
     def __init__(self, source: str, field: str, problem: str) -> None:
         self.source, self.field = source, field
-        super().__init__(f"{source}: field '{field}': {problem}")
+        super().__init__(f"{elide_path(source)}: field '{elide(field)}': {problem}")
 
     @classmethod
     def from_validation(cls, source: str, err: Any, prefix: str = "",
@@ -54,7 +76,7 @@ class ConfigError(ArchipelagoError):
         field = ".".join(str(p) for p in first["loc"]) or whole
         problem = first["msg"].removeprefix("Value error, ")
         if first["loc"] and first["type"] != "missing":
-            problem += f" (got {repr(first.get('input'))[:40]})"
+            problem += f" (got {elide(repr(first.get('input')), 60)})"
         return cls(source, f"{prefix}.{field}" if prefix else field, problem)
 
 

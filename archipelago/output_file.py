@@ -7,7 +7,7 @@ import stat
 import tempfile
 from pathlib import Path
 
-from archipelago.errors import ArchipelagoError
+from archipelago.errors import ArchipelagoError, elide
 from archipelago.safe_read import file_kind
 
 NAME_MAX = 255  # bytes in one path component on Linux file systems (ext4, xfs, tmpfs)
@@ -18,7 +18,7 @@ def check_name_lengths(path: Path, option: str) -> None:
     """Every component of `path` fits a file system's name limit."""
     for part in path.parts:
         if len(os.fsencode(part)) > NAME_MAX:
-            raise ArchipelagoError(f"{option}: the name '{part[:40]}...' is "
+            raise ArchipelagoError(f"{option}: the name '{elide(part, 60)}' is "
                                    f"{len(os.fsencode(part))} bytes; the limit is {NAME_MAX}")
 
 

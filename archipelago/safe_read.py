@@ -23,9 +23,20 @@ MAX_DEPTH = 32
 # Values a document may hold once YAML aliases are followed: stops "billion laughs" files,
 # whose aliases expand exponentially, before any loader walks them.
 MAX_VALUES = 100_000
-# libyaml's parser with the safe constructor (no Python tags), about 10x faster than the
-# pure-Python one; the latter where PyYAML was built without libyaml.
-SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class SafeLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """libyaml's parser with the safe constructor (no Python tags), about 10x faster than
+    the pure-Python one (the latter where PyYAML was built without libyaml); `1e9` and
+    `5e-324` read as the numbers YAML 1.2 makes them, not as text (YAML 1.1 wants a dot
+    and a signed exponent), since numbers in user files are strict: quoted text is not
+    taken for a number."""
+
+
+SafeLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"), list("-+0123456789"))
+SAFE_LOADER = SafeLoader
 
 _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
           (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
@@ -73,7 +84,7 @@ def probe(path: Path | str, what: str = "file") -> os.stat_result | None:
         return None
     except OSError as err:
         reason = err.strerror or errno.errorcode.get(err.errno or 0, "unreadable")
-        raise ConfigError(str(path)[:200], what, f"cannot be read: {reason}") from None
+        raise ConfigError(str(path), what, f"cannot be read: {reason}") from None
 
 
 def is_dir(path: Path | str, what: str = "file") -> bool:

@@ -56,12 +56,15 @@ def test_h2h_steps_and_one_accelerator_per_fpga():
 
 def test_bad_inputs_are_one_line():
     hacc = resolve_cluster("hacc")
-    with pytest.raises(PartitionError, match="layer 'rgb_lstm' \\(lstm\\): no candidate IP"):
+    with pytest.raises(PartitionError, match="layer 'rgb_lstm' \\(lstm 256->256\\): no "
+                       "candidate IP is a lstm IP; candidates: conv_8_16, from the engine"):
         plan_chef(builtin_dag("cnn-lstm"), hacc, ChefConfig(ips=("conv_8_16",)))
     with pytest.raises(ArchipelagoError, match="unknown IP"):
         plan_chef(builtin_dag("vfs"), hacc, ChefConfig(ips=("conv_1_1",)))
     small = resolve_cluster("chef-cluster2")
-    with pytest.raises(PartitionError, match="'conv_32_64' needs 10240 DSPs"):
+    # 32 x 64 MAC lanes at 5 DSPs each (seeds/004 §I) = 10,240; the U50LV has 5,952
+    with pytest.raises(PartitionError, match="'conv_32_64' fits no FPGA of 'chef-cluster2': "
+                       "it needs 10,240 DSP, fpga 'u50lv' has 5,952 DSP"):
         plan_chef(builtin_dag("vfs"), small, ChefConfig(ips=("conv_32_64", "fc_8_16")))
 
 

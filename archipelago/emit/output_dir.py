@@ -28,6 +28,8 @@ def check_output_dir(root: Path | str, force: bool) -> Path:
     """The resolved root a build may be written to, checked before any work: its names fit,
     it is a directory (or can be made in one a file can be created in), and it is empty
     unless `force`."""
+    if not str(root).strip():  # Path('') is the working directory
+        raise ArchipelagoError(f"{OPTION} {str(root)!r} is an empty name; give a directory")
     given = Path(root)
     check_name_lengths(given, OPTION)
     try:

@@ -57,7 +57,9 @@ def raw_switches() -> dict[str, Any]:
 
 def _validated(model: type[_Entry], key: str, entry: dict[str, Any], source: str) -> _Entry:
     try:
-        return model(key=key, **unwrap_sourced(entry))
+        # strict: a user's `custom_devices` entry writing `true` or "16" for a number is
+        # refused, naming the field (the catalog's own entries are numbers throughout)
+        return model.model_validate({**unwrap_sourced(entry), "key": key}, strict=True)
     except ValidationError as err:
         raise ConfigError.from_validation(source, err, prefix=key) from None
 

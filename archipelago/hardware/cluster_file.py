@@ -11,11 +11,12 @@ cases that keep loading. Numbers may be written `{value, source}` like the catal
         banks:                   # optional; default: one per HBM (else DDR) channel
           count: 32              #   1..1024
           size_bytes: 268435456  #   default: the memory's capacity / count
-          bandwidth_gbytes_s: 12 #   GB/s; default: min(channel's share, 64 B x clock)
+          bandwidth_gbytes_s: 12 #   GB/s (1e-3..1e5); default: min(channel's share, 64 B x clock)
     topology: switch             # ring | switch | host_star (default ring)
     link:                        # every hop; default: the first device's ports, else PCIe
-      latency_ns: 300            #   0..1e9
-      bandwidth_gbps: 100        #   Gb/s, or bandwidth_gbytes_s in GB/s (exactly one)
+      latency_ns: 300            #   0 or 1e-3..1e9 (1 ps .. 1 s)
+      bandwidth_gbps: 100        #   Gb/s, or bandwidth_gbytes_s in GB/s (exactly one):
+                                 #   1 MB/s .. 10 TB/s
       encoding: 64b66b           #   none | 64b66b (Aurora: 64 payload bits in 66)
     switch_latency_ns: 1100      # between switches (Galapagos' d); default 0
     rings: 8                     # optional: the nodes, in order, as 8 equal rings (default 1)
@@ -28,6 +29,8 @@ cases that keep loading. Numbers may be written `{value, source}` like the catal
     custom_devices: {}           # devices beside the catalog, in the catalog's format
     host_profile: cpu.json       # the host CPU's proxy profile, relative to this file
 
+Numbers are strict: `true` or `"16"` where a number goes is an error naming the field.
+
 The older spellings: `devices: [{device, count}]` for `nodes` (today's rings and switches),
 and CHEF's `fpgas: [{name, device, freq_mhz, dsp, bram, banks}]` with `p2p_gbps` (GB/s),
 `host_relay` and `pairs: [{a, b, gbps}]`, which is read as the nodes above on a `switch`
@@ -39,12 +42,20 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 
-from archipelago.errors import ConfigError
+from archipelago.errors import ConfigError, elide
 from archipelago.hardware.catalog import catalog, device_from_dict, unwrap_sourced
 from archipelago.hardware.device import Link
 from archipelago.hardware.machines import (
@@ -52,6 +63,9 @@ from archipelago.hardware.machines import (
     GB,
     MAX_DEVICES,
     Cluster,
+    MAX_BANK_Bps,
+    MAX_LINK_Bps,
+    MIN_LINK_Bps,
     Node,
     Topology,
     default_link,
@@ -65,13 +79,32 @@ from archipelago.safe_read import load_mapping
 # DSPs; a VU19P 9 M LUTs): they stop typos before a bank count of 10^30 becomes zero-sized
 # banks or a resource count overflows a solver.
 _MAX_BANKS = 1024
-_MAX_GBPS = 1e6
 _MAX_RESOURCE = 2**30
 _MAX_PAIRS = 2**16  # every pair of 362 nodes (CHEF plans on at most 256)
+# A link's bandwidth, 1 MB/s to 10 TB/s (machines.MIN_LINK_Bps, MAX_LINK_Bps, which say why),
+# in the two units a file may use: GB/s and Gb/s (8 bits a byte); a bank's up to 100 TB/s.
+_MIN_GBYTES_S, _MAX_GBYTES_S = MIN_LINK_Bps / GB, MAX_LINK_Bps / GB
+_MIN_GBPS, _MAX_GBPS = 8 * _MIN_GBYTES_S, 8 * _MAX_GBYTES_S
+# A hop's latency: none (CHEF's transfers, seeds/004 §III), else at least a picosecond (light
+# crosses 0.3 mm in one; anything shorter is a typo or a denormal like 5e-324, which turns
+# a size over a time into infinity) and at most a second (a WAN round trip is ~0.1 s).
+_MIN_LATENCY_NS, _MAX_LATENCY_NS = 1e-3, 1e9
+
+
+def _zero_or_resolvable(latency_ns: float) -> float:
+    if 0 < latency_ns < _MIN_LATENCY_NS:
+        raise ValueError(f"{latency_ns!r} ns is below a picosecond: give 0 (no latency) or "
+                         f"{_MIN_LATENCY_NS:g}..{_MAX_LATENCY_NS:g} ns")
+    return latency_ns
+
+
+LatencyNs = Annotated[float, Field(ge=0, le=_MAX_LATENCY_NS),
+                      AfterValidator(_zero_or_resolvable)]
 
 
 class _Spec(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    # strict: a number written `true` or `"16"` is an error naming the field, not 1 or 16
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 
 
 class _Banks(_Spec):
@@ -79,7 +112,8 @@ class _Banks(_Spec):
 
     count: int | None = Field(default=None, gt=0, le=_MAX_BANKS)
     size_bytes: int | None = Field(default=None, gt=0, le=2**50)
-    bandwidth_gbytes_s: float | None = Field(default=None, ge=1e-3, le=_MAX_GBPS)
+    bandwidth_gbytes_s: float | None = Field(default=None, ge=_MIN_GBYTES_S,
+                                             le=MAX_BANK_Bps / GB)
 
 
 class _Resources(_Spec):
@@ -107,8 +141,8 @@ class _Node(_Spec):
 class _Bandwidth(_Spec):
     """Exactly one of Gb/s (as network ports are quoted) or GB/s (as CHEF quotes P2P)."""
 
-    bandwidth_gbps: float | None = Field(default=None, ge=1e-3, le=_MAX_GBPS)
-    bandwidth_gbytes_s: float | None = Field(default=None, ge=1e-3, le=_MAX_GBPS)
+    bandwidth_gbps: float | None = Field(default=None, ge=_MIN_GBPS, le=_MAX_GBPS)
+    bandwidth_gbytes_s: float | None = Field(default=None, ge=_MIN_GBYTES_S, le=_MAX_GBYTES_S)
 
     @model_validator(mode="after")
     def _exactly_one(self) -> "_Bandwidth":
@@ -127,7 +161,7 @@ class _Bandwidth(_Spec):
 class _Link(_Bandwidth):
     """Every hop's alpha-beta parameters; Aurora's 64b/66b encoding costs 2 bits in 66."""
 
-    latency_ns: float = Field(ge=0, le=1e9)  # up to a second
+    latency_ns: LatencyNs
     encoding: Literal["none", "64b66b"] = "none"
 
     def to_link(self) -> Link:
@@ -152,7 +186,7 @@ class ClusterFile(_Spec):
                                validation_alias=AliasChoices("nodes", "devices"))
     topology: Topology = "ring"
     link: _Link | None = None
-    switch_latency_ns: float = Field(default=0.0, ge=0, le=1e9)
+    switch_latency_ns: LatencyNs = 0.0
     rings: int = Field(default=1, ge=1, le=MAX_DEVICES)
     inter_ring_link: _Link | None = None
     host_relay: bool = False
@@ -233,8 +267,8 @@ def _nodes(spec: ClusterFile, source: str, key: str) -> list[Node]:
     for i, entry in enumerate(spec.nodes):
         device = known.get(entry.device.lower())
         if device is None:
-            raise ConfigError(source, f"{key}.{i}.device", f"unknown device '{entry.device}'; "
-                              f"valid: {', '.join(sorted(known))}")
+            raise ConfigError(source, f"{key}.{i}.device", f"unknown device "
+                              f"'{elide(entry.device, 60)}'; valid: {', '.join(sorted(known))}")
         banks, clock = entry.banks, entry.clock_mhz
         try:
             node = make_node(device, entry.name or device.key, clock * 1e6 if clock else None,
@@ -250,8 +284,8 @@ def _nodes(spec: ClusterFile, source: str, key: str) -> list[Node]:
     names = [n.name for n in nodes]
     if len(set(names)) != len(names):
         twice = next(n for n in names if names.count(n) > 1)
-        raise ConfigError(source, f"{key}.name", f"node names must be unique; '{twice}' "
-                          f"is given twice")
+        raise ConfigError(source, f"{key}.name", f"node names must be unique; "
+                          f"'{elide(twice, 60)}' is given twice")
     return nodes
 
 
@@ -261,11 +295,17 @@ def _pairs(spec: ClusterFile, names: list[str], source: str) -> dict[tuple[int, 
     for k, pair in enumerate(spec.pairs):
         for end in (pair.a, pair.b):
             if end not in index:
-                raise ConfigError(source, f"pairs.{k}", f"unknown node '{end}'; nodes: "
-                                  f"{', '.join(names)}")
+                raise ConfigError(source, f"pairs.{k}", f"unknown node '{elide(end, 60)}'; "
+                                  f"nodes: {elide(', '.join(names), 160)}")
         if pair.a == pair.b:
-            raise ConfigError(source, f"pairs.{k}", f"'{pair.a}' paired with itself")
+            raise ConfigError(source, f"pairs.{k}", f"'{elide(pair.a, 60)}' paired with "
+                              "itself (a link from a node to itself); a pair is two different "
+                              "nodes")
         i, j = sorted((index[pair.a], index[pair.b]))
+        if (i, j) in table:
+            raise ConfigError(source, f"pairs.{k}", f"'{elide(pair.a, 60)}' and "
+                              f"'{elide(pair.b, 60)}' are paired twice; give each pair's "
+                              "bandwidth once")
         table[i, j] = pair.bandwidth_Bps()
     return table
 

@@ -45,6 +45,15 @@ SWITCH_PORT_GBPS = 100.0
 # The largest cluster in the seeds is Galapagos' 72 FPGAs (seeds/000 §8.1); a bound far above
 # it keeps a typo (`100000000000000000000xu280`) from exhausting memory in the planner.
 MAX_DEVICES = 4096
+# The range of a link's bandwidth a user may give: from 1 MB/s (the slowest link in the seeds
+# is CHEF's 0.125 GB/s, seeds/004 §VII-A; at 1 MB/s a 100 MB model already takes minutes to
+# cross) to 10 TB/s, over five times the fastest link there is (NVLink 5: 1.8 TB/s per GPU;
+# the catalog's H200 has 900 GB/s). Outside it is a typo, or a denormal like 5e-324 GB/s
+# that makes every transfer time infinite. A DRAM bank gets the same floor and a ceiling
+# ten times higher: on-package memory reaches 32 TB/s (s10-2100-tr in catalog.yaml).
+MIN_LINK_Bps = 1e6
+MAX_LINK_Bps = 1e13
+MAX_BANK_Bps = 1e14
 # Clock of a node whose device has none in the catalog: seeds/004 §VII-B runs its U280
 # kernels at 200 MHz.
 DEFAULT_KERNEL_HZ = 200e6
@@ -222,8 +231,9 @@ class Cluster(_Frozen):
     def with_bandwidth(self, gbps: float) -> "Cluster":
         """Every pair of nodes at `gbps` GB/s: the 0.125 / 3 / 15 GB/s presets of
         seeds/004 §VII-A (`--bandwidth`)."""
-        if gbps <= 0:
-            raise ArchipelagoError(f"--bandwidth {gbps}: a bandwidth must be positive (GB/s)")
+        if not MIN_LINK_Bps <= gbps * GB <= MAX_LINK_Bps:
+            raise ArchipelagoError(f"--bandwidth {gbps:g}: give {MIN_LINK_Bps / GB:g}.."
+                                   f"{MAX_LINK_Bps / GB:g} GB/s (1 MB/s to 10 TB/s)")
         latency = self.link.latency_s if self.link else 0.0
         return self.replaced(link=Link(latency_s=latency, bandwidth_Bps=gbps * GB),
                              host_relay=False, pair_bandwidth_Bps={})

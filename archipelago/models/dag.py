@@ -17,6 +17,7 @@ from archipelago.errors import ConfigError
 from archipelago.families import Family, register_family
 from archipelago.names import Name
 from archipelago.safe_read import load_json, load_yaml
+from archipelago.strict_numbers import check_numbers
 
 BYTES_PER_ELEMENT = 4  # FP32 weights and features (seeds/004 §I)
 
@@ -171,6 +172,8 @@ class Add(_Layer):
 
 
 Layer = Annotated[Conv | FC | LSTM | Pool | Add, Field(discriminator="type")]
+_LAYER_TYPES: dict[str, type[_Layer]] = {"conv": Conv, "fc": FC, "lstm": LSTM, "pool": Pool,
+                                         "add": Add}
 
 
 def _product(shape: tuple[int, ...]) -> int:
@@ -339,6 +342,12 @@ def _shape_problem(dag: ModelDAG, layer: _Layer) -> str | None:
 
 
 def dag_from_dict(data: dict, source: str) -> ModelDAG:
+    layers = data.get("layers")
+    for i, layer in enumerate(layers if isinstance(layers, list) else []):
+        name = layer.get("type") if isinstance(layer, dict) else None
+        kind = _LAYER_TYPES.get(name) if isinstance(name, str) else None
+        if kind is not None:  # `kernel: true` or `"3"` is refused, not read as 1 or 3
+            check_numbers(layer, kind, source, f"layers.{i}")
     try:
         dag = ModelDAG(**data)
     except ValidationError as err:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from archipelago.errors import MESSAGE_LIMIT, ConfigError, elide
+from archipelago.errors import MESSAGE_LIMIT, ConfigError, elide, elide_path
 
 # IR versions this importer reads: 3 is the first with opset imports as the importer reads
 # them (onnx 1.0); the upper bound is the installed onnx package's own, the newest its
@@ -64,7 +64,7 @@ class CheckedModel:
 def refusal(source: str, field: str, problem: str) -> ConfigError:
     """The ConfigError for `problem`, elided in the middle so the whole line stays within
     MESSAGE_LIMIT (the path and field keep at least their start and end too)."""
-    source, field = elide(source, 100), elide(field, 100)
+    source, field = elide_path(source, 100), elide(field, 100)
     room = MESSAGE_LIMIT - len(source) - len(field) - len(": field '': ")
     return ConfigError(source, field, elide(problem, room))
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from archipelago.errors import ConfigError, elide
+from archipelago.errors import ConfigError, elide, elide_path
 from archipelago.families import Family, register_family
 from archipelago.models.dag import FC, LSTM, Add, Conv, ModelDAG, Pool, validate_dag
 from archipelago.models.onnx_check import load_checked, node_field, refusal
@@ -254,7 +254,7 @@ def _visit(g: _Graph, node: Any) -> None:
 
 def dag_from_onnx(path: Path, name: str | None = None) -> ModelDAG:
     """The layer DAG of the ONNX model at `path`."""
-    source = elide(str(path), 100)
+    source = elide_path(str(path), 100)
     info = probe(path, "file")
     if info is None or not stat.S_ISREG(info.st_mode):
         raise ConfigError(source, "file", "not a readable ONNX file")

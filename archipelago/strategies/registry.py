@@ -27,7 +27,7 @@ from typing import Any, Literal, overload
 
 from pydantic import BaseModel, ValidationError
 
-from archipelago.errors import ArchipelagoError, UnknownNameError
+from archipelago.errors import ArchipelagoError, UnknownNameError, elide
 from archipelago.models.spec import ModelSpec
 from archipelago.plugins import load_entry_points
 from archipelago.strategies import hooks
@@ -160,10 +160,11 @@ class Strategy:
             names = ", ".join(self.engine_config.model_fields)
             key = ".".join(map(str, first["loc"]))
             if first["type"] == "extra_forbidden":
-                raise ArchipelagoError(f"unknown {self.name} engine parameter '{key}' "
-                                       f"(parameters: {names})") from None
+                raise ArchipelagoError(f"unknown {self.name} engine parameter "
+                                       f"'{elide(key, 80)}' (parameters: {names})") from None
             problem = first["msg"].removeprefix("Value error, ")
-            where = f"parameter '{key}' = {first['input']!r}" if key else "parameters"
+            where = (f"parameter '{elide(key, 80)}' = {elide(repr(first['input']), 80)}"
+                     if key else "parameters")
             raise ArchipelagoError(f"{self.name} engine {where}: {problem} "
                                    f"(parameters: {names})") from None
 
@@ -314,7 +315,7 @@ def _planners_of(spec: Any) -> str:
 
 
 def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
+    return "--" + elide(name.replace("_", "-"), 60)  # a user's unknown option, maybe long
 
 
 def _who_takes(option: str, command: str) -> str:

@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from archipelago.errors import ArchipelagoError
 from archipelago.hardware.machines import Cluster
 from archipelago.models.dag import ModelDAG
 from archipelago.output_file import check_output_file
@@ -36,12 +37,15 @@ class DagRun:
     gantt: str | None = None
 
 
-def _parse(gantt: str = "") -> DagRun:
+def _parse(gantt: str | None = None) -> DagRun:
     """The Gantt target is checked here, before the search runs: an HTML name in a
-    writable directory, never an existing file."""
-    if gantt:
+    writable directory, never an existing file, never the empty string."""
+    if gantt is not None:
+        if not gantt.strip():
+            raise ArchipelagoError(f"--gantt {gantt!r} is an empty name; give an HTML file "
+                                   "name")
         check_output_file(Path(gantt), "--gantt", None, (".html", ".htm"))
-    return DagRun(gantt or None)
+    return DagRun(gantt)
 
 
 SCHEDULED_DAG = WorkloadType("scheduled DAG", (
@@ -62,7 +66,8 @@ register_kind(PlanKind(
 
 
 class _SlowProgress:
-    """A progress bar on stderr, shown only once a search has run for a second."""
+    """A progress bar on stderr, shown only once a search has run for a second, and only on
+    a terminal: elsewhere rich leaves a blank line behind it, before the result or error."""
 
     def __init__(self, what: str) -> None:
         self.what, self.started, self.bar, self.task = what, time.perf_counter(), None, None
@@ -72,7 +77,11 @@ class _SlowProgress:
             from rich.console import Console
             from rich.progress import Progress
 
-            self.bar = Progress(console=Console(stderr=True), transient=True)
+            console = Console(stderr=True)
+            if not console.is_terminal:
+                self.started = float("inf")  # never shown
+                return
+            self.bar = Progress(console=console, transient=True)
             self.bar.start()
             self.task = self.bar.add_task(self.what, total=None)
         if self.bar is not None:

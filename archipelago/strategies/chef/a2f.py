@@ -18,9 +18,9 @@ re-maps each): re-mapping is 3/4 of M2A's time and rarely reorders candidates.
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from archipelago.errors import PartitionError
+from archipelago.errors import PartitionError, elide
 from archipelago.hardware.machines import Cluster
-from archipelago.models.dag import ModelDAG
+from archipelago.models.dag import FC, LSTM, Conv, ModelDAG
 from archipelago.strategies.chef.deployment import Deployment, deploy, fits
 from archipelago.strategies.chef.ip_templates import IPTemplate
 from archipelago.strategies.chef.m2a import list_mapping, m2a
@@ -34,20 +34,54 @@ def layer_types(dag: ModelDAG) -> list[str]:
     return sorted({la.type for la in dag.layers if la.is_compute})
 
 
-def check_candidates(dag: ModelDAG, cluster: Cluster, ips: list[IPTemplate]) -> None:
-    """One line for a layer type no IP runs, or an IP that fits no FPGA."""
-    for ip in ips:
-        if all(ip.resources.exceeding(f.resources) for f in cluster.nodes):
-            big = max(cluster.nodes, key=lambda f: f.resources.dsp)
-            raise PartitionError(f"IP '{ip.name}' needs {ip.resources.dsp} DSPs and "
-                                 f"{ip.resources.bram} BRAMs; it fits no FPGA of "
-                                 f"'{cluster.name}' (largest: {big.name} with "
-                                 f"{big.resources.dsp} DSPs, {big.resources.bram} BRAMs)")
-    have = {ip.type for ip in ips}
-    for layer in dag.layers:
-        if layer.is_compute and layer.type not in have:
-            raise PartitionError(f"layer '{layer.name}' ({layer.type}): no candidate IP runs "
-                                 f"it; IPs: {', '.join(ip.name for ip in ips)}")
+def _shape(layer: Conv | FC | LSTM) -> str:
+    """A compute layer in a few words: `conv 3x3, 64->128`, `fc 512->10`, `lstm 256->512`."""
+    if isinstance(layer, Conv):
+        return f"conv {layer.kernel}x{layer.kernel}, {layer.in_ch}->{layer.out_ch}"
+    if isinstance(layer, FC):
+        return f"fc {layer.in_features}->{layer.out_features}"
+    return f"lstm {layer.embed}->{layer.hidden}"
+
+
+def _refusal(ip: IPTemplate, cluster: Cluster) -> str:
+    """What keeps `ip` off every FPGA, shown on the FPGA it misses by the fewest resources:
+    "needs 5,120 DSP, fpga 'a' has 1 DSP"."""
+    need = ip.resources
+    node = min(cluster.nodes, key=lambda f: (len(need.exceeding(f.resources)),
+                                             -f.resources.dsp, -f.resources.bram))
+    short = need.exceeding(node.resources)
+    wants = " and ".join(f"{getattr(need, r):,} {r.upper()}" for r in short)
+    has = " and ".join(f"{getattr(node.resources, r):,} {r.upper()}" for r in short)
+    return f"needs {wants}, fpga '{node.name}' has {has}"
+
+
+def check_candidates(dag: ModelDAG, cluster: Cluster, ips: list[IPTemplate],
+                     source: str, named: bool = False) -> list[IPTemplate]:
+    """The candidates that fit some FPGA. One line for a compute layer none of them runs,
+    naming the layer, the candidates (or that there are none) and `source` (where the list
+    came from), and per IP of its type the FPGA limit that refused it; `named` IPs (the
+    user's own list) must each fit some FPGA."""
+    fitting = [ip for ip in ips
+               if any(not ip.resources.exceeding(f.resources) for f in cluster.nodes)]
+    if named and len(fitting) < len(ips):
+        ip = next(ip for ip in ips if ip not in fitting)
+        raise PartitionError(f"IP '{ip.name}' fits no FPGA of '{cluster.name}': "
+                             f"it {_refusal(ip, cluster)} (candidates from {source})")
+    have = {ip.type for ip in fitting}
+    layer = next((la for la in dag.layers if la.is_compute and la.type not in have), None)
+    if layer is None:
+        return fitting
+    head = f"layer '{layer.name}' ({_shape(layer)})"
+    of_type = sorted((ip for ip in ips if ip.type == layer.type),
+                     key=lambda ip: (ip.resources.dsp, ip.resources.bram, ip.name))
+    if not of_type:
+        names = elide(", ".join(ip.name for ip in ips), 100) or "none"
+        raise PartitionError(f"{head}: no candidate IP is a {layer.type} IP; candidates: "
+                             f"{names}, from {source}")
+    refusals = elide("; ".join(f"ip '{ip.name}' {_refusal(ip, cluster)}" for ip in of_type),
+                     160)
+    raise PartitionError(f"{head}: no {layer.type} IP fits any FPGA of '{cluster.name}': "
+                         f"{refusals} (candidates from {source})")
 
 
 def throughput(costs: LayerCosts, cluster: Cluster, fpga: int, ip: IPTemplate) -> float:

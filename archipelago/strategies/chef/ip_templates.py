@@ -167,7 +167,8 @@ def parse_ips(data: object, source: str) -> dict[str, IPTemplate]:
     ips = {}
     for name, spec in table.items():
         try:
-            ips[name] = IPTemplate.model_validate({**spec, "name": name})
+            # strict: `tm: true` or `tm: "16"` is an error naming the field, not 1 or 16
+            ips[name] = IPTemplate.model_validate({**spec, "name": name}, strict=True)
         except ValidationError as err:
             raise ConfigError.from_validation(source, err, prefix=f"ips.{name}") from None
     return ips

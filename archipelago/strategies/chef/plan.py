@@ -6,8 +6,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from archipelago.errors import ArchipelagoError, PartitionError
-from archipelago.hardware.machines import Cluster
+from archipelago.errors import ArchipelagoError, PartitionError, elide
+from archipelago.hardware.machines import GB, Cluster, MAX_LINK_Bps, MIN_LINK_Bps
 from archipelago.models.dag import ModelDAG
 from archipelago.strategies.chef.deployment import Deployment, describe
 from archipelago.strategies.chef.ip_templates import IPTemplate, builtin_ips, load_ips
@@ -25,8 +25,9 @@ class ChefConfig(BaseModel):
     max_accs_per_fpga: int = Field(default=4, gt=0, le=16)
     """Assumption beyond Eq. (1): Fig. 5 shows up to three IPs per FPGA; more only slow
     the search (16: the bound, past which the deployment search would not end)."""
-    bandwidth: float | None = Field(default=None, gt=0, le=1e6)
-    """BW_inter in GB/s for every FPGA pair (`--bandwidth`; presets 0.125, 3, 15)."""
+    bandwidth: float | None = Field(default=None, ge=MIN_LINK_Bps / GB, le=MAX_LINK_Bps / GB)
+    """BW_inter in GB/s for every FPGA pair (`--bandwidth`; presets 0.125, 3, 15), 1 MB/s to
+    10 TB/s as any link (hardware/machines.py says why)."""
 
     def candidates(self) -> list[IPTemplate]:
         table = load_ips(Path(self.ip_file)) if self.ip_file else builtin_ips()
@@ -34,9 +35,19 @@ class ChefConfig(BaseModel):
             return list(table.values())
         unknown = [n for n in self.ips if n not in table]
         if unknown:
-            raise ArchipelagoError(f"unknown IP(s) {', '.join(unknown)}; valid: "
-                                   f"{', '.join(table)}")
+            raise ArchipelagoError(f"unknown IP(s) {elide(', '.join(unknown))}; valid: "
+                                   f"{elide(', '.join(table), 200)}")
         return [table[n] for n in self.ips]
+
+    def candidates_source(self) -> str:
+        """Where `candidates` came from, in the words of the files that gave them."""
+        table = f"ip_file {elide(self.ip_file)}" if self.ip_file else \
+            "the built-in templates, chef/ip_templates.yaml"
+        if self.ips is None:
+            return table
+        if not self.ips:
+            return "the engine config's `ips: []`"
+        return f"the engine config's `ips`, from {table}"
 
 
 def check_dram(dag: ModelDAG, cluster: Cluster, dram: list[int]) -> None:

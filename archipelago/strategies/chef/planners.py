@@ -58,11 +58,9 @@ def prepare(dag: ModelDAG, cluster: Cluster, config: ChefConfig) -> tuple:
     check_cluster(cluster)
     cluster = cluster if config.bandwidth is None else \
         cluster.with_bandwidth(config.bandwidth)
-    ips = config.candidates()
-    if config.ips is None:  # the built-in list spans all boards; keep those that fit here
-        ips = [ip for ip in ips if any(not ip.resources.exceeding(f.resources)
-                                       for f in cluster.nodes)]
-    check_candidates(dag, cluster, ips)
+    # a whole table spans all boards: those that fit here are kept; a named IP must fit
+    ips = check_candidates(dag, cluster, config.candidates(), config.candidates_source(),
+                           named=config.ips is not None)
     check_dram(dag, cluster, [dram_bytes(dag, la) for la in dag.layers])
     return cluster, ips, LayerCosts(dag)
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError
 
 from archipelago.errors import ConfigError
 from archipelago.output_file import write_atomically
@@ -151,6 +151,7 @@ class CPUProfile:
     machine: str
     points: dict[str, tuple[tuple[int, float], ...]]
     native: bool = True
+    source: str = ""  # the file it was read from: errors name it, not `machine`'s text
 
     @cached_property
     def fits(self) -> dict[str, LinearFit]:
@@ -161,7 +162,8 @@ class CPUProfile:
         measured per-element cost (numpy's fixed cost instead when not `native`)."""
         fit = self.fits.get(name)
         if fit is None:
-            raise ConfigError(self.machine, name, "no proxy measured for this call")
+            raise ConfigError(self.source or f"CPU profile of {self.machine}", f"calls.{name}",
+                              "no proxy measured for this call")
         call_s = NATIVE_CALL_S if self.native else fit.overhead_s
         return call_s + fit.per_element_s * size
 
@@ -229,8 +231,9 @@ class _ProfileFile(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     machine: str | None = None
-    calls: dict[str, list[tuple[Annotated[int, Field(gt=0, le=2**40)],
-                                Annotated[float, Field(ge=0, le=1e6)]]]]
+    # strict: a size or time written `true` or "128" is an error naming it, not 1 or 128
+    calls: dict[str, list[tuple[Annotated[int, Strict(), Field(gt=0, le=2**40)],
+                                Annotated[float, Strict(), Field(ge=0, le=1e6)]]]]
 
 
 def load_profile(path: Path | None = None) -> CPUProfile:
@@ -260,4 +263,4 @@ def load_profile(path: Path | None = None) -> CPUProfile:
         if len({n for n, _ in pts}) < 2:
             raise ConfigError(source, f"calls.{name}", "needs times at two sizes or more, to "
                               "tell the per-call cost from the per-element cost")
-    return CPUProfile(profile.machine or source, points)
+    return CPUProfile(profile.machine or source, points, source=source)
