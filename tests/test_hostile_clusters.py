@@ -109,6 +109,18 @@ def test_elide_keeps_both_ends_within_the_limit():
     assert cut == "a" * 19 + "...[200 characters]..." + "b" * 19 and len(cut) == 60
 
 
+def test_a_long_path_keeps_its_file_name_whole():
+    from archipelago.errors import elide_path
+
+    path = "/" + "d" * 200 + "/model.onnx"
+    cut = elide_path(path, 60)
+    # 60 = 26 of the directories, the mark "...[212 characters]..." (22), "/model.onnx" (11)
+    assert cut == path[:26] + "...[212 characters]..." + "/model.onnx" and len(cut) == 60
+    assert elide_path("/short/model.onnx", 60) == "/short/model.onnx"
+    name = "n" * 100 + ".onnx"  # a name longer than the limit is cut like any text
+    assert elide_path("/d/" + name, 60) == elide("/d/" + name, 60)
+
+
 @pytest.mark.parametrize(("files", "args", "start"), [
     # a 20,000-item list echoed whole was 129,110 characters
     ({"e.yaml": {"ips": [f"ip{i}" for i in range(20_000)]}},
