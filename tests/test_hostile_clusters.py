@@ -114,8 +114,8 @@ def test_a_long_path_keeps_its_file_name_whole():
 
     path = "/" + "d" * 200 + "/model.onnx"
     cut = elide_path(path, 60)
-    # 60 = 26 of the directories, the mark "...[212 characters]..." (22), "/model.onnx" (11)
-    assert cut == path[:26] + "...[212 characters]..." + "/model.onnx" and len(cut) == 60
+    # 60 = 27 of the directories, the mark "...[212 characters]..." (22), "/model.onnx" (11)
+    assert cut == path[:27] + "...[212 characters]..." + "/model.onnx" and len(cut) == 60
     assert elide_path("/short/model.onnx", 60) == "/short/model.onnx"
     name = "n" * 100 + ".onnx"  # a name longer than the limit is cut like any text
     assert elide_path("/d/" + name, 60) == elide("/d/" + name, 60)
