@@ -22,10 +22,15 @@ completes"): for token t = 0 .. input_tokens + output_tokens - 2 the core runs `
 (embedding), then `layer` once per decoder layer i = 0 .. layers - 1, then `epilogue`
 (final LayerNorm, LM head, argmax, token store) when t >= input_tokens - 1 (a generated
 token; earlier tokens' next tokens are the prompt's own). Address modifiers:
-  - flag LAYER: HBM address += i * SystemConfig.layer_stride (§V-A: "the layer number
-    designates the address the DMA needs to access");
-  - flag TOKEN on a dma: off-chip address += t * 2 * xfer_size (a K row, a token ID), or,
-    with TRANSPOSE, the column of token t (layout.py's KV map decides the byte);
+  - flag LAYER: an HBM address += i * SystemConfig.layer_stride, a DDR address += i *
+    SystemConfig.ddr_layer_stride (§V-A: "the layer number designates the address the DMA
+    needs to access");
+  - flag TOKEN on a dma: the off-chip operand is token t's row (a token ID, a WPE row:
+    address += t * 2 * xfer_size), or, storing into a KV cache matrix (layout.py), token
+    t's column of K^T (written as the lane's d-value runs, §V-B "the write is row-wise"),
+    or with TRANSPOSE token t's row of V (through the transpose unit, §V-B);
+  - flag INDEX on a dma: off-chip address += SRF[RMAX_REG] * 2 * xfer_size (the WTE row
+    of the token ID held in the reduce-max register);
   - flag CONTEXT on a compute: the dimension given as 0 is the context length t + 1
     (§V-A: "the token number is used specifically for knowing where to mask").
 
@@ -33,10 +38,12 @@ compute (one unit, MPU or VPU by opcode; reads src1/src2, writes dst):
   CONV1D      dst[cols] = src1[rows] @ W[rows x cols] + bias[cols]; W streamed from HBM at
               src2 (tiles, §V-B zigzag) through the DMA weight buffer, bias from the DMA
               bias buffer (§V-D); GELU flag applies SFU_M's GELU to the output.
-  MASKED_MM   dst[cols] = mask(src1[rows] @ K^T[rows x cols]) * scale, K^T from HBM at src2;
-              REDUCE_MAX writes the row max to SRF at dst + cols (SFU_M, §V-C).
+  MASKED_MM   dst[cols] = mask(src1[rows] @ K^T[rows x cols]) * scale (SCALE), K^T from
+              HBM at src2; REDUCE_MAX also writes the row max to SRF[RMAX_REG] (SFU_M's
+              reduce-max unit, §V-C).
   MM          dst[cols] = src1[rows] @ M[rows x cols] (Score x Value, LM head); with
-              REDUCE_MAX the argmax index goes to SRF `dst` instead of the row (§V-C).
+              REDUCE_MAX and dst in the SRF, only the argmax index is written, to SRF[dst]
+              (the LM head's token, §V-C).
   ADD/SUB/MUL dst[cols] = src1[cols] op src2[cols], or op the scalar SRF[src2] with SCALAR.
   EXP         dst[cols] = exp(src1[cols]).
   ACCUM       SRF[dst] = sum(src1[cols]) (SFU_V adder tree), divided by cols with MEAN.
@@ -54,7 +61,7 @@ from dataclasses import dataclass, field, fields
 from enum import IntEnum, IntFlag
 from typing import ClassVar
 
-# A fixed instruction word: the widest format (compute, 169 bits below) rounded up to three
+# A fixed instruction word: the widest format (compute, 170 bits below) rounded up to three
 # 64-bit words. Not stated in seeds/001.
 WORD_BITS = 192
 
@@ -116,7 +123,7 @@ class Loc(IntEnum):
 
 
 class Flag(IntFlag):
-    """Modifier bits (9 bits; not in seeds/001: they carry the SFU options §V-C names, the
+    """Modifier bits (10 bits; not in seeds/001: they carry the SFU options §V-C names, the
     DMA transpose unit of §V-B and the controller's layer/token counters of §V-A)."""
 
     NONE = 0
@@ -129,6 +136,13 @@ class Flag(IntFlag):
     LAYER = 64  # HBM address += layer * layer_stride
     TOKEN = 128  # off-chip address += token offset
     TRANSPOSE = 256  # dma store through the transpose unit (Value, §V-B)
+    INDEX = 512  # dma address indexed by SRF[RMAX_REG] (the embedding lookup)
+
+
+# The scalar register SFU_M's reduce-max unit writes (§V-C): a MaskedMM's row max, an MM's
+# argmax; a dma INDEX reads it. A fixed register, as the paper's instruction format has one
+# destination only.
+RMAX_REG = 0
 
 
 # --- field widths (seeds/001 gives none; each is what the field must address) ---------------
@@ -309,8 +323,8 @@ def from_bytes(data: bytes) -> list[Instr]:
 @dataclass(frozen=True)
 class SystemConfig:
     """What the host sends the controller with the start signal (§V-A): core ID and count,
-    decoder layers, input and output tokens; plus the tile shape and the HBM distance
-    between two layers' regions (the LAYER modifier), both fixed by the compiler."""
+    decoder layers, input and output tokens; plus the tile shape and the HBM and DDR
+    distances between two layers' regions (the LAYER modifier), fixed by the compiler."""
 
     core_id: int
     cores: int
@@ -320,6 +334,7 @@ class SystemConfig:
     d: int
     l: int  # noqa: E741
     layer_stride: int
+    ddr_layer_stride: int = 0
 
 
 @dataclass(frozen=True)
