@@ -2,9 +2,10 @@
 
 Scheduler (§V-A): one FSM per instruction type (compute, dma, router) issues its type's
 instructions in program order, one a cycle; the three types run in parallel (§IV-C: "compute
-processes data, dma fetches data, and router fill the buffer ... simultaneously"). A compute
-instruction also waits for its unit (MPU for matrix instructions, VPU for the rest) to take
-its last input of the previous one: units are pipelined, so instructions overlap in them.
+processes data, dma fetches data, and router fill the buffer ... simultaneously"). An
+instruction also waits for its pipeline (the MPU, one VFU operator, SFU_V, the bypass, the
+HBM or DDR interface, the router's TX or RX path) to have taken the previous one's last
+input: pipelines overlap successive instructions.
 
 Scoreboard (§V-A): an instruction whose source or destination range overlaps the
 destination of an instruction still running (its `stale` bits) waits until that one writes
@@ -43,6 +44,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from archipelago.strategies.tensor_parallel.dfx_program.isa import (
+    RMAX_REG,
     Compute,
     Dma,
     DmaOp,
@@ -82,23 +84,30 @@ def _dims(instr: Compute, context: np.ndarray) -> tuple[np.ndarray | int, np.nda
     return dim(instr.rows), dim(instr.cols)
 
 
-def _off_chip(loc: Loc, address: int, nbytes: int, flags: Flag, layer: int, stride: int,
-              tokens: int) -> Span:
+def _off_chip(loc: Loc, address: int, nbytes: int, flags: Flag, layer: int,
+              cfg: SystemConfig) -> Span:
     """An off-chip span: the LAYER modifier moves it by layers; a TOKEN-modified one is
-    taken over every token (the KV cache rows of the whole run)."""
-    base = address + (layer * stride if Flag.LAYER in flags else 0)
-    size = nbytes * (tokens if Flag.TOKEN in flags else 1)
+    taken over every token (the KV cache rows of the whole run), an INDEX-modified one
+    (the WTE row of a token ID) over the rows it can reach, taken as every token's."""
+    stride = cfg.layer_stride if loc == Loc.HBM else cfg.ddr_layer_stride
+    base = address + (layer * stride if Flag.LAYER in flags and layer >= 0 else 0)
+    tokens = cfg.input_tokens + cfg.output_tokens
+    size = nbytes * (tokens if flags & (Flag.TOKEN | Flag.INDEX) else 1)
     return (loc, base, base + size)
 
 
-def access(instr: Instr, layer: int, stride: int, tokens: int) -> Access:
+def access(instr: Instr, layer: int, cfg: SystemConfig) -> Access:
     """Spans of one instruction for the scoreboard, at the longest context."""
+    tokens = cfg.input_tokens + cfg.output_tokens
     if isinstance(instr, Dma):
         n = instr.xfer_size
         if instr.op == DmaOp.LOAD:
-            src = _off_chip(instr.src_loc, instr.src, 2 * n, instr.flags, layer, stride, tokens)
-            return Access(((src, True),), (((instr.dst_loc, instr.dst, instr.dst + n), True),))
-        dst = _off_chip(instr.dst_loc, instr.dst, 2 * n, instr.flags, layer, stride, tokens)
+            src = _off_chip(instr.src_loc, instr.src, 2 * n, instr.flags, layer, cfg)
+            reads = [(src, True)]
+            if Flag.INDEX in instr.flags:  # the address waits for the token ID
+                reads.append(((Loc.SRF, RMAX_REG, RMAX_REG + 1), False))
+            return Access(tuple(reads), (((instr.dst_loc, instr.dst, instr.dst + n), True),))
+        dst = _off_chip(instr.dst_loc, instr.dst, 2 * n, instr.flags, layer, cfg)
         return Access((((instr.src_loc, instr.src, instr.src + n), True),), ((dst, True),))
     if isinstance(instr, Router):
         span = (instr.dst_loc, instr.dst, instr.dst + instr.xfer_size)
@@ -113,15 +122,15 @@ def access(instr: Instr, layer: int, stride: int, tokens: int) -> Access:
         return (loc, address, address + n)
 
     if instr.op.is_matrix:
-        weight = (_off_chip(instr.src2_loc, instr.src2, 2 * rows * cols, instr.flags, layer,
-                            stride, 1) if instr.src2_loc.off_chip
+        weight = (_off_chip(instr.src2_loc, instr.src2, 2 * rows * cols,
+                            instr.flags & Flag.LAYER, layer, cfg) if instr.src2_loc.off_chip
                   else on(instr.src2_loc, instr.src2, rows * cols))
         reads = ((on(instr.src1_loc, instr.src1, rows), False), (weight, True))
-        if instr.op == Op.MM and Flag.REDUCE_MAX in instr.flags:  # argmax only
+        if instr.dst_loc == Loc.SRF:  # an argmax only (the LM head's token)
             return Access(reads, ((on(Loc.SRF, instr.dst, 1), False),))
         writes = [(on(instr.dst_loc, instr.dst, cols), True)]
-        if Flag.REDUCE_MAX in instr.flags:  # the row max after the row (§IV-C MaskedMM)
-            writes.append((on(Loc.SRF, instr.dst + cols, 1), False))
+        if Flag.REDUCE_MAX in instr.flags:  # the row max, known after the row (§V-C)
+            writes.append((on(Loc.SRF, RMAX_REG, 1), False))
         return Access(reads, tuple(writes))
     if instr.op in (Op.RECIP, Op.RECIP_SQRT):
         reads = [(on(Loc.SRF, instr.src1, 1), False)]
@@ -277,18 +286,17 @@ class Simulator:
                 self._costs[key] = Cost(np.full(context.shape, hop), 0.0, None)
         return self._costs[key]
 
-    def _access_of(self, instr: Instr, layer: int, stride: int, tokens: int) -> Access:
+    def _access_of(self, instr: Instr, layer: int, cfg: SystemConfig) -> Access:
         key = (instr, layer)
         if key not in self._access:
-            self._access[key] = access(instr, layer, stride, tokens)
+            self._access[key] = access(instr, layer, cfg)
         return self._access[key]
 
     def _step(self, core: _Core, left: _Core, instr: Instr, layer: int, cfg: SystemConfig,
               context: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Schedule one instruction on one core: (start, writeback) over tokens."""
         cost = self._cost(instr, context)
-        acc = self._access_of(instr, layer, cfg.layer_stride,
-                              cfg.input_tokens + cfg.output_tokens)
+        acc = self._access_of(instr, layer, cfg)
         fsm, unit = type(instr).__name__.lower(), _unit(instr)
         # in program order per type, one issue a cycle; then the unit must take inputs
         start = np.maximum(core.issue.get(fsm, core.zero - 1) + 1, core.at(unit, core.free))
@@ -328,8 +336,17 @@ class Simulator:
 
 
 def _unit(instr: Instr) -> str:
+    """The pipeline an instruction occupies: the MPU; one of the VFU's operators (§V-C: add,
+    sub, mul and exp each have their own DSPs per lane, so a chained mul -> add runs in
+    both at once); SFU_V (accum and the scalar functions); the bypass (load/store)."""
     if isinstance(instr, Compute):
-        return "mpu" if instr.op.is_matrix else "vpu"
+        if instr.op.is_matrix:
+            return "mpu"
+        if instr.op in (Op.ACCUM, Op.RECIP, Op.RECIP_SQRT):
+            return "sfu_v"
+        if instr.op in (Op.LOAD, Op.STORE):
+            return "bypass"
+        return "vfu_" + instr.op.name.lower()
     if isinstance(instr, Router):
         return "router_" + instr.op.name.lower()  # TX and RX buffers (§V-E)
     off_chip = instr.dst_loc if instr.op == DmaOp.STORE else instr.src_loc
