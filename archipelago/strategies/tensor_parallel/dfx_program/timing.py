@@ -92,7 +92,7 @@ def _off_chip(loc: Loc, address: int, nbytes: int, flags: Flag, layer: int,
     stride = cfg.layer_stride if loc == Loc.HBM else cfg.ddr_layer_stride
     base = address + (layer * stride if Flag.LAYER in flags and layer >= 0 else 0)
     tokens = cfg.input_tokens + cfg.output_tokens
-    size = nbytes * (tokens if flags & (Flag.TOKEN | Flag.INDEX) else 1)
+    size = nbytes * (tokens if flags & (Flag.TOKEN | Flag.INDEX | Flag.CONTEXT) else 1)
     return (loc, base, base + size)
 
 
@@ -125,7 +125,9 @@ def access(instr: Instr, layer: int, cfg: SystemConfig) -> Access:
         weight = (_off_chip(instr.src2_loc, instr.src2, 2 * rows * cols,
                             instr.flags & Flag.LAYER, layer, cfg) if instr.src2_loc.off_chip
                   else on(instr.src2_loc, instr.src2, rows * cols))
-        reads = ((on(instr.src1_loc, instr.src1, rows), False), (weight, True))
+        # the tiles come through the DMA weight buffer (§V-B), where a dma load put them
+        reads = ((on(instr.src1_loc, instr.src1, rows), False), (weight, True),
+                 (on(Loc.WBUF, 0, rows * cols), True))
         if instr.dst_loc == Loc.SRF:  # an argmax only (the LM head's token)
             return Access(reads, ((on(Loc.SRF, instr.dst, 1), False),))
         writes = [(on(instr.dst_loc, instr.dst, cols), True)]
@@ -206,7 +208,7 @@ class SimResult:
 
     clock_hz: float
     token_cycles: np.ndarray  # (tokens,)
-    class_cycles: dict[str, np.ndarray]  # busy cycles per class, core 0, per token
+    class_cycles: dict[str, np.ndarray]  # own cycles (stream + latency) per class, per token
     group_cycles: dict[str, np.ndarray]  # critical-path cycles per op group, per token
     layer_cycles: np.ndarray  # (layers, tokens) on core 0
     timeline: list[Record]  # one decoder layer (the first) of every core
@@ -217,9 +219,10 @@ class SimResult:
 
 
 def group_of(note: str) -> str:
-    """The op group an instruction is reported under: its note up to ':' (the compiler
-    names the plan op there, e.g. 'attn_norm: accum')."""
-    return note.split(":", 1)[0].strip()
+    """The op group an instruction is reported under: what its note names before ':' and
+    any ' (...)' (the compiler's notes read 'attn_norm (LayerNorm): mean', 'head 3: ...',
+    'sync ffn_act: hop 1 ...')."""
+    return note.split(":", 1)[0].split(" (", 1)[0].strip()
 
 
 class Simulator:
@@ -260,7 +263,8 @@ class Simulator:
                 end_all = np.maximum(end_all, np.where(mask > 0, end, end_all))
                 note = _note(secs[0], k)
                 cls = instr_class(instr)
-                classes[cls] = classes.get(cls, zero) + mask * (end[0] - start[0])
+                own = self._cost(instr, context)
+                classes[cls] = classes.get(cls, zero) + mask * (own.stream + own.latency)
                 group = group_of(note) or cls
                 now = end_all.max(axis=0)
                 groups[group] = groups.get(group, zero) + now - critical
@@ -280,7 +284,8 @@ class Simulator:
                 rows, cols = _dims(instr, context)
                 self._costs[key] = self.units.compute(instr, rows, cols)
             elif isinstance(instr, Dma):
-                self._costs[key] = self.units.dma(instr, instr.xfer_size)
+                scale = context if Flag.CONTEXT in instr.flags else 1
+                self._costs[key] = self.units.dma(instr, instr.xfer_size * scale)
             else:
                 hop = self.units.hop_cycles(instr.xfer_size)
                 self._costs[key] = Cost(np.full(context.shape, hop), 0.0, None)
@@ -300,9 +305,12 @@ class Simulator:
         fsm, unit = type(instr).__name__.lower(), _unit(instr)
         # in program order per type, one issue a cycle; then the unit must take inputs
         start = np.maximum(core.issue.get(fsm, core.zero - 1) + 1, core.at(unit, core.free))
-        pulls_hbm = isinstance(instr, Compute) and instr.src2_loc == Loc.HBM
-        if pulls_hbm:
-            start = np.maximum(start, core.at("hbm", core.free))
+        # a matrix instruction's tiles: a dma load's stream into the weight buffer, or (none
+        # loaded) its own pull through the off-chip interface
+        weights = _weights(instr)
+        loaded = weights is not None and any(core.hazards((Loc.WBUF, 0, 1)))
+        if weights is not None and not loaded:
+            start = np.maximum(start, core.at(weights, core.free))
         floor = core.zero  # last input no earlier than a chained producer's last result
         for span, chained in acc.reads:
             for w in core.hazards(span):
@@ -324,11 +332,14 @@ class Simulator:
                 end = np.maximum(start, left.sent.pop(0))
         core.issue[fsm] = start
         core.free[unit] = end if isinstance(instr, Router) else last_in
-        if pulls_hbm:
-            # the read interface is held until the MFU has taken all but the FIFOs' tiles
+        if weights is not None:
+            # the interface is held until the MFU has taken all but the FIFOs' worth of tiles
             per_tile = cost.stream / np.maximum(cost.tiles, 1)
-            core.free["hbm"] = np.maximum(start + np.ceil(cost.tiles) * self.units.feed,
-                                          last_in - DMA_FIFO_DEPTH * per_tile)
+            held = np.maximum(core.at(weights, core.free), last_in - DMA_FIFO_DEPTH * per_tile)
+            if not loaded:
+                held = np.maximum(held, start + np.ceil(cost.tiles) * self.units.feed)
+            core.free[weights] = held
+            core.live[Loc.WBUF] = []  # the stream is consumed
         for span, streamed in acc.writes:
             first = start + cost.first if streamed and cost.first is not None else end
             core.write(span, np.minimum(first, end), end)
@@ -351,6 +362,13 @@ def _unit(instr: Instr) -> str:
         return "router_" + instr.op.name.lower()  # TX and RX buffers (§V-E)
     off_chip = instr.dst_loc if instr.op == DmaOp.STORE else instr.src_loc
     return off_chip.name.lower()  # the HBM interface or the DDR channel (§V-B)
+
+
+def _weights(instr: Instr) -> str | None:
+    """The off-chip interface a matrix instruction's tiles come through, if any."""
+    if isinstance(instr, Compute) and instr.op.is_matrix and instr.src2_loc.off_chip:
+        return instr.src2_loc.name.lower()
+    return None
 
 
 def _note(section: Section, k: int) -> str:
