@@ -106,9 +106,10 @@ def test_cli_build_and_its_one_line_errors(tmp_path: Path) -> None:
     assert again.stderr.strip().splitlines() == [
         f"error: --out {tmp_path.resolve()} is not empty; pass --force to overwrite the files "
         "of a previous build"]
-    dfx = subprocess.run([*run[:7], "--strategy", "dfx", "--out", str(tmp_path / "x")],
-                         capture_output=True, text=True, timeout=120)
-    assert dfx.returncode == 2 and "has no build files" in dfx.stderr
+    lora = subprocess.run([*run[:3], "gpt2-345m", "--cluster", "4xu280", "--strategy",
+                           "lora-f", "--out", str(tmp_path / "x")],
+                          capture_output=True, text=True, timeout=120)
+    assert lora.returncode == 2 and "has no instruction set" in lora.stderr
 
 
 def test_no_build_for_fewer_fpgas_than_the_plan_needs(tmp_path: Path) -> None:

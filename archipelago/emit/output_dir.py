@@ -81,6 +81,10 @@ class OutputDir:
 
     def write_text(self, relative: str, text: str) -> None:
         """Staged now; moved into place when the `with` block ends without an error."""
+        self.write_bytes(relative, text.encode())
+
+    def write_bytes(self, relative: str, data: bytes) -> None:
+        """A binary file (a program image), staged like `write_text`'s."""
         target = self.path(relative)
         try:
             if self._staging is None:
@@ -89,7 +93,7 @@ class OutputDir:
                 self._staging = Path(tempfile.mkdtemp(dir=self.root, prefix=".staging-"))
             staged = self._staging / target.relative_to(self.root)
             staged.parent.mkdir(parents=True, exist_ok=True)
-            staged.write_text(text)
+            staged.write_bytes(data)
         except OSError as err:
             raise self._fail(str(target), err) from None
         self.written.append(relative)

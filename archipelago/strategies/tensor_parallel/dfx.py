@@ -137,6 +137,9 @@ class DFXEngine:
     name = "dfx"
     # §V-A: the controller runs the decoder layers once per token, prompt tokens included.
     token_serial_prefill = True
+    # compute, dma and router instructions (§IV-C): `archi build` compiles programs
+    # (dfx_program/).
+    instruction_set: ClassVar[str | None] = "seeds/001 §IV-C"
     # §V-A/B: one token of one sequence at a time; "weights and biases cannot be reused in
     # matrix multiplications due to no input batching".
     one_sequence: ClassVar[str | None] = (

@@ -147,6 +147,8 @@ class StepEngine(Engine, Protocol):
 
     token_serial_prefill: ClassVar[bool]
     one_sequence: ClassVar[str | None]
+    # Where the core's instruction set is described (a build emits programs), or None.
+    instruction_set: ClassVar[str | None]
 
     @property
     def hbm_bytes_per_cycle(self) -> float: ...

@@ -141,3 +141,12 @@ def print_emulation(report: dict[str, Any], console: Console) -> None:
         held.add_row(str(rank), f"{total / 2**20:,.2f}",
                      *(f"{b / 2**20:,.2f}" for b in parts.values()))
     console.print(held)
+
+
+def print_build(summary: dict[str, Any], console: Console) -> None:
+    first = summary["per_core"][0]
+    words = sum(sum(c.values()) for c in first["instructions"].values())
+    console.print(f"{summary['model']} on {summary['hardware']}: {summary['strategy']} programs "
+                  f"for {summary['cores']} cores ({words:,} instructions, "
+                  f"{first['conv1d_tiles_per_layer']:,} Conv1D tiles a layer on core 0); "
+                  f"{len(summary['files'])} files in {summary['out']}")

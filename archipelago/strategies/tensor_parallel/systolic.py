@@ -212,6 +212,8 @@ class SystolicEngine:
     name = "systolic"
     # The prompt runs as T_m x T_m matrix tiles (Fig. 3b), not token by token.
     token_serial_prefill = False
+    # seeds/002 describes LORA's datapath and Control Unit, but no instruction set to emit.
+    instruction_set: ClassVar[str | None] = None
     # A batch's decode vectors share each weight tile the Control Unit loads: the MPU takes
     # them in turn against the buffered T_v tiles (Fig. 8), or as the rows of a T_m x T_m
     # activation tile (Fig. 3b) with the tiles from HBM, whichever is sooner (`_matmul`).

@@ -8,6 +8,7 @@ Text after `;` is a comment.
 """
 
 import re
+from dataclasses import fields
 from typing import Any
 
 from archipelago.strategies.tensor_parallel.dfx_program.isa import (
@@ -19,6 +20,7 @@ from archipelago.strategies.tensor_parallel.dfx_program.isa import (
     Instr,
     Loc,
     Op,
+    Program,
     Router,
     RouterOp,
 )
@@ -86,3 +88,39 @@ def parse(line: str) -> Instr:
                        src1_loc=_enum(Loc, l1, "location"), src2_loc=_enum(Loc, l2, "location"),
                        dst_loc=_enum(Loc, ld, "location"), flags=_parse_flags(flags))
     raise EncodingError(f"not a DFX instruction: {line.strip()!r}")
+
+
+def listing(program: Program, title: str) -> str:
+    """The program as an assembly file: the system configuration and the controller loop
+    as comments, then one labelled block per section, each line with its note."""
+    c = program.config
+    lines = [f"; {title}", "; system configuration (§V-A): " + " ".join(
+        f"{f.name}={getattr(c, f.name)}" for f in fields(c)),
+        f"; controller: for t in 0..{len(program.tokens()) - 1}: prologue; layer x {c.layers} "
+        f"(LAYER adds i x stride); epilogue when t >= {c.input_tokens - 1}"]
+    width = max((len(format_instr(i)) for s in program.sections for i in s.instrs), default=0)
+    for section in program.sections:
+        lines.append(f"{section.name}:")
+        notes = section.notes or ("",) * len(section.instrs)
+        for instr, note in zip(section.instrs, notes, strict=True):
+            text = f"    {format_instr(instr):<{width}}"
+            lines.append(f"{text}  ; {note}" if note else text.rstrip())
+    return "\n".join(lines) + "\n"
+
+
+def parse_listing(text: str) -> dict[str, list[Instr]]:
+    """Instructions of each labelled section of an assembly file (`listing`'s inverse up to
+    comments)."""
+    sections: dict[str, list[Instr]] = {}
+    current: list[Instr] | None = None
+    for number, line in enumerate(text.splitlines(), 1):
+        code = line.split(";", 1)[0].strip()
+        if not code:
+            continue
+        if re.fullmatch(r"\w+:", code):
+            current = sections.setdefault(code[:-1], [])
+        elif current is None:
+            raise EncodingError(f"line {number}: an instruction before any section label")
+        else:
+            current.append(parse(code))
+    return sections

@@ -32,7 +32,8 @@ token; earlier tokens' next tokens are the prompt's own). Address modifiers:
   - flag INDEX on a dma: off-chip address += SRF[RMAX_REG] * 2 * xfer_size (the WTE row
     of the token ID held in the reduce-max register);
   - flag CONTEXT on a compute: the dimension given as 0 is the context length t + 1
-    (§V-A: "the token number is used specifically for knowing where to mask").
+    (§V-A: "the token number is used specifically for knowing where to mask"); on a dma,
+    xfer_size counts elements per context token (the K^T or V tiles of tokens 0..t).
 
 compute (one unit, MPU or VPU by opcode; reads src1/src2, writes dst):
   CONV1D      dst[cols] = src1[rows] @ W[rows x cols] + bias[cols]; W streamed from HBM at
