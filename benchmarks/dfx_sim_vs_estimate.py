@@ -24,7 +24,7 @@ from archipelago.models.zoo import resolve_model
 from archipelago.strategies.registry import get_strategy
 from archipelago.strategies.tensor_parallel import dfx, router
 from archipelago.strategies.tensor_parallel.dfx_program.compile import compile_plan
-from archipelago.strategies.tensor_parallel.dfx_program.timing import Simulator, SimResult
+from archipelago.strategies.tensor_parallel.dfx_program.timing import SimResult, Simulator
 from archipelago.strategies.tensor_parallel.dfx_program.units import UnitModel
 from archipelago.strategies.tensor_parallel.estimate import steps_seconds
 from archipelago.strategies.tensor_parallel.plan import CommStep, Plan, Step
@@ -116,7 +116,7 @@ def compare(name: str, cluster: str, n_in: int, n_out: int) -> None:
     print(f"\n{name} on {cluster}, {n_in}:{n_out} (seconds over the run's token passes)")
     print(f"  {'op':10s} {'estimate':>10s} {'unfitted':>10s} {'simulated':>10s} "
           f"{'sim/est':>8s} {'sim/unfit':>9s}")
-    for row in ROWS + ("token",):
+    for row in (*ROWS, "token"):
         if row == "token":  # one generated token: the passes after the prompt's
             e, b, s = (sum(v[n_in:] for v in d.values()).mean() for d in (est, bare, sim))
         else:

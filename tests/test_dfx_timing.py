@@ -134,3 +134,17 @@ def test_context_sized_instructions_vectorise_over_tokens() -> None:
     # one tile row: ceil((t + 1) / 16) tiles one a cycle, then the 83-cycle pipeline
     context = np.arange(1, 41)
     assert np.allclose(result.token_cycles, np.ceil(context / 16) + 83)
+
+
+def test_a_matrix_instruction_chains_on_the_dma_load_of_its_tiles() -> None:
+    """dma load of a 1024 x 16 weight into the weight buffer, the Conv1D streaming it, and
+    a second load that the FIFOs let run ahead of the Conv1D."""
+    layer = [
+        Dma(DmaOp.LOAD, 0, 0, 1024 * 16, src_loc=Loc.HBM, dst_loc=Loc.WBUF),
+        Compute(Op.CONV1D, 8192, 0, 16384, rows=1024, cols=16, src2_loc=Loc.HBM),
+        Dma(DmaOp.LOAD, 1 << 20, 0, 1024 * 16, src_loc=Loc.HBM, dst_loc=Loc.WBUF),
+    ]
+    # load: 16 tiles, one a cycle, the first in after 1. The Conv1D (issued at 0, its
+    # input ready) starts on the first tile: 1 + 1 + 15 x 11 = 167 of stream, +83 = 250.
+    # The 16 tiles fit the FIFOs (512), so the next load starts when the first is done: 16.
+    assert times(layer) == [(0, 16), (1, 250), (16, 32)]

@@ -335,7 +335,8 @@ class Simulator:
         if weights is not None:
             # the interface is held until the MFU has taken all but the FIFOs' worth of tiles
             per_tile = cost.stream / np.maximum(cost.tiles, 1)
-            held = np.maximum(core.at(weights, core.free), last_in - DMA_FIFO_DEPTH * per_tile)
+            behind = np.maximum(cost.tiles - DMA_FIFO_DEPTH, 0) * per_tile
+            held = np.maximum(core.at(weights, core.free), start + behind)
             if not loaded:
                 held = np.maximum(held, start + np.ceil(cost.tiles) * self.units.feed)
             core.free[weights] = held
