@@ -40,9 +40,11 @@ are taken whole), and only the times differ. No Python loop per cycle or per tok
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
+from archipelago.strategies.tensor_parallel.dfx_program.asm import format_instr
 from archipelago.strategies.tensor_parallel.dfx_program.isa import (
     RMAX_REG,
     Compute,
@@ -216,6 +218,22 @@ class SimResult:
     @property
     def latency_s(self) -> float:
         return float(self.token_cycles.sum() / self.clock_hz)
+
+    def as_json(self, token: int = -1) -> dict[str, Any]:
+        """Totals over the run; per-layer times and the first decoder layer's timeline (every
+        core, cycles from the pass's start) at token pass `token` (default the last)."""
+        hz = self.clock_hz
+        return {
+            "latency_s": self.latency_s,
+            "token_s": (self.token_cycles / hz).tolist(),
+            "cycles_per_class": {c: float(v.sum()) for c, v in self.class_cycles.items()},
+            "seconds_per_group": {g: float(v.sum() / hz) for g, v in self.group_cycles.items()},
+            "layer_s": (self.layer_cycles[:, token] / hz).tolist(),
+            "timeline": [{"core": c, "index": r.index, "instr": format_instr(r.instr),
+                          "note": r.note, "start": float(r.start[c, token]),
+                          "end": float(r.end[c, token])}
+                         for r in self.timeline for c in range(r.start.shape[0])],
+        }
 
 
 def group_of(note: str) -> str:
