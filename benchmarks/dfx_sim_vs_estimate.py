@@ -107,24 +107,40 @@ def plan_for(name: str, cluster: str) -> Plan:
     return get_strategy("dfx").plan(model(name), resolve_cluster(cluster))
 
 
-def compare(name: str, cluster: str, n_in: int, n_out: int) -> None:
+def compare(name: str, cluster: str, n_in: int, n_out: int, detail: bool = True
+            ) -> dict[str, tuple[float, float, float]]:
+    """(estimate, unfitted estimate, simulated) seconds per row, 'token' one generated
+    token's; printed as a table when `detail`."""
     plan = plan_for(name, cluster)
     est = estimated(plan, n_in, n_out)
     with unfitted():
         bare = estimated(plan, n_in, n_out)
     sim = simulated(plan, simulate(plan, n_in, n_out))
-    print(f"\n{name} on {cluster}, {n_in}:{n_out} (seconds over the run's token passes)")
-    print(f"  {'op':10s} {'estimate':>10s} {'unfitted':>10s} {'simulated':>10s} "
-          f"{'sim/est':>8s} {'sim/unfit':>9s}")
-    for row in (*ROWS, "token"):
-        if row == "token":  # one generated token: the passes after the prompt's
-            e, b, s = (sum(v[n_in:] for v in d.values()).mean() for d in (est, bare, sim))
-        else:
-            e, b, s = est[row].sum(), bare[row].sum(), sim[row].sum()
-        if e == 0 and s == 0:
-            continue
-        print(f"  {row:10s} {e:10.4g} {b:10.4g} {s:10.4g} {_ratio(s, e):>8s} "
-              f"{_ratio(s, b):>9s}")
+    out = {row: (est[row].sum(), bare[row].sum(), sim[row].sum()) for row in ROWS}
+    # one generated token: the mean of the passes after the prompt's
+    out["token"] = tuple(  # type: ignore[assignment]
+        float(sum(v[n_in:] for v in d.values()).mean()) for d in (est, bare, sim))
+    if detail:
+        print(f"\n{name} on {cluster}, {n_in}:{n_out} (seconds over the run's token passes)")
+        print(f"  {'op':10s} {'estimate':>10s} {'unfitted':>10s} {'simulated':>10s} "
+              f"{'sim/est':>8s} {'sim/unfit':>9s}")
+        for row, (e, b, s) in out.items():
+            if e or s:
+                print(f"  {row:10s} {e:10.4g} {b:10.4g} {s:10.4g} {_ratio(s, e):>8s} "
+                      f"{_ratio(s, b):>9s}")
+    return out
+
+
+def summary(rows: list[tuple[str, dict[str, tuple[float, float, float]]]]) -> None:
+    """One line per configuration: simulated / unfitted estimate per group and per token,
+    and the per-token time of the fitted estimate and of the simulator."""
+    print("\nAgreement: simulated / unfitted analytical (1.000 = equal); per-token ms")
+    print(f"  {'configuration':28s} " + " ".join(f"{r[:8]:>8s}" for r in ROWS)
+          + f" {'token':>8s} {'est ms':>7s} {'sim ms':>7s}")
+    for label, out in rows:
+        ratios = " ".join(f"{_ratio(out[r][2], out[r][1]):>8s}" for r in ROWS)
+        e, b, s = out["token"]
+        print(f"  {label:28s} {ratios} {_ratio(s, b):>8s} {e * 1e3:7.3f} {s * 1e3:7.3f}")
 
 
 def _ratio(a: float, b: float) -> str:
@@ -147,12 +163,15 @@ def calibration_points() -> None:
 def main(quick: bool) -> None:
     models = ("tiny", "gpt2-124m") if quick else (
         "tiny", "gpt2-124m", "gpt2-345m", "gpt2-774m", "gpt2-1.5b")
+    rows = []
     for name in models:
         for cores in (1, 2, 4):
             for n_in, n_out in ((8, 8), (64, 64), (32, 192)):
                 if name == "tiny" and n_in + n_out > 256:
                     continue
-                compare(name, f"{cores}xu280", n_in, n_out)
+                label = f"{name} {cores}xu280 {n_in}:{n_out}"
+                rows.append((label, compare(name, f"{cores}xu280", n_in, n_out, not quick)))
+    summary(rows)
     if not quick:
         calibration_points()
 
