@@ -212,7 +212,7 @@ class SimResult:
     token_cycles: np.ndarray  # (tokens,)
     class_cycles: dict[str, np.ndarray]  # own cycles (stream + latency) per class, per token
     group_cycles: dict[str, np.ndarray]  # critical-path cycles per op group, per token
-    layer_cycles: np.ndarray  # (layers, tokens) on core 0
+    layer_cycles: np.ndarray  # (layers, tokens): core 0's end of each layer less the last
     timeline: list[Record]  # one decoder layer (the first) of every core
 
     @property
@@ -289,11 +289,10 @@ class Simulator:
                 critical = now
                 if layer == timeline_layer and secs[0] is programs[0].layer:
                     timeline.append(Record(secs[0].name, layer, k, instr, note, start, end))
-            if secs[0] is programs[0].layer:
+            if secs[0] is not programs[0].epilogue:  # the prologue's end, then each layer's
                 layer_ends.append(end_all[0])
-        ends = np.array(layer_ends)
         return SimResult(self.units.config.clock_hz, critical, classes, groups,
-                         np.diff(ends, axis=0, prepend=ends[:1] * 0), timeline)
+                         np.diff(np.array(layer_ends), axis=0), timeline)
 
     def _cost(self, instr: Instr, context: np.ndarray) -> Cost:
         key = instr
