@@ -24,9 +24,12 @@ ID, not in order, §V-E). A producer streams its results if it writes a vector i
 order: VFU instructions, dma loads, and matrix instructions' output rows (column blocks come
 out in order); a reduction (accum, reduce max, argmax, recip) writes only at its end.
 
-DMA (§V-B): a matrix instruction whose weights are in HBM pulls them through the DMA's read
-interface, which the dma FSM's own transfers share: it holds the interface until the MFU has
-taken all but the DMA FIFOs' worth of tiles (units.DMA_FIFO_DEPTH). Router (§V-E): a send
+DMA (§V-B): a matrix instruction's tiles come through the weight buffer, streamed there by
+the dma load before it (the compiler emits one per matrix instruction; without one, the
+instruction pulls them itself). The load holds the HBM interface, which every dma shares,
+until the MFU has taken all but the DMA FIFOs' worth of tiles (units.DMA_FIFO_DEPTH); its
+end in the timeline is when its last tile would arrive with the FIFOs never full, the
+interface staying held past it while they are. Router (§V-E): a send
 occupies the core's TX path for one store-and-forward hop (router.py); the next core's
 matching receive writes back when that hop ends.
 
