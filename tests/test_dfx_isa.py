@@ -152,3 +152,12 @@ def test_a_hand_written_word() -> None:
     used = 2 + 4 + 10 + 3 + 35 + 3 + 35 + 32
     fields = (((((2 << 14) << 38 | 1) << 38) | 2) << 32) | 3
     assert encode(parse("router.send vrf:0x1 -> vrf:0x2 n=3")) == fields << (WORD_BITS - used)
+
+
+@given(st.integers(0, (1 << WORD_BITS) - 1))
+def test_any_word_decodes_to_itself_or_is_refused(word: int) -> None:
+    try:
+        instr = decode(word)
+    except EncodingError:
+        return
+    assert encode(instr) == word

@@ -108,3 +108,35 @@ def test_layers_do_not_overlap() -> None:
     for (a, size, name), (b, _, other) in itertools.pairwise(spans):
         assert a + size <= b, (name, other)
     assert spans[-1][0] + spans[-1][1] <= m.used["hbm"] <= 8 << 30
+
+
+def test_kv_rows_written_per_token_read_back_as_k_transposed_and_v() -> None:
+    """Store token t's key and value rows (values 100 t + i) with `token_offsets`, then
+    read the caches back through `element`: K^T's column t and V's row t hold them; the
+    key's values form one contiguous run (no transpose), the value's are strided (the
+    transpose unit's work, §V-B)."""
+    t = SMALL
+    width, context = 4, 6
+    k_cache: dict[int, int] = {}
+    v_cache: dict[int, int] = {}
+    for token in range(context):
+        row = [100 * token + i for i in range(width)]
+        k_cache.update(zip(t.token_offsets(width, context, token, False), row, strict=True))
+        v_cache.update(zip(t.token_offsets(width, context, token, True), row, strict=True))
+    k = np.zeros((width, context), dtype=int)
+    v = np.zeros((context, width), dtype=int)
+    for offset, value in k_cache.items():
+        k[t.element(width, context, offset)] = value
+    for offset, value in v_cache.items():
+        v[t.element(context, width, offset)] = value
+    keys = np.array([[100 * tok + i for i in range(width)] for tok in range(context)])
+    assert (k == keys.T).all() and (v == keys).all()
+    run = t.token_offsets(width, context, 3, False)
+    assert np.diff(run).tolist() == [VALUE_BYTES] * (width - 1)
+    assert np.diff(t.token_offsets(width, context, 3, True)).min() > VALUE_BYTES
+
+
+def test_a_context_read_covers_the_tokens_so_far() -> None:
+    """K^T of 4 x 6 at d = 4, l = 2: tokens 0..2 live in tile columns 0 and 1."""
+    assert SMALL.covering_tiles(4, 6, 4, 3) == [0, 1]
+    assert SMALL.covering_tiles(6, 4, 5, 4) == [0, 1, 2, 3]  # V: both tile rows

@@ -106,7 +106,7 @@ def test_cli_build_and_its_one_line_errors(tmp_path: Path) -> None:
     assert again.stderr.strip().splitlines() == [
         f"error: --out {tmp_path.resolve()} is not empty; pass --force to overwrite the files "
         "of a previous build"]
-    lora = subprocess.run([*run[:3], "gpt2-345m", "--cluster", "4xu280", "--strategy",
+    lora = subprocess.run([*run[:4], "gpt2-345m", "--cluster", "4xu280", "--strategy",
                            "lora-f", "--out", str(tmp_path / "x")],
                           capture_output=True, text=True, timeout=120)
     assert lora.returncode == 2 and "has no instruction set" in lora.stderr

@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -81,10 +82,13 @@ class OutputDir:
 
     def write_text(self, relative: str, text: str) -> None:
         """Staged now; moved into place when the `with` block ends without an error."""
-        self.write_bytes(relative, text.encode())
+        self._stage(relative, lambda staged: staged.write_text(text))
 
     def write_bytes(self, relative: str, data: bytes) -> None:
         """A binary file (a program image), staged like `write_text`'s."""
+        self._stage(relative, lambda staged: staged.write_bytes(data))
+
+    def _stage(self, relative: str, write: Callable[[Path], object]) -> None:
         target = self.path(relative)
         try:
             if self._staging is None:
@@ -93,7 +97,7 @@ class OutputDir:
                 self._staging = Path(tempfile.mkdtemp(dir=self.root, prefix=".staging-"))
             staged = self._staging / target.relative_to(self.root)
             staged.parent.mkdir(parents=True, exist_ok=True)
-            staged.write_bytes(data)
+            write(staged)
         except OSError as err:
             raise self._fail(str(target), err) from None
         self.written.append(relative)

@@ -167,10 +167,12 @@ def _linear(core: _Core, out: _Stream, op: GraphOp, step: ComputeStep) -> None:
     weights = f"{op.weight}.weight"
     base, flag = core.hbm(weights)
     bias = f"{op.weight}.bias"
-    if bias in core.map.regions:
-        b_base, b_flag = core.hbm(bias)
-        out.emit(Dma(DmaOp.LOAD, b_base, 0, cols, core.loc(bias), Loc.BBUF, b_flag),
-                 f"{tag}: bias")
+    if bias not in core.map.regions:
+        raise PartitionError(f"no DFX program for {op.name} without a bias: Conv1D is Ax + b "
+                             "(seeds/001 §IV-C)")
+    b_base, b_flag = core.hbm(bias)
+    out.emit(Dma(DmaOp.LOAD, b_base, 0, cols, core.loc(bias), Loc.BBUF, b_flag),
+             f"{tag}: bias")
     out.emit(Dma(DmaOp.LOAD, base, 0, op.fan_in * cols, core.loc(weights), Loc.WBUF, flag),
              f"{tag}: weight tiles")
     dst = core.buf(op.name) + start
@@ -197,6 +199,9 @@ def _attention(core: _Core, out: _Stream, op: GraphOp, step: ComputeStep) -> Non
     """Algorithm 1 lines 7-12, per local head: MaskedMM with ReduMax, Softmax as vector
     instructions, MM against Value; the context length comes from the controller."""
     spec, hd = core.spec, core.spec.head_dim
+    if op.window is not None:
+        raise PartitionError(f"no DFX program for sliding-window attention ({op.name}): "
+                             "MaskedMM masks the future only (seeds/001 §IV-C)")
     q_start, q_stop = core.columns(core.query, core.rank)
     k_start = core.columns(core.key, core.rank)[0]
     score, s = core.vrf["score"], Loc.SRF
@@ -335,7 +340,7 @@ def _program(core: _Core, config: DFXConfig, input_tokens: int, output_tokens: i
     epilogue = _section(core, "epilogue", plan.output_steps)
     system = SystemConfig(core.rank, plan.ranks, plan.spec.layers, input_tokens,
                           output_tokens, config.d, config.l, core.map.strides["hbm"],
-                          core.map.strides["ddr"])
+                          core.map.strides["ddr"], plan.spec.max_positions)
     return Program(system, prologue, layer, epilogue)
 
 

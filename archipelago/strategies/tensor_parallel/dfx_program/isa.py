@@ -26,19 +26,23 @@ token; earlier tokens' next tokens are the prompt's own). Address modifiers:
     SystemConfig.ddr_layer_stride (§V-A: "the layer number designates the address the DMA
     needs to access");
   - flag TOKEN on a dma: the off-chip operand is token t's row (a token ID, a WPE row:
-    address += t * 2 * xfer_size), or, storing into a KV cache matrix (layout.py), token
-    t's column of K^T (written as the lane's d-value runs, §V-B "the write is row-wise"),
-    or with TRANSPOSE token t's row of V (through the transpose unit, §V-B);
+    address += t * 2 * xfer_size), or, a dma store into a KV cache matrix (K^T of
+    xfer_size x max_context, V of max_context x xfer_size, tiled: layout.py), token t's
+    column of K^T (the lane's d-value runs, §V-B "the write is row-wise"), or with
+    TRANSPOSE token t's row of V (through the transpose unit, §V-B);
+    `Tiling.token_offsets` gives the bytes;
   - flag INDEX on a dma: off-chip address += SRF[RMAX_REG] * 2 * xfer_size (the WTE row
     of the token ID held in the reduce-max register);
   - flag CONTEXT on a compute: the dimension given as 0 is the context length t + 1
     (§V-A: "the token number is used specifically for knowing where to mask"); on a dma,
-    xfer_size counts elements per context token (the K^T or V tiles of tokens 0..t).
+    xfer_size counts elements per context token (the K^T or V tiles of tokens 0..t,
+    `Tiling.covering_tiles`).
 
 compute (one unit, MPU or VPU by opcode; reads src1/src2, writes dst):
   CONV1D      dst[cols] = src1[rows] @ W[rows x cols] + bias[cols]; W streamed from HBM at
               src2 (tiles, §V-B zigzag) through the DMA weight buffer, bias from the DMA
-              bias buffer (§V-D); GELU flag applies SFU_M's GELU to the output.
+              bias buffer at 0, where the dma before it put it (§V-D); GELU flag applies
+              SFU_M's GELU to the output.
   MASKED_MM   dst[cols] = mask(src1[rows] @ K^T[rows x cols]) * scale (SCALE), K^T from
               HBM at src2; REDUCE_MAX also writes the row max to SRF[RMAX_REG] (SFU_M's
               reduce-max unit, §V-C).
@@ -336,6 +340,7 @@ class SystemConfig:
     l: int  # noqa: E741
     layer_stride: int
     ddr_layer_stride: int = 0
+    max_context: int = 0  # tokens a KV cache matrix holds (the model's positions)
 
 
 @dataclass(frozen=True)

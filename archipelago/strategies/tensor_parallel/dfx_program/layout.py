@@ -101,6 +101,22 @@ class Tiling:
         row, col = tr * self.d + r, tc * self.l + lane
         return (row, col) if row < rows and col < cols else None
 
+    def token_offsets(self, width: int, context: int, token: int, transpose: bool
+                      ) -> list[int]:
+        """Byte offsets, from a KV cache matrix's base, of the `width` values a dma store
+        with TOKEN writes for `token`: column `token` of K^T (width x context), or with
+        TRANSPOSE row `token` of V (context x width) (§V-B)."""
+        if transpose:
+            return [self.offset(context, width, token, c) for c in range(width)]
+        return [self.offset(width, context, r, token) for r in range(width)]
+
+    def covering_tiles(self, rows: int, cols: int, used_rows: int, used_cols: int
+                       ) -> list[int]:
+        """Stream positions of the tiles holding [0:used_rows, 0:used_cols] of a rows x cols
+        matrix, in stream order: what a CONTEXT dma of the KV cache reads."""
+        tr, tc = self.grid(used_rows, used_cols)
+        return sorted(self.tile_index(rows, cols, r, c) for r in range(tr) for c in range(tc))
+
     def channel_of(self, address: int) -> tuple[int, int]:
         """(channel, byte offset inside that channel) of a striped HBM address."""
         beat, byte = divmod(address, self.channel_bytes)
