@@ -104,7 +104,7 @@ register_kind(PlanKind(
     emulator="archipelago.strategies.tensor_parallel.emulate:emulate",
     utilization="archipelago.strategies.tensor_parallel.utilization:utilization",
     page="archipelago.strategies.tensor_parallel.page:page",
-    writers="archipelago.strategies.tensor_parallel.dfx_program.emit:write_build",
+    writers="archipelago.strategies.tensor_parallel.emit:write_build",
     batch_evaluator="archipelago.strategies.tensor_parallel.variants:evaluate_variants",
     traits="archipelago.strategies.tensor_parallel.traits:traits"))
 
