@@ -8,6 +8,7 @@ docs/strategies/dfx-simulator.md) and are checked for the direction of that diff
 import numpy as np
 import pytest
 
+from archipelago.strategies.tensor_parallel.dfx_program.compile import compile_plan
 from benchmarks.dfx_sim_vs_estimate import (
     estimated,
     plan_for,
@@ -35,3 +36,17 @@ def test_simulated_and_estimated_agree_within_5_percent(cores: int,
     assert np.allclose(per_token[1], per_token[0], rtol=0.05)
     # chaining only takes cycles away from the vector sequences (§IV-C)
     assert sim["norms"].sum() <= est["norms"].sum()
+
+
+def test_the_result_reports_layers_and_one_layers_timeline_per_core() -> None:
+    plan = plan_for("tiny", "2xu280")
+    result = simulate(plan, 4, 4)
+    layers, tokens = result.layer_cycles.shape
+    assert (layers, tokens) == (plan.spec.layers, 7)  # 4 + 4 - 1 passes
+    # layers run one after another inside each pass, after the embedding
+    assert np.all(result.layer_cycles > 0)
+    assert np.all(result.layer_cycles.sum(axis=0) < result.token_cycles)
+    timeline = result.as_json()["timeline"]
+    layer = compile_plan(plan, 4, 4)[0][0].layer
+    assert len(timeline) == 2 * len(layer.instrs)
+    assert all(0 <= e["start"] <= e["end"] for e in timeline)
