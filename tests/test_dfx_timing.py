@@ -148,3 +148,10 @@ def test_a_matrix_instruction_chains_on_the_dma_load_of_its_tiles() -> None:
     # input ready) starts on the first tile: 1 + 1 + 15 x 11 = 167 of stream, +83 = 250.
     # The 16 tiles fit the FIFOs (512), so the next load starts when the first is done: 16.
     assert times(layer) == [(0, 16), (1, 250), (16, 32)]
+
+
+def test_programs_of_different_lengths_are_refused_in_one_line() -> None:
+    short = program([Compute(Op.ADD, 0, 64, 128, cols=64)], 0, 2)
+    long = program([Compute(Op.ADD, 0, 64, 128, cols=64)] * 2, 1, 2)
+    with pytest.raises(ValueError, match="differ in length"):
+        simulator("2xu280").run([short, long])

@@ -258,6 +258,10 @@ class Simulator:
             timeline_layer: int = 0) -> SimResult:
         """Simulate every token position of `tokens` (default: all the controller runs)."""
         cfg = programs[0].config
+        shapes = {tuple(len(s.instrs) for s in p.sections) for p in programs}
+        if len(shapes) > 1:
+            raise ValueError(f"the ring's programs differ in length ({sorted(shapes)}): the "
+                             "simulator advances the cores instruction by instruction")
         positions = np.asarray(list(programs[0].tokens()) if tokens is None else tokens)
         context = positions + 1
         zero = np.zeros(positions.shape)
