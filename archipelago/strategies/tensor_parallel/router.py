@@ -40,12 +40,13 @@ DFX_CDC_CYCLES = 2
 # control and handshake, Aurora framing, the instruction pipeline's restart), once per sync.
 # Fitted so that gpt2-345m on four U280s at 64:64 tokens gives 207.56 tokens/s (issue #20's
 # point); refit with `python -m benchmarks.calibrate_dfx`. Every other point is a prediction.
-# At 5.2 us it sits at the top of the few microseconds a router's control and the pipeline
+# At 5.0 us (5.2 us before issue #23 overlapped the heads' Score x Value drains) it sits at
+# the top of the few microseconds a router's control and the pipeline
 # restart plausibly add (the hops above take 1.2 us on four boards). It was 7.9 us while the
 # plan split the LM head by vocabulary with an argmax gather, which the paper never
 # describes (four syncs per layer, none for the head): the whole head on every core is the
 # per-token cost that fit had folded into the syncs.
-DFX_SYNC_OVERHEAD_S = 5.175e-6
+DFX_SYNC_OVERHEAD_S = 5.005e-6
 # seeds/002 §VI-C: "Given the 256-bit data width of the communication IP".
 LORA_PORT_BITS = 256
 # seeds/002 §V-B: "we configure each Aurora IP core with four lanes and set the line rate to
