@@ -17,9 +17,8 @@ from typing import Any
 
 import torch
 
-from archipelago.emulate.errors import RankFailure
+from archipelago.emulate.errors import RankFailure, one_line
 from archipelago.emulate.watchdog import FAULT_ENV, Fault
-from archipelago.errors import elide
 from archipelago.models.dag import ModelDAG, validate_dag
 from archipelago.strategies.chef.emulate.dag_torch import (
     layer_weights,
@@ -87,13 +86,6 @@ def _fpga_process(rank: int, dag: ModelDAG, order: list[str], placement: dict[st
     outputs = {n: values[n].numpy() for n in sinks(dag) if placement[n] == rank}
     results.put((rank, {"outputs": outputs, "sent": dict(sent),
                         "weight_layers": sorted(weights)}, None))
-
-
-def one_line(err: BaseException) -> str:
-    """An exception as one line: its type and the first non-empty line of its message
-    (torch's errors run on with hints and C++ frames), elided to a terminal line."""
-    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-    return elide(f"{type(err).__name__}: {lines[0]}" if lines else type(err).__name__)
 
 
 def _collect(procs: list, results, fpga_names: list[str],
