@@ -202,3 +202,14 @@ def test_cache_is_reused_across_runs_and_capped_least_recently_used_first(
 def _filled(directory: Path, size: int) -> Path:
     (directory / "w.bin").write_bytes(bytes(size))
     return directory
+
+
+def test_a_local_rank_dying_is_named_by_its_last_words_not_a_stack_frame(
+        tmp_path: Path) -> None:
+    from archipelago.emulate.watchdog import _exit_reason
+
+    (tmp_path / "rank0.log").write_text(
+        "[W1124 07:12:41.7 TCPStore.cpp:340] [c10d] TCP client failed to connect\n"
+        "Exception raised from recvBytes at /pytorch/socket.cpp:1 (most recent call first):\n"
+        "frame #0: c10::Error::Error() + 0x9d (0x7fd1 in libc10.so)\n\n")
+    assert _exit_reason(tmp_path, 0, 1) == "exited with status 1: TCP client failed to connect"

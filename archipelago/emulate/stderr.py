@@ -18,6 +18,12 @@ _LOCATION = re.compile(r"^\[[^\]]*(\.cpp|\.cc|\.h):\d+\]\s*(\[c10d\]\s*)?")
 _FRAME = re.compile(r"^(Exception raised from |frame #\d+:)")
 
 
+def meaningful_lines(text: str) -> list[str]:
+    """`text`'s lines without torch's source locations, blank lines and stack frames."""
+    lines = (_LOCATION.sub("", line.strip()) for line in text.splitlines())
+    return [line for line in lines if line and not _FRAME.match(line)]
+
+
 class Captured:
     """What file descriptor 2 received inside `captured_stderr`."""
 
@@ -27,11 +33,7 @@ class Captured:
     def summary(self) -> str | None:
         """The first meaningful line: torch's own message without its source location,
         never a stack frame; None when nothing meaningful was written."""
-        for line in self.text.splitlines():
-            line = _LOCATION.sub("", line.strip())
-            if line and not _FRAME.match(line):
-                return line
-        return None
+        return next(iter(meaningful_lines(self.text)), None)
 
     def not_torch(self) -> str:
         """The lines torch's C++ code did not write (Python's own warnings, prints)."""

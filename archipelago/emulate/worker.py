@@ -60,8 +60,8 @@ def run_rank(plan: SPMDPlan, job: EmulationJob, program: RankProgram, place: Tor
     """This rank's part of `plan` (the launch's size checked against it already); rank 0
     gets every rank's result, the others None, beside the job it ran. Collectives time out
     after `job.timeout_s`, so a dead or hung peer cannot block forever. With
-    `provide_weights` (torchrun) the weights are provided once the process group is joined,
-    so a rank that cannot join writes none."""
+    `provide_weights` (torchrun) the weights are provided once every rank has checked in at
+    the store, so a run a rank cannot join writes none."""
     rank, world, local_world = place.rank, place.world, place.local_world
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // local_world))
     timeout = timedelta(seconds=job.timeout_s)
