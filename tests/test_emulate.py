@@ -208,7 +208,7 @@ def test_torchrun_environment_makes_this_process_one_rank(gpt2_config, tmp_path)
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     common = {"WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-              "TMPDIR": str(tmp_path)}  # the per-node seeded-weights cache lands here
+              "ARCHIPELAGO_CACHE_DIR": str(tmp_path / "cache")}  # the seeded weights go here
     procs = [archi("emulate", gpt2_config, "--cluster", "2xu280", "--tokens", "4:3", "--json",
                    env={**common, "RANK": str(r), "LOCAL_RANK": str(r)}) for r in range(2)]
     (out0, err0), (out1, err1) = (p.communicate(timeout=120) for p in procs)
@@ -219,6 +219,9 @@ def test_torchrun_environment_makes_this_process_one_rank(gpt2_config, tmp_path)
                 "bytes_per_rank", "ranks", "bytes_per_link"):
         assert key in report
     assert report["tokens_match"] and report["ranks"] == 2 and len(report["generated"]) == 3
+    # both ranks of this machine share one entry of the cache: one wrote, the other reused it
+    entries = [p.name for p in (tmp_path / "cache").iterdir() if p.is_dir()]
+    assert len(entries) == 1 and entries[0].startswith("seeded-"), entries
 
 
 def test_import_archipelago_stays_free_of_torch() -> None:

@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from archipelago.emulate.errors import RankFailure
+from archipelago.emulate.stderr import meaningful_lines
+from archipelago.errors import elide
 
 # "RANK:ACTION:N": rank RANK raises (`raise`), SIGKILLs itself (`kill`) or hangs (`hang`)
 # just before its Nth collective.
@@ -101,9 +103,9 @@ def _recorded(run_dir: Path, rank: int) -> dict | None:
 def _exit_reason(run_dir: Path, rank: int, code: int) -> str:
     if code < 0:
         return f"killed by signal {signal.Signals(-code).name}"
-    log = run_dir / f"rank{rank}.log"
-    lines = log.read_text(errors="replace").strip().splitlines() if log.exists() else []
-    return f"exited with status {code}" + (f": {lines[-1]}" if lines else "")
+    log = run_dir / f"rank{rank}.log"  # its last words, not a C++ stack frame
+    lines = meaningful_lines(log.read_text(errors="replace")) if log.exists() else []
+    return f"exited with status {code}" + (f": {elide(lines[-1])}" if lines else "")
 
 
 def _diagnose(procs: list[BaseProcess], board: ProgressBoard, run_dir: Path) -> str:

@@ -14,9 +14,10 @@ from typing import Any, Protocol
 import torch
 import torch.distributed as dist
 
-from archipelago.emulate.errors import RankFailure
+from archipelago.emulate.errors import RankFailure, one_line
 from archipelago.emulate.exchange import Exchange, PeerFailure
 from archipelago.emulate.job import EmulationJob
+from archipelago.emulate.stderr import Captured, captured_stderr
 from archipelago.emulate.torchrun import TorchrunPlace
 from archipelago.emulate.watchdog import (
     FAULT_ENV,
@@ -26,7 +27,7 @@ from archipelago.emulate.watchdog import (
     die_with_parent,
     record_failure,
 )
-from archipelago.errors import ArchipelagoError
+from archipelago.errors import ArchipelagoError, elide
 
 
 class SPMDPlan(Protocol):
@@ -54,39 +55,67 @@ class RankProgram:
 
 
 def run_rank(plan: SPMDPlan, job: EmulationJob, program: RankProgram, place: TorchrunPlace,
-             heartbeat: Heartbeat) -> list[dict[str, Any]] | None:
+             heartbeat: Heartbeat, provide_weights: bool = False
+             ) -> tuple[EmulationJob, list[dict[str, Any]] | None]:
     """This rank's part of `plan` (the launch's size checked against it already); rank 0
-    gets every rank's result, the others None. Collectives time out after `job.timeout_s`,
-    so a dead or hung peer cannot block forever."""
+    gets every rank's result, the others None, beside the job it ran. Collectives time out
+    after `job.timeout_s`, so a dead or hung peer cannot block forever. With
+    `provide_weights` (torchrun) the weights are provided once every rank has checked in at
+    the store, so a run a rank cannot join writes none."""
     rank, world, local_world = place.rank, place.world, place.local_world
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // local_world))
+    timeout = timedelta(seconds=job.timeout_s)
     try:
-        dist.init_process_group("gloo", rank=rank, world_size=world,
-                                timeout=timedelta(seconds=job.timeout_s))
+        store = _all_joined(rank, world, timeout)
+        if provide_weights:  # before the group exists: transformers saves only on rank 0 then
+            job = program.provide_weights(plan, job, None)
+        dist.init_process_group("gloo", store=store, rank=rank, world_size=world,
+                                timeout=timeout)
     except (RuntimeError, dist.DistError) as err:  # e.g. a peer never joined
         raise PeerFailure.during("joining the process group", err) from None
     exchange = Exchange(heartbeat)
     gathered = exchange.gather_to_root(program.run_rank(plan, job, rank, exchange))
     heartbeat.finish()
     dist.destroy_process_group()
-    return gathered
+    return job, gathered
+
+
+def _all_joined(rank: int, world: int, timeout: timedelta) -> dist.Store:
+    """The launch's store (env://: MASTER_ADDR and MASTER_PORT, or torchrun's agent store),
+    once every rank has checked in there: nothing is written for a run a rank never joins."""
+    store, _, _ = next(dist.rendezvous("env://", rank=rank, world_size=world, timeout=timeout))
+    store.set(f"archipelago/joined/{rank}", "1")
+    store.wait([f"archipelago/joined/{r}" for r in range(world)], timeout)
+    return store
+
+
+def _with_torch(message: str, torch_said: Captured) -> str:
+    """The rank's one line, with torch's own first meaningful line when it adds to it."""
+    said = torch_said.summary()
+    return elide(message if said is None or said in message else f"{message} (torch: {said})")
 
 
 def run_torchrun_rank(plan: SPMDPlan, job: EmulationJob, program: RankProgram,
                       place: TorchrunPlace) -> dict[str, Any] | None:
     """This process is one rank of a torchrun launch (its environment checked by the
-    launcher; each rank built the same `plan`): rank 0 returns the report."""
+    launcher; each rank built the same `plan`): rank 0 returns the report. Torch's C++
+    stderr (c10d and gloo logs, stack frames) is captured: on failure summarised into the
+    one error line, on success dropped (what Python itself wrote is passed on)."""
     rank = place.rank
-    job = program.provide_weights(plan, job, None)
+    fault = Fault.parse(os.environ.get(FAULT_ENV), rank)
+    torch_said = Captured()
     try:
-        fault = Fault.parse(os.environ.get(FAULT_ENV), rank)
-        gathered = run_rank(plan, job, program, place, Heartbeat(rank, fault=fault))
+        with captured_stderr() as torch_said:
+            job, gathered = run_rank(plan, job, program, place, Heartbeat(rank, fault=fault),
+                                     provide_weights=True)
     except PeerFailure as err:
-        raise RankFailure(f"rank {rank}: {err}") from None
+        raise RankFailure(_with_torch(f"rank {rank}: {err}", torch_said)) from None
     except ArchipelagoError:
         raise
     except Exception as err:
-        raise RankFailure(f"rank {rank} failed: {type(err).__name__}: {err}") from err
+        raise RankFailure(_with_torch(f"rank {rank} failed: {one_line(err)}", torch_said)) \
+            from err
+    sys.stderr.write(torch_said.not_torch())
     return None if gathered is None else program.summarize(plan, job, gathered)
 
 
@@ -108,7 +137,8 @@ def main(run_dir: Path, plan: SPMDPlan, job: EmulationJob, program: RankProgram,
     heartbeat = Heartbeat(rank, ProgressBoard(run_dir / "progress", world),
                           Fault.parse(fault, rank))
     try:
-        gathered = run_rank(plan, job, program, TorchrunPlace(rank, world, world), heartbeat)
+        _, gathered = run_rank(plan, job, program, TorchrunPlace(rank, world, world),
+                               heartbeat)
         if gathered is not None:
             torch.save(gathered, run_dir / "result.pt")
     except PeerFailure as err:
@@ -116,6 +146,6 @@ def main(run_dir: Path, plan: SPMDPlan, job: EmulationJob, program: RankProgram,
         os._exit(1)  # skip process-group teardown, which could wait on the dead peer
     except BaseException as err:
         traceback.print_exc()
-        record_failure(run_dir, rank, "own", f"{type(err).__name__}: {err}")
+        record_failure(run_dir, rank, "own", one_line(err))
         sys.stderr.flush()
         os._exit(1)

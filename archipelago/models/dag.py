@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from archipelago.errors import ConfigError
+from archipelago.errors import ConfigError, elide
 from archipelago.families import Family, register_family
 from archipelago.names import Name
 from archipelago.safe_read import load_json, load_yaml
@@ -295,10 +295,33 @@ def validate_dag(dag: ModelDAG, source: str) -> ModelDAG:
         if not shape:
             raise ConfigError(source, f"inputs.{name}", "an input shape needs a dimension")
     for layer in dag.layers:
-        problem = _window_problem(dag, layer) or _shape_problem(dag, layer)
+        field, problem = torch_problem(dag, layer)
+        problem = problem or _window_problem(dag, layer) or _shape_problem(dag, layer)
         if problem:
-            raise ConfigError(source, f"layers.{layer.name}", problem)
+            raise ConfigError(source, f"layers.{layer.name}{field}", problem)
     return dag
+
+
+def torch_problem(dag: ModelDAG, layer: _Layer) -> tuple[str, str | None]:
+    """What torch's own kernels, which the emulator runs (chef/emulate/dag_torch.py),
+    refuse beyond the shape arithmetic: (field suffix, problem) or ("", None). Called by
+    validate_dag, so `plan` refuses what `emulate` could not run, before any process starts.
+
+    - max_pool2d / avg_pool2d: padding at most half the kernel (torch: "pad should be at
+      most half of effective kernel size"; dilation is 1 here);
+    - a conv or pool reading several feature maps concatenates them on channels, so their
+      rows and columns must agree (torch.cat)."""
+    if isinstance(layer, Pool) and layer.padding > layer.kernel // 2:
+        return ".padding", (f"padding {layer.padding} is more than half the {layer.kernel}-wide "
+                            f"kernel (at most {layer.kernel // 2}; torch's pooling refuses more)")
+    if isinstance(layer, Conv | Pool) and len(layer.deps) > 1:
+        shapes = [dag.by_name[d].out_shape for d in layer.deps]
+        if all(len(s) == 3 for s in shapes) and len({s[1:] for s in shapes}) > 1:
+            sizes = ", ".join(f"{d} {s[1]}x{s[2]}" for d, s in zip(layer.deps, shapes,
+                                                                  strict=True))
+            return ".deps", (f"concatenates feature maps of different sizes on channels "
+                             f"({elide(sizes, 200)})")
+    return "", None
 
 
 def _window_problem(dag: ModelDAG, layer: _Layer) -> str | None:

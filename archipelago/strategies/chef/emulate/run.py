@@ -8,15 +8,18 @@ object, so it does not depend on the strategy that made the schedule.
 """
 
 import multiprocessing as mp
+import os
 import queue
+import signal
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from archipelago.errors import ArchipelagoError
-from archipelago.models.dag import ModelDAG
+from archipelago.emulate.errors import RankFailure, one_line
+from archipelago.emulate.watchdog import FAULT_ENV, Fault
+from archipelago.models.dag import ModelDAG, validate_dag
 from archipelago.strategies.chef.emulate.dag_torch import (
     layer_weights,
     model_inputs,
@@ -41,21 +44,28 @@ def _weights(dag: ModelDAG, name: str, seed: int, given: Given) -> list[torch.Te
     return layer_weights(dag, name, seed)
 
 
+POLL_S = 0.05  # how often the launcher looks for a rank that died without a word
+
 # Tensors travel between processes as numpy arrays: pickled by value, so a receiver never
 # depends on the sender's shared-memory handles outliving it (torch's own reductions do).
 
 
 def _fpga_process(rank: int, dag: ModelDAG, order: list[str], placement: dict[str, int],
-                  seed: int, given: Given, inboxes: list, results, timeout_s: float) -> None:
+                  seed: int, given: Given, inboxes: list, results, timeout_s: float,
+                  fault: str | None) -> None:
     torch.set_num_threads(1)
+    injected = Fault.parse(fault, rank)  # tests: fail before this rank's Nth layer
     mine = [n for n in order if placement[n] == rank]
-    weights = {n: _weights(dag, n, seed, given) for n in mine}
-    inputs = given.inputs if given.inputs is not None else model_inputs(dag, seed)
     values: dict[str, torch.Tensor] = {}
     sent: Counter = Counter()
+    name = "(weights)"
     try:
+        weights = {n: _weights(dag, n, seed, given) for n in mine}
+        inputs = given.inputs if given.inputs is not None else model_inputs(dag, seed)
         with torch.no_grad():
-            for name in mine:
+            for count, name in enumerate(mine, 1):
+                if injected is not None and count == injected.at:
+                    injected.strike()
                 layer = dag.by_name[name]
                 for dep in layer.deps:
                     while dep not in values:
@@ -70,9 +80,41 @@ def _fpga_process(rank: int, dag: ModelDAG, order: list[str], placement: dict[st
     except queue.Empty:
         results.put((rank, None, f"waited {timeout_s} s for an input that never came"))
         return
+    except Exception as err:  # the rank's own failure: its one line, never a traceback
+        results.put((rank, None, f"layer '{name}': {one_line(err)}"))
+        return
     outputs = {n: values[n].numpy() for n in sinks(dag) if placement[n] == rank}
     results.put((rank, {"outputs": outputs, "sent": dict(sent),
                         "weight_layers": sorted(weights)}, None))
+
+
+def _collect(procs: list, results, fpga_names: list[str],
+             patience_s: float) -> dict[int, dict]:
+    """Every rank's report; the first rank to fail (an error it sent, or its process
+    dying without one) ends the run at once as `rank N: ...`, a silent one after
+    `patience_s` with no result."""
+    reports: dict[int, dict] = {}
+    waited = 0.0
+    while len(reports) < len(procs):
+        try:
+            rank, report, error = results.get(timeout=POLL_S)
+        except queue.Empty:
+            waited += POLL_S
+            dead = [r for r, p in enumerate(procs) if r not in reports and p.exitcode]
+            if dead:
+                code = procs[dead[0]].exitcode
+                how = (f"killed by {signal.Signals(-code).name}" if code < 0
+                       else f"exited with status {code}")
+                raise RankFailure(f"rank {dead[0]}: FPGA '{fpga_names[dead[0]]}' {how}") \
+                    from None
+            if waited > patience_s:
+                raise RankFailure(f"an FPGA process gave no result within {patience_s} s") \
+                    from None
+            continue
+        if error:
+            raise RankFailure(f"rank {rank}: FPGA '{fpga_names[rank]}': {error}")
+        reports[rank] = report
+    return reports
 
 
 def expected_link_bytes(dag: ModelDAG, placement: dict[str, int]) -> Counter:
@@ -89,30 +131,24 @@ def emulate_dag(dag: ModelDAG, placement: dict[str, int], order: list[str],
                 given: Given | None = None) -> dict[str, Any]:
     """Run the split DAG and compare with the unsplit one on the same weights and inputs:
     seeded, or `given` (an imported module's parameters and the user's inputs)."""
+    validate_dag(dag, dag.name)  # the plan's own check: what torch would refuse, refused here
     given = given or Given()
     ctx = mp.get_context("fork")
     inboxes = [ctx.Queue() for _ in fpga_names]
     results = ctx.Queue()
     procs = [ctx.Process(target=_fpga_process, args=(r, dag, order, placement, seed, given,
-                                                     inboxes, results, timeout_s), daemon=True)
+                                                     inboxes, results, timeout_s,
+                                                     os.environ.get(FAULT_ENV)), daemon=True)
              for r in range(len(fpga_names))]
     for p in procs:
         p.start()
-    reports: dict[int, dict] = {}
     try:
-        for _ in procs:
-            rank, report, error = results.get(timeout=timeout_s * 2)
-            if error:
-                raise ArchipelagoError(f"FPGA '{fpga_names[rank]}': {error}")
-            reports[rank] = report
-    except queue.Empty:
-        raise ArchipelagoError(f"an FPGA process gave no result within {timeout_s * 2} s") \
-            from None
+        reports = _collect(procs, results, fpga_names, timeout_s * 2)
     finally:
         for p in procs:
-            p.join(timeout=5)
             if p.is_alive():
-                p.terminate()
+                p.kill()
+            p.join()
     weights = {n: _weights(dag, n, seed, given) for n in dag.order}
     inputs = given.inputs if given.inputs is not None else model_inputs(dag, seed)
     reference = run_dag(dag, inputs, weights)

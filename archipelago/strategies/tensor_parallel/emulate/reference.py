@@ -2,10 +2,6 @@
 greedy reference the emulated ranks are checked against. The only module here that imports
 transformers; ranks never load it."""
 
-import fcntl
-import hashlib
-import json
-import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,6 +10,7 @@ import torch
 import transformers
 from transformers import AutoConfig, AutoModelForCausalLM, GenerationConfig, PreTrainedModel
 
+from archipelago.emulate import cache
 from archipelago.models.spec import ModelSpec
 
 
@@ -53,16 +50,12 @@ def save_seeded_checkpoint(spec: ModelSpec, seed: int, directory: Path) -> Path:
 
 
 def cached_directory(kind: str, key: object, make: Callable[[Path], Path]) -> Path:
-    """A directory in the temp folder made once per node by `make` and reused: ranks started
-    by torchrun (maybe on several machines) each need one beside them."""
-    text = json.dumps([key, torch.__version__, transformers.__version__], sort_keys=True)
-    directory = Path(tempfile.gettempdir()) / (
-        f"archipelago-{kind}-{hashlib.sha256(text.encode()).hexdigest()[:16]}")
-    with open(f"{directory}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # one rank per node writes; the others wait
-        if not directory.exists():  # written aside, then renamed: never seen half-written
-            make(Path(tempfile.mkdtemp(dir=directory.parent))).rename(directory)
-    return directory
+    """A directory made once per machine by `make` and reused across runs (the seeded-weights
+    cache, archipelago/emulate/cache.py): ranks started by torchrun (maybe on several
+    machines) each need one beside them. The library versions are part of the key, since
+    they make the files."""
+    return cache.cached_directory(kind, [key, torch.__version__, transformers.__version__],
+                                  make)
 
 
 def cached_seeded_checkpoint(spec: ModelSpec, seed: int) -> Path:
