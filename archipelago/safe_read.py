@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from archipelago.errors import ConfigError
+from archipelago.yaml_loader import TooDeep, TooLarge, bounded_loader
 
 # Input files are hand-written configurations of a few kilobytes; 16 MiB is far beyond
 # any of them and still read in well under a second.
@@ -23,20 +24,17 @@ MAX_DEPTH = 32
 # Values a document may hold once YAML aliases are followed: stops "billion laughs" files,
 # whose aliases expand exponentially, before any loader walks them.
 MAX_VALUES = 100_000
-
-
-class SafeLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
-    """libyaml's parser with the safe constructor (no Python tags), about 10x faster than
-    the pure-Python one (the latter where PyYAML was built without libyaml); `1e9` and
-    `5e-324` read as the numbers YAML 1.2 makes them, not as text (YAML 1.1 wants a dot
-    and a signed exponent), since numbers in user files are strict: quoted text is not
-    taken for a number."""
-
-
-SafeLoader.add_implicit_resolver(
+# The safe loader (no Python tags) on libyaml's parser, composing at most this many nodes:
+# every value is one node and so is each mapping key, so a document within MAX_VALUES
+# composes within twice that, and one far beyond it stops there, in about a second, instead
+# of being composed and constructed whole first (30 s for 15 MiB of values).
+SAFE_LOADER = bounded_loader(2 * MAX_VALUES, MAX_DEPTH)
+# `1e9` and `5e-324` read as the numbers YAML 1.2 makes them, not as text (YAML 1.1 wants a
+# dot and a signed exponent), since numbers in user files are strict: quoted text is not
+# taken for a number.
+SAFE_LOADER.add_implicit_resolver(
     "tag:yaml.org,2002:float",
     re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"), list("-+0123456789"))
-SAFE_LOADER = SafeLoader
 
 _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
           (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
@@ -103,6 +101,15 @@ def decode_utf8(data: bytes, source: str, what: str = "file") -> str:
                           f"at offset {err.start}); save it as UTF-8") from None
 
 
+def _too_large(source: str, what: str) -> ConfigError:
+    return ConfigError(source, what, f"holds more than {MAX_VALUES} values (a document "
+                       "this large, or YAML aliases expanding)")
+
+
+def _too_deep(source: str, what: str) -> ConfigError:
+    return ConfigError(source, what, f"nests deeper than {MAX_DEPTH} levels")
+
+
 def check_shape(data: Any, source: str, what: str = "file") -> Any:
     """`data` itself, once it is known to nest at most MAX_DEPTH deep and hold at most
     MAX_VALUES values (walked iteratively, so the check itself cannot recurse too deep)."""
@@ -111,10 +118,9 @@ def check_shape(data: Any, source: str, what: str = "file") -> Any:
         value, depth = stack.pop()
         seen += 1
         if seen > MAX_VALUES:
-            raise ConfigError(source, what, f"holds more than {MAX_VALUES} values (a document "
-                              "this large, or YAML aliases expanding)")
+            raise _too_large(source, what)
         if depth > MAX_DEPTH:
-            raise ConfigError(source, what, f"nests deeper than {MAX_DEPTH} levels")
+            raise _too_deep(source, what)
         if isinstance(value, dict):
             stack.extend((v, depth + 1) for v in value.values())
             stack.extend((k, depth + 1) for k in value if isinstance(k, tuple))
@@ -145,15 +151,19 @@ def load_yaml(path: Path | str, what: str = "file") -> Any:
     source = str(path)
     text = read_text(path, what)
     if _flow_depth_exceeds(text, MAX_DEPTH):
-        raise ConfigError(source, what, f"nests deeper than {MAX_DEPTH} levels")
+        raise _too_deep(source, what)
     try:
         data = yaml.load(text, Loader=SAFE_LOADER)
+    except TooLarge:
+        raise _too_large(source, what) from None
+    except TooDeep:
+        raise _too_deep(source, what) from None
     except yaml.YAMLError as err:
         raise ConfigError(source, "yaml", str(err).splitlines()[0]) from None
     except ValueError as err:  # a date like 2020-02-30, an integer of over 4,300 digits
         raise ConfigError(source, what, unreadable_value(err)) from None
     except RecursionError:
-        raise ConfigError(source, what, f"nests deeper than {MAX_DEPTH} levels") from None
+        raise _too_deep(source, what) from None
     return check_shape(data, source, what)
 
 
@@ -168,7 +178,7 @@ def load_json(path: Path | str, what: str = "file") -> Any:
     except ValueError as err:  # an integer of over 4,300 digits
         raise ConfigError(source, what, unreadable_value(err)) from None
     except RecursionError:
-        raise ConfigError(source, what, f"nests deeper than {MAX_DEPTH} levels") from None
+        raise _too_deep(source, what) from None
     return check_shape(data, source, what)
 
 

@@ -105,6 +105,34 @@ def _try_wave(t: Tables, wave: list[int], accs: tuple[int, ...], mapping: list[i
     return worst, total
 
 
+def _best_single(t: Tables, i: int, opts: list[int], mapping: list[int], free: list[float],
+                 end: list[float], budget: _Budget, roomy: bool) -> tuple[int] | None:
+    """(accelerator,) where layer `i` alone ends first, the first such in `opts` order, or
+    None when no placement passes the budget: _try_wave's choice for a one-layer wave (its
+    key is then (end, end)), with schedule.run's arithmetic inlined in the same order of
+    operations, since this loop is most of a large search (every layer x accelerator x
+    deployment A2F tries)."""
+    preds, per_byte, cost_i = t.preds[i], t.per_byte, t.cost[i]
+    arrive = 0.0
+    for p, _ in preds:
+        if end[p] > arrive:
+            arrive = end[p]
+    sources = [(nbytes, mapping[p]) for p, nbytes in preds]
+    best, best_end = None, INF
+    for acc in opts:
+        if not roomy and not budget.ok([(i, acc)]):
+            continue
+        ready, row, xfer = free[acc], per_byte[acc], 0.0
+        if arrive > ready:
+            ready = arrive
+        for nbytes, src in sources:
+            xfer += nbytes * row[src]
+        e = ready + xfer + cost_i[acc]
+        if e < best_end:
+            best, best_end = acc, e
+    return None if best is None else (best,)
+
+
 def list_mapping(t: Tables) -> list[int]:
     """§V-A: wave by wave, the admissible placement with the smallest latency increment."""
     n = t.n_layers
@@ -124,8 +152,16 @@ def list_mapping(t: Tables) -> list[int]:
         else:
             groups = [([i], [opts]) for i, opts in zip(wave, options, strict=True)]
         for layers, opts in groups:
-            best, best_key = None, (INF, INF)
             roomy = budget.always_ok(layers)
+            if len(layers) == 1:
+                best = _best_single(t, layers[0], opts[0], mapping, free, end, budget, roomy)
+                if best is None:
+                    raise PartitionError(_no_room(t, layers[0], budget))
+                mapping[layers[0]] = best[0]
+                run(t.cost, t.preds, t.per_byte, mapping, layers, free, end)
+                budget.commit([(layers[0], best[0])])
+                continue
+            best, best_key = None, (INF, INF)
             for accs in product(*opts):
                 if not roomy and not budget.ok(list(zip(layers, accs, strict=True))):
                     continue

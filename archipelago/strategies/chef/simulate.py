@@ -45,7 +45,7 @@ class Tables:
         columns = [costs.column(a.ip, cluster.nodes[a.fpga].clock_hz, bw)
                    for a, bw in zip(accs, self.dram_Bps, strict=True)]
         self.cost = [list(row) for row in zip(*columns, strict=True)]
-        self.per_byte = [[_per_byte(cluster, a, b) for b in accs] for a in accs]
+        self.per_byte = _per_byte(cluster, [(a.fpga, a.bank) for a in accs])
         self.capacity = [f.dram_bytes for f in cluster.nodes]
         self.accs_on = [[a for a, f in enumerate(self.fpga_of) if f == i]
                         for i in range(len(cluster.nodes))]
@@ -77,13 +77,19 @@ class LayerCosts:
         return self._columns[key]
 
 
-def _per_byte(cluster: Cluster, a, b) -> float:
-    if a is b or (a.fpga == b.fpga and a.bank == b.bank):
-        return 0.0
-    if a.fpga == b.fpga:
-        banks = cluster.nodes[a.fpga].banks
-        return 1.0 / min(banks[a.bank].bandwidth_Bps, banks[b.bank].bandwidth_Bps)
-    return 1.0 / cluster.pair_Bps(a.fpga, b.fpga)
+def _per_byte(cluster: Cluster, places: list[tuple[int, int]]) -> list[list[float]]:
+    """Transfer seconds per byte between accelerators at (FPGA, bank) `places`, row a
+    column b meaning from b to a. BW_inter is looked up once per pair of FPGAs, not of
+    accelerators: A2F builds hundreds of deployments of dozens of accelerators."""
+    fpgas = sorted({f for f, _ in places})
+    inter = {(f, g): 1.0 / cluster.pair_Bps(f, g) for f in fpgas for g in fpgas if f != g}
+    rows = []
+    for fa, ba in places:
+        banks = cluster.nodes[fa].banks
+        rows.append([
+            (0.0 if ba == bb else 1.0 / min(banks[ba].bandwidth_Bps, banks[bb].bandwidth_Bps))
+            if fa == fb else inter[fa, fb] for fb, bb in places])
+    return rows
 
 
 def makespan(t: Tables, mapping: list[int], bound: float = INF) -> float:
