@@ -22,8 +22,6 @@ from archipelago.strict_numbers import check_numbers
 
 # `archi plan`'s status for a plan that does not fit (its input was valid: not 2).
 INFEASIBLE = 1
-# Characters per line of `archi compare` written to a file or pipe (its table is that wide).
-COMPARE_WIDTH = 180
 # The hook a command needs of the strategy's plan kind, named in the command's help.
 COMMAND_HOOKS = {"report": "page", "emulate": "emulator", "build": "writers"}
 
@@ -485,43 +483,9 @@ def compare(
         "--report", help="write the HTML page (Pareto chart and table) here", **OUTPUT)] = None,
     force: Annotated[bool, typer.Option(help="replace an existing --report file")] = False,
 ) -> None:
-    from archipelago.compare.combos import applicable
-    from archipelago.compare.request import DEFAULT_COUNTS, DEFAULT_DEVICES, parse_request
-    from archipelago.compare.run import compare as run_comparison
-    from archipelago.compare.run import default_store
-    from archipelago.compare.summary import comparison_dict, rows_from_dict
-    from archipelago.compare.table import print_comparison
-    from archipelago.models.zoo import resolve_model
-    from archipelago.output_file import check_output_file, write_atomically
-    from archipelago.strategies.registry import strategies as registered
+    from archipelago.compare.command import CompareCommand, run_compare
 
-    spec = resolve_model(model)
-    taking, _ = applicable(spec)
-    request = parse_request(model, tokens, devices or DEFAULT_DEVICES, counts or DEFAULT_COUNTS,
-                            strategies, batch, latency_target, sort, taking, list(registered()))
-    if scheduler is not None:
-        from archipelago.batch.workers import check_scheduler
-
-        check_scheduler(scheduler)
-    target = store or default_store(spec, request.tokens)
-    check_output_file(target, "--store", True)  # an existing store is read and extended
-    if report_file is not None:
-        from archipelago.report.html import check_target
-
-        check_target(report_file, force, "--report")
-    result = run_comparison(request, spec, target, scheduler, workers,
-                            progress=console.is_terminal)
-    summary = comparison_dict(result)
-    if as_json:
-        print(json.dumps(summary, indent=2))
-    else:  # thirteen columns: off a terminal (a file, a pipe) the table keeps its lines whole
-        wide = console if console.is_terminal else Console(width=COMPARE_WIDTH)
-        print_comparison(summary, rows_from_dict(summary), wide)
-    if report_file is not None:
-        from archipelago.compare.page import comparison_html
-
-        write_atomically(report_file, comparison_html(summary), "--report", force)
-        if not as_json:
-            console.print(f"report page written to {report_file}")
-    if not result.rows:
+    options = CompareCommand(model, tokens, devices, counts, strategies, batch, latency_target,
+                             sort, scheduler, workers, store, as_json, report_file, force)
+    if not run_compare(options, console):
         raise typer.Exit(INFEASIBLE)

@@ -1,0 +1,76 @@
+"""`archi compare` behind its options: the request checked whole before any work (names,
+targets, the scheduler's address), the comparison run, then the table or one JSON object and
+the page. The CLI only declares the options."""
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+
+# Characters per line of `archi compare` written to a file or pipe (its table is that wide).
+COMPARE_WIDTH = 180
+
+
+@dataclass(frozen=True)
+class CompareCommand:
+    """The options of `archi compare` as typed (text where the request parser reads text)."""
+
+    model: str
+    tokens: str
+    devices: str | None
+    counts: str | None
+    strategies: str
+    batch: str
+    latency_target: str | None
+    sort: str
+    scheduler: str | None
+    workers: int | None
+    store: Path | None
+    as_json: bool
+    report_file: Path | None
+    force: bool
+
+
+def run_compare(options: CompareCommand, console: Console) -> bool:
+    """Run the comparison and print it; whether any combination fits."""
+    from archipelago.compare.combos import applicable
+    from archipelago.compare.request import DEFAULT_COUNTS, DEFAULT_DEVICES, parse_request
+    from archipelago.compare.run import compare, default_store
+    from archipelago.compare.summary import comparison_dict, rows_from_dict
+    from archipelago.compare.table import print_comparison
+    from archipelago.models.zoo import resolve_model
+    from archipelago.output_file import check_output_file, write_atomically
+    from archipelago.strategies.registry import strategies as registered
+
+    spec = resolve_model(options.model)
+    taking, _ = applicable(spec)
+    request = parse_request(options.model, options.tokens, options.devices or DEFAULT_DEVICES,
+                            options.counts or DEFAULT_COUNTS, options.strategies, options.batch,
+                            options.latency_target, options.sort, taking, list(registered()))
+    if options.scheduler is not None:
+        from archipelago.batch.workers import check_scheduler
+
+        check_scheduler(options.scheduler)
+    target = options.store or default_store(spec, request.tokens)
+    check_output_file(target, "--store", True)  # an existing store is read and extended
+    if options.report_file is not None:
+        from archipelago.report.html import check_target
+
+        check_target(options.report_file, options.force, "--report")
+    result = compare(request, spec, target, options.scheduler, options.workers,
+                     progress=console.is_terminal)
+    summary = comparison_dict(result)
+    if options.as_json:
+        print(json.dumps(summary, indent=2))
+    else:  # thirteen columns: off a terminal (a file, a pipe) the table keeps its lines whole
+        wide = console if console.is_terminal else Console(width=COMPARE_WIDTH)
+        print_comparison(summary, rows_from_dict(summary), wide)
+    if options.report_file is not None:
+        from archipelago.compare.page import comparison_html
+
+        write_atomically(options.report_file, comparison_html(summary), "--report",
+                         options.force)
+        if not options.as_json:
+            console.print(f"report page written to {options.report_file}")
+    return bool(result.rows)
