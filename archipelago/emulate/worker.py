@@ -69,6 +69,7 @@ def run_rank(plan: SPMDPlan, job: EmulationJob, program: RankProgram, place: Tor
         store = _all_joined(rank, world, timeout)
         if provide_weights:  # before the group exists: transformers saves only on rank 0 then
             job = program.provide_weights(plan, job, None)
+            _all_reached(store, "weights", rank, world)
         dist.init_process_group("gloo", store=store, rank=rank, world_size=world,
                                 timeout=timeout)
     except (RuntimeError, dist.DistError) as err:  # e.g. a peer never joined
@@ -87,6 +88,18 @@ def _all_joined(rank: int, world: int, timeout: timedelta) -> dist.Store:
     store.set(f"archipelago/joined/{rank}", "1")
     store.wait([f"archipelago/joined/{r}" for r in range(world)], timeout)
     return store
+
+
+# How long a rank waits for its peers to have their weights: seeding and saving a model takes
+# from seconds (a tiny test model in a fresh environment) to minutes (billions of parameters),
+# which the collectives' --timeout must not be charged with; gloo's own join is bounded by it.
+WEIGHTS_WAIT = timedelta(minutes=10)
+
+
+def _all_reached(store: dist.Store, step: str, rank: int, world: int) -> None:
+    """Mark this rank past `step` and wait for every rank to be (within WEIGHTS_WAIT)."""
+    store.set(f"archipelago/{step}/{rank}", "1")
+    store.wait([f"archipelago/{step}/{r}" for r in range(world)], WEIGHTS_WAIT)
 
 
 def _with_torch(message: str, torch_said: Captured) -> str:
