@@ -110,7 +110,7 @@ def test_yaml_round_trip(tmp_path):
 
 @pytest.mark.parametrize(("data", "message"), [
     ({"layers": [{"name": "p", "type": "pool", "channels": 1, "out_rows": 1, "out_cols": 1,
-                  "kernel": 1}]}, "no conv, fc, lstm layer: nothing for an accelerator"),
+                  "kernel": 1}]}, "no conv, fc, lstm, matmul layer: nothing for an accelerator"),
     ({"layers": [{"name": "a", "type": "conv", "out_ch": 1, "in_ch": 1, "out_rows": 1,
                   "out_cols": 1, "kernel": 3, "padding": 100}]},
      "padding 100 around a 3-wide kernel leaves an input of -197x-197 for a 1x1 output"),

@@ -11,7 +11,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from archipelago.errors import ConfigError, elide
 from archipelago.families import Family, register_family
@@ -31,8 +31,10 @@ Size = Annotated[int, Field(gt=0, le=MAX_LAYER_DIM)]
 MAX_LAYERS = 4096
 Padding = Annotated[int, Field(ge=0, le=MAX_LAYER_DIM)]
 
-LayerType = Literal["conv", "fc", "lstm", "pool", "add"]
-COMPUTE_TYPES: tuple[str, ...] = ("conv", "fc", "lstm")
+LayerType = Literal["conv", "fc", "lstm", "pool", "add", "elementwise", "matmul"]
+COMPUTE_TYPES: tuple[str, ...] = ("conv", "fc", "lstm", "matmul")
+# (top, left, bottom, right) zero padding of a window layer, ONNX's `pads` order for 2-D.
+Pads = tuple[Padding, Padding, Padding, Padding]
 
 
 class _Layer(BaseModel):
@@ -41,6 +43,9 @@ class _Layer(BaseModel):
     name: Name
     modality: Name = "m0"
     deps: tuple[str, ...] = ()
+    fused: tuple[str, ...] = ()
+    """Operators an importer merged into this layer (e.g. BatchNormalization, Relu), by
+    their source name, so a plan can say what it folded."""
 
     @property
     def is_compute(self) -> bool:
@@ -62,34 +67,73 @@ class _Layer(BaseModel):
         return total
 
 
-class Conv(_Layer):
-    """Output channels M, input channels N, output rows R and cols C, kernel K (§VI)."""
+class _Window(_Layer):
+    """A sliding window over a feature map: `kernel`, `stride` and `padding` describe a
+    square window (CHEF §VI's K and S); `kernel_cols`, `stride_cols` and `pads` override
+    the column size, column stride and the four borders when they differ."""
 
-    type: Literal["conv"] = "conv"
-    out_ch: Size
-    in_ch: Size
     out_rows: Size
     out_cols: Size
     kernel: Size
     stride: Size = 1
     padding: Padding = 0
-    relu: bool = True
+    kernel_cols: Size | None = None
+    stride_cols: Size | None = None
+    pads: Pads | None = None
+
+    @property
+    def window(self) -> tuple[int, int]:
+        """(rows, cols) of the kernel."""
+        return self.kernel, self.kernel_cols or self.kernel
+
+    @property
+    def strides(self) -> tuple[int, int]:
+        return self.stride, self.stride_cols or self.stride
+
+    @property
+    def borders(self) -> Pads:
+        """(top, left, bottom, right) padding."""
+        return self.pads or (self.padding,) * 4
 
     @property
     def in_rows(self) -> int:
-        return (self.out_rows - 1) * self.stride + self.kernel - 2 * self.padding
+        top, _, bottom, _ = self.borders
+        return (self.out_rows - 1) * self.stride + self.kernel - top - bottom
 
     @property
     def in_cols(self) -> int:
-        return (self.out_cols - 1) * self.stride + self.kernel - 2 * self.padding
+        _, left, _, right = self.borders
+        return (self.out_cols - 1) * self.strides[1] + self.window[1] - left - right
+
+
+class Conv(_Window):
+    """Output channels M, input channels N, output rows R and cols C, kernel K (§VI);
+    `groups` splits the channels into independent convolutions (depthwise when it equals
+    both channel counts), each output channel reading N / groups input channels."""
+
+    type: Literal["conv"] = "conv"
+    out_ch: Size
+    in_ch: Size
+    groups: Size = 1
+    relu: bool = True
+
+    @model_validator(mode="after")
+    def _groups_divide_channels(self) -> "Conv":
+        if self.in_ch % self.groups or self.out_ch % self.groups:
+            raise ValueError(f"groups {self.groups} must divide in_ch {self.in_ch} and "
+                             f"out_ch {self.out_ch}")
+        return self
 
     @property
     def macs(self) -> int:
-        return (self.out_ch * self.in_ch * self.kernel ** 2 * self.out_rows * self.out_cols)
+        rows, cols = self.window
+        return (self.out_ch * (self.in_ch // self.groups) * rows * cols * self.out_rows
+                * self.out_cols)
 
     @property
     def weight_elements(self) -> int:
-        return self.out_ch * self.in_ch * self.kernel ** 2 + self.out_ch
+        rows, cols = self.window
+        return self.out_ch * (self.in_ch // self.groups) * rows * cols + self.out_ch
 
     @property
     def out_shape(self) -> tuple[int, ...]:
@@ -116,35 +160,40 @@ class FC(_Layer):
 
 
 class LSTM(_Layer):
-    """Embedded vector dimension E, hidden states H, cells (time steps) T (§VI)."""
+    """Embedded vector dimension E, hidden states H, cells (time steps) T (§VI). A GRU
+    cell has three gates to the LSTM's four; a bidirectional layer runs a second set of
+    weights backwards over the cells and concatenates the two hidden states."""
 
     type: Literal["lstm"] = "lstm"
     embed: Size
     hidden: Size
     cells: Size
+    cell: Literal["lstm", "gru"] = "lstm"
+    directions: Literal[1, 2] = 1
+
+    @property
+    def gates(self) -> int:
+        return 4 if self.cell == "lstm" else 3
 
     @property
     def macs(self) -> int:
-        return self.cells * 4 * self.hidden * (self.embed + self.hidden)
+        return (self.directions * self.cells * self.gates * self.hidden
+                * (self.embed + self.hidden))
 
     @property
-    def weight_elements(self) -> int:
-        return 4 * self.hidden * (self.embed + self.hidden) + 8 * self.hidden  # two biases
+    def weight_elements(self) -> int:  # input and recurrent matrices, two biases
+        per_direction = self.gates * self.hidden * (self.embed + self.hidden + 2)
+        return self.directions * per_direction
 
     @property
     def out_shape(self) -> tuple[int, ...]:
-        return (self.cells, self.hidden)
+        return (self.cells, self.directions * self.hidden)
 
 
-class Pool(_Layer):
+class Pool(_Window):
     type: Literal["pool"] = "pool"
     kind: Literal["max", "avg"] = "max"
     channels: Size
-    out_rows: Size
-    out_cols: Size
-    kernel: Size
-    stride: Size = 1
-    padding: Padding = 0
 
     @property
     def macs(self) -> int:
@@ -171,9 +220,56 @@ class Add(_Layer):
         return tuple(self.shape)
 
 
-Layer = Annotated[Conv | FC | LSTM | Pool | Add, Field(discriminator="type")]
+class Elementwise(_Layer):
+    """A layer that touches each element of its output a few times and holds at most a
+    per-channel parameter vector: a normalization (BatchNormalization kept apart from a
+    conv, LayerNormalization), an activation that does not follow a layer it could fuse
+    into, Softmax, LRN, or the product of several inputs (squeeze-and-excitation's Mul,
+    broadcasting smaller inputs over `shape`). `op` names the operator."""
+
+    type: Literal["elementwise"] = "elementwise"
+    op: Name
+    shape: tuple[Size, ...] = Field(min_length=1, max_length=8)
+    ops_per_element: Size = 1
+    params: int = Field(default=0, ge=0, le=MAX_LAYER_DIM)
+
+    @property
+    def macs(self) -> int:
+        return 0
+
+    @property
+    def weight_elements(self) -> int:
+        return self.params
+
+    @property
+    def out_shape(self) -> tuple[int, ...]:
+        return tuple(self.shape)
+
+
+class MatMul(_Layer):
+    """A product of two computed operands (attention's Q K^T and its weights times V):
+    `batch` independent (rows x inner) @ (inner x cols) products, no stored weights."""
+
+    type: Literal["matmul"] = "matmul"
+    batch: Size = 1
+    rows: Size
+    inner: Size
+    cols: Size
+
+    @property
+    def macs(self) -> int:
+        return self.batch * self.rows * self.inner * self.cols
+
+    @property
+    def out_shape(self) -> tuple[int, ...]:
+        return (self.batch, self.rows, self.cols) if self.batch > 1 else (self.rows, self.cols)
+
+
+Layer = Annotated[Conv | FC | LSTM | Pool | Add | Elementwise | MatMul,
+                  Field(discriminator="type")]
 _LAYER_TYPES: dict[str, type[_Layer]] = {"conv": Conv, "fc": FC, "lstm": LSTM, "pool": Pool,
-                                         "add": Add}
+                                         "add": Add, "elementwise": Elementwise,
+                                         "matmul": MatMul}
 
 
 def _product(shape: tuple[int, ...]) -> int:
@@ -198,6 +294,9 @@ class ModelDAG(BaseModel):
     inputs: dict[str, tuple[Size, ...]] = Field(default_factory=dict)
     """Shape of the external input of each layer without dependencies (default: the
     smallest input its parameters imply)."""
+    folded: dict[str, int] = Field(default_factory=dict)
+    """Operators an importer evaluated away as constants (weight subgraphs: Constant,
+    ConstantOfShape, Identity, Cast, ...), counted by type."""
 
     @cached_property
     def by_name(self) -> dict[str, _Layer]:
@@ -256,9 +355,7 @@ def _implied_input(layer: _Layer) -> tuple[int, ...]:
     if isinstance(layer, Conv):
         return (layer.in_ch, layer.in_rows, layer.in_cols)
     if isinstance(layer, Pool):
-        return (layer.channels, (layer.out_rows - 1) * layer.stride + layer.kernel
-                - 2 * layer.padding, (layer.out_cols - 1) * layer.stride + layer.kernel
-                - 2 * layer.padding)
+        return (layer.channels, layer.in_rows, layer.in_cols)
     if isinstance(layer, FC):
         return (layer.in_features,)
     if isinstance(layer, LSTM):
@@ -352,8 +449,9 @@ def _shape_problem(dag: ModelDAG, layer: _Layer) -> str | None:
             return f"takes a feature map, its input gives {got}"
         if got[0] != channels:
             return f"expects {channels} input channels, its input gives {got[0]}"
-        rows = conv_out(got[1], layer.kernel, layer.stride, layer.padding)
-        cols = conv_out(got[2], layer.kernel, layer.stride, layer.padding)
+        top, left, bottom, right = layer.borders
+        rows = (got[1] + top + bottom - layer.window[0]) // layer.strides[0] + 1
+        cols = (got[2] + left + right - layer.window[1]) // layer.strides[1] + 1
         if (rows, cols) != (layer.out_rows, layer.out_cols):
             return (f"input {got[1]}x{got[2]} gives output {rows}x{cols}, declared "
                     f"{layer.out_rows}x{layer.out_cols}")
