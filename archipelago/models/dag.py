@@ -456,9 +456,30 @@ def _shape_problem(dag: ModelDAG, layer: _Layer) -> str | None:
             return (f"input {got[1]}x{got[2]} gives output {rows}x{cols}, declared "
                     f"{layer.out_rows}x{layer.out_cols}")
         return None
+    if isinstance(layer, Elementwise | MatMul):
+        return _operand_problem(dag, layer)
     expected = _implied_input(layer)[0]
     if got[0] != expected:
         return f"expects {expected} input features, its input gives {got[0]}"
+    return None
+
+
+def _operand_problem(dag: ModelDAG, layer: "Elementwise | MatMul") -> str | None:
+    """An element-wise layer broadcasts its inputs over `shape`: each holds a divisor of its
+    elements and the largest all of them. A MatMul's inputs hold its two operands,
+    batch x (rows x inner + inner x cols) elements together."""
+    sizes = [_product(dag.by_name[d].out_shape) for d in layer.deps]
+    if isinstance(layer, MatMul):
+        want = layer.batch * (layer.rows * layer.inner + layer.inner * layer.cols)
+        if sum(sizes) != want:
+            return (f"multiplies {layer.batch} x ({layer.rows}x{layer.inner} @ "
+                    f"{layer.inner}x{layer.cols}) = {want} operand elements, its inputs "
+                    f"give {sum(sizes)}")
+        return None
+    whole = _product(layer.shape)
+    if max(sizes) != whole or any(whole % s for s in sizes):
+        return (f"broadcasts inputs of {sorted(sizes)} elements over shape {layer.shape} "
+                f"({whole} elements): the largest must equal it, the others divide it")
     return None
 
 
