@@ -21,7 +21,7 @@ only through the layer's shape: each tile reads a full tr' x tc' input window, b
 included.
 Depthwise IP (`dwconv`, after the depthwise engines of FPGA MobileNet accelerators, e.g.
 L. Bai, Y. Zhao, X. Huang, "A CNN accelerator on FPGA using depthwise separable
-convolution", IEEE TCAS-II 65(10), 2018, §III: one K x K multiplier window per channel fed
+convolution", IEEE TCAS-II 65(10), 2018, p. 1415 ff.: one K x K multiplier window per channel fed
 by line buffers): tn channel lanes, each a k_max x k_max window of FP32 MACs fed by
 k_max - 1 line buffers that take one input pixel per cycle; a kernel wider than k_max runs
 as ceil(Kr/k_max) ceil(Kc/k_max) sub-windows accumulated in the output tile:
