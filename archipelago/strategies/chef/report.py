@@ -7,6 +7,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from archipelago.strategies.chef.plan import ORIGINS
+
 
 def _gantt(workload) -> str | None:
     return None if workload.gantt is None else str(Path(workload.gantt))
@@ -35,6 +37,7 @@ def print_estimate(plan, workload, est: dict[str, Any], console: Console) -> Non
     console.print(f"latency {est['latency_s'] * 1e3:.3f} ms (steps {steps} ms), "
                   f"communication ratio {100 * est['comm_ratio']:.2f}%, "
                   f"search {est['search_s']:.2f} s")
+    console.print(f"search started from: {est['origin']} ({ORIGINS[est['origin']]})")
     if gantt:
         console.print(f"Gantt chart written to {gantt}")
 
