@@ -90,8 +90,10 @@ def test_paper_search_kept_where_it_wins():
 
 
 def test_vgg19_chain_on_hacc():
-    """The issue's vgg19 case: before, chef 151.9 ms (its FC layers on a fc_8_16 sharing the
-    U250's DDR bank) against H2H's 128.8 ms (fc_32_32 on the U280's faster HBM bank)."""
+    """The issue's vgg19 case: before, chef 151.9 ms against H2H's 128.8 ms. Both run the
+    convs on the U250's conv_32_64; Eq. (2) spends the DSPs on convs and puts the FC IP on
+    the U250 too, where the 494 MB of FC weights stream at DDR's 8 GB/s, H2H on the U280's
+    12 GB/s HBM bank (21 ms apart)."""
     hw = resolve_cluster("hacc")
     dag = vgg19_chain()
     # torchvision's vgg19 card: 143,667,240 parameters, 19.63 GFLOPS (multiply-adds)

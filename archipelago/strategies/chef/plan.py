@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from archipelago.errors import ArchipelagoError, PartitionError, elide
 from archipelago.hardware.machines import GB, Cluster, MAX_LINK_Bps, MIN_LINK_Bps
 from archipelago.models.dag import ModelDAG
+from archipelago.models.dag_summary import model_summary
 from archipelago.strategies.chef.deployment import Deployment, describe
 from archipelago.strategies.chef.ip_templates import IPTemplate, builtin_ips, load_ips
 from archipelago.strategies.chef.simulate import Schedule, Tables
@@ -102,6 +103,7 @@ class ScheduledDAG:
             "steps_latency_s": list(self.steps_latency_s), "search_s": self.search_s,
             "origin": self.origin,
             "layers": len(self.dag.layers), "compute_layers": self.dag.compute_layers,
+            "model_summary": model_summary(self.dag),
             "deployment": describe(self.cluster, self.deployment),
             "mapping": [{"layer": name, "type": self.tables.type_of[i],
                          "accelerator": f"acc{s.mapping[i]}",
