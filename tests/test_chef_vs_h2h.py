@@ -138,7 +138,13 @@ def test_chef_never_slower_on_random_clusters(devices, bandwidth, model, layers)
     except PartitionError:  # more layer types than FPGAs, or no IP of a type fits
         return
     cluster, ips, costs = prepare(dag, hw, ChefConfig())
-    own = h2h_mapping(costs, cluster, ips).own
+    h2h_method = h2h_mapping(costs, cluster, ips)
+    own, host = h2h_method.own, h2h_method.tables
+    # the guarantee's ground: CHEF's tables of H2H's deployment cost no more, entry by entry,
+    # than H2H's own (weights loaded from the host, features relayed through it)
+    for ours, theirs in ((own.cost, host.cost), (own.per_byte, host.per_byte)):
+        assert all(a <= b for row_a, row_b in zip(ours, theirs, strict=True)
+                   for a, b in zip(row_a, row_b, strict=True))
     if any(u > c for u, c in zip(dram_use(own, list(h2h.schedule.mapping)), own.capacity,
                                  strict=True)):
         return
