@@ -14,10 +14,9 @@ from archipelago.errors import ConfigError, PartitionError
 from archipelago.hardware.cluster import resolve_cluster
 from archipelago.models.dag import dag_from_dict, load_dag
 from archipelago.strategies.chef.exact import prefix_dag
-from archipelago.strategies.chef.h2h import plan_h2h
 from archipelago.strategies.chef.ip_templates import IPTemplate, builtin_ips, layer_cost
 from archipelago.strategies.chef.plan import ChefConfig
-from archipelago.strategies.chef.planners import plan_chef, plan_exact
+from archipelago.strategies.chef.planners import plan_chef, plan_exact, plan_h2h
 
 F, BW = 200e6, 12e9
 IPS = builtin_ips()

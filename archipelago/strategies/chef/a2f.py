@@ -25,7 +25,7 @@ from archipelago.hardware.machines import Cluster
 from archipelago.models.dag import FC, LSTM, Conv, MatMul, ModelDAG
 from archipelago.strategies.chef.deployment import Deployment, deploy, fits
 from archipelago.strategies.chef.ip_templates import IPTemplate, ip_type, ip_types
-from archipelago.strategies.chef.m2a import list_mapping, m2a
+from archipelago.strategies.chef.m2a import list_mapping, remap
 from archipelago.strategies.chef.simulate import LayerCosts, Schedule, Tables, simulate
 
 THROUGHPUT_SCALE = 10**6  # CP-SAT needs integer objective weights
@@ -166,14 +166,15 @@ class Evaluated:
 
 
 def evaluate(costs: LayerCosts, cluster: Cluster, placed: Placed,
-             remapped: bool = True) -> Evaluated:
-    """Deploy and map; `remapped=False` stops after M2A's list mapping (a cheap ranking)."""
+             remapped: bool = True, initial: list[int] | None = None) -> Evaluated:
+    """Deploy and map; `remapped=False` stops after M2A's list mapping (a cheap ranking).
+    `initial` (accelerator per layer of this deployment) replaces the list mapping as the
+    start of §V-B's re-mapping: the search seeded with another planner's mapping."""
     deployment = deploy(cluster, placed)
     tables = Tables(costs, cluster, deployment)
-    if remapped:
-        initial, mapping = m2a(tables)
-    else:
-        initial = mapping = list_mapping(tables)
+    if initial is None:
+        initial = list_mapping(tables)
+    mapping = remap(tables, initial) if remapped else initial
     return Evaluated(placed, deployment, tables, initial, mapping, simulate(tables, mapping))
 
 

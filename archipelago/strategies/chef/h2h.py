@@ -13,21 +13,21 @@ The fixed accelerators: FPGAs sorted by DSPs, the smallest take one layer type e
 types with least work first), the rest the type with most work; each gets the largest IP of
 its type that fits. With fewer FPGAs than types, a type whose layers another chosen type
 also runs is left out (depthwise convs then run on the Conv IP).
+The planner that returns this as a plan is planners.plan_h2h; CHEF's search starts from it
+too (planners.plan_chef).
 """
 
 import copy
-import time
+from dataclasses import dataclass
 
 from archipelago.errors import PartitionError
 from archipelago.hardware.machines import Cluster
 from archipelago.models.dag import ModelDAG
-from archipelago.strategies.chef.a2f import layer_types
+from archipelago.strategies.chef.a2f import Placed, layer_types
 from archipelago.strategies.chef.deployment import deploy
 from archipelago.strategies.chef.ip_templates import BYTES_PER_ELEMENT, IPTemplate, ip_type
 from archipelago.strategies.chef.m2a import remap
-from archipelago.strategies.chef.plan import ChefConfig, ScheduledDAG
-from archipelago.strategies.chef.planners import prepare
-from archipelago.strategies.chef.simulate import INF, Tables, makespan, simulate
+from archipelago.strategies.chef.simulate import INF, LayerCosts, Tables, makespan
 
 
 def _types(dag: ModelDAG, ips: list[IPTemplate], fpgas: int) -> set[str]:
@@ -93,11 +93,23 @@ def _buffer_weights(t: Tables, mapping: list[int]) -> set[int]:
     return buffered
 
 
-def plan_h2h(dag: ModelDAG, cluster: Cluster, config: ChefConfig,
-             progress=None) -> ScheduledDAG:
-    started = time.perf_counter()
-    cluster, ips, costs = prepare(dag, cluster, config)
-    placed = fixed_accelerators(dag, cluster, ips)
+@dataclass(frozen=True)
+class H2HMapping:
+    """H2H's fixed accelerators (`placed`), its four steps' latencies, and its final
+    mapping, reckoned on `tables` (step 3's: the deployment seen through host memory).
+    `own` is the same deployment in CHEF's own tables (weights and features in FPGA DRAM,
+    FPGA-to-FPGA transfers), where CHEF's search can start from it."""
+
+    placed: Placed
+    own: Tables
+    tables: Tables
+    mapping: list[int]
+    steps: tuple[float, ...]
+
+
+def h2h_mapping(costs: LayerCosts, cluster: Cluster, ips: list[IPTemplate]) -> H2HMapping:
+    """H2H's four steps on the fixed accelerators of `fixed_accelerators`."""
+    placed = fixed_accelerators(costs.dag, cluster, ips)
     base = Tables(costs, cluster, deploy(cluster, placed))
     n = cluster.size
     host_Bps = 2 * min(cluster.pair_Bps(i, j) for i in range(n) for j in range(n) if i != j) \
@@ -111,5 +123,4 @@ def plan_h2h(dag: ModelDAG, cluster: Cluster, config: ChefConfig,
     final = remap(step3, mapping)
     steps = (makespan(step1, mapping), makespan(step2, mapping), makespan(step3, mapping),
              makespan(step3, final))
-    return ScheduledDAG("h2h", dag, cluster, base.deployment, step3, simulate(step3, final),
-                        steps, time.perf_counter() - started)
+    return H2HMapping(placed, base, step3, final, steps)
