@@ -1,0 +1,84 @@
+"""A DFX core's off-chip memories holding values, addressed the way the programs address
+them (isa.py: off-chip addresses count bytes; values are 16-bit words, FP16 or token IDs).
+
+HBM is 32 channels (seeds/001 §IV-B, §V-B), each an array of its own: a striped address
+lies in the channel layout.py's `Tiling.channel_of` names, so a tiled matrix written through
+the layout really is spread over every channel, one d x l tile per beat of all of them.
+DDR is one flat array. Only the bytes the memory map uses are allocated.
+"""
+
+from functools import cache
+
+import numpy as np
+
+from archipelago.strategies.tensor_parallel.dfx_program.layout import (
+    VALUE_BYTES,
+    MemoryMap,
+    Tiling,
+    ceil_div,
+)
+
+WORD = np.uint16  # one FP16 value or token ID
+
+
+@cache
+def tile_offsets(tiling: Tiling, rows: int, cols: int) -> np.ndarray:
+    """Byte offset from a tiled rows x cols matrix's base of every element, (rows, cols):
+    `Tiling.offset` over the whole matrix at once."""
+    r, c = np.arange(rows)[:, None], np.arange(cols)[None, :]
+    tile_rows, tile_cols = tiling.grid(rows, cols)
+    g, j = np.divmod(c // tiling.l, tiling.group)
+    width = np.minimum(tiling.group, tile_cols - g * tiling.group)
+    tile = g * tiling.group * tile_rows + (r // tiling.d) * width + j
+    inside = (c % tiling.l) * tiling.d + r % tiling.d
+    offsets = (tile * tiling.d * tiling.l + inside) * VALUE_BYTES
+    offsets.flags.writeable = False
+    return offsets
+
+
+class OffChip:
+    """HBM (striped over channels) or DDR (flat), `size` bytes from address 0."""
+
+    def __init__(self, tiling: Tiling | None, size: int) -> None:
+        self.tiling = tiling
+        if tiling is None:
+            self.words = np.zeros(ceil_div(size, VALUE_BYTES), WORD)
+        else:
+            rows = ceil_div(size, tiling.stripe)
+            self.words = np.zeros((tiling.channels, rows * tiling.channel_bytes // VALUE_BYTES),
+                                  WORD)
+
+    def _index(self, addresses: np.ndarray) -> tuple[np.ndarray, ...]:
+        if np.any(addresses % VALUE_BYTES) or np.any(addresses < 0):
+            raise IndexError("off-chip addresses of 16-bit words must be even and >= 0")
+        if self.tiling is None:
+            return (addresses // VALUE_BYTES,)
+        t = self.tiling
+        beat, byte = np.divmod(addresses, t.channel_bytes)
+        row, channel = np.divmod(beat, t.channels)
+        return channel, (row * t.channel_bytes + byte) // VALUE_BYTES
+
+    def read(self, addresses: np.ndarray) -> np.ndarray:
+        return self.words[self._index(np.asarray(addresses))]
+
+    def write(self, addresses: np.ndarray, words: np.ndarray) -> None:
+        self.words[self._index(np.asarray(addresses))] = words
+
+    def span(self, address: int, count: int) -> np.ndarray:
+        """Byte addresses of `count` consecutive words from `address`."""
+        return address + VALUE_BYTES * np.arange(count)
+
+
+def memories(memory_map: MemoryMap) -> dict[str, OffChip]:
+    """Empty HBM and DDR of one core, as large as its map uses."""
+    return {"hbm": OffChip(memory_map.tiling, memory_map.used["hbm"]),
+            "ddr": OffChip(None, memory_map.used["ddr"])}
+
+
+def as_words(values: np.ndarray) -> np.ndarray:
+    """FP16 values as the 16-bit words memory holds."""
+    return np.ascontiguousarray(values, dtype=np.float16).view(WORD)
+
+
+def as_fp16(words: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(words, dtype=WORD).view(np.float16)
