@@ -17,7 +17,7 @@ Accumulation order is the hardware's, since FP16 sums depend on it:
     reciprocal (§V-C: "SFU_V uses a multiplier to divide a constant value").
   - SFU_M GELU: "the lookup table is used with linear approximation", 2048 samples over
     [-8, 8], the identity above and zero below (§V-C: "the slope converges on either side
-    at this range"): a segment's slope and intercept in FP16, then one multiply and one add.
+    at this range"): a segment's sample and slope in FP16, then one multiply and one add.
 """
 
 from collections.abc import Callable
@@ -111,9 +111,9 @@ def accum(values: np.ndarray, d: int, mean: bool) -> np.ndarray:
 
 @cache
 def gelu_table(activation: str) -> tuple[np.ndarray, np.ndarray]:
-    """FP16 slope and intercept of each of the GELU_SAMPLES segments over [-8, 8): the
-    line through the function at a segment's two ends (the right end of the last one is
-    x = 8, where GELU is the identity)."""
+    """FP16 sample and slope of each of the GELU_SAMPLES segments over [-8, 8): the value
+    at a segment's left end and the slope of the line to its right end (the right end of
+    the last one is x = 8, where GELU is the identity)."""
     if activation not in _GELU:
         raise ValueError(f"no GELU table for activation '{activation}'; valid: "
                          f"{', '.join(_GELU)}")
@@ -122,14 +122,17 @@ def gelu_table(activation: str) -> tuple[np.ndarray, np.ndarray]:
     x0 = -GELU_RANGE + step * np.arange(GELU_SAMPLES)
     y0 = np.array([f(x) for x in x0])
     y1 = np.append(y0[1:], GELU_RANGE)
-    slope = (y1 - y0) / step
-    return rnd(slope), rnd(y0 - slope * x0)
+    return rnd(y0), rnd((y1 - y0) / step)
 
 
 def gelu(x: np.ndarray, activation: str) -> np.ndarray:
-    """SFU_M's GELU: table lookup by the segment index, then slope * x + intercept."""
-    slope, intercept = gelu_table(activation)
+    """SFU_M's GELU: the segment's index and x's offset into it are x's high and low bits
+    (a power-of-two segment width: combinational logic, exact), then sample + slope x
+    offset on one multiplier and one adder."""
+    sample, slope = gelu_table(activation)
     step = 2 * GELU_RANGE / GELU_SAMPLES
     k = np.clip(np.floor((x.astype(np.float64) + GELU_RANGE) / step), 0, GELU_SAMPLES - 1)
-    y = add(mul(slope[k.astype(int)], x), intercept[k.astype(int)])
+    k = k.astype(int)
+    offset = x.astype(np.float64) - (-GELU_RANGE + step * k)
+    y = add(sample[k], mul(slope[k], offset))
     return np.where(x >= GELU_RANGE, x, np.where(x < -GELU_RANGE, F16(0), y)).astype(F16)

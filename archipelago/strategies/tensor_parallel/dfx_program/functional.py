@@ -313,8 +313,6 @@ def run_functional(plan: Plan, weights: Mapping[str, np.ndarray], prompt_ids: li
     from `plan` (a dfx plan), every core of its ring simulated on values. `weights`: every
     tensor of the model, full size, by canonical name (host.checkpoint_weights,
     host.seeded_weights)."""
-    from archipelago.strategies.tensor_parallel.emulate.numerics import numerics
-
     spec = plan.spec
     prompt = [int(t) for t in prompt_ids]
     bad = [t for t in prompt if not 0 <= t < spec.vocab]
@@ -323,6 +321,16 @@ def run_functional(plan: Plan, weights: Mapping[str, np.ndarray], prompt_ids: li
                                f"{f', not {bad[0]}' if bad else ''}")
     check_weights(spec, weights)
     programs, maps = compile_plan(plan, len(prompt), new_tokens)
+    return simulate(plan, programs, maps, weights, prompt)
+
+
+def simulate(plan: Plan, programs: list[Program], maps: list[MemoryMap],
+             weights: Mapping[str, np.ndarray], prompt: list[int]) -> FunctionalRun:
+    """The host and the ring running `programs` (compiled for `prompt`'s length): images
+    written, the controller loop of §V-A on every core, the generated tokens read back."""
+    from archipelago.strategies.tensor_parallel.emulate.numerics import numerics
+
+    spec, config = plan.spec, programs[0].config
     eps = numerics(spec).norm_eps
     cores = []
     for rank, (program, memory_map) in enumerate(zip(programs, maps, strict=True)):
@@ -335,7 +343,7 @@ def run_functional(plan: Plan, weights: Mapping[str, np.ndarray], prompt_ids: li
             core.token, core.layer = t, 0
         run_section(cores, "prologue")
         layers = []
-        for layer in range(spec.layers):
+        for layer in range(config.layers):
             for core in cores:
                 core.layer = layer
             run_section(cores, "layer")
@@ -345,8 +353,8 @@ def run_functional(plan: Plan, weights: Mapping[str, np.ndarray], prompt_ids: li
             core.layer = 0
         if programs[0].runs_epilogue(t):
             run_section(cores, "epilogue")
-    generated = [read_tokens(m, c.mems, len(prompt), new_tokens) for m, c in zip(
-        maps, cores, strict=True)]
+    generated = [read_tokens(m, c.mems, config.input_tokens, config.output_tokens)
+                 for m, c in zip(maps, cores, strict=True)]
     if any(g != generated[0] for g in generated):
         raise SimulationError(f"cores disagree on the generated tokens: {generated}")
     return FunctionalRun(generated[0], np.array(hidden), np.array(cores[0].head_input),
