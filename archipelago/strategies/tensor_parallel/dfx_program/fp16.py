@@ -2,8 +2,10 @@
 simulator: every operator is an FP16 operator ("Xilinx Floating-Point Operator IP ... IEEE
 754 with 1-bit sign, 5-bit exponent, and 10-bit mantissa", §VII-A), so every single
 multiply, add, exp or reciprocal is rounded to FP16 (round to nearest even). An operation
-is computed in float64, where the sum or product of two FP16 numbers is exact, then rounded
-once: the correctly rounded FP16 result a hardware operator returns.
+is computed in float32, then rounded to FP16: for +, -, x, / and sqrt a format of p' >=
+2p + 2 bits (24 >= 2 x 11 + 2) makes that double rounding innocuous (Figueroa, "When is
+double rounding innocuous?", 1995), so the result is the correctly rounded FP16 one a
+hardware operator returns.
 
 Accumulation order is the hardware's, since FP16 sums depend on it:
   - MFU (Conv1D, MaskedMM, MM): each lane multiplies d inputs by d weights of its column
@@ -39,22 +41,29 @@ _GELU: dict[str, Callable[[float], float]] = {
 }
 
 
+F32 = np.float32
+
+
 def rnd(x: np.ndarray | float) -> np.ndarray:
     """Round to FP16 (overflow to +-inf, as the operators do)."""
     with np.errstate(over="ignore"):
-        return np.asarray(x, dtype=np.float64).astype(F16)
+        return np.asarray(x).astype(F16)
+
+
+def _f32(a: np.ndarray | float) -> np.ndarray:
+    return np.asarray(a, F32)
 
 
 def add(a: np.ndarray, b: np.ndarray | float) -> np.ndarray:
-    return rnd(np.asarray(a, np.float64) + np.asarray(b, np.float64))
+    return rnd(_f32(a) + _f32(b))
 
 
 def sub(a: np.ndarray, b: np.ndarray | float) -> np.ndarray:
-    return rnd(np.asarray(a, np.float64) - np.asarray(b, np.float64))
+    return rnd(_f32(a) - _f32(b))
 
 
 def mul(a: np.ndarray, b: np.ndarray | float) -> np.ndarray:
-    return rnd(np.asarray(a, np.float64) * np.asarray(b, np.float64))
+    return rnd(_f32(a) * _f32(b))
 
 
 def exp(a: np.ndarray) -> np.ndarray:
@@ -64,10 +73,13 @@ def exp(a: np.ndarray) -> np.ndarray:
 
 def recip(a: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore"):
-        return rnd(1.0 / np.asarray(a, np.float64))
+        return rnd(F32(1) / _f32(a))
 
 
 def recip_sqrt(a: np.ndarray) -> np.ndarray:
+    """One operation on SFU_V: in float64, within a few 2**-53 of the exact value, so its
+    FP16 rounding is the correct one but at a tie that close (the double rounding argument
+    covers sqrt and / each, not their composition)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         return rnd(1.0 / np.sqrt(np.asarray(a, np.float64)))
 
@@ -131,8 +143,8 @@ def gelu(x: np.ndarray, activation: str) -> np.ndarray:
     offset on one multiplier and one adder."""
     sample, slope = gelu_table(activation)
     step = 2 * GELU_RANGE / GELU_SAMPLES
-    k = np.clip(np.floor((x.astype(np.float64) + GELU_RANGE) / step), 0, GELU_SAMPLES - 1)
+    k = np.clip(np.floor((x.astype(F32) + GELU_RANGE) / step), 0, GELU_SAMPLES - 1)
     k = k.astype(int)
-    offset = x.astype(np.float64) - (-GELU_RANGE + step * k)
+    offset = x.astype(F32) - F32(-GELU_RANGE + step * k)
     y = add(sample[k], mul(slope[k], offset))
     return np.where(x >= GELU_RANGE, x, np.where(x < -GELU_RANGE, F16(0), y)).astype(F16)

@@ -1,10 +1,11 @@
 """A DFX core's off-chip memories holding values, addressed the way the programs address
 them (isa.py: off-chip addresses count bytes; values are 16-bit words, FP16 or token IDs).
 
-HBM is 32 channels (seeds/001 §IV-B, §V-B), each an array of its own: a striped address
-lies in the channel layout.py's `Tiling.channel_of` names, so a tiled matrix written through
-the layout really is spread over every channel, one d x l tile per beat of all of them.
-DDR is one flat array. Only the bytes the memory map uses are allocated.
+HBM is 32 channels (seeds/001 §IV-B, §V-B): a striped address lies in the channel
+layout.py's `Tiling.channel_of` names, so a tiled matrix written through the layout is
+spread over every channel, one d x l tile per beat of all of them (`OffChip.channel` shows
+a channel's contents). DDR is one flat array. Only the bytes the memory map uses are
+allocated.
 """
 
 from functools import cache
@@ -37,32 +38,29 @@ def tile_offsets(tiling: Tiling, rows: int, cols: int) -> np.ndarray:
 
 
 class OffChip:
-    """HBM (striped over channels) or DDR (flat), `size` bytes from address 0."""
+    """HBM or DDR, `size` bytes from address 0, as one array of 16-bit words in address
+    order. For HBM that order is the DMA's striped view, so channel c's contents are a
+    view of the same array (`channel`): beat b of every channel_bytes lies in channel
+    b % channels, as `Tiling.channel_of` says."""
 
     def __init__(self, tiling: Tiling | None, size: int) -> None:
         self.tiling = tiling
-        if tiling is None:
-            self.words = np.zeros(ceil_div(size, VALUE_BYTES), WORD)
-        else:
-            rows = ceil_div(size, tiling.stripe)
-            self.words = np.zeros((tiling.channels, rows * tiling.channel_bytes // VALUE_BYTES),
-                                  WORD)
+        unit = VALUE_BYTES if tiling is None else tiling.stripe
+        self.words = np.zeros(ceil_div(size, unit) * unit // VALUE_BYTES, WORD)
 
-    def _index(self, addresses: np.ndarray) -> tuple[np.ndarray, ...]:
-        if np.any(addresses % VALUE_BYTES) or np.any(addresses < 0):
-            raise IndexError("off-chip addresses of 16-bit words must be even and >= 0")
-        if self.tiling is None:
-            return (addresses // VALUE_BYTES,)
+    def channel(self, channel: int) -> np.ndarray:
+        """HBM channel `channel`'s words in its own address order (a view)."""
         t = self.tiling
-        beat, byte = np.divmod(addresses, t.channel_bytes)
-        row, channel = np.divmod(beat, t.channels)
-        return channel, (row * t.channel_bytes + byte) // VALUE_BYTES
+        if t is None:
+            raise ValueError("DDR is one channel-wide port, not striped")
+        beat = t.channel_bytes // VALUE_BYTES
+        return self.words.reshape(-1, t.channels, beat)[:, channel, :].reshape(-1)
 
     def read(self, addresses: np.ndarray) -> np.ndarray:
-        return self.words[self._index(np.asarray(addresses))]
+        return self.words[np.asarray(addresses) // VALUE_BYTES]
 
     def write(self, addresses: np.ndarray, words: np.ndarray) -> None:
-        self.words[self._index(np.asarray(addresses))] = words
+        self.words[np.asarray(addresses) // VALUE_BYTES] = words
 
     def span(self, address: int, count: int) -> np.ndarray:
         """Byte addresses of `count` consecutive words from `address`."""
