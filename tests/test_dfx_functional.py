@@ -112,6 +112,9 @@ def test_tokens_equal_transformers_and_the_emulation(run, cores, checkpoint, ref
                      {"tokens": f"{PROMPT}:{NEW}", "checkpoint": str(checkpoint)}, seed=SEED)
     assert report["prompt"] == prompt
     assert run.tokens == report["generated"]
+    # the router moved what the emulation's all-gathers put on a ring link (fp32 there)
+    link = report["bytes_per_link"].get("all_gather", 0) // 4
+    assert run.router_values == [link] * cores
 
 
 def _rel_error(got: np.ndarray, want: np.ndarray) -> float:

@@ -101,6 +101,7 @@ class Core:
     inbox: deque[Message] = field(default_factory=deque)
     layer: int = 0
     token: int = 0
+    sent: int = 0  # values this core's router has sent over its outgoing link
     # what the LM head's MM computed before SFU_M's argmax, and the vector it read
     logits: list[np.ndarray] = field(default_factory=list)
     head_input: list[np.ndarray] = field(default_factory=list)
@@ -163,6 +164,7 @@ class Core:
             self._dma(instr)
             return None
         if instr.op == RouterOp.SEND:
+            self.sent += instr.xfer_size
             return Message(instr.dst, self.words(instr.src_loc, instr.src, instr.xfer_size))
         message = self.inbox.popleft()
         if message.dst != instr.dst or len(message.words) != instr.xfer_size:
@@ -290,12 +292,13 @@ def run_section(cores: list[Core], pick: str) -> None:
 
 @dataclass
 class FunctionalRun:
-    """Generated tokens, and what the simulator observed on core 0: each decoder layer's
-    output per token pass (positions x layers x width), the final LayerNorm's output the
-    LM head read and the LM head's values before the argmax (generated tokens x width /
-    vocabulary), as float32."""
+    """Generated tokens, the values each core's router sent over its link, and what the
+    simulator observed on core 0: each decoder layer's output per token pass (positions x
+    layers x width), the final LayerNorm's output the LM head read and the LM head's
+    values before the argmax (generated tokens x width / vocabulary), as float32."""
 
     tokens: list[int]
+    router_values: list[int]
     hidden: np.ndarray
     head_input: np.ndarray
     logits: np.ndarray
@@ -358,5 +361,5 @@ def simulate(plan: Plan, programs: list[Program], maps: list[MemoryMap],
                  for m, c in zip(maps, cores, strict=True)]
     if any(g != generated[0] for g in generated):
         raise SimulationError(f"cores disagree on the generated tokens: {generated}")
-    return FunctionalRun(generated[0], np.array(hidden), np.array(cores[0].head_input),
-                         np.array(cores[0].logits))
+    return FunctionalRun(generated[0], [c.sent for c in cores], np.array(hidden),
+                         np.array(cores[0].head_input), np.array(cores[0].logits))
