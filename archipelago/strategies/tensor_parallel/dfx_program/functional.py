@@ -178,6 +178,9 @@ class Core:
     def _weights(self, instr: Compute, rows: int, cols: int) -> np.ndarray:
         """The rows x cols matrix a matrix instruction streams: tiles from the stream the
         dma before it opened (§V-B), read through the tiled layout."""
+        if not instr.src2_loc.off_chip:
+            raise SimulationError(f"{instr.op.name.lower()} streams its matrix from HBM or "
+                                  f"DDR, not {instr.src2_loc.name}")
         address = self.off_chip(instr.src2_loc, instr.src2, instr.flags)
         if not self.streams or self.streams[0][0] != address:
             held = f"{self.streams[0][0]:#x}" if self.streams else "nothing"
@@ -191,7 +194,7 @@ class Core:
         shape = (cfg.max_context if instr.rows == 0 else rows,
                  cfg.max_context if instr.cols == 0 else cols)
         offsets = tile_offsets(self.memory_map.tiling, *shape)[:rows, :cols]
-        return as_fp16(self.mems["hbm"].read(address + offsets))
+        return as_fp16(self.mems[instr.src2_loc.name.lower()].read(address + offsets))
 
     def _matrix(self, instr: Compute) -> None:
         rows, cols = self.dim(instr.rows, instr.flags), self.dim(instr.cols, instr.flags)
