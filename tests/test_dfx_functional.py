@@ -3,6 +3,7 @@ run on FP16 values for a tiny GPT-2 on 1, 2 and 4 cores, against transformers' m
 the same weights and against the multi-process emulation; and its parts (FP16 accumulation
 order, the GELU table, the HBM image) against hand-computed cases."""
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,14 @@ from archipelago.strategies.tensor_parallel.dfx_program.host import (
     checkpoint_weights,
     load_image,
 )
-from archipelago.strategies.tensor_parallel.dfx_program.isa import Dma, Loc, Section
+from archipelago.strategies.tensor_parallel.dfx_program.isa import (
+    Dma,
+    Instr,
+    Loc,
+    Router,
+    RouterOp,
+    Section,
+)
 from archipelago.strategies.tensor_parallel.dfx_program.memory import memories
 from tests.conftest import TINY_GPT2
 
@@ -159,18 +167,32 @@ def test_a_wrong_layer_shows_beyond_the_tolerance(checkpoint, weights, reference
     assert _rel_error(wrong.logits, logits) > FP16_REL_TOL
 
 
+def _without(section: Section, drop: Callable[[Instr], bool]) -> Section:
+    keep = [k for k, i in enumerate(section.instrs) if not drop(i)]
+    return Section(section.name, tuple(section.instrs[k] for k in keep),
+                   tuple(section.notes[k] for k in keep))
+
+
 def test_a_matrix_instruction_without_its_dma_is_refused(checkpoint, weights,
                                                          prompt) -> None:
     plan = make_plan(str(checkpoint), "1xu280", "dfx")
     programs, maps = compile_plan(plan, PROMPT, NEW)
     layer = programs[0].layer
-    first = next(k for k, i in enumerate(layer.instrs)
-                 if isinstance(i, Dma) and i.dst_loc == Loc.WBUF)
-    keep = [k for k in range(len(layer.instrs)) if k != first]
-    cut = Section(layer.name, tuple(layer.instrs[k] for k in keep),
-                  tuple(layer.notes[k] for k in keep))
+    first = next(i for i in layer.instrs if isinstance(i, Dma) and i.dst_loc == Loc.WBUF)
+    cut = _without(layer, lambda i: i is first)
     with pytest.raises(SimulationError, match="weight buffer streams"):
         simulate(plan, [replace(programs[0], layer=cut)], maps, weights, prompt)
+
+
+def test_a_receive_nobody_sends_is_a_deadlock(checkpoint, weights, prompt) -> None:
+    """Core 0 of 2 without its router sends: core 1's first receive waits forever, and
+    core 0 reaches its own receive, which core 1 never gets to send for."""
+    plan = make_plan(str(checkpoint), "2xu280", "dfx")
+    programs, maps = compile_plan(plan, PROMPT, NEW)
+    mute = _without(programs[0].layer,
+                    lambda i: isinstance(i, Router) and i.op == RouterOp.SEND)
+    with pytest.raises(SimulationError, match="deadlock"):
+        simulate(plan, [replace(programs[0], layer=mute), programs[1]], maps, weights, prompt)
 
 
 def test_weights_land_in_hbm_through_the_tiled_layout(checkpoint, weights, prompt) -> None:
