@@ -26,7 +26,8 @@ token; earlier tokens' next tokens are the prompt's own). Address modifiers:
     SystemConfig.ddr_layer_stride (§V-A: "the layer number designates the address the DMA
     needs to access");
   - flag TOKEN on a dma: the off-chip operand is token t's row (a token ID, a WPE row:
-    address += t * 2 * xfer_size), or, a dma store into a KV cache matrix (K^T of
+    address += t * 2 * xfer_size; a store from the SRF: the token buffer's row t), or, a
+    dma store from the VRF into a KV cache matrix (K^T of
     xfer_size x max_context, V of max_context x xfer_size, tiled: layout.py), token t's
     column of K^T (the lane's d-value runs, §V-B "the write is row-wise"), or with
     TRANSPOSE token t's row of V (through the transpose unit, §V-B);
