@@ -471,8 +471,9 @@ def _shape_problem(dag: ModelDAG, layer: _Layer) -> str | None:
 def _operands_problem(dag: ModelDAG, layer: "Add | Elementwise") -> str | None:
     """An add's inputs each hold its output's element count, in its shape where they have
     its rank (an importer passes reshapes through, so a residual may join a (C, H, W) map
-    and the (H*W, C) tokens it was viewed as); an element-wise layer's either join into its output (one input, or a
-    concatenation) or are operands broadcast over it (squeeze-and-excitation's gate)."""
+    and the (H*W, C) tokens it was viewed as); an element-wise layer's either join into
+    its output (one input, or a concatenation) or are operands broadcast over it
+    (squeeze-and-excitation's gate)."""
     sizes = [dag.by_name[d].out_elements for d in layer.deps]
     if isinstance(layer, Add):
         shapes = {dag.by_name[d].out_shape for d in layer.deps}

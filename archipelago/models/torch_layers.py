@@ -63,6 +63,7 @@ class Other:
     kind: str
     numel: int = 0
     first: Data | None = None
+    what: str = ""
 
 
 def full_shape(node) -> tuple[int, ...]:
@@ -107,8 +108,8 @@ class Builder:
         self.tail: dict[str, Any] = {}
         self.nonlinear: set[str] = set()
 
-    def fail(self, call: Call, why: str) -> None:
-        raise ConfigError(self.source, call.out.name, f"{call.what}: {why}")
+    def fail(self, call: Call, why: str, what: str = "") -> None:
+        raise ConfigError(self.source, call.out.name, f"{what or call.what}: {why}")
 
     def unique(self, base: str) -> str:
         """`base`, or `base_1`, `base_2`, ... for a module called at several places."""

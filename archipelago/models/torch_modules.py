@@ -116,7 +116,7 @@ def recurrent(b: Builder, call: Call) -> None:
         names.append(b.add(call, layer, src))
         deps = (layer.name,)
     b.params[names[0]] = a["path"]
-    b.value[call.out] = Other("tuple", first=Data((names[-1],)))
+    b.value[call.out] = Other("tuple", first=Data((names[-1],)), what=call.what)
 
 
 def attention(b: Builder, call: Call) -> None:
@@ -148,15 +148,15 @@ def attention(b: Builder, call: Call) -> None:
     out = b.add(call, FC(name=b.unique(f"{call.base}_out"), deps=(context,),
                          out_features=embed, in_features=embed, rows=target))
     if a["tuple"]:  # torch.fx's module call returns (output, weights)
-        b.value[call.out] = Other("tuple", first=Data((out,)))
+        b.value[call.out] = Other("tuple", first=Data((out,)), what=call.what)
 
 
 def getitem(b: Builder, call: Call) -> None:
     value = b.value.get(call.inputs[0])
     if isinstance(value, Other) and value.kind == "tuple":
         if call.attrs["index"] != 0:
-            b.fail(call, f"output {call.attrs['index']} of a module's tuple (an LSTM's final "
-                   "state, attention weights) is not supported; read its first output")
+            b.fail(call, f"its output {call.attrs['index']} (an LSTM's final state, attention "
+                   "weights) is not supported; read its first output", value.what)
         b.value[call.out] = value.first
     elif isinstance(value, Data | Input):
         b.fail(call, "indexing a computed value (taking one step or a slice) is not supported")
