@@ -325,3 +325,90 @@ def test_onnx_export_of_the_same_module_agrees(tmp_path, module, example) -> Non
         pytest.skip(f"the ONNX importer does not read this export yet: {err}")
     assert len(imported.layers) == len(traced.layers)
     assert sum(la.macs for la in imported.layers) == sum(la.macs for la in traced.layers)
+
+
+# Each operator as users write it -> (the Elementwise op it becomes, its ops per element),
+# or None for a reshape that passes values through.
+_POINTWISE = {
+    "F.relu": (F.relu, ("relu", 1)), "torch.relu": (torch.relu, ("relu", 1)),
+    "x.relu": (lambda x: x.relu(), ("relu", 1)), "F.relu6": (F.relu6, ("clip", 2)),
+    "nn.ReLU6": (nn.ReLU6(), ("clip", 2)), "F.hardtanh": (F.hardtanh, ("clip", 2)),
+    "F.silu": (F.silu, ("silu", 5)), "nn.SiLU": (nn.SiLU(), ("silu", 5)),
+    "torch.sigmoid": (torch.sigmoid, ("sigmoid", 4)), "nn.Sigmoid": (nn.Sigmoid(),
+                                                                      ("sigmoid", 4)),
+    "F.hardswish": (F.hardswish, ("hardswish", 5)),
+    "nn.Hardswish": (nn.Hardswish(), ("hardswish", 5)),
+    "F.hardsigmoid": (F.hardsigmoid, ("hardsigmoid", 4)), "F.gelu": (F.gelu, ("gelu", 5)),
+    "nn.GELU": (nn.GELU(), ("gelu", 5)), "torch.tanh": (torch.tanh, ("tanh", 5)),
+    "F.softmax": (lambda x: F.softmax(x, dim=1), ("softmax", 5)),
+    "nn.Softmax": (nn.Softmax(dim=1), ("softmax", 5)),
+    "nn.LocalResponseNorm": (nn.LocalResponseNorm(3), ("lrn", 10)),
+    "x * 0.5": (lambda x: x * 0.5, ("mul", 1)),
+    "torch.flatten": (lambda x: torch.flatten(x, 1), None),
+    "x.view": (lambda x: x.view(1, -1), None), "x.permute": (lambda x: x.permute(0, 2, 3, 1),
+                                                             None),
+    "x.transpose": (lambda x: x.transpose(2, 3), None),
+    "F.dropout": (lambda x: F.dropout(x, 0.1, training=False), None),
+    "nn.Dropout": (nn.Dropout(), None), "nn.Identity": (nn.Identity(), None),
+    "nn.Flatten": (nn.Flatten(), None),
+}
+
+
+class _Applied(nn.Module):
+    """conv -> op, the conv's output returned too when `twice` (so the op cannot fuse)."""
+
+    def __init__(self, op, twice: bool) -> None:
+        super().__init__()
+        self.conv, self.twice = nn.Conv2d(3, 4, 3, padding=1), twice
+        self.op = op if isinstance(op, nn.Module) else None
+        self.fn = op
+
+    def forward(self, x):
+        y = self.conv(x)
+        z = self.op(y) if self.op is not None else self.fn(y)
+        return (z, y) if self.twice else z
+
+
+@pytest.mark.parametrize("written", sorted(_POINTWISE))
+def test_each_pointwise_operator_fuses_when_alone_else_is_its_own_layer(written) -> None:
+    op, expected = _POINTWISE[written]
+    example = torch.randn(1, 3, 8, 8)
+    alone, _ = dag_from_module(_Applied(op, False).eval(), (example,))
+    twice = _both(_Applied(op, True), example)
+    if expected is None:
+        assert [la.name for la in alone.layers] == [la.name for la in twice.layers] == ["conv"]
+        return
+    assert len(alone.layers) == 1 and len(alone.by_name["conv"].fused) == 1
+    assert alone.by_name["conv"].relu == (expected[0] == "relu")
+    conv, layer = twice.layers
+    assert conv.fused == () and layer.deps == ("conv",)
+    assert (layer.op, layer.ops_per_element, layer.shape) == (*expected, (4, 8, 8))
+
+
+def test_windows_keep_their_shapes_and_borders() -> None:
+    """Non-square kernels and strides, padding tuples, 'same' padding of an even kernel
+    (torch pads the extra row and column at the bottom and right), ceil_mode pooling,
+    adaptive pooling to a divisor and channel concatenation."""
+    class Windows(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.wide = nn.Conv2d(3, 8, (3, 5), stride=(1, 2), padding=(1, 2))
+            self.same = nn.Conv2d(3, 8, 4, padding="same")
+
+        def forward(self, x):
+            a = F.max_pool2d(self.wide(x), 3, 2, ceil_mode=True)
+            b = F.avg_pool2d(self.same(x), (2, 4), (2, 4))
+            return F.adaptive_avg_pool2d(torch.cat([a, b], dim=1), (5, 2))
+
+    module = Windows().eval()
+    example = torch.randn(1, 3, 10, 16)
+    dag = _both(module, example)
+    wide, same = dag.by_name["wide"], dag.by_name["same"]
+    assert (wide.window, wide.strides, wide.borders) == ((3, 5), (1, 2), (1, 2, 1, 2))
+    assert same.borders == (1, 1, 2, 2)
+    padded = F.conv2d(F.pad(example, (1, 2, 1, 2)), module.same.weight, module.same.bias)
+    torch.testing.assert_close(padded, module.same(example))
+    pool = dag.by_name["max_pool"]  # 10x8 -> ceil: 5x4, one more row and column of pad
+    assert (pool.out_rows, pool.out_cols, pool.borders) == (5, 4, (0, 0, 1, 1))
+    assert dag.by_name["adaptive_avg_pool"].deps == ("max_pool", "avg_pool")
+    assert dag.by_name["adaptive_avg_pool"].window == (1, 2)  # 5x4 to 5x2

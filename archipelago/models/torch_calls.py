@@ -76,7 +76,7 @@ def _module_attrs(op: str, module) -> dict[str, Any]:
     if op == "layer_norm":
         return {"params": 2 * module.weight.numel() if module.elementwise_affine else 0}
     if op == "lrn":
-        return {"size": module.size}
+        return {"size": module.size, "outputs": 1}
     if op == "mha":
         return {"heads": module.num_heads, "embed": module.embed_dim,
                 "packed": module._qkv_same_embed_dim, "tuple": True, "outputs": 1}
@@ -201,26 +201,39 @@ def aten_call(node, torch) -> Call | None:
     return Call(op, base, inputs, node, what, _aten_attrs(op, name, node))
 
 
-ATTENTION = "torch.nn.modules.activation.MultiheadAttention"
-
-
-def attention_region(nodes: list, live: set) -> Call:
-    """One nn.MultiheadAttention call, which torch.export records as the ATen operators
-    of its computation (`nodes`, in graph order), as the module call torch.fx records:
-    the data it reads, the value it returns, its heads (the batch of its first bmm) and
-    embedding size (its packed input projection's width)."""
+def _region(op: str, nodes: list, live: set, attrs: dict[str, Any]) -> Call:
+    """One call of a module that torch.export records as the ATen operators of its
+    computation (`nodes`, in graph order), as the module call torch.fx records: the data
+    it reads and the value it returns (`outputs`: how many of its values are read)."""
     region = set(nodes)
     reads = [n for node in nodes for n in node.all_input_nodes if n not in region]
-    data = list(dict.fromkeys(n for n in reads if n.op != "get_attr"))
-    packed = [n for n in reads if n.op == "get_attr" and n.target.endswith("in_proj_weight")]
+    data = tuple(dict.fromkeys(n for n in reads if n.op != "get_attr"))
     outs = [n for n in nodes if any(u in live and u not in region for u in n.users)]
+    path, cls = module_of(nodes[0])
+    return Call(op, path.replace(".", "_"), data, outs[-1] if outs else nodes[-1],
+                f"module {path} ({cls.rpartition('.')[2]})", {**attrs, "outputs": len(outs)})
+
+
+def _attention(nodes: list, live: set) -> Call:
+    """nn.MultiheadAttention: its heads are the batch of its first bmm, its embedding the
+    width of its packed input projection."""
+    reads = [n for node in nodes for n in node.all_input_nodes]
+    packed = [n for n in reads if n.op == "get_attr" and n.target.endswith("in_proj_weight")]
     bmm = next((n for n in nodes if aten_name(n) == "bmm"), None)
-    path = module_of(nodes[0])[0]
-    attrs = {"embed": _shape(packed[0])[1] if packed else 0, "packed": bool(packed),
-             "heads": _shape(bmm.args[0])[0] if bmm is not None else 1, "tuple": False,
-             "outputs": len(outs)}
-    return Call("mha", path.replace(".", "_"), tuple(data), outs[-1] if outs else nodes[-1],
-                f"module {path} (MultiheadAttention)", attrs)
+    return _region("mha", nodes, live, {
+        "embed": _shape(packed[0])[1] if packed else 0, "packed": bool(packed),
+        "heads": _shape(bmm.args[0])[0] if bmm is not None else 1, "tuple": False})
+
+
+def _local_response_norm(nodes: list, live: set) -> Call:
+    """nn.LocalResponseNorm: its size is the depth of the avg_pool3d summing the squares."""
+    pool = next((n for n in nodes if aten_name(n) == "avg_pool3d"), None)
+    return _region("lrn", nodes, live, {"size": pool.args[1][0] if pool is not None else 1})
+
+
+# torch.nn modules torch.export decomposes, by class: each call is imported as a whole
+REGIONS = {"torch.nn.modules.activation.MultiheadAttention": _attention,
+           "torch.nn.modules.normalization.LocalResponseNorm": _local_response_norm}
 
 
 def _aten_attrs(op: str, name: str, node) -> dict[str, Any]:

@@ -60,32 +60,26 @@ def _live(graph) -> set:
 
 
 def _calls(graph, modules: dict, live: set, torch) -> dict:
-    """Each call node's Call; the ATen nodes of one nn.MultiheadAttention call (torch.export
-    records its computation, torch.fx the module) all map to that module call."""
-    from archipelago.models.torch_calls import (
-        ATTENTION,
-        Call,
-        aten_call,
-        attention_region,
-        fx_call,
-    )
+    """Each call node's Call; the ATen nodes of one call of a module torch.export
+    decomposes (attention, LRN; torch.fx records the module call) map to that call."""
+    from archipelago.models.torch_calls import REGIONS, Call, aten_call, fx_call, module_of
 
     calls, regions = {}, {}
     for node in graph.nodes:
         if node.op not in {"call_module", "call_method", "call_function"}:
             continue
-        stack = node.meta.get("nn_module_stack") or {}
-        if stack and node.op == "call_function" and \
-                str(next(reversed(stack.values()))[1]).endswith(ATTENTION):
-            regions.setdefault(next(reversed(stack)), []).append(node)
+        module = module_of(node) if node.op == "call_function" else None
+        if module is not None and module[1] in REGIONS:  # keyed by call: `lrn`, `lrn@1`
+            regions.setdefault(next(reversed(node.meta["nn_module_stack"])), []).append(node)
             continue
         call = aten_call(node, torch) if isinstance(node.target, torch._ops.OpOverload) \
             else fx_call(node, modules, torch)
         if call is not None:
             calls[node] = call
     for nodes in regions.values():
-        call = attention_region(nodes, live)
-        calls.update({n: Call("inner", call.base, (), n, call.what) for n in nodes})
+        call = REGIONS[module_of(nodes[0])[1]](nodes, live)
+        calls.update({n: Call("inner", call.base, (), n, call.what, {"call": call.out})
+                      for n in nodes})
         calls[call.out] = call
     return calls
 

@@ -153,7 +153,8 @@ class Builder:
 
     def sole_consumer(self, layer: str) -> Any:
         """The one operator reading `layer`'s output through any reshapes, else None."""
-        seen, frontier = [], [self.tail[layer]]
+        seen: list = []
+        frontier = [self.tail[layer]]
         while frontier:
             node = frontier.pop()
             for user in node.users:
@@ -162,9 +163,9 @@ class Builder:
                 call = self.calls.get(user)
                 if call is not None and call.op in {PASS, "getitem"} and call.out is user:
                     frontier.append(user)
-                else:
-                    seen.append(user)
-        return seen[0] if len(set(seen)) == 1 and len(seen) == 1 else None
+                else:  # an operator inside a decomposed module call stands for the call
+                    seen.append(call.attrs["call"] if call and call.op == "inner" else user)
+        return seen[0] if len(set(seen)) == 1 else None
 
     def fusable(self, call: Call, src, kinds: tuple) -> str | None:
         value = self.value[src]

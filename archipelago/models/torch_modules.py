@@ -185,6 +185,8 @@ def passthrough(b: Builder, call: Call) -> None:
 
 
 def lrn(b: Builder, call: Call) -> None:
+    if call.attrs.get("outputs", 1) != 1:
+        b.fail(call, "a value inside the normalization is read elsewhere")
     pointwise(b, call, lrn_ops(call.attrs["size"]))
 
 
