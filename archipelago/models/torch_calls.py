@@ -60,7 +60,7 @@ def _module_attrs(op: str, module) -> dict[str, Any]:
     if op == "conv":
         return {"weight": tuple(module.weight.shape), "stride": module.stride,
                 "padding": module.padding, "dilation": module.dilation,
-                "groups": module.groups}
+                "groups": module.groups, "padding_mode": module.padding_mode}
     if op in {"max_pool", "avg_pool"}:
         return {"kernel": module.kernel_size, "stride": module.stride or module.kernel_size,
                 "padding": module.padding, "dilation": getattr(module, "dilation", 1)}
@@ -241,7 +241,8 @@ def _aten_attrs(op: str, name: str, node) -> dict[str, Any]:
     lifted parameters' metadata)."""
     if op in {"conv", "linear", "lstm", "gru"}:  # the module holding the weights
         weight = node.args[2][0] if op in {"lstm", "gru"} else node.args[1]
-        return {**_aten_weights(op, node), "path": weight.target.rpartition(".")[0]}
+        path = weight.target.rpartition(".")[0] if weight.op == "get_attr" else ""
+        return {**_aten_weights(op, node), "path": path}
     if op in {"max_pool", "avg_pool"}:
         kernel = node.args[1]
         return {"kernel": kernel, "stride": _arg(node, 2, "stride", []) or kernel,

@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from archipelago.errors import ConfigError, elide
 from archipelago.models.dag import ModelDAG, validate_dag
+from archipelago.models.torch_calls import REGIONS, Call, aten_call, fx_call, module_of
 from archipelago.models.torch_layers import (
     Builder,
     Input,
@@ -38,8 +39,9 @@ def _trace(module, name: str, source: str, torch):
     try:
         return torch.fx.symbolic_trace(module)
     except Exception as err:  # TraceError, TypeError, ... from the user's forward
+        ours = (str(Path(torch.__file__).parent), str(Path(__file__).parent.parent))
         frames = [f for f in traceback.extract_tb(err.__traceback__)
-                  if "/torch/" not in f.filename and "/archipelago/" not in f.filename]
+                  if not f.filename.startswith(ours)]
         where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno} " \
                 f"({frames[-1].name}: {elide(frames[-1].line or '', 80)})" if frames else ""
         why = str(err).splitlines()[0] if str(err) else type(err).__name__
@@ -62,8 +64,6 @@ def _live(graph) -> set:
 def _calls(graph, modules: dict, live: set, torch) -> dict:
     """Each call node's Call; the ATen nodes of one call of a module torch.export
     decomposes (attention, LRN; torch.fx records the module call) map to that call."""
-    from archipelago.models.torch_calls import REGIONS, Call, aten_call, fx_call, module_of
-
     calls, regions = {}, {}
     for node in graph.nodes:
         if node.op not in {"call_module", "call_method", "call_function"}:

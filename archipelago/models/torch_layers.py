@@ -129,7 +129,7 @@ class Builder:
             self.fail(call, f"reads {len(data)} data values, expected one")
         return data[0]
 
-    def deps(self, call: Call, node) -> tuple[str, ...]:
+    def deps(self, node) -> tuple[str, ...]:
         value = self.value[node]
         return value.layers if isinstance(value, Data) else ()
 
@@ -200,7 +200,7 @@ def pointwise(b: Builder, call: Call, ops: int | None = None) -> None:
         return
     params = sum(b.value[n].numel for n in call.inputs
                  if isinstance(b.value.get(n), Other) and b.value[n].kind == "param")
-    b.add(call, Elementwise(name=b.unique(call.base), deps=b.deps(call, src), op=call.op,
+    b.add(call, Elementwise(name=b.unique(call.base), deps=b.deps(src), op=call.op,
                             shape=data_shape(call.out), ops_per_element=ops, params=params),
           src)
 
@@ -211,7 +211,7 @@ def batch_norm(b: Builder, call: Call) -> None:
     if target is not None and target not in b.nonlinear:
         b.fuse(call, target, 0, nonlinear=False)
         return
-    b.add(call, Elementwise(name=b.unique(call.base), deps=b.deps(call, src), op="batch_norm",
+    b.add(call, Elementwise(name=b.unique(call.base), deps=b.deps(src), op="batch_norm",
                             shape=data_shape(call.out), ops_per_element=OPS_PER_ELEMENT[
                                 "batch_norm"], params=call.attrs["params"]), src)
 
@@ -219,7 +219,7 @@ def batch_norm(b: Builder, call: Call) -> None:
 def normalization(b: Builder, call: Call) -> None:
     """LayerNorm: its own element-wise layer, with its scale and shift vectors."""
     src = b.operand(call)
-    b.add(call, Elementwise(name=b.unique(call.base), deps=b.deps(call, src), op=call.op,
+    b.add(call, Elementwise(name=b.unique(call.base), deps=b.deps(src), op=call.op,
                             shape=data_shape(call.out),
                             ops_per_element=OPS_PER_ELEMENT[call.op],
                             params=call.attrs["params"]), src)

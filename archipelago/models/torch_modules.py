@@ -30,10 +30,12 @@ def conv(b: Builder, call: Call) -> None:
     src, a = b.operand(call), call.attrs
     if pair(a["dilation"]) != (1, 1):
         b.fail(call, f"dilation {a['dilation']}: dilated convolutions are not supported")
+    if a.get("padding_mode", "zeros") != "zeros":
+        b.fail(call, f"padding_mode '{a['padding_mode']}': only zero padding")
     out_ch, per_group, *kernel = a["weight"]
     kernel, stride = (kernel[0], kernel[1]), pair(a["stride"])
     out = full_shape(call.out)[-3:]
-    name = b.add(call, Conv(name=b.unique(call.base), deps=b.deps(call, src), out_ch=out_ch,
+    name = b.add(call, Conv(name=b.unique(call.base), deps=b.deps(src), out_ch=out_ch,
                             in_ch=per_group * a["groups"], groups=a["groups"],
                             out_rows=out[1], out_cols=out[2], relu=False,
                             **window(kernel, stride,
@@ -48,7 +50,7 @@ def pool(b: Builder, call: Call) -> None:
         b.fail(call, f"dilation {a['dilation']}: dilated pooling is not supported")
     kernel, stride = pair(a["kernel"]), pair(a["stride"])
     out = full_shape(call.out)[-3:]
-    b.add(call, Pool(name=b.unique(call.base), deps=b.deps(call, src), channels=out[0],
+    b.add(call, Pool(name=b.unique(call.base), deps=b.deps(src), channels=out[0],
                      kind="max" if call.op == "max_pool" else "avg", out_rows=out[1],
                      out_cols=out[2],
                      **window(kernel, stride, borders(b, call, src, kernel, stride,
@@ -67,7 +69,7 @@ def adaptive_pool(b: Builder, call: Call) -> None:
         b.value[call.out] = b.value[src]
         return
     kernel = (rows_in // out[1], cols_in // out[2])
-    b.add(call, Pool(name=b.unique(call.base), deps=b.deps(call, src), kind="avg",
+    b.add(call, Pool(name=b.unique(call.base), deps=b.deps(src), kind="avg",
                      channels=out[0], out_rows=out[1], out_cols=out[2],
                      **window(kernel, kernel, (0, 0, 0, 0))), src)
 
@@ -80,7 +82,7 @@ def mean(b: Builder, call: Call) -> None:
     if len(shape) != 4 or dims != {2, 3}:
         b.fail(call, f"mean over axes {sorted(dims)} of {list(shape)}; only over the rows and "
                "columns of a feature map (global average pooling)")
-    b.add(call, Pool(name=b.unique(call.base), deps=b.deps(call, src), kind="avg",
+    b.add(call, Pool(name=b.unique(call.base), deps=b.deps(src), kind="avg",
                      channels=shape[1], out_rows=1, out_cols=1,
                      **window(shape[2:], shape[2:], (0, 0, 0, 0))), src)
 
@@ -89,7 +91,7 @@ def linear(b: Builder, call: Call) -> None:
     """A Linear on (..., in) applies its weights to every row: `rows` of the FC layer."""
     src = b.operand(call)
     out_features, in_features = call.attrs["weight"]
-    name = b.add(call, FC(name=b.unique(call.base), deps=b.deps(call, src),
+    name = b.add(call, FC(name=b.unique(call.base), deps=b.deps(src),
                           out_features=out_features, in_features=in_features,
                           rows=numel(full_shape(src)) // in_features), src)
     b.params[name] = call.attrs["path"]
@@ -107,7 +109,7 @@ def recurrent(b: Builder, call: Call) -> None:
     steps = shape[0] if len(shape) == 2 else shape[1 if a["batch_first"] else 0]
     if numel(shape) != steps * a["input_size"]:
         b.fail(call, f"input {list(shape)} holds a batch of several sequences; batch 1 only")
-    directions, deps, names = 2 if a["bidirectional"] else 1, b.deps(call, src), []
+    directions, deps, names = 2 if a["bidirectional"] else 1, b.deps(src), []
     for index in range(a["layers"]):
         embed = a["input_size"] if index == 0 else directions * a["hidden"]
         layer = LSTM(name=b.unique(call.base if index == 0 else f"{call.base}_l{index}"),
@@ -135,7 +137,7 @@ def attention(b: Builder, call: Call) -> None:
     names = []
     for suffix, node, tokens in zip("qkv", data, rows, strict=True):
         names.append(b.add(call, FC(name=b.unique(f"{call.base}_{suffix}"),
-                                    deps=b.deps(call, node), out_features=embed,
+                                    deps=b.deps(node), out_features=embed,
                                     in_features=embed, rows=tokens), node))
     (q, k, v), (target, source), width = names, rows[:2], embed // heads
     scores = b.add(call, MatMul(name=b.unique(f"{call.base}_scores"), deps=(q, k),
