@@ -22,6 +22,8 @@ from archipelago.errors import ConfigError  # noqa: E402
 from archipelago.families import resolve  # noqa: E402
 from archipelago.models.dag import ModelDAG  # noqa: E402
 from archipelago.models.torch_import import dag_from_module  # noqa: E402
+from archipelago.strategies.chef.emulate.dag_torch import run_dag  # noqa: E402
+from tests.test_torch_import import module_weights  # noqa: E402
 
 
 class Net(nn.Module):
@@ -157,6 +159,10 @@ def test_cifar10_tutorial_net_reuses_its_pool_and_plans(tmp_path) -> None:
     dag = _both(net, image)
     assert [la.name for la in dag.layers] == ["conv1", "pool", "conv2", "pool_1", "fc1",
                                               "fc2", "fc3"]
+    _, params = dag_from_module(net, (image,))
+    out = run_dag(dag, {"conv1": image[0]}, module_weights(net, params))["fc3"]
+    with torch.no_grad():  # the DAG, run layer by layer, computes what the module does
+        torch.testing.assert_close(out, net(image)[0], rtol=1e-5, atol=1e-6)
     assert dag.by_name["pool_1"].deps == ("conv2",) and dag.by_name["conv2"].deps == ("pool",)
     # conv1 6x3x5x5 over 28x28, conv2 16x6x5x5 over 10x10, fc 400x120, 120x84, 84x10
     assert sum(la.macs for la in dag.layers) == (6 * 3 * 25 * 28 * 28 + 16 * 6 * 25 * 10 * 10
