@@ -179,7 +179,7 @@ def test_operand_shapes_are_checked():
                        "operand elements, its inputs give 100"):
         _dag(fc, {"name": "mm", "type": "matmul", "deps": ["a"], "rows": 10, "inner": 8,
                   "cols": 4})
-    with pytest.raises(ConfigError, match="broadcasts inputs of \\[100\\] elements"):
+    with pytest.raises(ConfigError, match="inputs of 100 elements neither join nor broadcast"):
         _dag(fc, {"name": "e", "type": "elementwise", "op": "Relu", "deps": ["a"],
                   "shape": [10, 20]})
 
@@ -232,3 +232,13 @@ def test_cli_plans_depthwise_se_attention_on_hacc(strategy):
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert len(data["mapping"]) == 18 and data["latency_s"] > 0
+
+
+def test_token_wise_fc_costs_its_rows():
+    """A Linear on 16 tokens: 16 x ceil(24/16) x ceil(40/8) cycles on fc_8_16; weights
+    read once, the 16 x 40 inputs once per block of 16 outputs, 16 x 24 outputs written."""
+    dag = _dag({"name": "f", "type": "fc", "rows": 16, "in_features": 40, "out_features": 24})
+    cost = _cost(builtin_ips()["fc_8_16"], dag, "f")
+    assert cost.compute_s == pytest.approx(16 * 2 * 5 / F)
+    words = 2 * 16 * 40 + (24 * 40 + 24) + 16 * 24
+    assert cost.memory_s == pytest.approx(words * 4 / BW)

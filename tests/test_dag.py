@@ -124,3 +124,33 @@ def test_nonsense_a_dag_file_may_hold_is_one_line(data: dict, message: str) -> N
     with pytest.raises(ConfigError, match=message) as err:
         dag_from_dict({"name": "t", **data}, "m.yaml")
     assert "\n" not in str(err.value)
+
+
+def test_token_wise_fc_and_reshaped_operands() -> None:
+    """An FC on each of `rows` tokens costs rows x in x out; a residual add, an
+    element-wise product and a matrix product check element counts, since importers pass
+    reshapes through ((C, H, W) maps viewed as (H*W, C) tokens)."""
+    dag = dag_from_dict({"name": "t", "layers": [
+        _conv("patch", out_ch=8, size=2),  # (8, 2, 2): 4 tokens of 8
+        {"name": "q", "type": "fc", "deps": ["patch"], "rows": 4, "in_features": 8,
+         "out_features": 8},
+        {"name": "k", "type": "fc", "deps": ["patch"], "rows": 4, "in_features": 8,
+         "out_features": 8},
+        {"name": "scores", "type": "matmul", "deps": ["q", "k"], "batch": 2, "rows": 4,
+         "inner": 4, "cols": 4},
+        {"name": "gate", "type": "fc", "deps": ["scores"], "in_features": 32,
+         "out_features": 8},
+        {"name": "scaled", "type": "elementwise", "op": "mul", "deps": ["q", "gate"],
+         "shape": [4, 8]},
+        {"name": "res", "type": "add", "deps": ["patch", "scaled"], "shape": [4, 8]}]}, "t")
+    assert dag.by_name["q"].macs == 4 * 8 * 8 and dag.by_name["q"].out_shape == (4, 8)
+    assert dag.by_name["scores"].macs == 2 * 4 * 4 * 4
+    bad = {"name": "scores", "type": "matmul", "deps": ["q", "k"], "batch": 2, "rows": 4,
+           "inner": 8, "cols": 4}
+    with pytest.raises(ConfigError, match=r"multiplies 2 x \(4x8 @ 8x4\) = 128 operand "
+                       "elements, its inputs give 64"):
+        dag_from_dict({"name": "t", "layers": [*dag.model_dump()["layers"][:3], bad]}, "t")
+    wrong = {"name": "e", "type": "elementwise", "op": "mul", "deps": ["q", "k"],
+             "shape": [4, 4]}
+    with pytest.raises(ConfigError, match="neither join nor broadcast"):
+        dag_from_dict({"name": "t", "layers": [*dag.model_dump()["layers"][:3], wrong]}, "t")

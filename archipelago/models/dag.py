@@ -141,14 +141,19 @@ class Conv(_Window):
 
 
 class FC(_Layer):
+    """A fully connected layer; with `rows` > 1 the same weights apply to each of `rows`
+    input vectors (a transformer's tokens, an LSTM's time steps: torch's Linear on a
+    (T, E) input), the output holding `rows` x `out_features` values."""
+
     type: Literal["fc"] = "fc"
     out_features: Size
     in_features: Size
+    rows: Size = 1
     relu: bool = False
 
     @property
     def macs(self) -> int:
-        return self.out_features * self.in_features
+        return self.rows * self.out_features * self.in_features
 
     @property
     def weight_elements(self) -> int:
@@ -156,7 +161,7 @@ class FC(_Layer):
 
     @property
     def out_shape(self) -> tuple[int, ...]:
-        return (self.out_features,)
+        return (self.rows, self.out_features) if self.rows > 1 else (self.out_features,)
 
 
 class LSTM(_Layer):
@@ -357,9 +362,11 @@ def _implied_input(layer: _Layer) -> tuple[int, ...]:
     if isinstance(layer, Pool):
         return (layer.channels, layer.in_rows, layer.in_cols)
     if isinstance(layer, FC):
-        return (layer.in_features,)
+        return (layer.rows * layer.in_features,)
     if isinstance(layer, LSTM):
         return (layer.cells * layer.embed,)
+    if isinstance(layer, MatMul):  # both operands, flattened
+        return (layer.batch * layer.inner * (layer.rows + layer.cols),)
     return tuple(layer.out_shape)
 
 
@@ -438,11 +445,14 @@ def _shape_problem(dag: ModelDAG, layer: _Layer) -> str | None:
     if not layer.deps and layer.name not in dag.inputs:
         return None
     got = dag.input_shape(layer)
-    if isinstance(layer, Add):
-        shapes = {dag.by_name[d].out_shape for d in layer.deps}
-        if shapes != {tuple(layer.shape)}:
-            return f"adds inputs of shapes {sorted(shapes)}, declared shape {layer.shape}"
-        return None
+    if isinstance(layer, Add) and not layer.deps:
+        return f"adds no layer outputs, declared shape {layer.shape}"
+    if isinstance(layer, Add | Elementwise) and layer.deps:
+        return _operands_problem(dag, layer)
+    if isinstance(layer, MatMul) and _product(got) != _product(_implied_input(layer)):
+        return (f"multiplies {layer.batch} x ({layer.rows}x{layer.inner} @ {layer.inner}x"
+                f"{layer.cols}) = {_product(_implied_input(layer))} operand elements, its "
+                f"inputs give {_product(got)}")
     if isinstance(layer, Conv | Pool):
         channels = layer.in_ch if isinstance(layer, Conv) else layer.channels
         if len(got) != 3:
@@ -456,31 +466,31 @@ def _shape_problem(dag: ModelDAG, layer: _Layer) -> str | None:
             return (f"input {got[1]}x{got[2]} gives output {rows}x{cols}, declared "
                     f"{layer.out_rows}x{layer.out_cols}")
         return None
-    if isinstance(layer, Elementwise | MatMul):
-        return _operand_problem(dag, layer)
-    expected = _implied_input(layer)[0]
-    if got[0] != expected:
-        return f"expects {expected} input features, its input gives {got[0]}"
+    expected = _product(_implied_input(layer))
+    if _product(got) != expected:  # a (T, E) model input is T x E features
+        return f"expects {expected} input features, its input gives {_product(got)}"
     return None
 
 
-def _operand_problem(dag: ModelDAG, layer: "Elementwise | MatMul") -> str | None:
-    """An element-wise layer broadcasts its inputs over `shape`: each holds a divisor of its
-    elements and the largest all of them. A MatMul's inputs hold its two operands,
-    batch x (rows x inner + inner x cols) elements together."""
-    sizes = [_product(dag.by_name[d].out_shape) for d in layer.deps]
-    if isinstance(layer, MatMul):
-        want = layer.batch * (layer.rows * layer.inner + layer.inner * layer.cols)
-        if sum(sizes) != want:
-            return (f"multiplies {layer.batch} x ({layer.rows}x{layer.inner} @ "
-                    f"{layer.inner}x{layer.cols}) = {want} operand elements, its inputs "
-                    f"give {sum(sizes)}")
+def _operands_problem(dag: ModelDAG, layer: "Add | Elementwise") -> str | None:
+    """An add's inputs each hold its output's element count, in its shape where they have
+    its rank (an importer passes reshapes through, so a residual may join a (C, H, W) map
+    and the (H*W, C) tokens it was viewed as); an element-wise layer's either join into
+    its output (one input, or a concatenation) or are operands broadcast over it
+    (squeeze-and-excitation's gate)."""
+    sizes = [dag.by_name[d].out_elements for d in layer.deps]
+    if isinstance(layer, Add):
+        shapes = {dag.by_name[d].out_shape for d in layer.deps}
+        if set(sizes) != {layer.out_elements} or any(
+                len(s) == len(layer.shape) and s != layer.shape for s in shapes):
+            return f"adds inputs of shapes {sorted(shapes)}, declared shape {layer.shape}"
         return None
-    whole = _product(layer.shape)
-    if max(sizes) != whole or any(whole % s for s in sizes):
-        return (f"broadcasts inputs of {sorted(sizes)} elements over shape {layer.shape} "
-                f"({whole} elements): the largest must equal it, the others divide it")
-    return None
+    if sum(sizes) == layer.out_elements or (
+            len(sizes) > 1 and max(sizes) == layer.out_elements
+            and all(layer.out_elements % size == 0 for size in sizes)):
+        return None
+    return (f"inputs of {', '.join(map(str, sizes))} elements neither join nor broadcast "
+            f"into its shape {layer.shape}")
 
 
 def dag_from_dict(data: dict, source: str) -> ModelDAG:

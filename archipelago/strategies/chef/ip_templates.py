@@ -220,9 +220,13 @@ def _dwconv_cost(ip: IPTemplate, layer: Conv, freq_hz: float, dram_Bps: float) -
 
 
 def _fc_cost(ip: IPTemplate, layer: FC, freq_hz: float, dram_Bps: float) -> LayerCost:
+    """Each tm x tn weight tile, loaded once, serves all `rows` token vectors (a Linear
+    applied per token); the input rows are re-read for every block of tm outputs."""
     m_steps, n_steps = ceil(layer.out_features / ip.tm), ceil(layer.in_features / ip.tn)
-    words = m_steps * layer.in_features + layer.weight_elements + layer.out_features
-    return LayerCost(m_steps * n_steps / freq_hz, words * BYTES_PER_ELEMENT / dram_Bps)
+    words = (m_steps * layer.rows * layer.in_features + layer.weight_elements
+             + layer.rows * layer.out_features)
+    cycles = layer.rows * m_steps * n_steps
+    return LayerCost(cycles / freq_hz, words * BYTES_PER_ELEMENT / dram_Bps)
 
 
 def _matmul_cost(ip: IPTemplate, layer: MatMul, freq_hz: float,
