@@ -9,13 +9,12 @@ import numpy as np
 import pytest
 
 from archipelago.strategies.tensor_parallel.dfx_program.compile import compile_plan
-from benchmarks.dfx_sim_vs_estimate import (
-    estimated,
-    plan_for,
-    simulate,
-    simulated,
-    unfitted,
+from archipelago.strategies.tensor_parallel.dfx_program.versus import (
+    estimated_groups,
+    simulate_plan,
+    simulated_groups,
 )
+from benchmarks.dfx_sim_vs_estimate import plan_for, unfitted
 
 SHARED = ("qkv", "attention", "attn_out", "ffn", "sync", "lm_head")
 
@@ -26,8 +25,8 @@ def test_simulated_and_estimated_agree_within_5_percent(cores: int,
                                                         tokens: tuple[int, int]) -> None:
     plan = plan_for("tiny", f"{cores}xu280")
     with unfitted():
-        est = estimated(plan, *tokens)
-    sim = simulated(plan, simulate(plan, *tokens))
+        est = estimated_groups(plan, *tokens)
+    sim = simulated_groups(plan, simulate_plan(plan, *tokens))
     for row in SHARED:
         if est[row].sum() or sim[row].sum():
             assert sim[row].sum() == pytest.approx(est[row].sum(), rel=0.05), row
@@ -40,7 +39,7 @@ def test_simulated_and_estimated_agree_within_5_percent(cores: int,
 
 def test_the_result_reports_layers_and_one_layers_timeline_per_core() -> None:
     plan = plan_for("tiny", "2xu280")
-    result = simulate(plan, 4, 4)
+    result = simulate_plan(plan, 4, 4)
     layers, tokens = result.layer_cycles.shape
     assert (layers, tokens) == (plan.spec.layers, 7)  # 4 + 4 - 1 passes
     # layers run one after another inside each pass, after the embedding
