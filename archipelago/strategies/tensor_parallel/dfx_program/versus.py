@@ -92,6 +92,12 @@ def fitted_note() -> str:
             "(docs/strategies/dfx-simulator.md)")
 
 
+def _cycles(groups: dict[str, np.ndarray], hz: float) -> dict[str, float]:
+    """Seconds per group and pass as cycles over the run (to a thousandth: the estimate's
+    are fractional, its tile efficiency scaling whole cycles)."""
+    return {g: round(float(v.sum() * hz), 3) for g, v in groups.items()}
+
+
 def side_by_side(plan: Plan, work: Generation, est: Estimate) -> dict[str, Any]:
     """`archi simulate --json`: the simulated and the estimated figures of one generation,
     in the same classes; per-layer times at the last token pass."""
@@ -114,7 +120,7 @@ def side_by_side(plan: Plan, work: Generation, est: Estimate) -> dict[str, Any]:
             "prefill_s": float(token_s[:n_in].sum()),
             "decode_s_per_token": float(decode.mean()) if decode.size else 0.0,
             "tokens_per_s": n_out / result.latency_s,
-            "cycles_per_class": {g: float(v.sum() * hz) for g, v in sim_groups.items()},
+            "cycles_per_class": _cycles(sim_groups, hz),
             "cycles_per_instruction": {c: float(v.sum())
                                        for c, v in result.class_cycles.items()},
             "layer_s": (result.layer_cycles[:, -1] / hz).tolist(),
@@ -124,7 +130,7 @@ def side_by_side(plan: Plan, work: Generation, est: Estimate) -> dict[str, Any]:
             "prefill_s": est.prefill_s,
             "decode_s_per_token": est.decode_s_per_token,
             "tokens_per_s": est.tokens_per_s,
-            "cycles_per_class": {g: float(v.sum() * hz) for g, v in est_groups.items()},
+            "cycles_per_class": _cycles(est_groups, hz),
             "layer_s": [layer] * plan.spec.layers,
         },
         "feasible": est.feasible,
