@@ -8,6 +8,7 @@ docs/strategies/dfx-simulator.md) and are checked for the direction of that diff
 import numpy as np
 import pytest
 
+from archipelago.strategies.tensor_parallel.dfx_program.asm import format_instr
 from archipelago.strategies.tensor_parallel.dfx_program.compile import compile_plan
 from archipelago.strategies.tensor_parallel.dfx_program.versus import (
     estimated_groups,
@@ -46,6 +47,11 @@ def test_the_result_reports_layers_and_one_layers_timeline_per_core() -> None:
     assert np.all(result.layer_cycles > 0)
     assert np.all(result.layer_cycles.sum(axis=0) < result.token_cycles)
     timeline = result.as_json()["timeline"]
-    layer = compile_plan(plan, 4, 4)[0][0].layer
-    assert len(timeline) == 2 * len(layer.instrs)
+    layers = [p.layer for p in compile_plan(plan, 4, 4)[0]]
+    assert len(timeline) == 2 * len(layers[0].instrs)
     assert all(0 <= e["start"] <= e["end"] for e in timeline)
+    # each core's entry lists its own instruction (its columns' addresses differ)
+    for core, layer in enumerate(layers):
+        assert [e["instr"] for e in timeline if e["core"] == core] == [
+            format_instr(i) for i in layer.instrs]
+    assert layers[0].instrs != layers[1].instrs

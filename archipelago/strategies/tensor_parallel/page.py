@@ -145,7 +145,7 @@ def _simulated_layer(plan: Plan, work: Generation) -> Chart:
     by_type = sorted(result.timeline, key=lambda r: _FSMS.index(type(r.instr).__name__))
     groups = {f"core {c}": [
         Span(f"core {c} · {type(r.instr).__name__.lower()}", float(r.start[c, 0]) - start,
-             float(r.end[c, 0]) - start, f"{format_instr(r.instr)} · {r.note}",
+             float(r.end[c, 0]) - start, f"{format_instr(r.instrs[c])} · {r.note}",
              instr_class(r.instr)) for r in by_type] for c in range(plan.ranks)}
     busy: dict[str, float] = {}  # the busiest classes get the most distinct colours
     for span in groups["core 0"]:
