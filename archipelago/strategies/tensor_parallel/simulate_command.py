@@ -80,7 +80,8 @@ def print_simulation(summary: dict[str, Any], console: Console) -> None:
     tokens = summary["tokens"]
     head = Table(title=f"{summary['model']} on {summary['cluster']} · strategy "
                        f"{summary['strategy']} · {tokens['input']}:{tokens['output']} tokens "
-                       f"· {summary['cores']} cores: simulated beside estimated")
+                       f"· {summary['cores']} core{'s' if summary['cores'] > 1 else ''}: "
+                       "simulated beside estimated")
     for column in ("figure", "simulated", "estimated", "sim / est"):
         head.add_column(column, justify="left" if column == "figure" else "right")
     rows = (("end-to-end latency (ms)", "latency_s", MS, ",.3f"),
