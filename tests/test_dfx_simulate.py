@@ -90,6 +90,20 @@ def test_the_table_shows_both_sides() -> None:
         assert text in out.stdout
 
 
+def test_a_plan_that_does_not_fit_is_printed_with_its_reasons_and_status_1(
+        tiny: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from archipelago.strategies.tensor_parallel import estimate
+
+    monkeypatch.setattr(estimate, "feasibility", lambda *args: ["device 0 (u280): DSP needs 2"])
+    out = RUNNER.invoke(app, ["simulate", tiny, "--cluster", "1xu280", "--tokens", "8:8"])
+    assert out.exit_code == 1, out.output
+    assert out.stdout.startswith("does not fit: device 0 (u280): DSP needs 2")
+    out = RUNNER.invoke(app, ["simulate", tiny, "--cluster", "1xu280", "--tokens", "8:8",
+                              "--json"])
+    assert out.exit_code == 1 and json.loads(out.stdout)["reasons"] == [
+        "device 0 (u280): DSP needs 2"]
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["gpt2-345m", "--strategy", "lora-q"],
      "strategy 'lora-q' has no instruction set to simulate (its engine runs no program); "
@@ -101,6 +115,7 @@ def test_the_table_shows_both_sides() -> None:
     (["gpt2-345m", "--tokens", "64"], "--tokens '64' must look like IN:OUT"),
     (["gpt2-345m", "--tokens", "1000:100"], "exceed gpt2-345m's 1024 positions"),
     (["gpt2-345m", "--cluster", "8x4xu280"], "a program simulation runs one ring"),
+    (["opt-6.7b", "--cluster", "1xu280"], "core 0's HBM image is 13.38 GiB; the U280 has 8"),
     (["gpt2-345m", "--batch", "2"], "No such option: --batch"),
 ])
 def test_refusals_are_one_line_with_status_2(args: list[str], message: str) -> None:
