@@ -35,9 +35,7 @@ def simulate(
     as_json: Annotated[bool, typer.Option(
         "--json", help="print one JSON object: `simulated` and `estimated` figures")] = False,
 ) -> None:
-    """Run MODEL's plan on the timing simulator of its engine's instruction set (every
-    core's program, instruction by instruction) and print its figures beside the analytical
-    estimate's: latency, per-class cycles, per-layer times."""
+    """Run every core's program of MODEL's plan on the timing simulator, beside the estimate."""
     from archipelago.api import choose, plan_and_estimate
     from archipelago.strategies.tensor_parallel.dfx_program.versus import side_by_side
     from archipelago.strategies.tensor_parallel.rings import one_ring
