@@ -155,7 +155,7 @@ def _simulated_layer(plan: Plan, work: Generation) -> Chart:
                  f"The compiled programs of every core run on the timing simulator "
                  f"(dfx_program/timing.py) at context {context}: compute, dma and router "
                  f"instructions issue in parallel, each type in order; bars run from issue "
-                 f"to writeback, in cycles of the {plan.engine.config.clock_hz / 1e6:,.0f} MHz "
+                 f"to writeback, in cycles of the {result.clock_hz / 1e6:,.0f} MHz "
                  "kernel clock (no fitted constant, unlike the estimate's block above).",
                  gantt_per_group(groups, 1.0, "cycles", "core · instruction type", busiest))
 
