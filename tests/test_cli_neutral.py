@@ -28,7 +28,7 @@ RUNNER = CliRunner()
 # Today's defaults, written out here independently of the registry's declarations.
 DEFAULTS = {"plan": ("dfx", "4xu280"), "report": ("dfx", "4xu280"),
             "emulate": ("dfx", "4xu280"), "build": ("galapagos", "72xsidewinder"),
-            "explore": ("lora-q", "1xu280")}
+            "explore": ("lora-q", "1xu280"), "simulate": ("dfx", "4xu280")}
 
 
 def _names() -> set[str]:

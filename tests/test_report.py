@@ -46,7 +46,8 @@ def test_plan_report_writes_the_page_beside_the_table(tmp_path: Path) -> None:
     text = page.read_text()
     assert text.startswith("<!DOCTYPE html>") and "<script src=" not in text  # inlined
     assert page.stat().st_size < 5e6
-    assert text.count('class="plot"') == 9  # 7 charts, and the batch sweep's 2
+    # 8 charts (the last DFX's simulated layer), and the batch sweep's 2
+    assert text.count('class="plot"') == 10
 
 
 @pytest.mark.parametrize(("name", "extra", "message"), [

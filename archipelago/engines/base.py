@@ -15,6 +15,10 @@ class EngineConfig(BaseModel):
     (unknown keys and out-of-range values are refused, with the key named), then frozen."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+    # Where the core's instruction set is described (its programs can be built and run on a
+    # simulator), or None: a core the papers give as hardware only. A class fact, so the
+    # registry can say which strategies have one without planning (`Strategy.instruction_set`).
+    instruction_set: ClassVar[str | None] = None
 
 
 # Upper bounds shared by every engine's parameters: far past any design in the seeds (the

@@ -8,17 +8,22 @@ from dataclasses import dataclass
 
 import numpy as np
 import plotly.graph_objects as go
+from plotly.colors import qualitative
 
 # Colours by category, reused across charts so a part keeps its colour on the page.
 PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#eeca3b",
            "#9d755d", "#bab0ac", "#ff9da6")
 
+# For more kinds than PALETTE tells apart (an instruction set's classes): plotly's Dark24.
+WIDE_PALETTE = tuple(qualitative.Dark24)
 
-def _colours(names: Sequence[str], order: Sequence[str] = ()) -> dict[str, str]:
+
+def _colours(names: Sequence[str], order: Sequence[str] = (),
+             palette: Sequence[str] = PALETTE) -> dict[str, str]:
     """A colour per name: by place in `order` where listed (so a category keeps its colour
     from chart to chart), the rest after."""
     every = list(dict.fromkeys([*order, *names]))
-    return {n: PALETTE[every.index(n) % len(PALETTE)] for n in names}
+    return {n: palette[every.index(n) % len(palette)] for n in names}
 
 
 def stacked_breakdown(parts: dict[str, dict[str, float]], scale: float, unit: str,
@@ -175,6 +180,26 @@ class Span:
     kind: str
 
 
+def _bars(spans: Sequence[Span], kind: str, colour: str, scale: float, unit: str,
+          **trace: object) -> go.Bar:
+    """One trace of a timeline: `spans` of one kind as horizontal bars."""
+    return go.Bar(
+        orientation="h", name=kind, y=[s.row for s in spans],
+        base=[s.start * scale for s in spans],
+        x=[(s.finish - s.start) * scale for s in spans], text=[s.label for s in spans],
+        marker_color=colour, textposition="none",
+        hovertemplate="%{y} · %{text}: from %{base:,.3f} for %{x:,.3f} " + unit
+                      + "<extra></extra>", **trace)
+
+
+def _timeline_layout(fig: go.Figure, spans: Sequence[Span], unit: str, row_title: str
+                     ) -> go.Figure:
+    rows = list(dict.fromkeys(s.row for s in spans))
+    fig.update_layout(barmode="overlay", xaxis_title=f"time ({unit})", yaxis_title=row_title)
+    fig.update_yaxes(categoryorder="array", categoryarray=rows[::-1])
+    return fig
+
+
 def gantt(spans: Sequence[Span], scale: float, unit: str, row_title: str,
           order: Sequence[str] = ()) -> go.Figure:
     """Horizontal bars per row, coloured by kind (`order` fixes the colours), time x
@@ -183,15 +208,25 @@ def gantt(spans: Sequence[Span], scale: float, unit: str, row_title: str,
     kinds = list(dict.fromkeys(s.kind for s in spans))
     colour = _colours(kinds, order)
     for kind in kinds:
-        mine = [s for s in spans if s.kind == kind]
-        fig.add_trace(go.Bar(
-            orientation="h", name=kind, y=[s.row for s in mine],
-            base=[s.start * scale for s in mine],
-            x=[(s.finish - s.start) * scale for s in mine], text=[s.label for s in mine],
-            marker_color=colour[kind], textposition="none",
-            hovertemplate="%{y} · %{text}: from %{base:,.3f} for %{x:,.3f} " + unit
-                          + "<extra></extra>"))
-    rows = list(dict.fromkeys(s.row for s in spans))
-    fig.update_layout(barmode="overlay", xaxis_title=f"time ({unit})", yaxis_title=row_title)
-    fig.update_yaxes(categoryorder="array", categoryarray=rows[::-1])
-    return fig
+        fig.add_trace(_bars([s for s in spans if s.kind == kind], kind, colour[kind], scale,
+                            unit))
+    return _timeline_layout(fig, spans, unit, row_title)
+
+
+def gantt_per_group(groups: dict[str, Sequence[Span]], scale: float, unit: str,
+                    row_title: str, order: Sequence[str] = ()) -> go.Figure:
+    """`gantt` whose rows fall in groups (the cores of a ring): each group its own set of
+    traces, one per kind (the trace's `meta` names the group), a kind keeping its colour and
+    one legend entry across groups, so clicking it hides that kind on every group."""
+    every = [s for spans in groups.values() for s in spans]
+    kinds = list(dict.fromkeys(s.kind for s in every))
+    colour = _colours(kinds, order, PALETTE if len(kinds) <= len(PALETTE) else WIDE_PALETTE)
+    fig, listed = go.Figure(), set()
+    for group, spans in groups.items():
+        for kind in kinds:
+            mine = [s for s in spans if s.kind == kind]
+            if mine:
+                fig.add_trace(_bars(mine, kind, colour[kind], scale, unit, legendgroup=kind,
+                                    showlegend=kind not in listed, meta=group))
+                listed.add(kind)
+    return _timeline_layout(fig, every, unit, row_title)

@@ -149,6 +149,12 @@ class Strategy:
     def plan_kind(self) -> PlanKind:
         return get_kind(self.kind)
 
+    @property
+    def instruction_set(self) -> str | None:
+        """Where its engine's instruction set is described (its programs can be built and
+        simulated), or None; the engine config says (`EngineConfig.instruction_set`)."""
+        return getattr(self.engine_config, "instruction_set", None)
+
     def config(self, overrides: dict[str, Any] | None = None) -> BaseModel:
         """The engine parameters, validated once; a bad one is a one-line error naming the
         key, the value and the constraint."""

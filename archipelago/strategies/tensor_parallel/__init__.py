@@ -106,7 +106,8 @@ register_kind(PlanKind(
     page="archipelago.strategies.tensor_parallel.page:page",
     writers="archipelago.strategies.tensor_parallel.emit:write_build",
     batch_evaluator="archipelago.strategies.tensor_parallel.variants:evaluate_variants",
-    traits="archipelago.strategies.tensor_parallel.traits:traits"))
+    traits="archipelago.strategies.tensor_parallel.traits:traits",
+    commands={"simulate": "archipelago.strategies.tensor_parallel.simulate_command:simulate"}))
 
 
 def _check_inputs(spec: ModelSpec, cluster: Cluster, strategy: str) -> None:
@@ -386,7 +387,8 @@ def plan_lora_q(spec: ModelSpec, cluster: Cluster, config: SystolicConfig) -> Pl
 # (or as `--split` says) with its ring plan as every stage's program (pipeline.py).
 register("dfx", "tensor parallel, DFX sync scheme: 4 ring all-gathers per block (seeds/001)",
          "tensor-parallel", DFXSplitConfig, design_space=f"{_SPACE}:DFX",
-         default_for=("plan", "report", "emulate"), **_CLUSTERS)(pipelined("dfx", plan_dfx))
+         default_for=("plan", "report", "emulate", "simulate"),
+         **_CLUSTERS)(pipelined("dfx", plan_dfx))
 register("lora-f", "tensor parallel, LORA sync (4 all-gathers + 2 all-reduces, overlapped), "
                    "FP16 systolic engine at 200 MHz (seeds/002)", "tensor-parallel",
          SystolicSplitConfig, {"precision": "fp16", "clock_hz": 200e6},

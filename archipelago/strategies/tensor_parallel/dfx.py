@@ -74,6 +74,10 @@ DFX_TILE_EFFICIENCY = 0.8975
 class DFXConfig(EngineConfig):
     """Design parameters of one DFX core."""
 
+    # compute, dma and router instructions (§IV-C): `archi build` compiles programs
+    # (dfx_program/), `archi simulate` runs them.
+    instruction_set: ClassVar[str | None] = "seeds/001 §IV-C"
+
     # tile dimension = adder-tree inputs per lane (seeds/001 §V-B)
     d: int = Field(64, ge=2, le=MAX_DIM)
     l: int = Field(16, ge=1, le=MAX_DIM)  # noqa: E741  lanes of the MFU (seeds/001 §V-B)
@@ -140,9 +144,7 @@ class DFXEngine:
     name = "dfx"
     # §V-A: the controller runs the decoder layers once per token, prompt tokens included.
     token_serial_prefill = True
-    # compute, dma and router instructions (§IV-C): `archi build` compiles programs
-    # (dfx_program/).
-    instruction_set: ClassVar[str | None] = "seeds/001 §IV-C"
+    instruction_set: ClassVar[str | None] = DFXConfig.instruction_set
     # §V-A/B: one token of one sequence at a time; "weights and biases cannot be reused in
     # matrix multiplications due to no input batching".
     one_sequence: ClassVar[str | None] = (

@@ -15,6 +15,7 @@ from archipelago.report.charts import (
     Span,
     cluster_graph,
     gantt,
+    gantt_per_group,
     resource_bars,
     ring_positions,
     roofline,
@@ -23,6 +24,9 @@ from archipelago.report.charts import (
 )
 from archipelago.report.page import Chart, Headline, KindPage
 from archipelago.report.sweep import device_count_sweep
+from archipelago.strategies.tensor_parallel.dfx_program.asm import format_instr
+from archipelago.strategies.tensor_parallel.dfx_program.timing import instr_class
+from archipelago.strategies.tensor_parallel.dfx_program.versus import simulate_plan
 from archipelago.strategies.tensor_parallel.estimate import (
     CATEGORIES,
     Estimate,
@@ -42,6 +46,8 @@ MS = 1e3
 # (DFX's circulation; LORA's short-way slices carry less), once per sender.
 _LINK_SHARE = {"all_gather": 1.0, "argmax_gather": 1.0, "all_reduce": 2.0, "all_to_all": 1.0}
 _COLOUR_ORDER = (*CATEGORIES, "collective")
+# The instruction types of a DFX core, one FSM each (seeds/001 §V-A): its timeline's rows.
+_FSMS = ("Compute", "Dma", "Router")
 # The batch sweep doubles from 1 while the KV caches fit, up to this many sequences.
 MAX_SWEPT_BATCH = 256
 
@@ -126,6 +132,32 @@ def _block_timeline(plan: Plan, context: int) -> Chart:
                  "its shards (SPMD); collectives run on the link row, and compute waits only "
                  "where they are not hidden.",
                  gantt(spans, 1e6, "µs", "device", _COLOUR_ORDER))
+
+
+def _simulated_layer(plan: Plan, work: Generation) -> Chart:
+    """The first decoder layer of one token pass as the timing simulator runs it: per core,
+    a row for each instruction type's FSM (compute, dma, router, §V-A), a bar per
+    instruction from its start to its writeback, coloured by instruction class."""
+    context = min(_mean_decode_context(work), work.input_tokens + work.output_tokens - 1)
+    result = simulate_plan(plan, work.input_tokens, work.output_tokens,
+                           np.array([context - 1]))
+    start = min(float(r.start[:, 0].min()) for r in result.timeline)
+    by_type = sorted(result.timeline, key=lambda r: _FSMS.index(type(r.instr).__name__))
+    groups = {f"core {c}": [
+        Span(f"core {c} · {type(r.instr).__name__.lower()}", float(r.start[c, 0]) - start,
+             float(r.end[c, 0]) - start, f"{format_instr(r.instrs[c])} · {r.note}",
+             instr_class(r.instr)) for r in by_type] for c in range(plan.ranks)}
+    busy: dict[str, float] = {}  # the busiest classes get the most distinct colours
+    for span in groups["core 0"]:
+        busy[span.kind] = busy.get(span.kind, 0.0) + span.finish - span.start
+    busiest = sorted(busy, key=lambda kind: -busy[kind])
+    return Chart("one decoder layer, instruction by instruction (timing simulator)",
+                 f"The compiled programs of every core run on the timing simulator "
+                 f"(dfx_program/timing.py) at context {context}: compute, dma and router "
+                 f"instructions issue in parallel, each type in order; bars run from issue "
+                 f"to writeback, in cycles of the {result.clock_hz / 1e6:,.0f} MHz "
+                 "kernel clock (no fitted constant, unlike the estimate's block above).",
+                 gantt_per_group(groups, 1.0, "cycles", "core · instruction type", busiest))
 
 
 def _op_points(plan: Plan, phase: Phase, group: str) -> list[OpPoint]:
@@ -248,5 +280,6 @@ def page(plan: Plan, work: Generation, est: Estimate, summary: dict[str, Any]) -
                   Headline("decode per token (mean)", "decode_s_per_token", "ms", MS, 3)],
         charts=[breakdown, _cluster_chart(plan, est), resources, *sweeps,
                 *_batch_charts(plan, work, est),
-                _roofline(plan, work), _block_timeline(plan, _mean_decode_context(work))],
+                _roofline(plan, work), _block_timeline(plan, _mean_decode_context(work)),
+                *([_simulated_layer(plan, work)] if plan.engine.instruction_set else [])],
         notes=[f"not in the device-count sweep: {r}" for r in refused])

@@ -196,15 +196,21 @@ class _Core:
 
 @dataclass
 class Record:
-    """One executed instruction on every core: times over (cores, tokens)."""
+    """One executed instruction on every core: each core's own (same opcode and shape, its
+    own addresses: its columns, its shards), times over (cores, tokens)."""
 
     section: str
     layer: int
     index: int
-    instr: Instr
+    instrs: tuple[Instr, ...]
     note: str
     start: np.ndarray
     end: np.ndarray
+
+    @property
+    def instr(self) -> Instr:
+        """Core 0's: what every core's has in common (type, opcode, class)."""
+        return self.instrs[0]
 
 
 @dataclass
@@ -232,7 +238,7 @@ class SimResult:
             "cycles_per_class": {c: float(v.sum()) for c, v in self.class_cycles.items()},
             "seconds_per_group": {g: float(v.sum() / hz) for g, v in self.group_cycles.items()},
             "layer_s": (self.layer_cycles[:, token] / hz).tolist(),
-            "timeline": [{"core": c, "index": r.index, "instr": format_instr(r.instr),
+            "timeline": [{"core": c, "index": r.index, "instr": format_instr(r.instrs[c]),
                           "note": r.note, "start": float(r.start[c, token]),
                           "end": float(r.end[c, token])}
                          for r in self.timeline for c in range(r.start.shape[0])],
@@ -295,7 +301,9 @@ class Simulator:
                 groups[group] = groups.get(group, zero) + now - critical
                 critical = now
                 if layer == timeline_layer and secs[0] is programs[0].layer:
-                    timeline.append(Record(secs[0].name, layer, k, instr, note, start, end))
+                    timeline.append(Record(secs[0].name, layer, k,
+                                           tuple(sec.instrs[k] for sec in secs), note, start,
+                                           end))
             if secs[0] is not programs[0].epilogue:  # the prologue's end, then each layer's
                 layer_ends.append(end_all[0])
         return SimResult(self.units.config.clock_hz, critical, classes, groups,
