@@ -449,10 +449,17 @@ def _shape_problem(dag: ModelDAG, layer: _Layer) -> str | None:
         return f"adds no layer outputs, declared shape {layer.shape}"
     if isinstance(layer, Add | Elementwise) and layer.deps:
         return _operands_problem(dag, layer)
-    if isinstance(layer, MatMul) and _product(got) != _product(_implied_input(layer)):
-        return (f"multiplies {layer.batch} x ({layer.rows}x{layer.inner} @ {layer.inner}x"
-                f"{layer.cols}) = {_product(_implied_input(layer))} operand elements, its "
-                f"inputs give {_product(got)}")
+    if isinstance(layer, Elementwise):  # a first layer, on the model's input
+        return _elementwise_problem(layer, [_product(got)])
+    if isinstance(layer, MatMul):
+        operands = (layer.batch * layer.rows * layer.inner,
+                    layer.batch * layer.inner * layer.cols)
+        one_holds_both = len(layer.deps) == 1 and _product(got) in operands  # x @ x^T
+        if _product(got) != sum(operands) and not one_holds_both:
+            return (f"multiplies {layer.batch} x ({layer.rows}x{layer.inner} @ "
+                    f"{layer.inner}x{layer.cols}) = {sum(operands)} operand elements, its "
+                    f"inputs give {_product(got)}")
+        return None
     if isinstance(layer, Conv | Pool):
         channels = layer.in_ch if isinstance(layer, Conv) else layer.channels
         if len(got) != 3:
@@ -475,9 +482,8 @@ def _shape_problem(dag: ModelDAG, layer: _Layer) -> str | None:
 def _operands_problem(dag: ModelDAG, layer: "Add | Elementwise") -> str | None:
     """An add's inputs each hold its output's element count, in its shape where they have
     its rank (an importer passes reshapes through, so a residual may join a (C, H, W) map
-    and the (H*W, C) tokens it was viewed as); an element-wise layer's either join into
-    its output (one input, or a concatenation) or are operands broadcast over it
-    (squeeze-and-excitation's gate)."""
+    and the (H*W, C) tokens it was viewed as); an element-wise layer's as
+    `_elementwise_problem` reads them."""
     sizes = [dag.by_name[d].out_elements for d in layer.deps]
     if isinstance(layer, Add):
         shapes = {dag.by_name[d].out_shape for d in layer.deps}
@@ -485,12 +491,23 @@ def _operands_problem(dag: ModelDAG, layer: "Add | Elementwise") -> str | None:
                 len(s) == len(layer.shape) and s != layer.shape for s in shapes):
             return f"adds inputs of shapes {sorted(shapes)}, declared shape {layer.shape}"
         return None
-    if sum(sizes) == layer.out_elements or (
-            len(sizes) > 1 and max(sizes) == layer.out_elements
-            and all(layer.out_elements % size == 0 for size in sizes)):
+    return _elementwise_problem(layer, sizes)
+
+
+def _elementwise_problem(layer: Elementwise, sizes: list[int]) -> str | None:
+    """Inputs of `sizes` elements either join into the output (one input, a
+    concatenation, with up to `params` stored elements: ViT's class token), or are
+    operands broadcast over it (squeeze-and-excitation's gate), or the layer selects or
+    reduces part of one larger input (a Gather of a token, the last LSTM step, a mean)."""
+    total = layer.out_elements
+    joins = sum(sizes) <= total <= sum(sizes) + layer.params
+    broadcast = len(sizes) > 1 and max(sizes) == total and all(total % s == 0 for s in sizes)
+    selects = len(sizes) == 1 and sizes[0] > total
+    if joins or broadcast or selects:
         return None
     return (f"inputs of {', '.join(map(str, sizes))} elements neither join nor broadcast "
-            f"into its shape {layer.shape}")
+            f"into its shape {layer.shape} (nor does it select from one larger input; "
+            f"stored elements {layer.params})")
 
 
 def dag_from_dict(data: dict, source: str) -> ModelDAG:
