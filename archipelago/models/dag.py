@@ -415,9 +415,18 @@ def torch_problem(dag: ModelDAG, layer: _Layer) -> tuple[str, str | None]:
       most half of effective kernel size"; dilation is 1 here);
     - a conv or pool reading several feature maps concatenates them on channels, so their
       rows and columns must agree (torch.cat)."""
-    if isinstance(layer, Pool) and layer.padding > layer.kernel // 2:
-        return ".padding", (f"padding {layer.padding} is more than half the {layer.kernel}-wide "
-                            f"kernel (at most {layer.kernel // 2}; torch's pooling refuses more)")
+    if isinstance(layer, Pool):
+        top, left, bottom, right = layer.borders
+        rows, cols = layer.window
+        if max(top, bottom) > rows // 2 or max(left, right) > cols // 2:
+            if layer.pads is None and rows == cols:
+                return ".padding", (f"padding {layer.padding} is more than half the "
+                                    f"{rows}-wide kernel (at most {rows // 2}; torch's "
+                                    "pooling refuses more)")
+            field = ".padding" if layer.pads is None else ".pads"
+            return field, (f"padding {list(layer.borders)} is more than half the "
+                           f"{rows}x{cols} kernel (at most {rows // 2} rows, {cols // 2} "
+                           "columns; torch's pooling refuses more)")
     if isinstance(layer, Conv | Pool) and len(layer.deps) > 1:
         shapes = [dag.by_name[d].out_shape for d in layer.deps]
         if all(len(s) == 3 for s in shapes) and len({s[1:] for s in shapes}) > 1:
