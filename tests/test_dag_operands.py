@@ -53,8 +53,8 @@ def test_elementwise_broadcasts_joins_or_selects() -> None:
     select = {"name": "first", "type": "elementwise", "op": "Gather", "deps": ["tok"],
               "shape": [1]}
     _dag(STEM, token, select)
-    with pytest.raises(ConfigError, match=r"'layers\.tok': broadcasts inputs of \[648\] "
-                                          r"elements over shape \(650,\)"):
+    with pytest.raises(ConfigError, match=r"'layers\.tok': inputs of 648 elements neither "
+                                          r"join nor broadcast into its shape \(650,\)"):
         _dag(STEM, {**token, "shape": [650]})
 
 
