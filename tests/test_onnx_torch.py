@@ -144,6 +144,10 @@ CASES = {
          node("Constant", [], ["e"], value_ints=[2, 1, 1, 1]),
          node("Expand", ["x", "e"], ["b"])], X4, {}, 15,
         {"s": TensorProto.INT64, "a": F, "b": F}),
+    "mod_both_signs": ([node("Mod", ["x", "d"], ["a"], fmod=1), node("Cast", ["x"], ["i"], to=7),
+                        node("Mod", ["i", "k"], ["b"])], X4,
+                       {"d": np.float32(-0.7), "k": np.array(-3, np.int64)}, 13,
+                       {"a": F, "b": TensorProto.INT64}),
     "sum_mean": ([node("Sum", ["x", "a", "b"], ["s"]), node("Mean", ["x", "a", "b"], ["m"])],
                  X4, {"a": w(6), "b": w(4, 1, 1)}, 13, ["s", "m"]),
 }

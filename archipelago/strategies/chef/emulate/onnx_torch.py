@@ -321,7 +321,7 @@ def _gather(a: Inputs, attrs: Attrs, opset: int) -> Tensor:
     axis = _axis(attrs.get("axis", 0), data.dim())
     index = torch.where(index < 0, index + data.shape[axis], index)
     picked = data.index_select(axis, index.reshape(-1))
-    return picked.reshape(*data.shape[:axis], *index.shape, *data.shape[axis + 1:])
+    return picked.reshape([*data.shape[:axis], *index.shape, *data.shape[axis + 1:]])
 
 
 def _slice(a: Inputs, attrs: Attrs, opset: int) -> Tensor:
@@ -520,6 +520,11 @@ def _gru(a: Inputs, attrs: Attrs, opset: int) -> list[Tensor]:
     return _recurrent_outputs(ys, [hs], layout)
 
 
+def _mod(a: Inputs, attrs: Attrs, opset: int) -> Tensor:
+    """fmod=1: the remainder takes the dividend's sign (C's fmod); else the divisor's."""
+    return (torch.fmod if attrs.get("fmod", 0) else torch.remainder)(a[0], a[1])
+
+
 def _dropout(a: Inputs, attrs: Attrs, opset: int) -> list[Tensor]:
     return [a[0], torch.ones_like(a[0], dtype=torch.bool)]  # inference: the identity
 
@@ -527,7 +532,7 @@ def _dropout(a: Inputs, attrs: Attrs, opset: int) -> list[Tensor]:
 OPS: dict[str, Op] = {
     "Conv": _conv, "Gemm": _gemm, "MatMul": _binary(torch.matmul),
     "Add": _binary(torch.add), "Sub": _binary(torch.sub), "Mul": _binary(torch.mul),
-    "Div": _binary(_div), "Pow": _binary(torch.pow), "Equal": _binary(torch.eq),
+    "Div": _binary(_div), "Mod": _mod, "Pow": _binary(torch.pow), "Equal": _binary(torch.eq),
     "Less": _binary(torch.lt), "Greater": _binary(torch.gt),
     "Max": lambda a, attrs, opset: torch.stack(torch.broadcast_tensors(*a)).amax(0),
     "Min": lambda a, attrs, opset: torch.stack(torch.broadcast_tensors(*a)).amin(0),
