@@ -456,9 +456,27 @@ def _shape_problem(dag: ModelDAG, layer: _Layer) -> str | None:
             return (f"input {got[1]}x{got[2]} gives output {rows}x{cols}, declared "
                     f"{layer.out_rows}x{layer.out_cols}")
         return None
+    if isinstance(layer, Elementwise | MatMul):
+        return _operand_problem(dag, layer)
     expected = _implied_input(layer)[0]
     if got[0] != expected:
         return f"expects {expected} input features, its input gives {got[0]}"
+    return None
+
+
+def _operand_problem(dag: ModelDAG, layer: Elementwise | MatMul) -> str | None:
+    """An element-wise layer's inputs fill its shape (together, or the largest one, the
+    others broadcasting over it); a MatMul's two are (batch, rows, inner) and
+    (batch, inner, cols) in dependency order."""
+    sizes = [dag.by_name[d].out_elements for d in layer.deps]
+    if isinstance(layer, MatMul):
+        want = [layer.batch * layer.rows * layer.inner, layer.batch * layer.inner * layer.cols]
+        if sizes != want:
+            return f"multiplies operands of {sizes} elements; batch, rows, inner, cols need {want}"
+        return None
+    if _product(layer.shape) not in (sum(sizes), max(sizes)):
+        return (f"inputs of {sizes} elements neither fill nor broadcast over its shape "
+                f"{list(layer.shape)}")
     return None
 
 

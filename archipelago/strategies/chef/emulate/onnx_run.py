@@ -18,6 +18,7 @@ import onnx
 import torch
 
 from archipelago.emulate.errors import EmulationError
+from archipelago.models.dag import ModelDAG
 from archipelago.strategies.chef.emulate.onnx_torch import run_nodes
 from archipelago.strategies.chef.emulate.run import (
     LayerRunner,
@@ -46,6 +47,15 @@ class Imported(Protocol):
     layer_inputs: Mapping[str, tuple[str, ...]]
     layer_outputs: Mapping[str, tuple[str, ...]]
     constants: Mapping[str, np.ndarray]
+
+
+def check_layers(imported: Imported, dag: ModelDAG) -> Imported:
+    """`imported`, when its layers are the planned DAG's (the plan placed those names)."""
+    if set(imported.layer_nodes) != set(dag.by_name):
+        odd = sorted(set(imported.layer_nodes) ^ set(dag.by_name))
+        raise EmulationError(f"the import's layers and the planned DAG's differ (first: "
+                             f"'{odd[0]}')")
+    return imported
 
 
 def opset_of(model: onnx.ModelProto) -> int:
@@ -113,10 +123,8 @@ def compare(outputs: Mapping[str, np.ndarray],
     for name, ref in reference.items():
         got = outputs[name]
         if got.shape != ref.shape:
-            per[name] = {"shape": list(got.shape), "reference_shape": list(ref.shape),
-                         "max_abs_error": float("inf"), "max_rel_error": float("inf"),
-                         "passed": False}
-            continue
+            raise EmulationError(f"output '{name}': the emulation gives shape "
+                                 f"{list(got.shape)}, onnxruntime {list(ref.shape)}")
         ref64, got64 = ref.astype(np.float64), got.astype(np.float64)
         err = float(np.abs(got64 - ref64).max()) if ref.size else 0.0
         scale = float(np.abs(ref64).max()) if ref.size else 0.0
@@ -137,8 +145,19 @@ def _work(model: onnx.ModelProto, imported: Imported, placement: dict[str, int],
     if missing:
         raise EmulationError(f"graph output '{missing[0]}' is among no layer's outputs")
     reads = {n: tuple(v for v in imported.layer_inputs[n] if v not in fed) for n in order}
-    return Work(placement, order, reads, {n: tuple(imported.layer_outputs[n]) for n in order},
+    work = Work(placement, order, reads, {n: tuple(imported.layer_outputs[n]) for n in order},
                 finals)
+    done: set[str] = set()
+    for name in order:  # a value read before its producer ran on the same FPGA never comes
+        for value in reads[name]:
+            if value not in work.producer:
+                raise EmulationError(f"layer '{name}' reads '{value}', which no layer writes "
+                                     "and is no graph input")
+            if work.producer[value] == placement[name] and value not in done:
+                raise EmulationError(f"layer '{name}' reads '{value}' before the layer on its "
+                                     "FPGA that computes it runs, in the schedule's order")
+        done.update(work.writes[name])
+    return work
 
 
 def emulate_onnx(path: Path, imported: Imported, placement: dict[str, int], order: list[str],

@@ -23,6 +23,7 @@ from archipelago.emulate.errors import RankFailure, one_line
 from archipelago.emulate.watchdog import FAULT_ENV, Fault
 from archipelago.models.dag import ModelDAG, validate_dag
 from archipelago.strategies.chef.emulate.dag_torch import (
+    check_ops,
     layer_weights,
     model_inputs,
     run_dag,
@@ -194,6 +195,7 @@ def emulate_dag(dag: ModelDAG, placement: dict[str, int], order: list[str],
     """Run the split DAG and compare with the unsplit one on the same weights and inputs:
     seeded, or `given` (an imported module's parameters and the user's inputs)."""
     validate_dag(dag, dag.name)  # the plan's own check: what torch would refuse, refused here
+    check_ops(dag)
     given = given or Given()
 
     def make_runner(mine: list[str]) -> LayerRunner:
