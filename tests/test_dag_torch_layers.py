@@ -177,6 +177,7 @@ def test_operands_that_neither_fill_nor_broadcast_are_refused():
     with pytest.raises(ConfigError, match=r"layers\.m': multiplies operands of \[40, 24\] "
                                           r"elements; batch, rows, inner, cols need \[24, 40\]"):
         validate_dag(ModelDAG(name="x", layers=(*base, bad_mm)), "x")
+    good_mm = bad_mm.model_copy(update={"deps": ("q", "k")})
     bad_mul = Elementwise(name="e", deps=("q", "k"), op="Mul", shape=(2, 3, 5))
     with pytest.raises(ConfigError, match=r"inputs of \[24, 40\] elements neither fill"):
-        validate_dag(ModelDAG(name="x", layers=(*base, bad_mul)), "x")
+        validate_dag(ModelDAG(name="x", layers=(*base, good_mm, bad_mul)), "x")
