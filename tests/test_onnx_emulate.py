@@ -75,3 +75,77 @@ def test_an_operator_the_interpreter_lacks_names_its_rank_and_node(tmp_path):
     with pytest.raises(RankFailure, match=r"^rank 1: FPGA 'fpga1': layer 'n1': EmulationError: "
                                           r"node 'odd': operator ai.onnx.Celu has no torch"):
         emulate_onnx(path, imported, {"n0": 0, "n1": 1}, ["n0", "n1"], FPGAS)
+
+
+def _tiny_resnet(path: Path) -> Path:
+    """conv-relu, conv, residual add-relu, global pool, flatten, fc: a graph today's
+    importer reads, with the layers it forms written out below."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    node = helper.make_node
+    nodes = [node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+             node("Relu", ["c1"], ["r1"], name="relu1"),
+             node("Conv", ["r1", "w2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
+             node("Add", ["c2", "r1"], ["a"], name="add"),
+             node("Relu", ["a"], ["r2"], name="relu2"),
+             node("GlobalAveragePool", ["r2"], ["g"], name="gap"),
+             node("Flatten", ["g"], ["f"], name="flat"),
+             node("Gemm", ["f", "wf", "bf"], ["y"], name="fc", transB=1)]
+    shapes = {"w1": (4, 3, 3, 3), "b1": (4,), "w2": (4, 4, 3, 3), "wf": (5, 4), "bf": (5,)}
+    graph = helper.make_graph(
+        nodes, "tiny", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 6, 6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 5])],
+        [numpy_helper.from_array(rng.standard_normal(s).astype(np.float32), n)
+         for n, s in shapes.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path
+
+
+def _tiny_resnet_layers(path: Path):
+    from tests.onnx_cases import NodeLayers
+
+    constants = node_layers(path).constants
+    return NodeLayers(
+        {"conv1": (0, 1), "conv2": (2,), "add": (3, 4), "gap": (5,), "fc": (6, 7)},
+        {"conv1": ("x",), "conv2": ("r1",), "add": ("c2", "r1"), "gap": ("r2",),
+         "fc": ("g",)},
+        {"conv1": ("r1",), "conv2": ("c2",), "add": ("r2",), "gap": ("g",), "fc": ("y",)},
+        constants)
+
+
+def test_archi_emulate_of_an_onnx_file_compares_the_plan_with_onnxruntime(tmp_path,
+                                                                          monkeypatch):
+    from rich.console import Console
+
+    from archipelago import api
+    from archipelago.models import onnx_import
+    from archipelago.strategies.chef.report import print_emulation
+
+    path = _tiny_resnet(tmp_path / "tiny.onnx")
+    monkeypatch.setattr(onnx_import, "import_onnx", _tiny_resnet_layers, raising=False)
+    report = api.emulate(str(path), "chef-cluster1", "chef", seed=2)
+    assert report["passed"] and report["processes"] == 6
+    assert sorted(n for names in report["layers_per_fpga"].values() for n in names) == \
+        ["add", "conv1", "conv2", "fc", "gap"]
+    assert report["strategy"] == "chef" and report["cluster"] == "chef-cluster1"
+    assert report["tolerance"] == {"rtol": RTOL, "atol": 1e-5}
+    console = Console(record=True, width=200)
+    print_emulation(report, console)
+    text = console.export_text()
+    assert "6 FPGA processes against onnxruntime" in text and ": PASS (max |error|" in text
+
+
+@pytest.mark.parametrize("name", ["squeezenet", "shufflenet", "inception_v1"])
+def test_onnx_light_model_as_shipped_split_equals_onnxruntime(name):
+    """Three of the onnx package's light models (Concat of fire modules, the channel
+    shuffle's Reshape-Transpose, LRN and Softmax; weights from ConstantOfShape nodes, the
+    inputs at ImageNet size), split over two processes."""
+    import onnx
+
+    path = Path(onnx.__file__).parent / "backend/test/data/light" / f"light_{name}.onnx"
+    report = _emulate(path)
+    assert report["passed"], report["per_output"]
