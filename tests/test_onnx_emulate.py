@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("onnxruntime")
 
-from archipelago.emulate.errors import RankFailure
+from archipelago.emulate.errors import EmulationError
 from archipelago.strategies.chef.emulate.onnx_run import RTOL, emulate_onnx
 from tests.onnx_cases import node_layers
 from tests.onnx_networks import export
@@ -60,7 +60,7 @@ def test_a_wrong_weight_on_one_fpga_fails_the_comparison(tmp_path):
     assert not report["passed"] and report["max_rel_error"] > 10 * RTOL
 
 
-def test_an_operator_the_interpreter_lacks_names_its_rank_and_node(tmp_path):
+def test_an_operator_the_interpreter_lacks_is_named_before_any_process(tmp_path):
     import onnx
     from onnx import TensorProto, helper
 
@@ -71,10 +71,18 @@ def test_an_operator_the_interpreter_lacks_names_its_rank_and_node(tmp_path):
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
     path = tmp_path / "celu.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
-    imported = node_layers(path)
-    with pytest.raises(RankFailure, match=r"^rank 1: FPGA 'fpga1': layer 'n1': EmulationError: "
-                                          r"node 'odd': operator ai.onnx.Celu has no torch"):
-        emulate_onnx(path, imported, {"n0": 0, "n1": 1}, ["n0", "n1"], FPGAS)
+    with pytest.raises(EmulationError, match=r"^node 'odd': operator ai.onnx.Celu has no "
+                                             r"torch implementation in the emulator$"):
+        emulate_onnx(path, node_layers(path), {"n0": 0, "n1": 1}, ["n0", "n1"], FPGAS)
+
+
+def test_a_layer_scheduled_before_the_one_it_reads_on_its_fpga_is_refused(tmp_path):
+    path = _tiny_resnet(tmp_path / "tiny.onnx")
+    imported = _tiny_resnet_layers(path)
+    placement = dict.fromkeys(imported.layer_nodes, 0)
+    with pytest.raises(EmulationError, match=r"^layer 'conv2' reads 'r1' before the layer on "
+                                             r"its FPGA that computes it runs"):
+        emulate_onnx(path, imported, placement, ["conv2", "conv1", "add", "gap", "fc"], FPGAS)
 
 
 def _tiny_resnet(path: Path) -> Path:

@@ -19,7 +19,7 @@ import torch
 
 from archipelago.emulate.errors import EmulationError
 from archipelago.models.dag import ModelDAG
-from archipelago.strategies.chef.emulate.onnx_torch import run_nodes
+from archipelago.strategies.chef.emulate.onnx_torch import operator, run_nodes
 from archipelago.strategies.chef.emulate.run import (
     LayerRunner,
     Work,
@@ -169,6 +169,9 @@ def emulate_onnx(path: Path, imported: Imported, placement: dict[str, int], orde
     opset, graph = opset_of(model), model.graph
     inputs = seeded_inputs(model, seed)
     work = _work(model, imported, placement, order)
+    for name in order:  # an operator the interpreter lacks is refused before any process
+        for index in imported.layer_nodes[name]:
+            operator(graph.node[index])
 
     def make_runner(mine: list[str]) -> LayerRunner:
         scope = _Scope(imported.constants, inputs)

@@ -36,12 +36,18 @@ def attributes(node: NodeProto) -> Attrs:
     return out
 
 
-def run_node(node: NodeProto, values: Mapping[str, Tensor], opset: int) -> dict[str, Tensor]:
-    """The values `node` writes, by name, from the values it reads (`values`)."""
+def operator(node: NodeProto) -> Op:
+    """The torch implementation of `node`'s operator, or a one-line refusal naming it."""
     op = OPS.get(node.op_type) if node.domain in ("", "ai.onnx") else None
     if op is None:
         raise EmulationError(f"node '{node.name}': operator {node.domain or 'ai.onnx'}."
                              f"{node.op_type} has no torch implementation in the emulator")
+    return op
+
+
+def run_node(node: NodeProto, values: Mapping[str, Tensor], opset: int) -> dict[str, Tensor]:
+    """The values `node` writes, by name, from the values it reads (`values`)."""
+    op = operator(node)
     args: Inputs = [values[name] if name else None for name in node.input]
     attrs = attributes(node)
     attrs["_outputs"] = len(node.output)  # how many parts a Split without sizes makes
