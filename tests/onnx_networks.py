@@ -115,12 +115,11 @@ class ViTBlock(nn.Module):
 
 class BiLSTM(nn.Module):
     """A two-layer bidirectional LSTM encoder (the Intel NMT paper's encoder is
-    bidirectional) classifying from its last step."""
+    bidirectional) classifying from its last step; `rnn=nn.GRU` makes it a GRU's."""
 
-    def __init__(self, embed: int = 6, hidden: int = 5) -> None:
+    def __init__(self, embed: int = 6, hidden: int = 5, rnn: type = nn.LSTM) -> None:
         super().__init__()
-        self.lstm = nn.LSTM(embed, hidden, num_layers=2, bidirectional=True,
-                            batch_first=True)
+        self.lstm = rnn(embed, hidden, num_layers=2, bidirectional=True, batch_first=True)
         self.fc = nn.Linear(2 * hidden, 4)
 
     def forward(self, x):
@@ -131,7 +130,8 @@ class BiLSTM(nn.Module):
 NETWORKS = {"residual_cnn": (ResidualCNN, (1, 3, 16, 16)),
             "depthwise_cnn": (DepthwiseCNN, (1, 3, 16, 16)),
             "vit_block": (ViTBlock, (1, 3, 8, 8)),
-            "bilstm": (BiLSTM, (1, 7, 6))}
+            "bilstm": (BiLSTM, (1, 7, 6)),
+            "bigru": (lambda: BiLSTM(rnn=nn.GRU), (1, 7, 6))}
 
 
 def export(name: str, path: Path, dynamo: bool, fold: bool = True, seed: int = 0) -> Path:

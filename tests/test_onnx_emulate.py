@@ -38,7 +38,7 @@ def _emulate(path: Path, imported=None, **kwargs) -> dict:
     ("residual_cnn", False, False), ("residual_cnn", True, True),
     ("depthwise_cnn", False, True), ("depthwise_cnn", True, True),
     ("vit_block", False, True), ("vit_block", True, True),
-    ("bilstm", False, True), ("bilstm", True, True)])
+    ("bilstm", False, True), ("bilstm", True, True), ("bigru", False, True)])
 def test_network_split_over_two_processes_equals_onnxruntime(name, dynamo, fold, tmp_path):
     path = export(name, tmp_path / f"{name}.onnx", dynamo, fold)
     report = _emulate(path)

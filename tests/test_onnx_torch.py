@@ -135,7 +135,7 @@ CASES = {
     "identity_dropout_cast": (
         [node("Identity", ["x"], ["i"]), node("Dropout", ["i"], ["d"]),
          node("Cast", ["d"], ["c"], to=TensorProto.INT64),
-         node("Cast", ["c"], ["y"], to=TensorProto.FLOAT)], X4, {}, 13),
+         node("CastLike", ["c", "x"], ["y"])], X4, {}, 15),
     "shape_constant_expand": (
         [node("Shape", ["x"], ["s"], start=1), node("ConstantOfShape", ["s"], ["z"],
                                                     value=make_tensor("v", F, [1], [0.5])),

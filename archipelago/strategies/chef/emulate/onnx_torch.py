@@ -564,6 +564,7 @@ OPS: dict[str, Op] = {
     "Gather": _gather, "Slice": _slice, "Pad": _pad,
     "Identity": _unary(lambda x: x), "Dropout": _dropout,
     "Cast": lambda a, attrs, opset: a[0].to(_dtype(attrs["to"])),
+    "CastLike": lambda a, attrs, opset: a[0].to(a[1].dtype),
     "Shape": _shape, "Constant": _constant, "ConstantOfShape": _constant_of_shape,
     "Expand": _expand, "Range": _range, "Where": _where,
     "LSTM": _lstm, "GRU": _gru,
