@@ -7,13 +7,12 @@ process creates exactly the weights of its own layers and nothing else.
 """
 
 import math
-from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 
-from archipelago.emulate.errors import EmulationError
 from archipelago.models.dag import FC, LSTM, Add, Conv, Elementwise, MatMul, ModelDAG, Pool
+from archipelago.strategies.chef.emulate.elementwise import elementwise
 
 
 def layer_weights(dag: ModelDAG, name: str, seed: int) -> list[torch.Tensor]:
@@ -39,7 +38,24 @@ def layer_weights(dag: ModelDAG, name: str, seed: int) -> list[torch.Tensor]:
                           rand(g * h, fan_in=h), rand(g * h, fan_in=h))]
     if isinstance(layer, Elementwise) and layer.params:
         return [rand(layer.params, fan_in=1)]
+    if isinstance(layer, MatMul) and _stored_operand(dag, layer):
+        return [rand(_stored_operand(dag, layer), fan_in=layer.inner)]
     return []
+
+
+def _operands(layer: MatMul) -> tuple[int, int]:
+    return (layer.batch * layer.rows * layer.inner, layer.batch * layer.inner * layer.cols)
+
+
+def _stored_operand(dag: ModelDAG, layer: MatMul) -> int:
+    """Elements of the operand no dependency computes (0: they compute both): a MatMul
+    reading one computed operand multiplies it with a value the DAG does not hold, seeded
+    here like a weight."""
+    sizes = [dag.by_name[d].out_elements for d in layer.deps]
+    left, right = _operands(layer)
+    if len(sizes) == 1 and sizes[0] in (left, right) and sizes[0] != left + right:
+        return right if sizes[0] == left else left
+    return 0
 
 
 def model_inputs(dag: ModelDAG, seed: int) -> dict[str, torch.Tensor]:
@@ -51,15 +67,15 @@ def model_inputs(dag: ModelDAG, seed: int) -> dict[str, torch.Tensor]:
 def run_layer(dag: ModelDAG, name: str, inputs: list[torch.Tensor],
               weights: list[torch.Tensor]) -> torch.Tensor:
     layer = dag.by_name[name]
-    if isinstance(layer, Add):
-        out = inputs[0]
+    if isinstance(layer, Add):  # inputs of the same elements, in whatever layout
+        out = inputs[0].reshape(layer.shape)
         for other in inputs[1:]:
-            out = out + other
+            out = out + other.reshape(layer.shape)
         return torch.relu(out) if layer.relu else out
     if isinstance(layer, Elementwise):
-        return _elementwise(layer, inputs, weights)
+        return elementwise(layer, inputs, weights[0] if weights else None)
     if isinstance(layer, MatMul):
-        return _matmul(layer, inputs)
+        return _matmul(layer, inputs, weights)
     if isinstance(layer, Conv | Pool) and all(x.dim() == 3 for x in inputs):
         x = torch.cat(inputs, 0) if len(inputs) > 1 else inputs[0]
     else:
@@ -73,8 +89,9 @@ def run_layer(dag: ModelDAG, name: str, inputs: list[torch.Tensor],
             return F.max_pool2d(_pad(x, layer, -math.inf)[None], layer.window,
                                 layer.strides)[0]
         return F.avg_pool2d(_pad(x, layer, 0.0)[None], layer.window, layer.strides)[0]
-    if isinstance(layer, FC):
-        out = F.linear(x, weights[0], weights[1])
+    if isinstance(layer, FC):  # the same weights for each of `rows` rows
+        rows = x.reshape(layer.rows, layer.in_features) if layer.rows > 1 else x
+        out = F.linear(rows, weights[0], weights[1])
         return torch.relu(out) if layer.relu else out
     assert isinstance(layer, LSTM)
     seq = x.reshape(layer.cells, layer.embed)
@@ -117,85 +134,19 @@ def _gru(seq: torch.Tensor, w_ih, w_hh, b_ih, b_hh) -> torch.Tensor:
     return torch.stack(outs)
 
 
-def _matmul(layer: MatMul, inputs: list[torch.Tensor]) -> torch.Tensor:
-    """Its two operands, (batch, rows, inner) and (batch, inner, cols), in dependency
-    order."""
-    left = inputs[0].reshape(layer.batch, layer.rows, layer.inner)
-    right = inputs[1].reshape(layer.batch, layer.inner, layer.cols)
-    return torch.bmm(left, right).reshape(layer.out_shape)
-
-
-def _fit(x: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
-    """An input of an element-wise layer shaped to broadcast over `shape`: all of it, or
-    its leading axes (a per-channel scale, squeeze-and-excitation's), or its trailing ones
-    (a per-feature vector)."""
-    for k in range(len(shape), -1, -1):
-        if math.prod(shape[:k]) == x.numel():
-            return x.reshape(*shape[:k], *(1,) * (len(shape) - k))
-    for k in range(len(shape)):
-        if math.prod(shape[k:]) == x.numel():
-            return x.reshape(shape[k:])
-    raise EmulationError(f"an input of {x.numel()} elements does not broadcast over {shape}")
-
-
-def _affine(x: torch.Tensor, params: torch.Tensor, axis: int) -> torch.Tensor:
-    """Scale and shift per index of `axis`, from the layer's params (scale, then shift)."""
-    n = x.shape[axis]
-    view = [1] * x.dim()
-    view[axis] = n
-    return x * params[:n].reshape(view) + params[n:2 * n].reshape(view)
-
-
-def _layer_norm(x: torch.Tensor, params: torch.Tensor | None) -> torch.Tensor:
-    d = x.shape[-1]
-    full = params is not None and params.numel() >= 2 * d
-    return F.layer_norm(x, (d,), params[:d] if full else None, params[d:2 * d] if full else None)
-
-
-# Element-wise layers by ONNX operator name (case-insensitive), with ONNX's default
-# attributes: Clip as ReLU6 (the bounded activation MobileNets export); LRN over 5
-# channels (the size AlexNet, ZFNet and GoogLeNet use, seeds and torchvision alike).
-_ONE_INPUT: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
-    "relu": torch.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh, "erf": torch.erf,
-    "hardsigmoid": lambda x: torch.clamp(0.2 * x + 0.5, 0, 1), "hardswish": F.hardswish,
-    "gelu": F.gelu, "silu": F.silu, "swish": F.silu, "clip": lambda x: torch.clamp(x, 0, 6),
-    "leakyrelu": lambda x: F.leaky_relu(x, 0.01), "softmax": lambda x: torch.softmax(x, -1),
-    "lrn": lambda x: F.local_response_norm(x[None], 5)[0], "identity": lambda x: x,
-}
-_SEVERAL_INPUTS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
-    "mul": torch.mul, "add": torch.add, "sub": torch.sub, "div": torch.div, "sum": torch.add,
-    "max": torch.maximum, "min": torch.minimum,
-}
-_PARAMETRIZED = ("batchnormalization", "layernormalization")
-ELEMENTWISE_OPS = (*_ONE_INPUT, *_SEVERAL_INPUTS, *_PARAMETRIZED)
-
-
-def _elementwise(layer: Elementwise, inputs: list[torch.Tensor],
-                 weights: list[torch.Tensor]) -> torch.Tensor:
-    op, shape = layer.op.lower(), tuple(layer.shape)
-    if op in _SEVERAL_INPUTS and len(inputs) > 1:
-        out = _fit(inputs[0], shape)
-        for other in inputs[1:]:
-            out = _SEVERAL_INPUTS[op](out, _fit(other, shape))
-        return out.expand(shape).clone()
-    x = torch.cat([t.flatten() for t in inputs]).reshape(shape)
-    params = weights[0] if weights else None
-    if op == "batchnormalization":  # inference: a per-channel scale and shift
-        return x if params is None else _affine(x, params, 0)
-    if op == "layernormalization":
-        return _layer_norm(x, params)
-    if op in _ONE_INPUT:
-        return _ONE_INPUT[op](x)
-    return x  # a single-input Mul/Add (its other operand a constant the DAG does not hold)
-
-
-def check_ops(dag: ModelDAG) -> None:
-    """Every element-wise layer names an operator run_layer computes: else one line,
-    before any process starts."""
-    for layer in dag.layers:
-        if isinstance(layer, Elementwise) and layer.op.lower() not in ELEMENTWISE_OPS:
-            raise EmulationError(f"layer '{layer.name}': element-wise op '{layer.op}' is not "
-                                 f"emulated (valid: {', '.join(ELEMENTWISE_OPS)})")
+def _matmul(layer: MatMul, inputs: list[torch.Tensor],
+            weights: list[torch.Tensor]) -> torch.Tensor:
+    """(batch, rows, inner) @ (batch, inner, cols): the operands from two dependencies
+    (in either order), one holding both (left first), or one and a seeded operand."""
+    left = _operands(layer)[0]
+    flat = [t.flatten() for t in inputs] + [w.flatten() for w in weights]
+    if len(flat) == 1:
+        flat = [flat[0][:left], flat[0][left:]]
+    if flat[0].numel() != left:
+        flat.reverse()
+    a = flat[0].reshape(layer.batch, layer.rows, layer.inner)
+    b = flat[1].reshape(layer.batch, layer.inner, layer.cols)
+    return torch.bmm(a, b).reshape(layer.out_shape)
 
 
 def run_dag(dag: ModelDAG, inputs: dict[str, torch.Tensor],

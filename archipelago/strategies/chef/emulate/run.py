@@ -23,13 +23,13 @@ from archipelago.emulate.errors import RankFailure, one_line
 from archipelago.emulate.watchdog import FAULT_ENV, Fault
 from archipelago.models.dag import ModelDAG, validate_dag
 from archipelago.strategies.chef.emulate.dag_torch import (
-    check_ops,
     layer_weights,
     model_inputs,
     run_dag,
     run_layer,
     sinks,
 )
+from archipelago.strategies.chef.emulate.elementwise import check_ops
 
 
 @dataclass(frozen=True)
@@ -180,6 +180,18 @@ def _collect(procs: list, results, fpga_names: list[str],
     return reports
 
 
+def _single_threaded(fn: Callable, *args: Any) -> Any:
+    """`fn(*args)` on one torch thread, as the FPGA processes run: a kernel split over
+    threads sums in another order (a conv over 64 channels differs in the last bits), and
+    the split run must equal the unsplit one bit for bit."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return fn(*args)
+    finally:
+        torch.set_num_threads(threads)
+
+
 def expected_link_bytes(dag: ModelDAG, placement: dict[str, int]) -> Counter:
     """What the schedule says must cross FPGAs: each output once per reading FPGA."""
     links: Counter = Counter()
@@ -213,7 +225,7 @@ def emulate_dag(dag: ModelDAG, placement: dict[str, int], order: list[str],
     reports = run_processes(work, make_runner, fpga_names, timeout_s)
     weights = {n: _weights(dag, n, seed, given) for n in dag.order}
     inputs = given.inputs if given.inputs is not None else model_inputs(dag, seed)
-    reference = run_dag(dag, inputs, weights)
+    reference = _single_threaded(run_dag, dag, inputs, weights)
     outputs = {n: torch.from_numpy(a) for r in reports.values()
                for n, a in r["outputs"].items()}
     diff = max(float((outputs[n] - reference[n]).abs().max()) for n in sinks(dag))
