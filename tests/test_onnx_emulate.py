@@ -158,3 +158,23 @@ def test_onnx_light_model_as_shipped_split_equals_onnxruntime(name):
     path = Path(onnx.__file__).parent / "backend/test/data/light" / f"light_{name}.onnx"
     report = _emulate(path)
     assert report["passed"], report["per_output"]
+
+
+def test_archi_emulate_command_prints_the_check_and_its_json(tmp_path):
+    """The command as a user runs it, on a file the user exported (h2h's plan on six
+    FPGAs; chef's text output)."""
+    import json
+
+    from tests.test_chef_cli import archi
+
+    path = export("depthwise_cnn", tmp_path / "dw.onnx", dynamo=True)
+    out = archi("emulate", str(path), "--cluster", "chef-cluster1", "--strategy", "h2h",
+                "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["passed"] and data["processes"] == 6 and data["strategy"] == "h2h"
+    assert data["max_abs_error"] <= data["tolerance"]["atol"] + data["tolerance"]["rtol"]
+    assert set(data["per_output"]) == {"output"}
+    text = archi("emulate", str(path), "--cluster", "hacc", "--strategy", "chef")
+    assert text.returncode == 0, text.stderr
+    assert "2 FPGA processes against onnxruntime" in text.stdout and "PASS" in text.stdout
