@@ -141,14 +141,19 @@ class Conv(_Window):
 
 
 class FC(_Layer):
+    """A fully connected layer; `rows` applies it to each of that many rows of its input
+    (the tokens of a (T, E) @ (E, F) product, the steps of an LSTM's output), the same
+    weights read for every row."""
+
     type: Literal["fc"] = "fc"
     out_features: Size
     in_features: Size
+    rows: Size = 1
     relu: bool = False
 
     @property
     def macs(self) -> int:
-        return self.out_features * self.in_features
+        return self.rows * self.out_features * self.in_features
 
     @property
     def weight_elements(self) -> int:
@@ -156,7 +161,7 @@ class FC(_Layer):
 
     @property
     def out_shape(self) -> tuple[int, ...]:
-        return (self.out_features,)
+        return (self.rows, self.out_features) if self.rows > 1 else (self.out_features,)
 
 
 class LSTM(_Layer):
@@ -357,9 +362,11 @@ def _implied_input(layer: _Layer) -> tuple[int, ...]:
     if isinstance(layer, Pool):
         return (layer.channels, layer.in_rows, layer.in_cols)
     if isinstance(layer, FC):
-        return (layer.in_features,)
+        return (layer.rows, layer.in_features) if layer.rows > 1 else (layer.in_features,)
     if isinstance(layer, LSTM):
         return (layer.cells * layer.embed,)
+    if isinstance(layer, MatMul):
+        return (layer.batch * layer.inner * (layer.rows + layer.cols),)
     return tuple(layer.out_shape)
 
 
@@ -408,9 +415,14 @@ def torch_problem(dag: ModelDAG, layer: _Layer) -> tuple[str, str | None]:
       most half of effective kernel size"; dilation is 1 here);
     - a conv or pool reading several feature maps concatenates them on channels, so their
       rows and columns must agree (torch.cat)."""
-    if isinstance(layer, Pool) and layer.padding > layer.kernel // 2:
-        return ".padding", (f"padding {layer.padding} is more than half the {layer.kernel}-wide "
-                            f"kernel (at most {layer.kernel // 2}; torch's pooling refuses more)")
+    if isinstance(layer, Pool):
+        top, left, bottom, right = layer.borders
+        rows, cols = layer.window
+        if max(top, bottom) > rows // 2 or max(left, right) > cols // 2:
+            field = ".padding" if layer.pads is None else ".pads"
+            return field, (f"padding {list(layer.borders) if layer.pads else layer.padding} "
+                           f"is more than half the {rows}x{cols} kernel (at most "
+                           f"{rows // 2}, {cols // 2}; torch's pooling refuses more)")
     if isinstance(layer, Conv | Pool) and len(layer.deps) > 1:
         shapes = [dag.by_name[d].out_shape for d in layer.deps]
         if all(len(s) == 3 for s in shapes) and len({s[1:] for s in shapes}) > 1:
@@ -440,9 +452,12 @@ def _shape_problem(dag: ModelDAG, layer: _Layer) -> str | None:
     got = dag.input_shape(layer)
     if isinstance(layer, Add):
         shapes = {dag.by_name[d].out_shape for d in layer.deps}
-        if shapes != {tuple(layer.shape)}:
+        if {_product(s) for s in shapes} != {_product(layer.shape)}:
             return f"adds inputs of shapes {sorted(shapes)}, declared shape {layer.shape}"
         return None
+    if isinstance(layer, Elementwise | MatMul):
+        sizes = [_product(dag.by_name[d].out_shape) for d in layer.deps] or [_product(got)]
+        return _operand_problem(layer, sizes)
     if isinstance(layer, Conv | Pool):
         channels = layer.in_ch if isinstance(layer, Conv) else layer.channels
         if len(got) != 3:
@@ -456,30 +471,38 @@ def _shape_problem(dag: ModelDAG, layer: _Layer) -> str | None:
             return (f"input {got[1]}x{got[2]} gives output {rows}x{cols}, declared "
                     f"{layer.out_rows}x{layer.out_cols}")
         return None
-    if isinstance(layer, Elementwise | MatMul):
-        return _operand_problem(dag, layer)
-    expected = _implied_input(layer)[0]
-    if got[0] != expected:
-        return f"expects {expected} input features, its input gives {got[0]}"
+    expected = _product(_implied_input(layer))
+    if _product(got) != expected:
+        return f"expects {expected} input features, its input gives {_product(got)}"
     return None
 
 
-def _operand_problem(dag: ModelDAG, layer: "Elementwise | MatMul") -> str | None:
-    """An element-wise layer broadcasts its inputs over `shape`: each holds a divisor of its
-    elements and the largest all of them. A MatMul's inputs hold its two operands,
-    batch x (rows x inner + inner x cols) elements together."""
-    sizes = [_product(dag.by_name[d].out_shape) for d in layer.deps]
+def _operand_problem(layer: Elementwise | MatMul, sizes: list[int]) -> str | None:
+    """A MatMul's inputs hold its two operands, (batch, rows, inner) and (batch, inner,
+    cols): together, one each, or one layer both (x @ x^T). An element-wise layer's inputs
+    broadcast over `shape` (each a divisor of its elements, the largest all of them:
+    squeeze-and-excitation's (C,1,1) times (C,H,W)), or join to it (with up to `params`
+    stored elements: a class token), or it selects or reduces part of one input (a
+    Gather, a Slice, a mean). `sizes`: the elements of each input."""
     if isinstance(layer, MatMul):
-        want = layer.batch * (layer.rows * layer.inner + layer.inner * layer.cols)
-        if sum(sizes) != want:
+        operands = [layer.batch * layer.rows * layer.inner,
+                    layer.batch * layer.inner * layer.cols]
+        want = sum(operands)
+        if sum(sizes) != want and sorted(sizes) != sorted(operands) and not (
+                len(sizes) == 1 and sizes[0] in operands):
             return (f"multiplies {layer.batch} x ({layer.rows}x{layer.inner} @ "
                     f"{layer.inner}x{layer.cols}) = {want} operand elements, its inputs "
                     f"give {sum(sizes)}")
         return None
     whole = _product(layer.shape)
-    if max(sizes) != whole or any(whole % s for s in sizes):
+    broadcast = max(sizes) == whole and not any(whole % s for s in sizes)
+    joins = sum(sizes) <= whole <= sum(sizes) + layer.params
+    selects = len(sizes) == 1 and sizes[0] > whole
+    if not (broadcast or joins or selects):
         return (f"broadcasts inputs of {sorted(sizes)} elements over shape {layer.shape} "
-                f"({whole} elements): the largest must equal it, the others divide it")
+                f"({whole} elements): the largest must equal it, the others divide it (or "
+                f"they join to it with its {layer.params} stored elements, or it selects "
+                "from one larger input)")
     return None
 
 

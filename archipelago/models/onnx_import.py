@@ -1,277 +1,128 @@
 """Bring your own multi-modal model as an ONNX file: infer shapes with ONNX's own shape
 inference and write the graph as a layer DAG (the same DAG `torch_import` builds from a
-torch module). The onnx package is imported here only.
+torch module). The onnx package is imported by the onnx_* modules only.
 
-Data flows from the graph inputs; nodes that only compute shapes or constants (Shape,
-Gather on a shape, Expand of zeros for an LSTM's initial state, ...) carry no data and are
-skipped. Conv, Gemm and MatMul with a weight initializer (a bias Add after it folds in),
-LSTM (one direction), Max/AveragePool, GlobalAveragePool, Add of two data values, Relu
-(folded into the layer before it), Concat on channels, and the value-preserving reshapes
-(Flatten, Reshape, Squeeze, Unsqueeze, Transpose, Identity, Dropout) are understood;
-anything else is named in a one-line error. Batch size 1 is assumed.
+Three steps, each its own module: the file is validated (`onnx_check`: versions, cycles,
+control flow, attribute types, initializers, onnx's checker and strict shape inference);
+every node whose inputs are all constants is evaluated (`onnx_fold`: weights built by
+ConstantOfShape or read through Identity, reshape targets computed from Shape); the
+remaining nodes, which read the model's data, form layers by the rule `onnx_layers` states
+(which operators are layers, which fuse into the layer before them, which the reading
+layer absorbs), LSTM and GRU nodes in `onnx_recurrent`. Batch size 1 is assumed.
 
-The file is validated first, apart from layer formation (`onnx_check`): versions, cycles,
-control flow, attribute types, initializers, onnx's checker and strict shape inference.
+Besides the DAG, the import says which ONNX nodes each layer runs and which values cross
+between layers (`OnnxImport`): the split emulation runs the file's own nodes on those
+terms and compares the result with onnxruntime.
 """
 
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from archipelago.errors import ConfigError, elide, elide_path
+from archipelago.errors import ConfigError, elide_path
 from archipelago.families import Family, register_family
-from archipelago.models.dag import FC, LSTM, Add, Conv, ModelDAG, Pool, validate_dag
-from archipelago.models.onnx_check import load_checked, node_field, refusal
+from archipelago.models.dag import ModelDAG, validate_dag
+from archipelago.models.onnx_check import load_checked, node_field
+from archipelago.models.onnx_fold import fold_constants, reinfer_shapes
+from archipelago.models.onnx_graph import Builder, Draft
+from archipelago.models.onnx_layers import joined, visit
 from archipelago.safe_read import probe
 
-_PASS_OPS = {"Flatten", "Reshape", "Squeeze", "Unsqueeze", "Transpose", "Identity",
-             "Dropout"}
-_SHAPE_OPS = {"Shape", "Size"}  # outputs describe a tensor, they are not its data
+
+@dataclass(frozen=True)
+class OnnxImport:
+    """A layer DAG and, per layer, the ONNX nodes it runs (indices into model.graph.node,
+    graph order: its own operator, the operators fused into it, the pass-throughs it
+    absorbed; a pass-through several layers read is run by each, every other node belongs
+    to one layer, folded nodes to none), the values it reads that it does not compute
+    (graph inputs or other layers' outputs; constants excluded), the values it computes
+    that another layer or a graph output reads, and the constants (initializers and every
+    folded value) by name."""
+
+    dag: ModelDAG
+    layer_nodes: dict[str, tuple[int, ...]]
+    layer_inputs: dict[str, tuple[str, ...]]
+    layer_outputs: dict[str, tuple[str, ...]]
+    constants: dict[str, Any]
 
 
-class _Graph:
-    """Walks one ONNX graph, mapping every data value to the DAG layers that produce it."""
-
-    def __init__(self, model: Any, weights: dict[str, Any], source: str) -> None:
-        self.source = source
-        graph = model.graph
-        self.weights = weights
-        self.shapes: dict[str, tuple[int, ...]] = {}
-        for info in (*graph.input, *graph.value_info, *graph.output):
-            dims = info.type.tensor_type.shape.dim
-            self.shapes[info.name] = tuple(d.dim_value for d in dims)
-        self.value: dict[str, list] = {}  # data value -> layer names or ("input", shape)
-        self.consumers: dict[str, int] = {}
-        for node in graph.node:
-            for name in node.input:
-                self.consumers[name] = self.consumers.get(name, 0) + 1
-        self.layers: dict[str, Any] = {}
-        self.inputs: dict[str, tuple[int, ...]] = {}
-        for info in graph.input:
-            if info.name not in self.weights:
-                self.value[info.name] = [("input", self.shape(info.name)[1:])]
-
-    def fail(self, node: Any, why: str) -> None:
-        raise refusal(self.source, node_field(node), why)
-
-    def shape(self, name: str) -> tuple[int, ...]:
-        if not self.shapes.get(name) or not all(self.shapes[name]):
-            raise ConfigError(self.source, elide(name, 80), "shape inference left this "
-                              "value's shape unknown; export with static input shapes")
-        return self.shapes[name]
-
-    def shape_of_rank(self, node: Any, name: str, rank: int, layout: str) -> tuple[int, ...]:
-        """The shape of a value this node reads or writes, which must be `layout`."""
-        shape = self.shape(name)
-        if len(shape) != rank:
-            self.fail(node, f"{name} is {len(shape)}-D {list(shape)}; {node.op_type} is "
-                      f"imported on {rank}-D {layout} tensors")
-        return shape
-
-    def weight_of_rank(self, node: Any, index: int, rank: int) -> Any:
-        weight = self.weight(node, index)
-        if weight.ndim != rank:
-            self.fail(node, f"weight {node.input[index]} is {weight.ndim}-D "
-                      f"{list(weight.shape)}; {node.op_type} takes a {rank}-D one")
-        return weight
-
-    def data_inputs(self, node: Any) -> list[str]:
-        return [n for n in node.input if n in self.value]
-
-    def deps(self, node: Any, name: str) -> tuple[str, ...]:
-        sources = self.value[name]
-        names = tuple(s for s in sources if isinstance(s, str))
-        if names and len(names) != len(sources):
-            self.fail(node, "mixes a model input with layer outputs")
-        return names
-
-    def add(self, node: Any, layer: Any, src: str) -> None:
-        if layer.name in self.layers:
-            self.fail(node, f"a second layer named '{layer.name}'; names must be unique")
-        first = self.value[src]
-        if not layer.deps and not isinstance(first[0], str):
-            self.inputs[layer.name] = first[0][1]
-        self.layers[layer.name] = layer
-        self.value[node.output[0]] = [layer.name]
-
-    def weight(self, node: Any, index: int) -> Any:
-        if len(node.input) <= index or node.input[index] not in self.weights:
-            self.fail(node, f"input {index} must be a weight initializer")
-        return self.weights[node.input[index]]
-
-    def attr(self, node: Any, name: str, default: Any) -> Any:
-        from onnx import helper
-
-        for attribute in node.attribute:
-            if attribute.name == name:
-                return helper.get_attribute_value(attribute)
-        return default
-
-    def square(self, node: Any, name: str, default: int) -> int:
-        value = self.attr(node, name, [default, default])
-        values = list(value) if isinstance(value, list | tuple) else [value]
-        if len(set(values)) != 1:
-            self.fail(node, f"non-square {name} {values}")
-        return int(values[0])
-
-    def joined(self, node: Any, name: str) -> str:
-        """`name` as one layer's output: a Concat read by an element-wise node (which
-        sums its inputs, it does not join them) becomes its own layer, a 1x1 stride-1
-        max pool reading the joined maps (as `DagBuilder.concat` writes one)."""
-        sources = self.value[name]
-        if len(sources) == 1:
-            return name
-        out = self.shape_of_rank(node, name, 4, "(N, C, H, W) feature-map")[1:]
-        deps = self.deps(node, name)
-        if not deps:
-            self.fail(node, f"{name} joins model inputs only; add them to a layer's output")
-        layer = Pool(name=_name_of(name), deps=deps, channels=out[0],
-                     out_rows=out[1], out_cols=out[2], kernel=1, stride=1)
-        if layer.name in self.layers:
-            self.fail(node, f"a second layer named '{layer.name}'; names must be unique")
-        self.layers[layer.name] = layer
-        self.value[name] = [layer.name]
-        return name
-
-    def fold_relu(self, node: Any) -> None:
-        src = node.input[0]
-        sources = self.value[src]
-        layer = self.layers.get(sources[0]) if len(sources) == 1 else None
-        if layer is None or not hasattr(layer, "relu") or self.consumers.get(src, 0) != 1:
-            self.fail(node, "Relu must follow a single Conv, Gemm or Add it alone consumes")
-        self.layers[layer.name] = layer.model_copy(update={"relu": True})
-        self.value[node.output[0]] = sources
+def _shapes(model: Any) -> dict[str, tuple[int, ...]]:
+    graph = model.graph
+    return {info.name: tuple(d.dim_value for d in info.type.tensor_type.shape.dim)
+            for info in (*graph.input, *graph.value_info, *graph.output)}
 
 
-def _name(node: Any) -> str:
-    """The node's name as a layer name ("/" and "." become "_"); its output's, or its
-    operator's, when that leaves nothing."""
-    return _name_of(node.name, node.output[0] if node.output else "", node.op_type)
+def _finish_outputs(b: Builder) -> None:
+    """A graph output a pass-through computes (a final Flatten) is computed by the layer it
+    rearranges (or a join layer of several)."""
+    for out in b.outputs:
+        src = b.src.get(out)
+        if src is None:
+            raise ConfigError(b.source, f"output {out}", "is a constant or no node computes "
+                              "it from the model's inputs")
+        if out in b.producer:
+            continue
+        if len(src.layers) != 1:
+            if not src.layers:
+                raise ConfigError(b.source, f"output {out}", "no layer computes it")
+            joined(b, b.nodes[src.nodes[-1]], out)
+            continue
+        draft = b.drafts[src.layers[0]]
+        draft.nodes.extend(i for i in src.nodes if i not in draft.nodes)
+        b.producer[out] = src.layers[0]
 
 
-def _name_of(*candidates: str) -> str:
-    for candidate in candidates:
-        name = candidate.strip("/").replace("/", "_").replace(".", "_")
-        if name:
-            return name
-    return "layer"
+def _layer(b: Builder, draft: Draft) -> Any:
+    try:
+        return draft.kind(**draft.fields, fused=tuple(draft.fused))
+    except ValidationError as err:  # a layer the node describes is out of bounds
+        node = b.nodes[draft.nodes[-1]]
+        raise ConfigError.from_validation(b.source, err, prefix=node_field(node)) from None
 
 
-def _conv(g: _Graph, node: Any, src: str) -> None:
-    if g.attr(node, "group", 1) != 1:
-        g.fail(node, f"group {g.attr(node, 'group', 1)}: grouped and depthwise convolutions "
-               "are not supported (a Conv layer here is dense: each output channel reads "
-               "every input channel)")
-    if g.square(node, "dilations", 1) != 1:
-        g.fail(node, f"dilations {list(g.attr(node, 'dilations', []))}: dilated convolutions "
-               "are not supported")
-    weight = g.weight_of_rank(node, 1, 4)
-    kernel = list(weight.shape[2:])
-    if list(g.attr(node, "kernel_shape", kernel)) != kernel:
-        g.fail(node, f"kernel_shape {list(g.attr(node, 'kernel_shape', kernel))} disagrees "
-               f"with its weight's {kernel}")
-    if kernel[0] != kernel[1]:  # seeds/004 §VI: a conv layer has one kernel size K
-        g.fail(node, f"kernel {kernel[0]}x{kernel[1]} is not square; a Conv layer is costed "
-               "with one K x K kernel (CHEF's layer model)")
-    out = g.shape_of_rank(node, node.output[0], 4, "(N, C, H, W)")[1:]
-    g.add(node, Conv(name=_name(node), deps=g.deps(node, src), out_ch=out[0],
-                     in_ch=int(weight.shape[1]), out_rows=out[1], out_cols=out[2],
-                     kernel=int(weight.shape[2]), stride=g.square(node, "strides", 1),
-                     padding=g.square(node, "pads", 0), relu=False), src)
-
-
-def _fc(g: _Graph, node: Any, src: str) -> None:
-    weight = g.weight_of_rank(node, 1, 2)
-    transposed = node.op_type == "Gemm" and g.attr(node, "transB", 0)
-    out_features, in_features = weight.shape if transposed else weight.shape[::-1]
-    g.add(node, FC(name=_name(node), deps=g.deps(node, src), out_features=int(out_features),
-                   in_features=int(in_features)), src)
-
-
-def _lstm(g: _Graph, node: Any, src: str) -> None:
-    weight = g.weight_of_rank(node, 1, 3)  # [directions, 4 hidden, embed]
-    if weight.shape[0] != 1:
-        g.fail(node, "only one-direction LSTMs")
-    layout = g.attr(node, "layout", 0)
-    shape = g.shape_of_rank(node, src, 3, "(N, T, E)" if layout else "(T, N, E)")
-    steps = shape[1 if layout else 0]
-    layer = LSTM(name=_name(node), deps=g.deps(node, src), embed=int(weight.shape[2]),
-                 hidden=int(weight.shape[1]) // 4, cells=steps)
-    g.add(node, layer, src)
-    if not layer.deps:  # the batch axis is not the first one: the input is T x E features
-        g.inputs[layer.name] = (steps * layer.embed,)
-
-
-def _pool(g: _Graph, node: Any, src: str) -> None:
-    out = g.shape_of_rank(node, node.output[0], 4, "(N, C, H, W)")[1:]
-    if node.op_type == "GlobalAveragePool":
-        rows = g.shape_of_rank(node, src, 4, "(N, C, H, W)")[2]
-        kernel, stride, padding, kind = rows, rows, 0, "avg"
-    else:
-        kernel = g.square(node, "kernel_shape", 1)
-        stride, padding = g.square(node, "strides", 1), g.square(node, "pads", 0)
-        kind = "max" if node.op_type == "MaxPool" else "avg"
-    g.add(node, Pool(name=_name(node), deps=g.deps(node, src), kind=kind, channels=out[0],
-                     out_rows=out[1], out_cols=out[2], kernel=kernel, stride=stride,
-                     padding=padding), src)
-
-
-def _add(g: _Graph, node: Any, data: list[str]) -> None:
-    if len(data) == 1:  # a bias added to a MatMul's output folds into it
-        g.value[node.output[0]] = g.value[data[0]]
-        return
-    deps = tuple(d for name in data for d in g.deps(node, g.joined(node, name)))
-    g.add(node, Add(name=_name(node), deps=deps, shape=g.shape(node.output[0])[1:],
-                    relu=False), data[0])
-
-
-_LAYERS = {"Conv": _conv, "Gemm": _fc, "MatMul": _fc, "LSTM": _lstm, "MaxPool": _pool,
-           "AveragePool": _pool, "GlobalAveragePool": _pool}
-
-
-def _visit(g: _Graph, node: Any) -> None:
-    data = g.data_inputs(node)
-    if not data or node.op_type in _SHAPE_OPS:
-        return  # shape or constant plumbing
-    op = node.op_type
-    if op in _LAYERS:
-        _LAYERS[op](g, node, data[0])
-    elif op == "Add":
-        _add(g, node, data)
-    elif op == "Relu":
-        g.fold_relu(node)
-    elif op == "Concat":
-        if g.attr(node, "axis", 0) != 1:
-            g.fail(node, "concatenation on an axis other than channels (1)")
-        g.value[node.output[0]] = [s for name in data for s in g.value[name]]
-    elif op in _PASS_OPS:
-        g.value[node.output[0]] = g.value[data[0]]
-    else:
-        g.fail(node, f"operator {op} is not supported")
-
-
-def dag_from_onnx(path: Path, name: str | None = None) -> ModelDAG:
-    """The layer DAG of the ONNX model at `path`."""
+def import_onnx(path: Path, name: str | None = None) -> OnnxImport:
+    """The ONNX model at `path` as a layer DAG, with the nodes and values of each layer."""
     source = elide_path(str(path), 100)
     info = probe(path, "file")
     if info is None or not stat.S_ISREG(info.st_mode):
         raise ConfigError(source, "file", "not a readable ONNX file")
     checked = load_checked(path, source)
-    model = checked.model
-    graph = _Graph(model, checked.weights, source)
-    for node in model.graph.node:
-        try:
-            _visit(graph, node)
-        except ValidationError as err:  # a layer the node describes is out of bounds
-            raise ConfigError.from_validation(source, err, prefix=node_field(node)) from None
+    model, shapes = checked.model, _shapes(checked.model)
+    folded = fold_constants(model, checked.weights, shapes)
+    if any(not all(shape) for name, shape in shapes.items() if name not in folded.constants):
+        reinfer_shapes(model, folded, shapes)
+    b = Builder(model, folded.constants, folded.nodes, shapes, source)
+    for index, node in enumerate(b.nodes):
+        if index not in folded.nodes:
+            try:
+                visit(b, index, node)
+            except ValidationError as err:
+                raise ConfigError.from_validation(source, err, prefix=node_field(node)) \
+                    from None
+    _finish_outputs(b)
+    layers = tuple(_layer(b, draft) for draft in b.drafts.values())
     try:
-        dag = ModelDAG(name=name or path.stem, layers=tuple(graph.layers.values()),
-                       inputs=graph.inputs)
+        dag = ModelDAG(name=name or path.stem, layers=layers, inputs=b.first_inputs,
+                       folded=dict(sorted(folded.counts.items())))
     except ValidationError as err:
         raise ConfigError.from_validation(source, err) from None
-    return validate_dag(dag, source)
+    dag = validate_dag(dag, source)
+    read = {v for draft in b.drafts.values() for v in draft.reads} | set(b.outputs)
+    outputs: dict[str, list[str]] = {n: [] for n in b.drafts}
+    for value, layer in b.producer.items():
+        if value in read:
+            outputs[layer].append(value)
+    return OnnxImport(dag, {n: tuple(sorted(d.nodes)) for n, d in b.drafts.items()},
+                      {n: tuple(d.reads) for n, d in b.drafts.items()},
+                      {n: tuple(v) for n, v in outputs.items()}, folded.constants)
+
+
+def dag_from_onnx(path: Path, name: str | None = None) -> ModelDAG:
+    """The layer DAG of the ONNX model at `path`."""
+    return import_onnx(path, name).dag
 
 
 # onnx itself is imported only when a file is loaded (`dag_from_onnx`).

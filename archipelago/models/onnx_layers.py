@@ -1,0 +1,393 @@
+"""Layer formation: which ONNX operators become a DAG layer of their own and which are
+merged into another (the rule docs/models.md writes out).
+
+Own layers: Conv (grouped, depthwise, non-square, asymmetric pads), Gemm/MatMul with a
+constant operand (FC, `rows` tokens), MatMul of two computed operands (MatMul), pooling of
+every kind, LSTM/GRU (`onnx_recurrent`), Add/Sum of same-shape values (Add), and Elementwise
+for the rest: a BatchNormalization not right after a conv, an activation after a layer it
+cannot fuse into, Softmax, LRN, LayerNormalization, a product or quotient of two computed
+values (squeeze-and-excitation), a Gather/Slice/Split selecting part of a value, reductions.
+
+Fused into the layer before them, when that layer alone reads its output (recorded in the
+layer's `fused`): a BatchNormalization into the Conv or FC right before it; an activation
+(Relu, Clip, Sigmoid, SiLU as x*sigmoid(x), HardSigmoid, HardSwish, Gelu, Tanh, LeakyRelu,
+elementary functions) or an operation with a constant (a bias Add, a scale Mul or Div) into
+a Conv, FC, MatMul, Add or Elementwise layer.
+
+Absorbed, run by the layer that reads their output: Flatten, Reshape, Transpose, Squeeze,
+Unsqueeze, Identity, Dropout, Cast, a Concat of computed values (a layer with several
+dependencies concatenates them), and a zero Pad (added to the next Conv or pool's pads).
+"""
+
+from typing import Any
+
+from archipelago.models.dag import FC, Add, Conv, Elementwise, MatMul, Pool
+from archipelago.models.onnx_graph import Builder, Draft, batchless, layer_name
+from archipelago.models.onnx_recurrent import recurrent
+
+PASS_OPS = {"Flatten", "Reshape", "Squeeze", "Unsqueeze", "Transpose", "Identity", "Dropout",
+            "Cast", "CastLike"}
+# Operations per output element of each element-wise operator, counted from its formula
+# (each arithmetic operation, comparison and elementary function exp/erf/tanh/sqrt one):
+# the work an Elementwise layer, or a layer an operator fused into, adds per element.
+OPS_PER_ELEMENT = {
+    "Relu": 1, "Clip": 2, "LeakyRelu": 2, "PRelu": 2, "Elu": 3, "Selu": 4, "Celu": 3,
+    "Sigmoid": 4,            # 1 / (1 + exp(-x))
+    "HardSigmoid": 4,        # max(0, min(1, a x + b))
+    "HardSwish": 5,          # x * HardSigmoid(x)
+    "SiLU": 5,               # x * Sigmoid(x)
+    "Gelu": 5,               # x * 0.5 * (1 + erf(x / sqrt 2))
+    "Tanh": 1, "Softplus": 3, "Softsign": 3, "Mish": 5, "Erf": 1, "Exp": 1, "Log": 1,
+    "Sqrt": 1, "Neg": 1, "Abs": 1, "Reciprocal": 1, "Pow": 1, "Floor": 1, "Ceil": 1,
+    "Add": 1, "Sub": 1, "Mul": 1, "Div": 1, "Max": 1, "Min": 1, "Sum": 1, "Mean": 2,
+    "BatchNormalization": 2,  # scale and shift, the statistics folded into them
+    "InstanceNormalization": 6, "LayerNormalization": 6, "GroupNormalization": 6,
+    # mean, subtract, square, mean, normalise, scale and shift
+    "Softmax": 5, "LogSoftmax": 5,  # max, subtract, exp, sum, divide (or log)
+    "Concat": 1, "Split": 1, "Gather": 1, "Slice": 1, "Expand": 1, "Tile": 1,
+    "ReduceMean": 1, "ReduceSum": 1, "ReduceMax": 1, "ReduceMin": 1, "ReduceL2": 2,
+    "ReduceSumSquare": 2,
+}
+ACTIVATIONS = {"Relu", "Clip", "LeakyRelu", "PRelu", "Elu", "Selu", "Celu", "Sigmoid",
+               "HardSigmoid", "HardSwish", "Gelu", "Tanh", "Softplus", "Softsign", "Mish",
+               "Erf", "Exp", "Log", "Sqrt", "Neg", "Abs", "Reciprocal", "Floor", "Ceil"}
+ARITHMETIC = {"Add", "Sub", "Mul", "Div", "Sum", "Max", "Min", "Mean", "Pow"}
+OWN_OPS = {"Softmax", "LogSoftmax", "LRN", "LayerNormalization", "InstanceNormalization",
+           "GroupNormalization", "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin",
+           "ReduceL2", "ReduceSumSquare", "Expand", "Tile"}
+SELECTIONS = {"Gather", "Slice", "Split"}
+POOLS = {"MaxPool": "max", "AveragePool": "avg", "GlobalAveragePool": "avg",
+         "GlobalMaxPool": "max"}
+# Layers an activation or a constant operation fuses into; a BatchNormalization folds into
+# the weights of a Conv or FC only.
+FUSE_INTO = (Conv, FC, MatMul, Add, Elementwise)
+BN_INTO = (Conv, FC)
+
+
+def visit(b: Builder, index: int, node: Any) -> None:
+    """Place one node that reads computed data in a layer (or leave it to a reader)."""
+    if index in b.skip:
+        return
+    data = b.data_inputs(node)
+    op = node.op_type
+    if op in PASS_OPS:
+        b.pass_through(index, node, data[:1])
+    elif op == "Concat":
+        _concat(b, index, node, data)
+    elif op == "Pad":
+        _pad(b, index, node, data)
+    elif op == "Conv":
+        _conv(b, index, node, data)
+    elif op in POOLS:
+        _pool(b, index, node, data)
+    elif op in ("Gemm", "MatMul"):
+        _matmul(b, index, node, data)
+    elif op in ("LSTM", "GRU"):
+        recurrent(b, index, node, data)
+    elif op == "BatchNormalization":
+        _batchnorm(b, index, node, data)
+    elif op in ACTIVATIONS:
+        _activation(b, index, node, data)
+    elif op in ARITHMETIC:
+        _arithmetic(b, index, node, data)
+    elif op in SELECTIONS:
+        _selection(b, index, node, data)
+    elif op in ("ReduceMean", "ReduceMax") and _spatial_reduction(b, node):
+        _global_pool(b, index, node)
+    elif op in OWN_OPS or op == "LRN":
+        _elementwise(b, index, node, op, [joined(b, node, d) for d in data],
+                     params=_constant_elements(b, node))
+    else:
+        raise b.fail(node, f"operator {op} is not supported")
+
+
+# -- shared ---------------------------------------------------------------------------
+
+def _constant_elements(b: Builder, node: Any) -> int:
+    """The floating-point constants (weights, scales) the node reads: integer ones are
+    axes, indices or shapes."""
+    return sum(int(b.constants[n].size) for n in node.input
+               if n in b.constants and b.constants[n].dtype.kind == "f")
+
+
+def _elementwise(b: Builder, index: int, node: Any, op: str, reads: list[str],
+                 extra: tuple[int, ...] = (), params: int = 0,
+                 output: str | None = None) -> Draft:
+    out = output or (b.nodes[extra[-1]] if extra else node).output[0]
+    ops = OPS_PER_ELEMENT.get(op, 1)
+    if op == "LRN":  # a sum of squares over `size` channels, then scale and power
+        ops = 2 * int(b.attr(node, "size", 1)) + 4
+    return b.add_layer(index, node, Elementwise,
+                       {"op": op, "shape": batchless(b.shape(out)), "ops_per_element": ops,
+                        "params": params}, reads, extra=extra, output=output,
+                       name=layer_name(node.name, out) if output else None)
+
+
+def joined(b: Builder, node: Any, name: str) -> str:
+    """`name` as one layer's output, for an operator whose operands are not concatenated
+    (an Add, a product, a MatMul): a value joined from several layers (a Concat) becomes
+    its own layer first, a 1x1 stride-1 max pool for feature maps (as `DagBuilder.concat`
+    writes one), an Elementwise Concat otherwise."""
+    src = b.src[name]
+    if len(src.layers) <= 1:
+        return name
+    shape = batchless(b.shape(name))
+    last = src.nodes[-1]
+    concat = b.nodes[last]
+    if len(shape) == 3 and concat.op_type == "Concat" and b.attr(concat, "axis", 0) in (1, -3):
+        b.add_layer(last, concat, Pool, {"channels": shape[0], "out_rows": shape[1],
+                                                "out_cols": shape[2], "kernel": 1,
+                                                "stride": 1}, [name],
+                    name=layer_name(name), output=name)
+    else:
+        b.add_layer(last, concat, Elementwise,
+                    {"op": "Concat", "shape": shape, "ops_per_element": 1}, [name],
+                    name=layer_name(name), output=name)
+    return name
+
+
+def _fuse_or_own(b: Builder, index: int, node: Any, label: str, reads: list[str],
+                 extra: tuple[int, ...] = (), params: int = 0) -> None:
+    draft = b.single(reads[0]) if len(reads) == 1 else None
+    if draft is not None and issubclass(draft.kind, FUSE_INTO):
+        b.fuse(draft, index, node, label, extra)
+        if label == "Relu" and "relu" in draft.kind.model_fields:
+            draft.fields["relu"] = True
+        if draft.kind is Elementwise:
+            draft.fields["ops_per_element"] += OPS_PER_ELEMENT.get(label, 1)
+            draft.fields["params"] += params
+        return
+    _elementwise(b, index, node, label, [joined(b, node, r) for r in reads], extra=extra,
+                 params=params)
+
+
+# -- operators ------------------------------------------------------------------------
+
+def _concat(b: Builder, index: int, node: Any, data: list[str]) -> None:
+    params = _constant_elements(b, node)
+    if not params:
+        b.pass_through(index, node, data)
+    else:  # a learned token or map joined to computed ones (ViT's class token)
+        _elementwise(b, index, node, "Concat", data, params=params)
+
+
+def _pad(b: Builder, index: int, node: Any, data: list[str]) -> None:
+    mode = b.attr(node, "mode", "constant")
+    pads = b.optional_const(node, 1) if len(node.input) > 1 else b.attr(node, "pads", None)
+    value = b.optional_const(node, 2) if len(node.input) > 2 else b.attr(node, "value", 0.0)
+    shape = b.shape(data[0])
+    pads = [int(p) for p in pads] if pads is not None else []
+    axes = b.optional_const(node, 3) if len(node.input) > 3 else None
+    if axes is not None or len(shape) != 4 or len(pads) != 8 or any(pads[:2] + pads[4:6]) \
+            or mode != "constant" or (value is not None and float(value) != 0.0):
+        raise b.fail(node, f"Pad {pads} ({mode}, value {value}) is imported only as zero "
+                     "padding of a feature map's rows and columns before a Conv or pool")
+    b.pass_through(index, node, data[:1], (pads[2], pads[3], pads[6], pads[7]))
+
+
+def _window(b: Builder, node: Any, x: str, out: tuple[int, ...], kernel: tuple[int, int],
+            strides: tuple[int, int]) -> dict[str, Any]:
+    """Kernel, strides and (top, left, bottom, right) pads as _Window's fields: explicit
+    pads or auto_pad's, a Pad before the node, and the bottom/right rows a ceil_mode
+    output reads past the input (the inferred output shape says how many)."""
+    size = b.shape(x)[2:]
+    auto = b.attr(node, "auto_pad", "NOTSET")
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        pads = [0, 0, 0, 0]
+        for axis in (0, 1):
+            total = max((out[axis] - 1) * strides[axis] + kernel[axis] - size[axis], 0)
+            low = total // 2 if auto == "SAME_UPPER" else total - total // 2
+            pads[axis], pads[axis + 2] = low, total - low
+    else:
+        pads = [int(p) for p in b.attr(node, "pads", [0, 0, 0, 0])]
+    pads = [p + q for p, q in zip(pads, b.src[x].pads, strict=True)]
+    for axis in (0, 1):  # ceil_mode: the last window starts inside, reads past the end
+        short = (out[axis] - 1) * strides[axis] + kernel[axis] - size[axis] - pads[axis] \
+            - pads[axis + 2]
+        pads[axis + 2] += max(short, 0)
+    fields: dict[str, Any] = {"out_rows": out[0], "out_cols": out[1], "kernel": kernel[0],
+                              "stride": strides[0]}
+    if kernel[1] != kernel[0]:
+        fields["kernel_cols"] = kernel[1]
+    if strides[1] != strides[0]:
+        fields["stride_cols"] = strides[1]
+    if len(set(pads)) == 1:
+        fields["padding"] = pads[0]
+    else:
+        fields["pads"] = tuple(pads)
+    return fields
+
+
+def _pair(b: Builder, node: Any, name: str, default: int) -> tuple[int, int]:
+    value = b.attr(node, name, [default, default])
+    values = list(value) if isinstance(value, list | tuple) else [value, value]
+    if len(values) != 2:
+        raise b.fail(node, f"{name} {values}: a 2-D window takes two")
+    return int(values[0]), int(values[1])
+
+
+def _conv(b: Builder, index: int, node: Any, data: list[str]) -> None:
+    x = node.input[0]
+    if x not in b.src:
+        raise b.fail(node, "input 0 must be the model's data")
+    dilations = _pair(b, node, "dilations", 1)
+    if dilations != (1, 1):
+        raise b.fail(node, f"dilations {list(dilations)}: dilated convolutions are not "
+                     "supported")
+    weight = b.const(node, 1, 4)
+    b.optional_const(node, 2)
+    kernel = (int(weight.shape[2]), int(weight.shape[3]))
+    declared = b.attr(node, "kernel_shape", list(kernel))
+    if list(declared) != list(kernel):
+        raise b.fail(node, f"kernel_shape {list(declared)} disagrees with its weight's "
+                     f"{list(kernel)}")
+    b.shape_of_rank(node, x, 4, "(N, C, H, W)")
+    out = b.shape_of_rank(node, node.output[0], 4, "(N, C, H, W)")[1:]
+    groups = int(b.attr(node, "group", 1))
+    fields = _window(b, node, x, out[1:], kernel, _pair(b, node, "strides", 1))
+    b.add_layer(index, node, Conv, {**fields, "out_ch": out[0],
+                                    "in_ch": int(weight.shape[1]) * groups,
+                                    "groups": groups, "relu": False}, [x],
+                first_input=b.shape(x)[1:])
+
+
+def _pool(b: Builder, index: int, node: Any, data: list[str]) -> None:
+    x = node.input[0]
+    out = b.shape_of_rank(node, node.output[0], 4, "(N, C, H, W)")[1:]
+    size = b.shape_of_rank(node, x, 4, "(N, C, H, W)")[2:]
+    if node.op_type.startswith("Global"):
+        kernel, strides = (size[0], size[1]), (size[0], size[1])
+    else:
+        if _pair(b, node, "dilations", 1) != (1, 1):
+            raise b.fail(node, "dilated pooling is not supported")
+        kernel, strides = _pair(b, node, "kernel_shape", 1), _pair(b, node, "strides", 1)
+    fields = _window(b, node, x, out[1:], kernel, strides)
+    b.add_layer(index, node, Pool, {**fields, "kind": POOLS[node.op_type],
+                                    "channels": out[0]}, [x], first_input=b.shape(x)[1:])
+
+
+def _spatial_reduction(b: Builder, node: Any) -> bool:
+    """A mean or max over the rows and columns of a feature map, keeping them as 1x1 (how
+    the dynamo exporter writes adaptive_avg_pool2d(x, 1)): a global pool."""
+    shape = b.shape(node.input[0])
+    axes = b.optional_const(node, 1) if len(node.input) > 1 else b.attr(node, "axes", None)
+    return len(shape) == 4 and axes is not None and \
+        sorted(int(a) % 4 for a in axes) == [2, 3] and b.attr(node, "keepdims", 1) == 1
+
+
+def _global_pool(b: Builder, index: int, node: Any) -> None:
+    x = node.input[0]
+    channels, rows, cols = b.shape(x)[1:]
+    b.add_layer(index, node, Pool, {"kind": "avg" if node.op_type == "ReduceMean" else "max",
+                                    "channels": channels, "out_rows": 1, "out_cols": 1,
+                                    "kernel": rows, "stride": rows,
+                                    **({"kernel_cols": cols, "stride_cols": cols}
+                                       if cols != rows else {})},
+                [x], first_input=b.shape(x)[1:])
+
+
+def _matmul(b: Builder, index: int, node: Any, data: list[str]) -> None:
+    """A product with a constant operand is an FC layer applied to each row (token) of the
+    computed one; two computed operands make a MatMul layer."""
+    a, w = node.input[0], node.input[1]
+    out = b.shape(node.output[0])
+    if node.op_type == "Gemm":
+        if b.attr(node, "transA", 0):
+            raise b.fail(node, "transA 1: a Gemm reading its data transposed is not "
+                         "supported")
+        b.optional_const(node, 2)
+    if a in b.src and w not in b.src:
+        weight = b.const(node, 1, 2)
+        transposed = node.op_type == "Gemm" and b.attr(node, "transB", 0)
+        out_f, in_f = weight.shape if transposed else weight.shape[::-1]
+        rows = _product(b.shape(a)) // int(in_f)
+        b.add_layer(index, node, FC, {"out_features": int(out_f), "in_features": int(in_f),
+                                      "rows": rows}, [a])
+    elif w in b.src and a not in b.src and node.op_type == "MatMul":
+        weight = b.const(node, 0, 2)  # W @ x: each column of x is a row
+        b.add_layer(index, node, FC, {"out_features": int(weight.shape[0]),
+                                      "in_features": int(weight.shape[1]),
+                                      "rows": _product(b.shape(w)) // int(weight.shape[1])},
+                    [w])
+    else:
+        left, right = b.shape(a), b.shape(w)
+        transposed = node.op_type == "Gemm" and b.attr(node, "transB", 0)
+        rows = left[-2] if len(left) > 1 else 1
+        inner = left[-1]
+        cols = (right[-2] if transposed else right[-1]) if len(right) > 1 else 1
+        batch = max(_product(out) // (rows * cols), 1)
+        b.add_layer(index, node, MatMul, {"batch": batch, "rows": rows, "inner": inner,
+                                          "cols": cols},
+                    [joined(b, node, a), joined(b, node, w)])
+
+
+def _batchnorm(b: Builder, index: int, node: Any, data: list[str]) -> None:
+    for i in range(1, 5):
+        b.const(node, i)
+    draft = b.single(data[0])
+    if draft is not None and issubclass(draft.kind, BN_INTO) and \
+            all(f in ("Add", "BatchNormalization") for f in draft.fused):
+        b.fuse(draft, index, node, "BatchNormalization")
+        return
+    channels = int(b.constants[node.input[1]].size)
+    _elementwise(b, index, node, "BatchNormalization", [joined(b, node, data[0])],
+                 params=2 * channels)
+
+
+def _activation(b: Builder, index: int, node: Any, data: list[str]) -> None:
+    label, extra = node.op_type, ()
+    if label == "Sigmoid":  # x * sigmoid(x): SiLU (Swish), both nodes one activation
+        mul = _swish_product(b, index, node, data[0])
+        if mul is not None:
+            label, extra = "SiLU", (mul,)
+            b.skip.add(mul)
+    params = _constant_elements(b, node)
+    _fuse_or_own(b, index, node, label, [data[0]], extra, params)
+
+
+def _swish_product(b: Builder, index: int, node: Any, x: str) -> int | None:
+    """The Mul that multiplies x by this Sigmoid(x), when x and the sigmoid feed only it."""
+    sig = node.output[0]
+    readers = b.reader_nodes.get(x, [])
+    if b.readers.get(sig, 0) != 1 or len(readers) != 2 or x in b.outputs:
+        return None
+    (mul,) = b.reader_nodes[sig]
+    if b.nodes[mul].op_type != "Mul" or set(b.nodes[mul].input) != {x, sig} or \
+            mul not in readers:
+        return None
+    return mul
+
+
+def _arithmetic(b: Builder, index: int, node: Any, data: list[str]) -> None:
+    op = node.op_type
+    params = _constant_elements(b, node)
+    if len(data) == 1:  # with a constant: a bias, a scale, an exponent
+        _fuse_or_own(b, index, node, op, data, params=params)
+        return
+    out = batchless(b.shape(node.output[0]))
+    operands = [joined(b, node, d) for d in data]
+    if op in ("Add", "Sum") and not params and \
+            all(batchless(b.shape(d)) == out for d in data):
+        b.add_layer(index, node, Add, {"shape": out, "relu": False}, operands)
+    else:  # a product of computed values (squeeze-and-excitation), broadcasting
+        _elementwise(b, index, node, op, operands, params=params)
+
+
+def _selection(b: Builder, index: int, node: Any, data: list[str]) -> None:
+    """Part of a computed value (a token, the last LSTM step, one of q, k, v): a layer
+    that copies it out, so the layers reading it receive only that part."""
+    if node.input[0] not in b.src or len(data) != 1:
+        raise b.fail(node, f"{node.op_type} indices computed from the model's data are not "
+                     "supported")
+    source = joined(b, node, data[0])
+    outputs = [o for o in node.output if o and b.readers.get(o)]
+    for output in outputs:
+        _elementwise(b, index, node, node.op_type, [source],
+                     output=output if len(node.output) > 1 else None)
+
+
+def _product(shape: tuple[int, ...]) -> int:
+    total = 1
+    for dim in shape:
+        total *= dim
+    return total
