@@ -19,9 +19,8 @@ from archipelago.models.dag import ModelDAG, validate_dag
 from archipelago.models.dag_zoo import BUILTIN_DAGS, builtin_dag, casua_surf
 from archipelago.strategies.chef.a2f import evaluate, initial_deployment, redeploy
 from archipelago.strategies.chef.exact import all_deployments, optimal_mapping, prefix_dag
-from archipelago.strategies.chef.h2h import plan_h2h
 from archipelago.strategies.chef.plan import ChefConfig
-from archipelago.strategies.chef.planners import plan_chef, prepare
+from archipelago.strategies.chef.planners import plan_chef, plan_h2h, prepare
 
 THREE_IPS = ChefConfig(ips=("conv_16_32", "conv_32_32", "fc_16_32"), max_accs_per_fpga=2)
 TABLE_IV = {"casua-surf": 0.0307, "vfs": 0.1475, "facebag": 0.0159}  # seeds/004 modelled

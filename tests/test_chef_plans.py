@@ -6,9 +6,8 @@ from archipelago.errors import ArchipelagoError, PartitionError
 from archipelago.hardware.cluster import resolve_cluster
 from archipelago.models.dag_zoo import builtin_dag
 from archipelago.strategies.chef.exact import prefix_dag
-from archipelago.strategies.chef.h2h import plan_h2h
 from archipelago.strategies.chef.plan import ChefConfig
-from archipelago.strategies.chef.planners import plan_chef, plan_exact
+from archipelago.strategies.chef.planners import plan_chef, plan_exact, plan_h2h
 
 SMALL = ChefConfig(ips=("conv_16_32", "conv_32_32", "fc_16_32"), max_accs_per_fpga=2)
 

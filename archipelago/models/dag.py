@@ -455,8 +455,9 @@ def _shape_problem(dag: ModelDAG, layer: _Layer) -> str | None:
         if {_product(s) for s in shapes} != {_product(layer.shape)}:
             return f"adds inputs of shapes {sorted(shapes)}, declared shape {layer.shape}"
         return None
-    if isinstance(layer, Elementwise | MatMul) and layer.deps:
-        return _operand_problem(dag, layer)
+    if isinstance(layer, Elementwise | MatMul):
+        sizes = [_product(dag.by_name[d].out_shape) for d in layer.deps] or [_product(got)]
+        return _operand_problem(layer, sizes)
     if isinstance(layer, Conv | Pool):
         channels = layer.in_ch if isinstance(layer, Conv) else layer.channels
         if len(got) != 3:
@@ -476,26 +477,33 @@ def _shape_problem(dag: ModelDAG, layer: _Layer) -> str | None:
     return None
 
 
-def _operand_problem(dag: ModelDAG, layer: Elementwise | MatMul) -> str | None:
-    """A MatMul's operands are (batch, rows, inner) and (batch, inner, cols): the layers it
-    reads hold those (one layer may hold both). An element-wise layer's inputs fill its
-    shape (joined, with up to `params` stored elements: a class token), or broadcast over it
-    (each a divisor of it: squeeze-and-excitation's (C,1,1) times (C,H,W)), or it selects
-    or reduces part of one input (a Gather, a Slice, a mean)."""
-    sizes = [dag.by_name[d].out_elements for d in layer.deps]
+def _operand_problem(layer: Elementwise | MatMul, sizes: list[int]) -> str | None:
+    """A MatMul's inputs hold its two operands, (batch, rows, inner) and (batch, inner,
+    cols): together, one each, or one layer both (x @ x^T). An element-wise layer's inputs
+    broadcast over `shape` (each a divisor of its elements, the largest all of them:
+    squeeze-and-excitation's (C,1,1) times (C,H,W)), or join to it (with up to `params`
+    stored elements: a class token), or it selects or reduces part of one input (a
+    Gather, a Slice, a mean). `sizes`: the elements of each input."""
     if isinstance(layer, MatMul):
-        want = [layer.batch * layer.rows * layer.inner, layer.batch * layer.inner * layer.cols]
-        if sizes not in (want, want[::-1], [sum(want)]) and not (
-                len(sizes) == 1 and sizes[0] in want):
-            return (f"multiplies operands of {sizes} elements; batch {layer.batch}, rows "
-                    f"{layer.rows}, inner {layer.inner}, cols {layer.cols} need {want}")
+        operands = [layer.batch * layer.rows * layer.inner,
+                    layer.batch * layer.inner * layer.cols]
+        want = sum(operands)
+        if sum(sizes) != want and sorted(sizes) != sorted(operands) and not (
+                len(sizes) == 1 and sizes[0] in operands):
+            return (f"multiplies {layer.batch} x ({layer.rows}x{layer.inner} @ "
+                    f"{layer.inner}x{layer.cols}) = {want} operand elements, its inputs "
+                    f"give {sum(sizes)}")
         return None
-    total = _product(layer.shape)
-    if sum(sizes) <= total <= sum(sizes) + layer.params or \
-            all(total % size == 0 for size in sizes) or (len(sizes) == 1 and sizes[0] > total):
-        return None
-    return (f"inputs of {sizes} elements neither fill, broadcast over nor select from its "
-            f"shape {list(layer.shape)}")
+    whole = _product(layer.shape)
+    broadcast = max(sizes) == whole and not any(whole % s for s in sizes)
+    joins = sum(sizes) <= whole <= sum(sizes) + layer.params
+    selects = len(sizes) == 1 and sizes[0] > whole
+    if not (broadcast or joins or selects):
+        return (f"broadcasts inputs of {sorted(sizes)} elements over shape {layer.shape} "
+                f"({whole} elements): the largest must equal it, the others divide it (or "
+                f"they join to it with its {layer.params} stored elements, or it selects "
+                "from one larger input)")
+    return None
 
 
 def dag_from_dict(data: dict, source: str) -> ModelDAG:

@@ -151,14 +151,16 @@ class Builder:
             if name:
                 self.src[name] = merged
 
-    def single(self, name: str) -> Draft | None:
+    def single(self, name: str, readers: int = 1) -> Draft | None:
         """The draft whose output `name` is, through pass-throughs read by nothing else, if
-        `name` comes from one layer alone: what an operator reading it may fuse into."""
+        `name` comes from one layer alone and `readers` nodes (the fusing operator's) read
+        it: what that operator may fuse into."""
         src = self.src[name]
         if len(src.layers) != 1 or any(src.pads):
             return None
         draft = self.drafts[src.layers[0]]
-        if src.values != (draft.output,) or self.readers.get(draft.output, 0) != 1:
+        if src.values != (draft.output,) or \
+                self.readers.get(draft.output, 0) != (1 if src.nodes else readers):
             return None
         if any(self.readers.get(o, 0) != 1 for i in src.nodes for o in self.nodes[i].output
                if o):

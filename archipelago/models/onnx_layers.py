@@ -23,6 +23,7 @@ from typing import Any
 
 from archipelago.models.dag import FC, Add, Conv, Elementwise, MatMul, Pool
 from archipelago.models.onnx_graph import Builder, Draft, batchless, layer_name
+from archipelago.models.onnx_patterns import ELEMENTWISE, find_pattern
 from archipelago.models.onnx_recurrent import recurrent
 
 PASS_OPS = {"Flatten", "Reshape", "Squeeze", "Unsqueeze", "Transpose", "Identity", "Dropout",
@@ -70,6 +71,8 @@ def visit(b: Builder, index: int, node: Any) -> None:
         return
     data = b.data_inputs(node)
     op = node.op_type
+    if op in ELEMENTWISE and len(data) == 1 and _pattern(b, index, node, data[0]):
+        return
     if op in PASS_OPS:
         b.pass_through(index, node, data[:1])
     elif op == "Concat":
@@ -147,8 +150,8 @@ def joined(b: Builder, node: Any, name: str) -> str:
 
 
 def _fuse_or_own(b: Builder, index: int, node: Any, label: str, reads: list[str],
-                 extra: tuple[int, ...] = (), params: int = 0) -> None:
-    draft = b.single(reads[0]) if len(reads) == 1 else None
+                 extra: tuple[int, ...] = (), params: int = 0, readers: int = 1) -> None:
+    draft = b.single(reads[0], readers) if len(reads) == 1 else None
     if draft is not None and issubclass(draft.kind, FUSE_INTO):
         b.fuse(draft, index, node, label, extra)
         if label == "Relu" and "relu" in draft.kind.model_fields:
@@ -335,27 +338,24 @@ def _batchnorm(b: Builder, index: int, node: Any, data: list[str]) -> None:
 
 
 def _activation(b: Builder, index: int, node: Any, data: list[str]) -> None:
-    label, extra = node.op_type, ()
-    if label == "Sigmoid":  # x * sigmoid(x): SiLU (Swish), both nodes one activation
-        mul = _swish_product(b, index, node, data[0])
-        if mul is not None:
-            label, extra = "SiLU", (mul,)
-            b.skip.add(mul)
-    params = _constant_elements(b, node)
-    _fuse_or_own(b, index, node, label, [data[0]], extra, params)
+    _fuse_or_own(b, index, node, node.op_type, [data[0]], params=_constant_elements(b, node))
 
 
-def _swish_product(b: Builder, index: int, node: Any, x: str) -> int | None:
-    """The Mul that multiplies x by this Sigmoid(x), when x and the sigmoid feed only it."""
-    sig = node.output[0]
-    readers = b.reader_nodes.get(x, [])
-    if b.readers.get(sig, 0) != 1 or len(readers) != 2 or x in b.outputs:
-        return None
-    (mul,) = b.reader_nodes[sig]
-    if b.nodes[mul].op_type != "Mul" or set(b.nodes[mul].input) != {x, sig} or \
-            mul not in readers:
-        return None
-    return mul
+def _pattern(b: Builder, index: int, node: Any, x: str) -> bool:
+    """Place the several-node operator (onnx_patterns) node `index` starts, if any."""
+    found = find_pattern(b, index, x)
+    if found is None:
+        return False
+    name, nodes = found
+    b.skip.update(nodes)
+    params = sum(_constant_elements(b, b.nodes[i]) for i in nodes)
+    if name == "LayerNormalization":
+        _elementwise(b, index, node, name, [joined(b, node, x)], extra=nodes[1:],
+                     params=params)
+    else:
+        _fuse_or_own(b, index, node, name, [x], nodes[1:], params,
+                     readers=sum(x in b.nodes[i].input for i in nodes))
+    return True
 
 
 def _arithmetic(b: Builder, index: int, node: Any, data: list[str]) -> None:

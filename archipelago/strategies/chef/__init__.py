@@ -21,9 +21,8 @@ from archipelago.errors import ArchipelagoError
 from archipelago.hardware.machines import Cluster
 from archipelago.models.dag import ModelDAG
 from archipelago.output_file import check_output_file
-from archipelago.strategies.chef.h2h import plan_h2h
 from archipelago.strategies.chef.plan import ChefConfig, ScheduledDAG
-from archipelago.strategies.chef.planners import plan_chef, plan_exact
+from archipelago.strategies.chef.planners import plan_chef, plan_exact, plan_h2h
 from archipelago.strategies.options import WorkloadOption, WorkloadType
 from archipelago.strategies.registry import PlanKind, register, register_kind
 

@@ -2,7 +2,9 @@
 
 Stage 1, coarse-grained initial deploying (§IV-A): the integer program of Eq. (2) under
 Eq. (1): maximise the summed throughput of the deployed accelerators subject to each FPGA's
-DSPs and BRAMs, with at least one accelerator of every layer type. The paper solves it with
+DSPs and BRAMs, with at least one accelerator of every layer type (of the IP type built
+for it, ip_templates.ip_type: a depthwise conv needs a dwconv IP when a candidate is one,
+else it counts as a conv layer; a MatMul counts as an fc layer). The paper solves it with
 PuLP; here OR-Tools CP-SAT solves it exactly (throughputs scaled to integers). Throughput of
 IP a on FPGA i is the MAC rate it reaches on the model's layers of its type (their MACs over
 their summed latency at that FPGA's clock and bank bandwidth).
@@ -20,27 +22,35 @@ from dataclasses import dataclass
 
 from archipelago.errors import PartitionError, elide
 from archipelago.hardware.machines import Cluster
-from archipelago.models.dag import FC, LSTM, Conv, ModelDAG
+from archipelago.models.dag import FC, LSTM, Conv, MatMul, ModelDAG
 from archipelago.strategies.chef.deployment import Deployment, deploy, fits
-from archipelago.strategies.chef.ip_templates import IPTemplate
-from archipelago.strategies.chef.m2a import list_mapping, m2a
+from archipelago.strategies.chef.ip_templates import IPTemplate, ip_type, ip_types
+from archipelago.strategies.chef.m2a import list_mapping, remap
 from archipelago.strategies.chef.simulate import LayerCosts, Schedule, Tables, simulate
 
 THROUGHPUT_SCALE = 10**6  # CP-SAT needs integer objective weights
 Placed = list[tuple[int, IPTemplate]]
 
 
-def layer_types(dag: ModelDAG) -> list[str]:
-    return sorted({la.type for la in dag.layers if la.is_compute})
+def layer_types(dag: ModelDAG, have: set[str]) -> list[str]:
+    """The IP types the DAG's compute layers need when the candidates' types are `have`."""
+    return sorted({ip_type(la, have) for la in dag.layers if la.is_compute})
 
 
-def _shape(layer: Conv | FC | LSTM) -> str:
-    """A compute layer in a few words: `conv 3x3, 64->128`, `fc 512->10`, `lstm 256->512`."""
+def _shape(layer: Conv | FC | LSTM | MatMul) -> str:
+    """A compute layer in a few words: `conv 3x3, 64->128`, `conv 3x3, 32->32, groups 32`,
+    `fc 512->10`, `lstm 256->512`, `gru 256->512 x2`, `matmul 197x64 @ 64x197`."""
     if isinstance(layer, Conv):
-        return f"conv {layer.kernel}x{layer.kernel}, {layer.in_ch}->{layer.out_ch}"
+        rows, cols = layer.window
+        groups = f", groups {layer.groups}" if layer.groups > 1 else ""
+        return f"conv {rows}x{cols}, {layer.in_ch}->{layer.out_ch}{groups}"
     if isinstance(layer, FC):
         return f"fc {layer.in_features}->{layer.out_features}"
-    return f"lstm {layer.embed}->{layer.hidden}"
+    if isinstance(layer, MatMul):
+        batch = f"{layer.batch} x " if layer.batch > 1 else ""
+        return f"matmul {batch}{layer.rows}x{layer.inner} @ {layer.inner}x{layer.cols}"
+    both = " x2" if layer.directions == 2 else ""
+    return f"{layer.cell} {layer.embed}->{layer.hidden}{both}"
 
 
 def _refusal(ip: IPTemplate, cluster: Cluster) -> str:
@@ -67,36 +77,41 @@ def check_candidates(dag: ModelDAG, cluster: Cluster, ips: list[IPTemplate],
         ip = next(ip for ip in ips if ip not in fitting)
         raise PartitionError(f"IP '{ip.name}' fits no FPGA of '{cluster.name}': "
                              f"it {_refusal(ip, cluster)} (candidates from {source})")
-    have = {ip.type for ip in fitting}
-    layer = next((la for la in dag.layers if la.is_compute and la.type not in have), None)
+    layer = next((la for la in dag.layers
+                  if la.is_compute and not any(ip.runs(la) for ip in fitting)), None)
     if layer is None:
         return fitting
     head = f"layer '{layer.name}' ({_shape(layer)})"
-    of_type = sorted((ip for ip in ips if ip.type == layer.type),
+    kinds = " or ".join(ip_types(layer))
+    of_type = sorted((ip for ip in ips if ip.runs(layer)),
                      key=lambda ip: (ip.resources.dsp, ip.resources.bram, ip.name))
     if not of_type:
         names = elide(", ".join(ip.name for ip in ips), 100) or "none"
-        raise PartitionError(f"{head}: no candidate IP is a {layer.type} IP; candidates: "
+        raise PartitionError(f"{head}: no candidate IP is a {kinds} IP; candidates: "
                              f"{names}, from {source}")
     refusals = elide("; ".join(f"ip '{ip.name}' {_refusal(ip, cluster)}" for ip in of_type),
                      160)
-    raise PartitionError(f"{head}: no {layer.type} IP fits any FPGA of '{cluster.name}': "
+    raise PartitionError(f"{head}: no {kinds} IP fits any FPGA of '{cluster.name}': "
                          f"{refusals} (candidates from {source})")
 
 
-def throughput(costs: LayerCosts, cluster: Cluster, fpga: int, ip: IPTemplate) -> float:
-    """MAC/s of `ip` on FPGA `fpga` over the model's layers of its type (bank unshared)."""
+def throughput(costs: LayerCosts, cluster: Cluster, fpga: int, ip: IPTemplate,
+               have: set[str]) -> float:
+    """MAC/s of `ip` on FPGA `fpga` over the model's layers of its type (bank unshared),
+    a layer's type being the IP type it counts under among `have`."""
     node = cluster.nodes[fpga]
     column = costs.column(ip, node.clock_hz, node.banks[0].bandwidth_Bps)
     layers = [costs.dag.by_name[n] for n in costs.dag.order]
-    picked = [(la.macs, s) for la, s in zip(layers, column, strict=True) if la.type == ip.type]
+    picked = [(la.macs, s) for la, s in zip(layers, column, strict=True)
+              if la.is_compute and ip_type(la, have) == ip.type]
     return sum(m for m, _ in picked) / sum(s for _, s in picked)
 
 
 def objective_weights(costs: LayerCosts, cluster: Cluster,
                       ips: list[IPTemplate]) -> dict[tuple[int, str], int]:
     """thp_ita of Eq. (2), scaled so the best is THROUGHPUT_SCALE, as integers."""
-    thp = {(i, ip.name): throughput(costs, cluster, i, ip)
+    have = {ip.type for ip in ips}
+    thp = {(i, ip.name): throughput(costs, cluster, i, ip, have)
            for i in range(len(cluster.nodes)) for ip in ips}
     top = max(thp.values())
     return {k: round(THROUGHPUT_SCALE * v / top) for k, v in thp.items()}
@@ -107,7 +122,7 @@ def initial_deployment(costs: LayerCosts, cluster: Cluster, ips: list[IPTemplate
     """Eq. (2) under Eq. (1), solved exactly with CP-SAT."""
     from ortools.sat.python import cp_model
 
-    types = layer_types(costs.dag)
+    types = layer_types(costs.dag, {ip.type for ip in ips})
     usable = [ip for ip in ips if ip.type in types]
     weight = objective_weights(costs, cluster, usable)
     model = cp_model.CpModel()
@@ -151,14 +166,15 @@ class Evaluated:
 
 
 def evaluate(costs: LayerCosts, cluster: Cluster, placed: Placed,
-             remapped: bool = True) -> Evaluated:
-    """Deploy and map; `remapped=False` stops after M2A's list mapping (a cheap ranking)."""
+             remapped: bool = True, initial: list[int] | None = None) -> Evaluated:
+    """Deploy and map; `remapped=False` stops after M2A's list mapping (a cheap ranking).
+    `initial` (accelerator per layer of this deployment) replaces the list mapping as the
+    start of §V-B's re-mapping: the search seeded with another planner's mapping."""
     deployment = deploy(cluster, placed)
     tables = Tables(costs, cluster, deployment)
-    if remapped:
-        initial, mapping = m2a(tables)
-    else:
-        initial = mapping = list_mapping(tables)
+    if initial is None:
+        initial = list_mapping(tables)
+    mapping = remap(tables, initial) if remapped else initial
     return Evaluated(placed, deployment, tables, initial, mapping, simulate(tables, mapping))
 
 

@@ -73,7 +73,7 @@ def all_deployments(dag: ModelDAG, cluster: Cluster, ips: list[IPTemplate],
                     max_per_fpga: int,
                     limit: int = MAX_DEPLOYMENTS) -> Iterator[list[tuple[int, IPTemplate]]]:
     """Every deployment satisfying Eq. (1) with at most `max_per_fpga` IPs per FPGA."""
-    types = set(layer_types(dag))
+    types = set(layer_types(dag, {ip.type for ip in ips}))
     usable = [ip for ip in ips if ip.type in types]
     per_fpga = [_fpga_options(f, usable, max_per_fpga, cluster, i)
                 for i, f in enumerate(cluster.nodes)]

@@ -11,28 +11,42 @@ The host link of every FPGA runs at twice BW_inter, so a relayed transfer (store
 costs what one FPGA-to-FPGA transfer at BW_inter does (§III: relaying halves the bandwidth).
 The fixed accelerators: FPGAs sorted by DSPs, the smallest take one layer type each (the
 types with least work first), the rest the type with most work; each gets the largest IP of
-its type that fits.
+its type that fits. With fewer FPGAs than types, a type whose layers another chosen type
+also runs is left out (depthwise convs then run on the Conv IP).
+The planner that returns this as a plan is planners.plan_h2h; CHEF's search starts from it
+too (planners.plan_chef).
 """
 
 import copy
-import time
+from dataclasses import dataclass
 
 from archipelago.errors import PartitionError
 from archipelago.hardware.machines import Cluster
 from archipelago.models.dag import ModelDAG
-from archipelago.strategies.chef.a2f import layer_types
+from archipelago.strategies.chef.a2f import Placed, layer_types
 from archipelago.strategies.chef.deployment import deploy
-from archipelago.strategies.chef.ip_templates import BYTES_PER_ELEMENT, IPTemplate
+from archipelago.strategies.chef.ip_templates import BYTES_PER_ELEMENT, IPTemplate, ip_type
 from archipelago.strategies.chef.m2a import remap
-from archipelago.strategies.chef.plan import ChefConfig, ScheduledDAG
-from archipelago.strategies.chef.planners import prepare
-from archipelago.strategies.chef.simulate import INF, Tables, makespan, simulate
+from archipelago.strategies.chef.simulate import INF, LayerCosts, Tables, makespan
+
+
+def _types(dag: ModelDAG, ips: list[IPTemplate], fpgas: int) -> set[str]:
+    """The IP types to deploy: those the layers need, fewer when a type's layers can all
+    run on the remaining ones and the FPGAs are too few for one each."""
+    have = set(layer_types(dag, {ip.type for ip in ips}))
+    for t in sorted(have):
+        rest = have - {t}
+        if len(have) > fpgas and set(layer_types(dag, rest)) <= rest:
+            have = rest
+    return have
 
 
 def fixed_accelerators(dag: ModelDAG, cluster: Cluster,
                        ips: list[IPTemplate]) -> list[tuple[int, IPTemplate]]:
-    work = {t: sum(la.macs for la in dag.layers if la.type == t) for t in layer_types(dag)}
-    types = sorted(work, key=lambda t: work[t])  # least work first
+    have = _types(dag, ips, cluster.size)
+    work = {t: sum(la.macs for la in dag.layers if la.is_compute and ip_type(la, have) == t)
+            for t in have}
+    types = sorted(work, key=lambda t: (work[t], t))  # least work first
     fpgas = sorted(range(cluster.size), key=lambda i: (cluster.nodes[i].resources.dsp, i))
     if len(fpgas) < len(types):
         raise PartitionError(f"H2H puts one accelerator on each FPGA: {len(types)} layer "
@@ -79,11 +93,23 @@ def _buffer_weights(t: Tables, mapping: list[int]) -> set[int]:
     return buffered
 
 
-def plan_h2h(dag: ModelDAG, cluster: Cluster, config: ChefConfig,
-             progress=None) -> ScheduledDAG:
-    started = time.perf_counter()
-    cluster, ips, costs = prepare(dag, cluster, config)
-    placed = fixed_accelerators(dag, cluster, ips)
+@dataclass(frozen=True)
+class H2HMapping:
+    """H2H's fixed accelerators (`placed`), its four steps' latencies, and its final
+    mapping, reckoned on `tables` (step 3's: the deployment seen through host memory).
+    `own` is the same deployment in CHEF's own tables (weights and features in FPGA DRAM,
+    FPGA-to-FPGA transfers), where CHEF's search can start from it."""
+
+    placed: Placed
+    own: Tables
+    tables: Tables
+    mapping: list[int]
+    steps: tuple[float, ...]
+
+
+def h2h_mapping(costs: LayerCosts, cluster: Cluster, ips: list[IPTemplate]) -> H2HMapping:
+    """H2H's four steps on the fixed accelerators of `fixed_accelerators`."""
+    placed = fixed_accelerators(costs.dag, cluster, ips)
     base = Tables(costs, cluster, deploy(cluster, placed))
     n = cluster.size
     host_Bps = 2 * min(cluster.pair_Bps(i, j) for i in range(n) for j in range(n) if i != j) \
@@ -97,5 +123,4 @@ def plan_h2h(dag: ModelDAG, cluster: Cluster, config: ChefConfig,
     final = remap(step3, mapping)
     steps = (makespan(step1, mapping), makespan(step2, mapping), makespan(step3, mapping),
              makespan(step3, final))
-    return ScheduledDAG("h2h", dag, cluster, base.deployment, step3, simulate(step3, final),
-                        steps, time.perf_counter() - started)
+    return H2HMapping(placed, base, step3, final, steps)

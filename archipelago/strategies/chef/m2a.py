@@ -27,18 +27,21 @@ class _Budget:
     """§V-A step 2, the DRAM budget check: after a placement, every FPGA still fits what
     it holds; the rest of each layer type fits the free DRAM of the FPGAs with an
     accelerator of that type; and the largest remaining layer fits the FPGA with most free
-    DRAM."""
+    DRAM. A compute layer's "type" is its layer type with the FPGAs whose accelerators run
+    it (one IP type's FPGAs, or those of two for a depthwise conv a Conv IP also runs)."""
 
     def __init__(self, t: Tables) -> None:
         self.t = t
         self.use = [0] * len(t.capacity)
-        self.type_fpgas: dict[str, list[int]] = {}
-        for a, acc in enumerate(t.deployment.accs):
-            fpgas = self.type_fpgas.setdefault(acc.ip.type, [])
-            if t.fpga_of[a] not in fpgas:
-                fpgas.append(t.fpga_of[a])
-        self.key = [t.type_of[i] if t.compute[i] else "*" for i in range(t.n_layers)]
-        self.need: dict[str, int] = {}
+        self.type_fpgas: dict[object, list[int]] = {}
+        self.key: list[object] = []
+        for i in range(t.n_layers):
+            fpgas = sorted({t.fpga_of[a] for a in range(t.n_accs) if t.cost[i][a] < INF})
+            key = (t.type_of[i], *fpgas) if t.compute[i] and fpgas else "*"
+            if key != "*":
+                self.type_fpgas[key] = fpgas
+            self.key.append(key)
+        self.need: dict[object, int] = {}
         for i in range(t.n_layers):
             self.need[self.key[i]] = self.need.get(self.key[i], 0) + t.dram[i]
         self.largest = sorted(range(t.n_layers), key=lambda i: -t.dram[i])

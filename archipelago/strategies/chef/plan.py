@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from archipelago.errors import ArchipelagoError, PartitionError, elide
 from archipelago.hardware.machines import GB, Cluster, MAX_LINK_Bps, MIN_LINK_Bps
 from archipelago.models.dag import ModelDAG
+from archipelago.models.dag_summary import model_summary
 from archipelago.strategies.chef.deployment import Deployment, describe
 from archipelago.strategies.chef.ip_templates import IPTemplate, builtin_ips, load_ips
 from archipelago.strategies.chef.simulate import Schedule, Tables
@@ -58,6 +59,20 @@ def check_dram(dag: ModelDAG, cluster: Cluster, dram: list[int]) -> None:
                              f"of DRAM")
 
 
+# Where a plan's search started (`origin`). CHEF's re-deployment (§IV-B) only removes or
+# swaps accelerators and its re-mapping (§V-B) only moves layers next to neighbours, so each
+# keeps the start's character: from Eq. (2)'s deployment of many small IPs it cannot grow back
+# the one large IP per FPGA that H2H deploys, which a chain of layers runs fastest on. The
+# search therefore starts from both and keeps the faster end (planners.plan_chef).
+ORIGINS = {
+    "a2f": "A2F's integer program, Eq. (2), mapped by M2A's list mapping (§IV-A, §V-A)",
+    "h2h-deployment": "H2H's fixed accelerators, mapped by M2A's list mapping (§V-A)",
+    "h2h-mapping": "H2H's fixed accelerators and mapping, re-mapped by M2A (§V-B)",
+    "h2h": "H2H's four mapping steps",
+    "exhaustive": "every deployment, each mapped optimally",
+}
+
+
 @dataclass(frozen=True)
 class ScheduledDAG:
     strategy: str
@@ -68,6 +83,8 @@ class ScheduledDAG:
     schedule: Schedule
     steps_latency_s: tuple[float, ...]
     search_s: float
+    origin: str
+    """Where the search started, a key of ORIGINS."""
 
     @property
     def latency_s(self) -> float:
@@ -84,7 +101,9 @@ class ScheduledDAG:
             "strategy": self.strategy, "model": self.dag.name, "cluster": self.cluster.name,
             "latency_s": s.latency_s, "comm_ratio": s.comm_ratio,
             "steps_latency_s": list(self.steps_latency_s), "search_s": self.search_s,
+            "origin": self.origin,
             "layers": len(self.dag.layers), "compute_layers": self.dag.compute_layers,
+            "model_summary": model_summary(self.dag),
             "deployment": describe(self.cluster, self.deployment),
             "mapping": [{"layer": name, "type": self.tables.type_of[i],
                          "accelerator": f"acc{s.mapping[i]}",

@@ -7,6 +7,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from archipelago.models.dag_summary import summary_lines
+from archipelago.strategies.chef.plan import ORIGINS
+
 
 def _gantt(workload) -> str | None:
     return None if workload.gantt is None else str(Path(workload.gantt))
@@ -31,10 +34,13 @@ def print_estimate(plan, workload, est: dict[str, Any], console: Console) -> Non
                       f"{f['bram_used']}/{f['bram_available']}",
                       str(per_fpga.get(f["fpga"], 0)))
     console.print(table)
+    for line in summary_lines(est["model_summary"]):
+        console.print(line)
     steps = " -> ".join(f"{s * 1e3:.3f}" for s in est["steps_latency_s"])
     console.print(f"latency {est['latency_s'] * 1e3:.3f} ms (steps {steps} ms), "
                   f"communication ratio {100 * est['comm_ratio']:.2f}%, "
                   f"search {est['search_s']:.2f} s")
+    console.print(f"search started from: {est['origin']} ({ORIGINS[est['origin']]})")
     if gantt:
         console.print(f"Gantt chart written to {gantt}")
 
