@@ -134,11 +134,13 @@ NETWORKS = {"residual_cnn": (ResidualCNN, (1, 3, 16, 16)),
             "bigru": (lambda: BiLSTM(rnn=nn.GRU), (1, 7, 6))}
 
 
-def export(name: str, path: Path, dynamo: bool, fold: bool = True, seed: int = 0) -> Path:
+def export(name: str, path: Path, dynamo: bool, fold: bool = True, seed: int = 0,
+           opset: int | None = None) -> Path:
     """`name`'s network with seeded weights (BatchNorm statistics made non-trivial, as a
     trained network's are), in eval mode, exported to `path`; `fold=False` (legacy
     exporter) keeps BatchNormalization nodes and reads weights through Identity nodes, as
-    timm's exports do."""
+    timm's exports do; an `opset` before 17 (legacy exporter) writes LayerNormalization
+    and GELU as their decompositions (ReduceMean, Sub, Pow, Sqrt, Div; Erf)."""
     cls, shape = NETWORKS[name]
     torch.manual_seed(seed)
     module = cls().eval()
@@ -150,6 +152,8 @@ def export(name: str, path: Path, dynamo: bool, fold: bool = True, seed: int = 0
             sub.bias.data.uniform_(-0.2, 0.2)
     kwargs = ({"dynamo": True, "verbose": False} if dynamo
               else {"dynamo": False, "do_constant_folding": fold})
+    if opset is not None:
+        kwargs["opset_version"] = opset
     with warnings.catch_warnings():  # the exporters' advice on tracing and batch sizes
         warnings.simplefilter("ignore")
         torch.onnx.export(module, (torch.randn(*shape),), str(path), input_names=["input"],
