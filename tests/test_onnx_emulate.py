@@ -180,3 +180,32 @@ def test_archi_emulate_command_prints_the_check_and_its_json(tmp_path):
     text = archi("emulate", str(path), "--cluster", "hacc", "--strategy", "chef")
     assert text.returncode == 0, text.stderr
     assert "2 FPGA processes against onnxruntime" in text.stdout and "PASS" in text.stdout
+
+
+def test_what_the_reference_cannot_run_is_said_in_one_line(tmp_path):
+    """An integer input (the emulation seeds FLOAT ones) and a batch-first LSTM (which
+    onnxruntime's CPU kernel refuses) are refused in one line, not a traceback."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from tests.onnx_cases import make_model
+
+    ids = helper.make_graph([helper.make_node("Cast", ["x"], ["y"], to=TensorProto.FLOAT)],
+                            "g", [helper.make_tensor_value_info("x", TensorProto.INT64, [3])],
+                            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])])
+    path = tmp_path / "ids.onnx"
+    onnx.save(helper.make_model(ids, opset_imports=[helper.make_opsetid("", 13)]), path)
+    with pytest.raises(EmulationError, match=r"^input 'x' is of ONNX type INT64; the "
+                                             r"emulation feeds seeded FLOAT inputs only$"):
+        emulate_onnx(path, node_layers(path), {"n0": 0}, ["n0"], FPGAS)
+    rng = np.random.default_rng(0)
+    lstm = make_model([helper.make_node("LSTM", ["x", "W", "R"], ["y"], hidden_size=2,
+                                        layout=1)], {"x": [1, 3, 2]}, ["y"],
+                      {"W": rng.standard_normal((1, 8, 2)).astype(np.float32),
+                       "R": rng.standard_normal((1, 8, 2)).astype(np.float32)}, 14)
+    path = tmp_path / "lstm.onnx"
+    onnx.save(lstm, path)
+    with pytest.raises(EmulationError, match=r"^onnxruntime, the reference, refuses the "
+                                             r"model: Exception during initialization: "
+                                             r"layout_ == 0 was"):
+        emulate_onnx(path, node_layers(path), {"n0": 0}, ["n0"], FPGAS)

@@ -9,6 +9,7 @@ an independent reference, since the interpreter shares no kernel with onnxruntim
 importer's DAG plays no part in either computation.
 """
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
@@ -18,6 +19,7 @@ import onnx
 import torch
 
 from archipelago.emulate.errors import EmulationError
+from archipelago.errors import elide
 from archipelago.models.dag import ModelDAG
 from archipelago.strategies.chef.emulate.onnx_torch import operator, run_nodes
 from archipelago.strategies.chef.emulate.run import (
@@ -94,9 +96,16 @@ def onnxruntime_outputs(model: Path | bytes,
     import onnxruntime
 
     source = str(model) if isinstance(model, Path) else model
-    session = onnxruntime.InferenceSession(source, providers=["CPUExecutionProvider"])
-    names = [o.name for o in session.get_outputs()]
-    return dict(zip(names, session.run(names, inputs), strict=True))
+    try:
+        session = onnxruntime.InferenceSession(source, providers=["CPUExecutionProvider"])
+        names = [o.name for o in session.get_outputs()]
+        return dict(zip(names, session.run(names, inputs), strict=True))
+    except Exception as err:  # onnxruntime's own refusal (a kernel it lacks), one line
+        reason = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        reason = re.sub(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ", "", reason)
+        reason = elide(re.sub(r"/\S+:\d+ \S+\([^)]*\)\s*", "", reason))  # C++ source place
+        raise EmulationError(f"onnxruntime, the reference, refuses the model: {reason}") \
+            from None
 
 
 class _Scope(dict):
