@@ -208,7 +208,9 @@ class Builder:
         if not deps:
             if len(values) != 1:
                 raise self.fail(node, "reads several model inputs; a first layer reads one")
-            self.first_inputs[name] = first_input or batchless(self.shape(reads[0]))
+            shape = self.shape(values[0])  # the model input, before any pass-through
+            self.first_inputs[name] = first_input or (
+                shape[1:] if kind.__name__ in ("Conv", "Pool") else batchless(shape))
         for value in (output,) if output else self.nodes[nodes[-1]].output:
             if value:
                 self.producer[value] = name

@@ -123,7 +123,7 @@ def _elementwise(b: Builder, index: int, node: Any, op: str, reads: list[str],
     return b.add_layer(index, node, Elementwise,
                        {"op": op, "shape": batchless(b.shape(out)), "ops_per_element": ops,
                         "params": params}, reads, extra=extra, output=output,
-                       name=layer_name(node.name, out) if output else None)
+                       name=layer_name(out) if output else None)
 
 
 def joined(b: Builder, node: Any, name: str) -> str:
@@ -250,8 +250,7 @@ def _conv(b: Builder, index: int, node: Any, data: list[str]) -> None:
     fields = _window(b, node, x, out[1:], kernel, _pair(b, node, "strides", 1))
     b.add_layer(index, node, Conv, {**fields, "out_ch": out[0],
                                     "in_ch": int(weight.shape[1]) * groups,
-                                    "groups": groups, "relu": False}, [x],
-                first_input=b.shape(x)[1:])
+                                    "groups": groups, "relu": False}, [x])
 
 
 def _pool(b: Builder, index: int, node: Any, data: list[str]) -> None:
@@ -266,16 +265,15 @@ def _pool(b: Builder, index: int, node: Any, data: list[str]) -> None:
         kernel, strides = _pair(b, node, "kernel_shape", 1), _pair(b, node, "strides", 1)
     fields = _window(b, node, x, out[1:], kernel, strides)
     b.add_layer(index, node, Pool, {**fields, "kind": POOLS[node.op_type],
-                                    "channels": out[0]}, [x], first_input=b.shape(x)[1:])
+                                    "channels": out[0]}, [x])
 
 
 def _spatial_reduction(b: Builder, node: Any) -> bool:
-    """A mean or max over the rows and columns of a feature map, keeping them as 1x1 (how
-    the dynamo exporter writes adaptive_avg_pool2d(x, 1)): a global pool."""
+    """A mean or max over the rows and columns of a feature map (how the dynamo exporter
+    writes adaptive_avg_pool2d(x, 1), and x.mean((2, 3))): a global pool."""
     shape = b.shape(node.input[0])
     axes = b.optional_const(node, 1) if len(node.input) > 1 else b.attr(node, "axes", None)
-    return len(shape) == 4 and axes is not None and \
-        sorted(int(a) % 4 for a in axes) == [2, 3] and b.attr(node, "keepdims", 1) == 1
+    return len(shape) == 4 and axes is not None and sorted(int(a) % 4 for a in axes) == [2, 3]
 
 
 def _global_pool(b: Builder, index: int, node: Any) -> None:
@@ -286,7 +284,7 @@ def _global_pool(b: Builder, index: int, node: Any) -> None:
                                     "kernel": rows, "stride": rows,
                                     **({"kernel_cols": cols, "stride_cols": cols}
                                        if cols != rows else {})},
-                [x], first_input=b.shape(x)[1:])
+                [x])
 
 
 def _matmul(b: Builder, index: int, node: Any, data: list[str]) -> None:
