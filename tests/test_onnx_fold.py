@@ -99,3 +99,22 @@ def test_an_unsupported_operator_is_one_line_naming_it(tmp_path) -> None:
     message = str(err.value)
     assert "\n" not in message and "topk.onnx" in message
     assert message.endswith("field 'node best (TopK)': operator TopK is not supported")
+
+
+def test_ceil_mode_and_auto_pad_windows(tmp_path) -> None:
+    """MaxPool 3x3 stride 2 with ceil_mode on 8x8: (8 - 3) / 2 + 1 = 3.5 -> 4 rows, the last
+    window reading one row past the input: pads (0, 0, 1, 1). A SAME_UPPER 4x4 stride-2
+    conv on 8x8 gives 4x4: total padding (4-1)*2 + 4 - 8 = 2, one each side."""
+    pool = helper.make_node("MaxPool", ["x"], ["p"], name="p", kernel_shape=[3, 3],
+                            strides=[2, 2], ceil_mode=1)
+    head = helper.make_node("Conv", ["p", "w"], ["y"], name="c")  # a DAG needs compute
+    weight = numpy_helper.from_array(np.zeros((2, 3, 1, 1), np.float32), "w")
+    _save(tmp_path / "ceil.onnx", [pool, head], [weight])
+    layer = import_onnx(tmp_path / "ceil.onnx").dag.by_name["p"]
+    assert (layer.out_rows, layer.borders) == (4, (0, 0, 1, 1))
+    conv = helper.make_node("Conv", ["x", "w"], ["y"], name="c", kernel_shape=[4, 4],
+                            strides=[2, 2], auto_pad="SAME_UPPER")
+    _save(tmp_path / "same.onnx", [conv],
+          [numpy_helper.from_array(np.zeros((2, 3, 4, 4), np.float32), "w")])
+    (layer,) = import_onnx(tmp_path / "same.onnx").dag.layers
+    assert (layer.out_rows, layer.borders) == (4, (1, 1, 1, 1))

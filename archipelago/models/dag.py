@@ -419,10 +419,14 @@ def torch_problem(dag: ModelDAG, layer: _Layer) -> tuple[str, str | None]:
         top, left, bottom, right = layer.borders
         rows, cols = layer.window
         if max(top, bottom) > rows // 2 or max(left, right) > cols // 2:
+            if layer.pads is None and rows == cols:
+                return ".padding", (f"padding {layer.padding} is more than half the "
+                                    f"{rows}-wide kernel (at most {rows // 2}; torch's "
+                                    "pooling refuses more)")
             field = ".padding" if layer.pads is None else ".pads"
-            return field, (f"padding {list(layer.borders) if layer.pads else layer.padding} "
-                           f"is more than half the {rows}x{cols} kernel (at most "
-                           f"{rows // 2}, {cols // 2}; torch's pooling refuses more)")
+            return field, (f"padding {list(layer.borders)} is more than half the "
+                           f"{rows}x{cols} kernel (at most {rows // 2} rows, {cols // 2} "
+                           "columns; torch's pooling refuses more)")
     if isinstance(layer, Conv | Pool) and len(layer.deps) > 1:
         shapes = [dag.by_name[d].out_shape for d in layer.deps]
         if all(len(s) == 3 for s in shapes) and len({s[1:] for s in shapes}) > 1:

@@ -113,9 +113,6 @@ class Builder:
                 return value.decode() if isinstance(value, bytes) else value
         return default
 
-    def is_data(self, name: str) -> bool:
-        return name in self.src
-
     def data_inputs(self, node: Any) -> list[str]:
         return [n for n in node.input if n in self.src]
 
@@ -162,9 +159,8 @@ class Builder:
         if src.values != (draft.output,) or \
                 self.readers.get(draft.output, 0) != (1 if src.nodes else readers):
             return None
-        if any(self.readers.get(o, 0) != 1 for i in src.nodes for o in self.nodes[i].output
-               if o):
-            return None
+        if any(self.readers.get(o, 0) > 1 for i in src.nodes for o in self.nodes[i].output):
+            return None  # (an output read by nothing, Dropout's mask, is no reader)
         return draft
 
     def fuse(self, draft: Draft, index: int, node: Any, label: str,
@@ -176,11 +172,8 @@ class Builder:
         out = self.nodes[extra[-1]].output[0] if extra else node.output[0]
         self.producer.pop(draft.output, None)
         draft.output = out
-        self.producer[out] = self._name_of(draft)
+        self.producer[out] = draft.fields["name"]
         self.src[out] = Src((self.producer[out],), (out,))
-
-    def _name_of(self, draft: Draft) -> str:
-        return draft.fields["name"]
 
     def add_layer(self, index: int, node: Any, kind: type, fields: dict[str, Any],
                   reads: list[str], first_input: tuple[int, ...] | None = None,

@@ -36,11 +36,11 @@ from archipelago.safe_read import probe
 class OnnxImport:
     """A layer DAG and, per layer, the ONNX nodes it runs (indices into model.graph.node,
     graph order: its own operator, the operators fused into it, the pass-throughs it
-    absorbed; a pass-through several layers read is run by each, every other node belongs
-    to one layer, folded nodes to none), the values it reads that it does not compute
-    (graph inputs or other layers' outputs; constants excluded), the values it computes
-    that another layer or a graph output reads, and the constants (initializers and every
-    folded value) by name."""
+    absorbed; a pass-through several layers read is run by each, as is a Split by the
+    layer of each part read; every other node belongs to one layer, folded nodes to none),
+    the values it reads that it does not compute (graph inputs or other layers' outputs;
+    constants excluded), the values it computes that another layer or a graph output
+    reads, and the constants (initializers and every folded value) by name."""
 
     dag: ModelDAG
     layer_nodes: dict[str, tuple[int, ...]]
