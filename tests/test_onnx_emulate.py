@@ -209,3 +209,21 @@ def test_what_the_reference_cannot_run_is_said_in_one_line(tmp_path):
                                              r"model: Exception during initialization: "
                                              r"layout_ == 0 was"):
         emulate_onnx(path, node_layers(path), {"n0": 0}, ["n0"], FPGAS)
+
+
+@pytest.mark.parametrize("case", ["mobile_tf_pad", "hand_attention", "lstm_reading_T_E"])
+def test_the_importers_own_test_networks_split_equal_onnxruntime(case, tmp_path):
+    """The networks tests/test_onnx_exported.py imports (a zero Pad absorbed into the next
+    conv's pads, attention written by hand as q @ k^T, an LSTM reading a (T, E) input)
+    split over two processes."""
+    from torch import nn
+
+    from tests import test_onnx_exported as exported
+
+    module, shape = {"mobile_tf_pad": (exported.MobileBlock(), (1, 3, 16, 16)),
+                     "hand_attention": (exported.EncoderBlock(), (1, 5, 12)),
+                     "lstm_reading_T_E": (nn.LSTM(8, 4), (6, 8))}[case]
+    path = tmp_path / "n.onnx"
+    imported = exported._export(module, shape, path, dynamo=False)
+    report = _emulate(path, imported)
+    assert report["passed"], report["per_output"]
