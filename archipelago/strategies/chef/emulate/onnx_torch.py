@@ -1,28 +1,33 @@
-"""ONNX operators written in torch: the emulator's interpreter of an imported file's nodes.
+"""ONNX operators written in torch: the emulator's interpreter of an imported file's nodes
+(shape operators in onnx_shapes.py, LSTM and GRU in onnx_rnn.py).
 
 It shares no code with onnxruntime, which the emulation compares it with, so an agreement
 means the split run computes what the file says, not what one runtime does. Every operator
 follows the ONNX operator specification (onnx.ai/onnx/operators) for the opsets a node can
 come from: where an input moved to an attribute or back (Clip, Split, Squeeze, Unsqueeze,
 ReduceMean, Slice, Pad) the model's opset decides. An operator not written here is refused
-in one line naming the node. torch and onnx are imported here only.
+in one line naming the node. The onnx package is imported here only.
 """
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from onnx import NodeProto, helper, numpy_helper
 
 from archipelago.emulate.errors import EmulationError
-
-Tensor = torch.Tensor
-Inputs = list[Tensor | None]
-Attrs = dict[str, Any]
-Op = Callable[[Inputs, Attrs, int], Tensor | Sequence[Tensor]]
+from archipelago.strategies.chef.emulate.onnx_common import (
+    Attrs,
+    Inputs,
+    Op,
+    Tensor,
+    optional_axes,
+    positive_axis,
+    torch_pad,
+)
+from archipelago.strategies.chef.emulate.onnx_rnn import RECURRENT_OPS
+from archipelago.strategies.chef.emulate.onnx_shapes import SHAPE_OPS
 
 
 def attributes(node: NodeProto) -> Attrs:
@@ -62,15 +67,6 @@ def run_nodes(nodes: Iterable[NodeProto], values: dict[str, Tensor], opset: int)
         values.update(run_node(node, values, opset))
 
 
-# ---- helpers ---------------------------------------------------------------------------
-
-def _ints(t: Tensor | None) -> list[int]:
-    return [] if t is None else [int(v) for v in t.reshape(-1).tolist()]
-
-
-def _axis(axis: int, rank: int) -> int:
-    return axis + rank if axis < 0 else axis
-
 
 def _same_pads(sizes: Sequence[int], kernel: Sequence[int], strides: Sequence[int],
                dilations: Sequence[int], upper: bool) -> list[int]:
@@ -100,16 +96,6 @@ def _window(x: Tensor, attrs: Attrs, kernel: Sequence[int]) -> tuple[list[int], 
     return strides, dilations, pads
 
 
-def _torch_pad(pads: Sequence[int]) -> list[int]:
-    """ONNX pads [x1_begin, x2_begin, ..., x1_end, x2_end] in F.pad's order (last axis
-    first)."""
-    n = len(pads) // 2
-    out: list[int] = []
-    for axis in reversed(range(n)):
-        out += [pads[axis], pads[axis + n]]
-    return out
-
-
 # ---- convolution, products, pooling ------------------------------------------------------
 
 def _conv(a: Inputs, attrs: Attrs, opset: int) -> Tensor:
@@ -117,7 +103,7 @@ def _conv(a: Inputs, attrs: Attrs, opset: int) -> Tensor:
     kernel = list(attrs.get("kernel_shape", w.shape[2:]))
     strides, dilations, pads = _window(x, attrs, kernel)
     conv = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}[len(kernel)]
-    return conv(F.pad(x, _torch_pad(pads)), w, b, strides, 0, dilations,
+    return conv(F.pad(x, torch_pad(pads)), w, b, strides, 0, dilations,
                 attrs.get("group", 1))
 
 
@@ -153,20 +139,20 @@ def _window_pool(x: Tensor, attrs: Attrs, kind: str) -> Tensor:
         extra.append(max(0, (out - 1) * strides[i] + span - (size + pads[i] + pads[i + n])))
     ends = [p + e for p, e in zip(pads[n:], extra, strict=True)]
     if kind == "max":
-        padded = F.pad(x, _torch_pad(pads[:n] + ends), value=-math.inf)
+        padded = F.pad(x, torch_pad(pads[:n] + ends), value=-math.inf)
         maxpool = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}[n]
         return maxpool(padded, kernel, strides, 0, dilations)
     if any(d != 1 for d in dilations):
         raise EmulationError("AveragePool with dilations is not emulated")
     avgpool = {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}[n]
     volume = math.prod(kernel)
-    total = avgpool(F.pad(x, _torch_pad(pads[:n] + ends)), kernel, strides) * volume
+    total = avgpool(F.pad(x, torch_pad(pads[:n] + ends)), kernel, strides) * volume
     ones = torch.ones((1, 1, *x.shape[2:]), dtype=x.dtype)
     if attrs.get("count_include_pad", 0):  # the pads count, the ceil overhang does not
-        ones = F.pad(ones, _torch_pad(pads), value=1.0)
-        mask = F.pad(ones, _torch_pad([0] * n + extra))
+        ones = F.pad(ones, torch_pad(pads), value=1.0)
+        mask = F.pad(ones, torch_pad([0] * n + extra))
     else:
-        mask = F.pad(ones, _torch_pad(pads[:n] + ends))
+        mask = F.pad(ones, torch_pad(pads[:n] + ends))
     return total / (avgpool(mask, kernel, strides) * volume)
 
 
@@ -210,7 +196,7 @@ def _softmax(fn: Callable[..., Tensor]) -> Op:
         x = a[0]
         if opset >= 13:  # one axis since opset 13 (default -1)
             return fn(x, dim=attrs.get("axis", -1))
-        axis = _axis(attrs.get("axis", 1), x.dim())  # before: coerced to 2-D at `axis`
+        axis = positive_axis(attrs.get("axis", 1), x.dim())  # before: coerced to 2-D at `axis`
         flat = x.reshape(math.prod(x.shape[:axis]), -1)
         return fn(flat, dim=1).reshape(x.shape)
     return softmax
@@ -226,7 +212,7 @@ def _batch_norm(a: Inputs, attrs: Attrs, opset: int) -> Tensor:
 def _layer_norm(a: Inputs, attrs: Attrs, opset: int) -> list[Tensor]:
     x, scale = a[0], a[1]
     bias = a[2] if len(a) > 2 else None
-    axis = _axis(attrs.get("axis", -1), x.dim())
+    axis = positive_axis(attrs.get("axis", -1), x.dim())
     dims = tuple(range(axis, x.dim()))
     mean = x.mean(dim=dims, keepdim=True)
     inv = torch.rsqrt(((x - mean) ** 2).mean(dim=dims, keepdim=True)
@@ -246,16 +232,9 @@ def _lrn(a: Inputs, attrs: Attrs, opset: int) -> Tensor:
     return x / scale ** attrs.get("beta", 0.75)
 
 
-def _axes(a: Inputs, attrs: Attrs, opset: int, moved_at: int) -> list[int] | None:
-    """`axes`: an attribute before opset `moved_at`, the second input from it on."""
-    if opset < moved_at:
-        return list(attrs["axes"]) if "axes" in attrs else None
-    return _ints(a[1]) if len(a) > 1 and a[1] is not None else None
-
-
 def _reduce(fn: Callable[..., Tensor], moved_at: int) -> Op:
     def reduce(a: Inputs, attrs: Attrs, opset: int) -> Tensor:
-        x, axes = a[0], _axes(a, attrs, opset, moved_at)
+        x, axes = a[0], optional_axes(a, attrs, opset, moved_at)
         if not axes:
             if attrs.get("noop_with_empty_axes", 0):
                 return x
@@ -269,261 +248,6 @@ def _variadic(a: Inputs, attrs: Attrs, opset: int) -> Tensor:
     for t in a[1:]:
         total = total + t
     return total
-
-
-# ---- shapes and data movement ------------------------------------------------------------
-
-def _concat(a: Inputs, attrs: Attrs, opset: int) -> Tensor:
-    return torch.cat([t for t in a if t is not None], dim=attrs["axis"])
-
-
-def _split(a: Inputs, attrs: Attrs, opset: int) -> list[Tensor]:
-    x, axis = a[0], attrs.get("axis", 0)
-    sizes = (attrs.get("split") if opset < 13
-             else (_ints(a[1]) if len(a) > 1 and a[1] is not None else None))
-    if not sizes:
-        parts = attrs.get("num_outputs") or attrs["_outputs"]
-        chunk = math.ceil(x.shape[axis] / parts)  # opset 18: the last part may be smaller
-        return list(torch.split(x, chunk, dim=axis))
-    return list(torch.split(x, list(sizes), dim=axis))
-
-
-def _flatten(a: Inputs, attrs: Attrs, opset: int) -> Tensor:
-    x = a[0]
-    axis = _axis(attrs.get("axis", 1), x.dim())
-    return x.reshape(math.prod(x.shape[:axis]), math.prod(x.shape[axis:]))
-
-
-def _reshape(a: Inputs, attrs: Attrs, opset: int) -> Tensor:
-    x, shape = a[0], _ints(a[1])
-    if not attrs.get("allowzero", 0):  # 0 copies the input's dimension
-        shape = [x.shape[i] if s == 0 else s for i, s in enumerate(shape)]
-    return x.reshape(shape)
-
-
-def _transpose(a: Inputs, attrs: Attrs, opset: int) -> Tensor:
-    perm = attrs.get("perm", list(reversed(range(a[0].dim()))))
-    return a[0].permute(*perm)
-
-
-def _squeeze(a: Inputs, attrs: Attrs, opset: int) -> Tensor:
-    x, axes = a[0], _axes(a, attrs, opset, 13)
-    if axes is None:
-        return x.squeeze()
-    keep = {_axis(i, x.dim()) for i in axes}
-    return x.reshape([d for i, d in enumerate(x.shape) if i not in keep])
-
-
-def _unsqueeze(a: Inputs, attrs: Attrs, opset: int) -> Tensor:
-    x, axes = a[0], _axes(a, attrs, opset, 13)
-    rank = x.dim() + len(axes)
-    for axis in sorted(_axis(i, rank) for i in axes):
-        x = x.unsqueeze(axis)
-    return x
-
-
-def _gather(a: Inputs, attrs: Attrs, opset: int) -> Tensor:
-    data, index = a[0], a[1].long()
-    axis = _axis(attrs.get("axis", 0), data.dim())
-    index = torch.where(index < 0, index + data.shape[axis], index)
-    picked = data.index_select(axis, index.reshape(-1))
-    return picked.reshape([*data.shape[:axis], *index.shape, *data.shape[axis + 1:]])
-
-
-def _slice(a: Inputs, attrs: Attrs, opset: int) -> Tensor:
-    x = a[0]
-    if opset < 10:  # starts, ends and axes were attributes until opset 10
-        starts, ends = list(attrs["starts"]), list(attrs["ends"])
-        axes = list(attrs.get("axes", range(len(starts))))
-        steps = [1] * len(starts)
-    else:
-        starts, ends = _ints(a[1]), _ints(a[2])
-        axes = _ints(a[3]) if len(a) > 3 and a[3] is not None else list(range(len(starts)))
-        steps = _ints(a[4]) if len(a) > 4 and a[4] is not None else [1] * len(starts)
-    for start, end, axis, step in zip(starts, ends, axes, steps, strict=True):
-        axis, size = _axis(axis, x.dim()), x.shape[_axis(axis, x.dim())]
-        start, end = start + size if start < 0 else start, end + size if end < 0 else end
-        if step > 0:
-            start, end = min(max(start, 0), size), min(max(end, 0), size)
-        else:
-            start, end = min(max(start, 0), size - 1), min(max(end, -1), size - 1)
-        x = x.index_select(axis, torch.arange(start, end, step, dtype=torch.long))
-    return x
-
-
-_PAD_MODES = {"constant": "constant", "reflect": "reflect", "edge": "replicate",
-              "wrap": "circular"}
-
-
-def _pad(a: Inputs, attrs: Attrs, opset: int) -> Tensor:
-    x = a[0]
-    if opset < 11:
-        pads, value = list(attrs["pads"]), attrs.get("value", 0.0)
-    else:
-        pads = _ints(a[1])
-        value = a[2].item() if len(a) > 2 and a[2] is not None and a[2].numel() else 0.0
-        if len(a) > 3 and a[3] is not None:  # opset 18: pads for `axes` only
-            axes = [_axis(i, x.dim()) for i in _ints(a[3])]
-            full = [0] * 2 * x.dim()
-            for k, axis in enumerate(axes):
-                full[axis], full[axis + x.dim()] = pads[k], pads[k + len(axes)]
-            pads = full
-    mode = _PAD_MODES[attrs.get("mode", "constant")]
-    if mode == "constant":
-        return F.pad(x, _torch_pad(pads), value=value)
-    # torch pads the last one to three axes of a batch of channels: fold the leading
-    # unpadded axes into one channel axis
-    rank = x.dim()
-    first = next((i for i in range(rank) if pads[i] or pads[i + rank]), rank)
-    first = min(first, max(rank - 1, 0))
-    if rank - first > 3:
-        raise EmulationError(f"Pad mode {attrs['mode']} on more than the last three axes "
-                             "is not emulated")
-    inner = _torch_pad(pads[first:rank] + pads[rank + first:])
-    out = F.pad(x.reshape(1, -1, *x.shape[first:]), inner, mode=mode)
-    return out.reshape(*x.shape[:first], *out.shape[2:])
-
-
-_DTYPES = {1: torch.float32, 2: torch.uint8, 3: torch.int8, 5: torch.int16, 6: torch.int32,
-           7: torch.int64, 9: torch.bool, 10: torch.float16, 11: torch.float64,
-           16: torch.bfloat16}
-
-
-def _dtype(code: int) -> torch.dtype:
-    if code not in _DTYPES:
-        raise EmulationError(f"tensor type {code} is not emulated (valid: "
-                             f"{', '.join(str(c) for c in _DTYPES)})")
-    return _DTYPES[code]
-
-
-def _shape(a: Inputs, attrs: Attrs, opset: int) -> Tensor:
-    dims = list(a[0].shape)[attrs.get("start", 0):attrs.get("end", None)]
-    return torch.tensor(dims, dtype=torch.int64)
-
-
-def _array(value: Any) -> Tensor:
-    return torch.from_numpy(np.array(value))
-
-
-def _constant(a: Inputs, attrs: Attrs, opset: int) -> Tensor:
-    for key, kind in (("value", None), ("value_float", np.float32),
-                      ("value_floats", np.float32), ("value_int", np.int64),
-                      ("value_ints", np.int64)):
-        if key in attrs:
-            return _array(np.asarray(attrs[key], dtype=kind))
-    raise EmulationError(f"Constant with attributes {sorted(attrs)} is not emulated")
-
-
-def _constant_of_shape(a: Inputs, attrs: Attrs, opset: int) -> Tensor:
-    value = attrs.get("value", np.zeros(1, np.float32))
-    return _array(value).reshape(()).expand(_ints(a[0])).clone()
-
-
-def _expand(a: Inputs, attrs: Attrs, opset: int) -> Tensor:
-    shape = torch.broadcast_shapes(a[0].shape, tuple(_ints(a[1])))
-    return a[0].expand(shape).clone()
-
-
-def _range(a: Inputs, attrs: Attrs, opset: int) -> Tensor:
-    start, limit, delta = (t.item() for t in a[:3])
-    return torch.arange(start, limit, delta, dtype=a[0].dtype)
-
-
-def _where(a: Inputs, attrs: Attrs, opset: int) -> Tensor:
-    return torch.where(a[0].bool(), a[1], a[2])
-
-
-# ---- recurrent layers --------------------------------------------------------------------
-
-def _recurrent_inputs(a: Inputs, attrs: Attrs, gates: int, cell: str) -> tuple:
-    """X as (T, N, E), the weights, and per-direction initial states, after refusing the
-    options the cells below do not compute."""
-    if any(k in attrs for k in ("clip", "activations", "activation_alpha")) or \
-            attrs.get("input_forget", 0):
-        raise EmulationError(f"{cell} with clip, custom activations or input_forget is not "
-                             "emulated")
-    if len(a) > 7 and a[7] is not None:
-        raise EmulationError("LSTM peephole weights (input P) are not emulated")
-    layout = attrs.get("layout", 0)
-    x = a[0].transpose(0, 1) if layout else a[0]
-    steps = x.shape[0]
-    if len(a) > 4 and a[4] is not None and bool((a[4] != steps).any()):
-        raise EmulationError(f"{cell} sequence_lens shorter than the {steps} steps is not "
-                             "emulated")
-    w, r = a[1], a[2]
-    hidden = attrs.get("hidden_size", w.shape[1] // gates)
-    directions, batch = w.shape[0], x.shape[1]
-    b = a[3] if len(a) > 3 and a[3] is not None else torch.zeros(directions,
-                                                                  2 * gates * hidden)
-
-    def state(i: int) -> Tensor:
-        given = a[i] if len(a) > i and a[i] is not None else None
-        if given is None:
-            return torch.zeros(directions, batch, hidden)
-        return given.transpose(0, 1) if layout else given
-    return x, w, r, b, state(5), state(6), layout
-
-
-def _recurrent_outputs(ys: list[Tensor], finals: list[list[Tensor]],
-                       layout: int) -> list[Tensor]:
-    """Y (T, D, N, H) and the final states (D, N, H), or their layout-1 forms
-    (N, T, D, H) and (N, D, H)."""
-    y = torch.stack(ys, 1)
-    states = [torch.stack(f, 0) for f in finals]
-    if layout:
-        return [y.permute(2, 0, 1, 3), *(s.transpose(0, 1) for s in states)]
-    return [y, *states]
-
-
-def _directions(attrs: Attrs, count: int) -> list[bool]:
-    """Per direction of the weights: whether it runs backwards over the steps."""
-    kind = attrs.get("direction", "forward")
-    return [False, True] if kind == "bidirectional" else [kind == "reverse"] * count
-
-
-def _lstm(a: Inputs, attrs: Attrs, opset: int) -> list[Tensor]:
-    """Gates in ONNX's order i, o, f, c; c' = f*c + i*g, h' = o*tanh(c')."""
-    x, w, r, b, h0, c0, layout = _recurrent_inputs(a, attrs, 4, "LSTM")
-    hidden = w.shape[1] // 4
-    ys, hs, cs = [], [], []
-    for d, backwards in enumerate(_directions(attrs, w.shape[0])):
-        h, c = h0[d], c0[d]
-        bias = b[d, :4 * hidden] + b[d, 4 * hidden:]
-        out: list[Tensor] = [torch.empty(0)] * x.shape[0]
-        steps = range(x.shape[0] - 1, -1, -1) if backwards else range(x.shape[0])
-        for t in steps:
-            i, o, f, g = (x[t] @ w[d].T + h @ r[d].T + bias).chunk(4, dim=-1)
-            c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-            h = torch.sigmoid(o) * torch.tanh(c)
-            out[t] = h
-        ys.append(torch.stack(out))
-        hs.append(h)
-        cs.append(c)
-    return _recurrent_outputs(ys, [hs, cs], layout)
-
-
-def _gru(a: Inputs, attrs: Attrs, opset: int) -> list[Tensor]:
-    """Gates in ONNX's order z, r, h; linear_before_reset applies r after the recurrent
-    product (as torch.nn.GRU does) instead of before it."""
-    x, w, r, b, h0, _, layout = _recurrent_inputs(a, attrs, 3, "GRU")
-    before = attrs.get("linear_before_reset", 0)
-    ys, hs = [], []
-    for d, backwards in enumerate(_directions(attrs, w.shape[0])):
-        h = h0[d]
-        wz, wr, wh = w[d].chunk(3)
-        rz, rr, rh = r[d].chunk(3)
-        bwz, bwr, bwh, brz, brr, brh = b[d].chunk(6)
-        out: list[Tensor] = [torch.empty(0)] * x.shape[0]
-        steps = range(x.shape[0] - 1, -1, -1) if backwards else range(x.shape[0])
-        for t in steps:
-            z = torch.sigmoid(x[t] @ wz.T + h @ rz.T + bwz + brz)
-            reset = torch.sigmoid(x[t] @ wr.T + h @ rr.T + bwr + brr)
-            recurrent = reset * (h @ rh.T + brh) if before else (reset * h) @ rh.T + brh
-            h = (1 - z) * torch.tanh(x[t] @ wh.T + bwh + recurrent) + z * h
-            out[t] = h
-        ys.append(torch.stack(out))
-        hs.append(h)
-    return _recurrent_outputs(ys, [hs], layout)
 
 
 def _mod(a: Inputs, attrs: Attrs, opset: int) -> Tensor:
@@ -559,15 +283,7 @@ OPS: dict[str, Op] = {
     "ReduceMax": _reduce(torch.amax, 18),
     "MaxPool": _pool("max"), "AveragePool": _pool("avg"),
     "GlobalAveragePool": _global(torch.mean), "GlobalMaxPool": _global(torch.amax),
-    "Concat": _concat, "Split": _split, "Flatten": _flatten, "Reshape": _reshape,
-    "Transpose": _transpose, "Squeeze": _squeeze, "Unsqueeze": _unsqueeze,
-    "Gather": _gather, "Slice": _slice, "Pad": _pad,
-    "Identity": _unary(lambda x: x), "Dropout": _dropout,
-    "Cast": lambda a, attrs, opset: a[0].to(_dtype(attrs["to"])),
-    "CastLike": lambda a, attrs, opset: a[0].to(a[1].dtype),
-    "Shape": _shape, "Constant": _constant, "ConstantOfShape": _constant_of_shape,
-    "Expand": _expand, "Range": _range, "Where": _where,
-    "LSTM": _lstm, "GRU": _gru,
-    "Sum": _variadic,
+    "Identity": _unary(lambda x: x), "Dropout": _dropout, "Sum": _variadic,
     "Mean": lambda a, attrs, opset: _variadic(a, attrs, opset) / len(a),
+    **SHAPE_OPS, **RECURRENT_OPS,
 }
