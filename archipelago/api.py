@@ -99,7 +99,7 @@ def emulate(model: str, cluster: str, strategy: str, workload: dict[str, str] | 
     if kind.emulator is None:  # a kind without one fails before planning
         kind.hook("emulator")
     work = parse_workload(strategy, workload, "emulate")
-    job = EmulationJob(work, seed, timeout_s=timeout_s,
+    job = EmulationJob(work, seed, timeout_s=timeout_s, model=model,
                        **kind.workload.job_texts(workload or {}, "emulate"))
     plan = make_plan(model, cluster, strategy, workload=workload, command="emulate")
     # the emulator (torch) is imported only once the request is known to be runnable

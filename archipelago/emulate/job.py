@@ -18,7 +18,8 @@ MAX_TIMEOUT_S = 86_400.0
 @dataclass(frozen=True)
 class EmulationJob:
     """`checkpoint` is the user's directory (None: random weights from `seed`);
-    `weights_dir` is where ranks actually read safetensors, set by the launcher."""
+    `weights_dir` is where ranks actually read safetensors, set by the launcher; `model`
+    the user's model argument."""
 
     workload: Any
     seed: int = 0
@@ -26,6 +27,9 @@ class EmulationJob:
     checkpoint: str | None = None
     timeout_s: float = 30.0
     weights_dir: str | None = None
+    model: str | None = None
+    """The model argument as given: an emulator that checks a split run against the
+    model's own file (an ONNX file run by onnxruntime) reads it."""
 
     def __post_init__(self) -> None:
         if self.precision not in PRECISIONS:

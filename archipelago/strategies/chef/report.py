@@ -46,8 +46,25 @@ def print_estimate(plan, workload, est: dict[str, Any], console: Console) -> Non
 
 
 def print_emulation(report: dict[str, Any], console: Console) -> None:
+    if "reference" in report:  # an imported file, checked against onnxruntime
+        _print_reference_check(report, console)
+        return
     verdict = "equal" if report["outputs_equal"] else "DIFFERENT"
     console.print(f"{report['model']}: {report['processes']} FPGA processes; outputs "
                   f"{verdict} to the unsplit model (max |diff| {report['max_abs_diff']:.3g})")
+    for link, nbytes in report["bytes_per_link"].items():
+        console.print(f"  {link}: {nbytes:,} bytes")
+
+
+def _print_reference_check(report: dict[str, Any], console: Console) -> None:
+    tol = report["tolerance"]
+    verdict = "PASS" if report["passed"] else "FAIL"
+    console.print(f"{report['model']}: {report['processes']} FPGA processes against "
+                  f"{report['reference']}, seed {report['seed']}: {verdict} (max |error| "
+                  f"{report['max_abs_error']:.3g}, relative {report['max_rel_error']:.3g}; "
+                  f"tolerance rtol {tol['rtol']:g}, atol {tol['atol']:g})")
+    for name, out in report["per_output"].items():
+        console.print(f"  output {name} {out['shape']}: max |error| "
+                      f"{out['max_abs_error']:.3g}, {'pass' if out['passed'] else 'FAIL'}")
     for link, nbytes in report["bytes_per_link"].items():
         console.print(f"  {link}: {nbytes:,} bytes")

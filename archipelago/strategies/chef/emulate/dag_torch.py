@@ -6,10 +6,13 @@ A layer's weights come from a generator seeded by (seed, layer position), so eac
 process creates exactly the weights of its own layers and nothing else.
 """
 
+import math
+
 import torch
 import torch.nn.functional as F
 
-from archipelago.models.dag import FC, LSTM, Add, Conv, ModelDAG, Pool
+from archipelago.models.dag import FC, LSTM, Add, Conv, Elementwise, MatMul, ModelDAG, Pool
+from archipelago.strategies.chef.emulate.elementwise import elementwise
 
 
 def layer_weights(dag: ModelDAG, name: str, seed: int) -> list[torch.Tensor]:
@@ -20,17 +23,39 @@ def layer_weights(dag: ModelDAG, name: str, seed: int) -> list[torch.Tensor]:
         return (torch.rand(*shape, generator=gen) * 2 - 1) / fan_in ** 0.5
 
     if isinstance(layer, Conv):
-        fan = layer.in_ch * layer.kernel ** 2
-        return [rand(layer.out_ch, layer.in_ch, layer.kernel, layer.kernel, fan_in=fan),
+        rows, cols = layer.window
+        per_group = layer.in_ch // layer.groups
+        fan = per_group * rows * cols
+        return [rand(layer.out_ch, per_group, rows, cols, fan_in=fan),
                 rand(layer.out_ch, fan_in=fan)]
     if isinstance(layer, FC):
         return [rand(layer.out_features, layer.in_features, fan_in=layer.in_features),
                 rand(layer.out_features, fan_in=layer.in_features)]
-    if isinstance(layer, LSTM):
-        h, e = layer.hidden, layer.embed
-        return [rand(4 * h, e, fan_in=h), rand(4 * h, h, fan_in=h), rand(4 * h, fan_in=h),
-                rand(4 * h, fan_in=h)]
+    if isinstance(layer, LSTM):  # per direction, torch.nn.LSTM's / GRU's tensors
+        h, e, g = layer.hidden, layer.embed, layer.gates
+        return [t for _ in range(layer.directions)
+                for t in (rand(g * h, e, fan_in=h), rand(g * h, h, fan_in=h),
+                          rand(g * h, fan_in=h), rand(g * h, fan_in=h))]
+    if isinstance(layer, Elementwise) and layer.params:
+        return [rand(layer.params, fan_in=1)]
+    if isinstance(layer, MatMul) and _stored_operand(dag, layer):
+        return [rand(_stored_operand(dag, layer), fan_in=layer.inner)]
     return []
+
+
+def _operands(layer: MatMul) -> tuple[int, int]:
+    return (layer.batch * layer.rows * layer.inner, layer.batch * layer.inner * layer.cols)
+
+
+def _stored_operand(dag: ModelDAG, layer: MatMul) -> int:
+    """Elements of the operand no dependency computes (0: they compute both): a MatMul
+    reading one computed operand multiplies it with a value the DAG does not hold, seeded
+    here like a weight."""
+    sizes = [dag.by_name[d].out_elements for d in layer.deps]
+    left, right = _operands(layer)
+    if len(sizes) == 1 and sizes[0] in (left, right) and sizes[0] != left + right:
+        return right if sizes[0] == left else left
+    return 0
 
 
 def model_inputs(dag: ModelDAG, seed: int) -> dict[str, torch.Tensor]:
@@ -42,26 +67,45 @@ def model_inputs(dag: ModelDAG, seed: int) -> dict[str, torch.Tensor]:
 def run_layer(dag: ModelDAG, name: str, inputs: list[torch.Tensor],
               weights: list[torch.Tensor]) -> torch.Tensor:
     layer = dag.by_name[name]
-    if isinstance(layer, Add):
-        out = inputs[0]
+    if isinstance(layer, Add):  # inputs of the same elements, in whatever layout
+        out = inputs[0].reshape(layer.shape)
         for other in inputs[1:]:
-            out = out + other
+            out = out + other.reshape(layer.shape)
         return torch.relu(out) if layer.relu else out
+    if isinstance(layer, Elementwise):
+        return elementwise(layer, inputs, weights[0] if weights else None)
+    if isinstance(layer, MatMul):
+        return _matmul(layer, inputs, weights)
     if isinstance(layer, Conv | Pool) and all(x.dim() == 3 for x in inputs):
         x = torch.cat(inputs, 0) if len(inputs) > 1 else inputs[0]
     else:
         x = torch.cat([t.flatten() for t in inputs]) if len(inputs) > 1 else inputs[0].flatten()
     if isinstance(layer, Conv):
-        out = F.conv2d(x[None], weights[0], weights[1], layer.stride, layer.padding)[0]
+        out = F.conv2d(_pad(x, layer, 0.0)[None], weights[0], weights[1], layer.strides,
+                       groups=layer.groups)[0]
         return torch.relu(out) if layer.relu else out
     if isinstance(layer, Pool):
-        pool = F.max_pool2d if layer.kind == "max" else F.avg_pool2d
-        return pool(x[None], layer.kernel, layer.stride, layer.padding)[0]
-    if isinstance(layer, FC):
-        out = F.linear(x, weights[0], weights[1])
+        if layer.kind == "max":
+            return F.max_pool2d(_pad(x, layer, -math.inf)[None], layer.window,
+                                layer.strides)[0]
+        return F.avg_pool2d(_pad(x, layer, 0.0)[None], layer.window, layer.strides)[0]
+    if isinstance(layer, FC):  # the same weights for each of `rows` rows
+        rows = x.reshape(layer.rows, layer.in_features) if layer.rows > 1 else x
+        out = F.linear(rows, weights[0], weights[1])
         return torch.relu(out) if layer.relu else out
     assert isinstance(layer, LSTM)
-    return _lstm(x.reshape(layer.cells, layer.embed), *weights)
+    seq = x.reshape(layer.cells, layer.embed)
+    cell = _lstm if layer.cell == "lstm" else _gru
+    outs = [cell(seq.flip(0) if d else seq, *weights[4 * d:4 * d + 4])
+            for d in range(layer.directions)]
+    return torch.cat([outs[0], outs[1].flip(0)], 1) if layer.directions == 2 else outs[0]
+
+
+def _pad(x: torch.Tensor, layer: Conv | Pool, value: float) -> torch.Tensor:
+    """The layer's (top, left, bottom, right) borders around a (C, H, W) map; an average
+    pool counts the zeros (torch's count_include_pad)."""
+    top, left, bottom, right = layer.borders
+    return F.pad(x, (left, right, top, bottom), value=value)
 
 
 def _lstm(seq: torch.Tensor, w_ih, w_hh, b_ih, b_hh) -> torch.Tensor:
@@ -75,6 +119,34 @@ def _lstm(seq: torch.Tensor, w_ih, w_hh, b_ih, b_hh) -> torch.Tensor:
         h = torch.sigmoid(o) * torch.tanh(c)
         outs.append(h)
     return torch.stack(outs)
+
+
+def _gru(seq: torch.Tensor, w_ih, w_hh, b_ih, b_hh) -> torch.Tensor:
+    """torch.nn.GRU's cell (gates r, z, n; the reset gate scales the recurrent product)."""
+    h = torch.zeros(w_hh.shape[1])
+    outs = []
+    for x in seq:
+        xr, xz, xn = F.linear(x, w_ih, b_ih).chunk(3)
+        hr, hz, hn = F.linear(h, w_hh, b_hh).chunk(3)
+        r, z = torch.sigmoid(xr + hr), torch.sigmoid(xz + hz)
+        h = (1 - z) * torch.tanh(xn + r * hn) + z * h
+        outs.append(h)
+    return torch.stack(outs)
+
+
+def _matmul(layer: MatMul, inputs: list[torch.Tensor],
+            weights: list[torch.Tensor]) -> torch.Tensor:
+    """(batch, rows, inner) @ (batch, inner, cols): the operands from two dependencies
+    (in either order), one holding both (left first), or one and a seeded operand."""
+    left = _operands(layer)[0]
+    flat = [t.flatten() for t in inputs] + [w.flatten() for w in weights]
+    if len(flat) == 1:
+        flat = [flat[0][:left], flat[0][left:]]
+    if flat[0].numel() != left:
+        flat.reverse()
+    a = flat[0].reshape(layer.batch, layer.rows, layer.inner)
+    b = flat[1].reshape(layer.batch, layer.inner, layer.cols)
+    return torch.bmm(a, b).reshape(layer.out_shape)
 
 
 def run_dag(dag: ModelDAG, inputs: dict[str, torch.Tensor],

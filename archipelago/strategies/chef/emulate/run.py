@@ -12,7 +12,9 @@ import os
 import queue
 import signal
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import torch
@@ -27,6 +29,7 @@ from archipelago.strategies.chef.emulate.dag_torch import (
     run_layer,
     sinks,
 )
+from archipelago.strategies.chef.emulate.elementwise import check_ops
 
 
 @dataclass(frozen=True)
@@ -50,42 +53,102 @@ POLL_S = 0.05  # how often the launcher looks for a rank that died without a wor
 # depends on the sender's shared-memory handles outliving it (torch's own reductions do).
 
 
-def _fpga_process(rank: int, dag: ModelDAG, order: list[str], placement: dict[str, int],
-                  seed: int, given: Given, inboxes: list, results, timeout_s: float,
-                  fault: str | None) -> None:
+@dataclass(frozen=True)
+class Work:
+    """What the FPGA processes run, as plain data: layer -> FPGA, the schedule order, the
+    values each layer receives from other layers (`reads`), the values it computes that
+    other layers or the caller read (`writes`), and the values the run returns."""
+
+    placement: dict[str, int]
+    order: list[str]
+    reads: dict[str, tuple[str, ...]]
+    writes: dict[str, tuple[str, ...]]
+    finals: tuple[str, ...]
+
+    @cached_property
+    def readers(self) -> dict[str, set[int]]:
+        """Value -> the FPGAs whose layers read it."""
+        out: dict[str, set[int]] = {}
+        for layer, values in self.reads.items():
+            for value in values:
+                out.setdefault(value, set()).add(self.placement[layer])
+        return out
+
+    @cached_property
+    def producer(self) -> dict[str, int]:
+        """Value -> the FPGA that computes it."""
+        return {value: self.placement[layer] for layer, values in self.writes.items()
+                for value in values}
+
+
+# Called in an FPGA process with its layers: creates what they need (their weights only)
+# and returns the function that runs one layer on the values at hand, returning the values
+# it computes by name.
+LayerRunner = Callable[[str, dict[str, torch.Tensor]], dict[str, torch.Tensor]]
+MakeRunner = Callable[[list[str]], LayerRunner]
+
+
+def _fpga_process(rank: int, work: Work, make_runner: MakeRunner, inboxes: list, results,
+                  timeout_s: float, fault: str | None) -> None:
     torch.set_num_threads(1)
     injected = Fault.parse(fault, rank)  # tests: fail before this rank's Nth layer
-    mine = [n for n in order if placement[n] == rank]
+    mine = [n for n in work.order if work.placement[n] == rank]
     values: dict[str, torch.Tensor] = {}
     sent: Counter = Counter()
     name = "(weights)"
     try:
-        weights = {n: _weights(dag, n, seed, given) for n in mine}
-        inputs = given.inputs if given.inputs is not None else model_inputs(dag, seed)
+        run = make_runner(mine)
         with torch.no_grad():
             for count, name in enumerate(mine, 1):
                 if injected is not None and count == injected.at:
                     injected.strike()
-                layer = dag.by_name[name]
-                for dep in layer.deps:
-                    while dep not in values:
+                for need in work.reads[name]:
+                    while need not in values:
                         src, array = inboxes[rank].get(timeout=timeout_s)
                         values[src] = torch.from_numpy(array)
-                args = [values[d] for d in layer.deps] if layer.deps else [inputs[name]]
-                values[name] = run_layer(dag, name, args, weights[name])
-                readers = {placement[s] for s in dag.successors[name]} - {rank}
-                for dst in sorted(readers):
-                    inboxes[dst].put((name, values[name].numpy()))
-                    sent[dst] += values[name].numel() * values[name].element_size()
+                computed = run(name, values)
+                values.update(computed)
+                for value in work.writes[name]:
+                    for dst in sorted(work.readers.get(value, set()) - {rank}):
+                        inboxes[dst].put((value, computed[value].numpy()))
+                        sent[dst] += computed[value].numel() * computed[value].element_size()
     except queue.Empty:
         results.put((rank, None, f"waited {timeout_s} s for an input that never came"))
         return
     except Exception as err:  # the rank's own failure: its one line, never a traceback
         results.put((rank, None, f"layer '{name}': {one_line(err)}"))
         return
-    outputs = {n: values[n].numpy() for n in sinks(dag) if placement[n] == rank}
-    results.put((rank, {"outputs": outputs, "sent": dict(sent),
-                        "weight_layers": sorted(weights)}, None))
+    outputs = {v: values[v].numpy() for v in work.finals if work.producer[v] == rank}
+    results.put((rank, {"outputs": outputs, "sent": dict(sent), "weight_layers": sorted(mine)},
+                 None))
+
+
+def run_processes(work: Work, make_runner: MakeRunner, fpga_names: list[str],
+                  timeout_s: float) -> dict[int, dict]:
+    """One forked process per FPGA running `work`; every rank's report (its final values,
+    bytes sent to each other rank, its layers)."""
+    ctx = mp.get_context("fork")
+    inboxes = [ctx.Queue() for _ in fpga_names]
+    results = ctx.Queue()
+    procs = [ctx.Process(target=_fpga_process, args=(r, work, make_runner, inboxes, results,
+                                                     timeout_s, os.environ.get(FAULT_ENV)),
+                         daemon=True)
+             for r in range(len(fpga_names))]
+    for p in procs:
+        p.start()
+    try:
+        return _collect(procs, results, fpga_names, timeout_s * 2)
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+            p.join()
+
+
+def bytes_by_link(reports: dict[int, dict], fpga_names: list[str]) -> dict[str, int]:
+    """Bytes each FPGA sent each other one, by `SRC->DST` name."""
+    return {f"{fpga_names[s]}->{fpga_names[d]}": b
+            for s in sorted(reports) for d, b in sorted(reports[s]["sent"].items())}
 
 
 def _collect(procs: list, results, fpga_names: list[str],
@@ -117,6 +180,18 @@ def _collect(procs: list, results, fpga_names: list[str],
     return reports
 
 
+def _single_threaded(fn: Callable, *args: Any) -> Any:
+    """`fn(*args)` on one torch thread, as the FPGA processes run: a kernel split over
+    threads sums in another order (a conv over 64 channels differs in the last bits), and
+    the split run must equal the unsplit one bit for bit."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return fn(*args)
+    finally:
+        torch.set_num_threads(threads)
+
+
 def expected_link_bytes(dag: ModelDAG, placement: dict[str, int]) -> Counter:
     """What the schedule says must cross FPGAs: each output once per reading FPGA."""
     links: Counter = Counter()
@@ -132,36 +207,33 @@ def emulate_dag(dag: ModelDAG, placement: dict[str, int], order: list[str],
     """Run the split DAG and compare with the unsplit one on the same weights and inputs:
     seeded, or `given` (an imported module's parameters and the user's inputs)."""
     validate_dag(dag, dag.name)  # the plan's own check: what torch would refuse, refused here
+    check_ops(dag)
     given = given or Given()
-    ctx = mp.get_context("fork")
-    inboxes = [ctx.Queue() for _ in fpga_names]
-    results = ctx.Queue()
-    procs = [ctx.Process(target=_fpga_process, args=(r, dag, order, placement, seed, given,
-                                                     inboxes, results, timeout_s,
-                                                     os.environ.get(FAULT_ENV)), daemon=True)
-             for r in range(len(fpga_names))]
-    for p in procs:
-        p.start()
-    try:
-        reports = _collect(procs, results, fpga_names, timeout_s * 2)
-    finally:
-        for p in procs:
-            if p.is_alive():
-                p.kill()
-            p.join()
+
+    def make_runner(mine: list[str]) -> LayerRunner:
+        weights = {n: _weights(dag, n, seed, given) for n in mine}
+        inputs = given.inputs if given.inputs is not None else model_inputs(dag, seed)
+
+        def run(name: str, values: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+            layer = dag.by_name[name]
+            args = [values[d] for d in layer.deps] if layer.deps else [inputs[name]]
+            return {name: run_layer(dag, name, args, weights[name])}
+        return run
+
+    work = Work(placement, list(order), {n: dag.by_name[n].deps for n in dag.order},
+                {n: (n,) for n in dag.order}, tuple(sinks(dag)))
+    reports = run_processes(work, make_runner, fpga_names, timeout_s)
     weights = {n: _weights(dag, n, seed, given) for n in dag.order}
     inputs = given.inputs if given.inputs is not None else model_inputs(dag, seed)
-    reference = run_dag(dag, inputs, weights)
+    reference = _single_threaded(run_dag, dag, inputs, weights)
     outputs = {n: torch.from_numpy(a) for r in reports.values()
                for n, a in r["outputs"].items()}
     diff = max(float((outputs[n] - reference[n]).abs().max()) for n in sinks(dag))
-    link = {f"{fpga_names[s]}->{fpga_names[d]}": b
-            for s in sorted(reports) for d, b in sorted(reports[s]["sent"].items())}
     return {
-        "model": dag.name, "processes": len(procs),
+        "model": dag.name, "processes": len(fpga_names),
         "outputs_equal": all(torch.equal(outputs[n], reference[n]) for n in sinks(dag)),
         "max_abs_diff": diff, "outputs": sinks(dag),
-        "bytes_per_link": link,
+        "bytes_per_link": bytes_by_link(reports, fpga_names),
         "expected_bytes_per_link": {f"{fpga_names[s]}->{fpga_names[d]}": b for (s, d), b
                                     in sorted(expected_link_bytes(dag, placement).items())},
         "layers_per_fpga": {fpga_names[r]: reports[r]["weight_layers"] for r in sorted(reports)},
