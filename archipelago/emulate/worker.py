@@ -27,7 +27,7 @@ from archipelago.emulate.watchdog import (
     die_with_parent,
     record_failure,
 )
-from archipelago.errors import MESSAGE_LIMIT, ArchipelagoError, elide
+from archipelago.errors import ERROR_PREFIX, MESSAGE_LIMIT, ArchipelagoError, elide
 
 
 class SPMDPlan(Protocol):
@@ -114,7 +114,7 @@ def _with_torch(message: str, torch_said: Captured) -> str:
     """The rank's one line, with torch's own first meaningful line when it adds to it."""
     said = torch_said.summary()
     line = message if said is None or said in message else f"{message} (torch: {said})"
-    return elide(line, MESSAGE_LIMIT - len("error: "))
+    return elide(line, MESSAGE_LIMIT - len(ERROR_PREFIX))
 
 
 def run_torchrun_rank(plan: SPMDPlan, job: EmulationJob, program: RankProgram,
