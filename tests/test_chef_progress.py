@@ -15,10 +15,13 @@ def test_each_step_announces_its_removals_and_the_last_tries_them_all() -> None:
     """The search stops after a step in which no removal helped, so it tried every one of
     that step's removals; earlier steps stop at the first that helped (at most the total)."""
     steps: list[list[int]] = []
+    numbers: list[int] = []  # each start (A2F's, H2H's) counts its steps from 1
 
     def progress(total: int | None = None, what: str | None = None) -> None:
         if what is not None:
-            assert what.startswith("re-deployment step ") and what.endswith(", removals tried")
+            number = 1 if what == "step 1: removals" else numbers[-1] + 1
+            assert what == f"step {number}: removals"
+            numbers.append(number)
             steps.append([total, 0])
         else:
             steps[-1][1] += 1
@@ -33,17 +36,17 @@ def test_the_bar_shows_the_steps_total_on_a_terminal(monkeypatch) -> None:
     monkeypatch.setattr(Console, "is_terminal", property(lambda self: True))
     bar = _SlowProgress("CHEF search: x")
     bar.started -= 2  # a search past its first second
-    bar(total=5, what="re-deployment step 1, removals tried")
+    bar(total=5, what="step 1: removals")
     bar()
     bar()
     (task,) = bar.bar.tasks
     assert (task.total, task.completed) == (5, 2)
-    assert task.description == "CHEF search: x, re-deployment step 1, removals tried"
-    bar(total=3, what="re-deployment step 2, removals tried")
+    assert task.description == "CHEF search: x, step 1: removals"
+    bar(total=3, what="step 2: removals")
     bar()
     (task,) = bar.bar.tasks
     assert (task.total, task.completed) == (3, 1)
-    assert task.description == "CHEF search: x, re-deployment step 2, removals tried"
+    assert task.description == "CHEF search: x, step 2: removals"
     bar.close()
 
 

@@ -214,7 +214,7 @@ def redeploy(costs: LayerCosts, cluster: Cluster, ips: list[IPTemplate],
                        key=lambda j: (duty[j], j))
         step += 1
         if progress:
-            progress(total=len(order), what=f"re-deployment step {step}, removals tried")
+            progress(total=len(order), what=f"step {step}: removals")
         better = None
         for removed in order:
             ranked = [evaluate(costs, cluster, p, remapped=False)
