@@ -35,11 +35,8 @@ class ArchipelagoError(Exception):
 
     def __str__(self) -> str:
         """One line whatever the user typed: control characters (a newline or carriage
-        return inside a name or a YAML key) are shown escaped; and, should a message still
-        run past a terminal line or two with the CLI's "error: ", cut in the middle (the
-        messages themselves keep their lists short: `some_choices`, `elide`)."""
-        line = "".join(c if c.isprintable() else repr(c)[1:-1] for c in super().__str__())
-        return elide(line, MESSAGE_LIMIT - len(ERROR_PREFIX))
+        return inside a name or a YAML key) are shown escaped."""
+        return "".join(c if c.isprintable() else repr(c)[1:-1] for c in super().__str__())
 
 
 def some_choices(choices: list[str], room: int, listed_by: str | None = None) -> str:
