@@ -38,6 +38,9 @@ SWEEP = [
     ["explore", "gpt2-345m", "--strategy", "magic"], ["proxies", "nosuch"], ["nosuchcmd"],
     ["compare", "gpt2-345m", "--tokens", "8:8", "--devices", "nosuch"],
     ["compare", "gpt2-345m", "--tokens", "8:8", "--sort", "zz"],
+    # a NUL byte names no file: os.stat's ValueError escaped (found by make fuzz's cli kind)
+    ["plan", "lstm", "--cluster", "\x00|axvck190", "--strategy", "persistent"],
+    ["plan", "\x00model"],
 ]
 
 
