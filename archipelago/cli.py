@@ -17,6 +17,7 @@ from rich.table import Table
 
 from archipelago.cli_group import OneLineErrorGroup, user_errors
 from archipelago.errors import ArchipelagoError, ConfigError, elide
+from archipelago.output_file import output_path
 from archipelago.safe_read import load_mapping
 from archipelago.strict_numbers import check_numbers
 
@@ -81,14 +82,6 @@ StrategyOpt = Annotated[str | None, typer.Option(
 JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON object")]
 EngineOpt = Annotated[Path | None, typer.Option(help="engine parameters (YAML)")]
 ForceReportOpt = Annotated[bool, typer.Option("--force", help="replace an existing report file")]
-
-
-def output_path(text: str) -> Path:
-    """An output option's file or directory name, refused when empty: Path('') is the
-    working directory, so `build --out '' --force` wrote its files there."""
-    if not text.strip():
-        raise typer.BadParameter(f"{text!r} is an empty name; give a file or directory name")
-    return Path(text)
 
 
 # Where a command writes: a path, never the empty string.

@@ -13,6 +13,8 @@ MESSAGE_LIMIT = 300
 # Characters of a user's value an error line repeats (a name, a list, a path): enough to
 # recognise it, while the whole line stays within MESSAGE_LIMIT.
 ELIDE_LIMIT = 120
+# What the CLI prints before a message (cli_group.user_errors).
+ERROR_PREFIX = "error: "
 
 
 def elide(text: str, limit: int = ELIDE_LIMIT) -> str:
@@ -37,13 +39,36 @@ class ArchipelagoError(Exception):
         return "".join(c if c.isprintable() else repr(c)[1:-1] for c in super().__str__())
 
 
-class UnknownNameError(ArchipelagoError):
-    """A model, device, strategy or other registry name that does not exist."""
+def some_choices(choices: list[str], room: int, listed_by: str | None = None) -> str:
+    """`choices` joined by commas within about `room` characters: as many whole names as
+    fit, then how many were left out ("... (41 more; `archi catalog` lists them)"), so a
+    registry of a hundred names still reads on one line."""
+    tail = (lambda n: f" ... ({n:,} more; `{listed_by}` lists them)") if listed_by else \
+        (lambda n: f" ... ({n:,} more)")
+    shown: list[str] = []
+    used = 0
+    for index, choice in enumerate(choices):
+        rest = len(choices) - index - 1
+        need = used + len(choice) + (2 if shown else 0)
+        if need + (len(tail(rest)) if rest else 0) > room:
+            break
+        shown.append(choice)
+        used = need
+    left = len(choices) - len(shown)
+    return ", ".join(shown) + (tail(left) if left else "") if shown else \
+        elide(", ".join(choices), room)
 
-    def __init__(self, kind: str, name: str, choices: Iterable[str]) -> None:
+
+class UnknownNameError(ArchipelagoError):
+    """A model, device, strategy or other registry name that does not exist; the valid
+    choices it lists fit the line (`listed_by`: the command that lists them all)."""
+
+    def __init__(self, kind: str, name: str, choices: Iterable[str],
+                 listed_by: str | None = None) -> None:
         self.kind, self.name, self.choices = kind, name, sorted(choices)
-        super().__init__(f"unknown {kind} '{elide(name)}'; valid choices: "
-                         f"{', '.join(self.choices)}")
+        head = f"unknown {kind} '{elide(name)}'; valid choices: "
+        room = max(MESSAGE_LIMIT - len(head) - len(ERROR_PREFIX), 60)  # the CLI's line
+        super().__init__(head + some_choices(self.choices, room, listed_by))
 
 
 def elide_path(path: str, limit: int = ELIDE_LIMIT) -> str:

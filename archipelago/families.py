@@ -91,7 +91,8 @@ def family_of(what: What, text: str) -> Family:
     for family in candidates:
         if family.matches(text):
             return family
-    raise UnknownNameError(what, text, [c for f in candidates for c in f.choices()])
+    raise UnknownNameError(what, text, [c for f in candidates for c in f.choices()],
+                           "archi catalog")
 
 
 def resolve(what: What, text: str) -> Any:

@@ -14,6 +14,17 @@ NAME_MAX = 255  # bytes in one path component on Linux file systems (ext4, xfs, 
 TEMP_PREFIX = ".archipelago-"  # temporary files beside a target being written
 
 
+def output_path(text: str) -> Path:
+    """An output option's file or directory name (a command-line option's parser), refused
+    when empty or blank: Path('') is the working directory, so `build --out '' --force`
+    wrote its files there and `proxies --out ''` was refused as "--out . is a directory"."""
+    if not text.strip():
+        from typer import BadParameter  # the parser's own "Invalid value for '--out'" line
+
+        raise BadParameter(f"{text!r} is an empty name; give a file or directory name")
+    return Path(text)
+
+
 def check_name_lengths(path: Path, option: str) -> None:
     """Every component of `path` fits a file system's name limit."""
     for part in path.parts:

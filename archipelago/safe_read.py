@@ -75,10 +75,10 @@ def read_text(path: Path | str, what: str = "file") -> str:
 def probe(path: Path | str, what: str = "file") -> os.stat_result | None:
     """What `path` is, or None when nothing is there. A name past the file system's limits
     or a path through something unreadable is one ConfigError (pathlib's `exists` raises
-    those as OSError)."""
+    those as OSError); a name with a NUL byte names no file (os.stat raises ValueError)."""
     try:
         return os.stat(path)
-    except (FileNotFoundError, NotADirectoryError):
+    except (FileNotFoundError, NotADirectoryError, ValueError):
         return None
     except OSError as err:
         reason = err.strerror or errno.errorcode.get(err.errno or 0, "unreadable")

@@ -72,9 +72,12 @@ def test_bad_requests_are_rejected_before_any_process_starts(
 
 
 @pytest.mark.parametrize(("fault", "reason"), [
-    ("1:raise:7", "rank 1 failed: RuntimeError: injected fault before collective 7"),
-    ("1:kill:7", "rank 1 killed by signal SIGKILL"),
-    ("0:hang:7", "rank 0 hung: stopped after 6 collectives while others reached 7"),
+    ("1:raise:7", "rank 1 (u280 'u280_1', tensor shard 2 of 2) failed: RuntimeError: "
+                  "injected fault before collective 7"),
+    ("1:kill:7", "rank 1 (u280 'u280_1', tensor shard 2 of 2) killed by signal SIGKILL "
+                 "(the kernel's out-of-memory killer, or a kill -9)"),
+    ("0:hang:7", "rank 0 (u280 'u280_0', tensor shard 1 of 2) hung: stopped after 6 "
+                 "collectives while others reached 7"),
 ])
 def test_a_failing_rank_stops_every_rank(fault, reason, gpt2_config, monkeypatch) -> None:
     monkeypatch.setenv(FAULT_ENV, fault)
@@ -83,6 +86,18 @@ def test_a_failing_rank_stops_every_rank(fault, reason, gpt2_config, monkeypatch
         emulate(gpt2_config, "2xu280", "dfx", {"tokens": "4:4"}, timeout_s=5)
     assert reason in str(caught.value)
     assert time.monotonic() - start < 60
+    assert rank_processes() == []
+
+
+def test_a_failing_pipeline_rank_is_named_by_its_stage_and_shard(gpt2_config,
+                                                                monkeypatch) -> None:
+    """Rank 3 of tp=2 x pp=2 emulates the second shard of the second stage."""
+    monkeypatch.setenv(FAULT_ENV, "3:raise:2")
+    with pytest.raises(RankFailure) as caught:
+        emulate(gpt2_config, "2x2xu280", "dfx", {"tokens": "4:4", "split": "tp=2,pp=2"},
+                timeout_s=5)
+    assert str(caught.value) == ("rank 3 (pipeline stage 2 of 2, tensor shard 2 of 2) "
+                                 "failed: RuntimeError: injected fault before collective 2")
     assert rank_processes() == []
 
 
@@ -95,7 +110,9 @@ def test_cli_names_the_killed_rank_on_one_line_and_leaves_no_orphans(gpt2_config
                          capture_output=True, text=True, env=env, timeout=120)
     assert time.monotonic() - start < 60
     assert out.returncode == 2 and out.stdout == ""
-    assert out.stderr.strip() == "error: rank 1 killed by signal SIGKILL"
+    assert out.stderr.strip() == ("error: rank 1 (u280 'u280_1', tensor shard 2 of 4) killed "
+                                  "by signal SIGKILL (the kernel's out-of-memory killer, or "
+                                  "a kill -9)")
     time.sleep(0.5)  # the fork server exits once it sees the launcher gone
     survivors = []
     for environ in Path("/proc").glob("[0-9]*/environ"):

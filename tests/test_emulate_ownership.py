@@ -85,7 +85,8 @@ def test_a_killed_launcher_leaves_no_process_and_no_directory(tmp_path, signum) 
 def test_a_failed_run_removes_its_directory(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     monkeypatch.setenv(FAULT_ENV, "1:raise:3")
-    with pytest.raises(RankFailure, match="rank 1 failed"):
+    with pytest.raises(RankFailure,
+                       match=r"rank 1 \(u280 'u280_1', tensor shard 2 of 2\) failed"):
         emulate(write_config(tmp_path / "gpt2", GPT2), "2xu280", "dfx", {"tokens": "4:4"},
                 timeout_s=5)
     assert list(tmp_path.glob("archipelago-emulate-*")) == []  # pymp-*: the launcher's own

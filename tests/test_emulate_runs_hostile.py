@@ -127,7 +127,8 @@ def test_a_rank_that_cannot_join_is_one_line_and_writes_no_weights(tmp_path: Pat
                   "ARCHIPELAGO_CACHE_DIR": str(home)})
     lines = out.stderr.strip().splitlines()
     assert out.returncode == 2 and len(lines) == 1, out.stderr
-    assert lines[0].startswith("error: rank 1: joining the process group failed: ")
+    assert lines[0].startswith("error: rank 1 (u280 'u280_1', tensor shard 2 of 2): joining "
+                               "the process group failed: ")
     assert not home.exists()
     assert not [p for p in tmp.iterdir() if "archipelago" in p.name or "seeded" in p.name]
 

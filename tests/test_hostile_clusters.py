@@ -86,11 +86,16 @@ def test_hostile_heterogeneous_clusters_are_refused_by_name(tmp_path, files, arg
     ("compare", "bert-base", "--tokens", "8:8", "--store", ""),
     ("compare", "bert-base", "--tokens", "8:8", "--report", ""),
     ("explore", "gpt2-345m", "--strategy", "dfx", "--out", ""),
+    ("proxies", "--out", ""),
+    ("proxies", "lstm", "--out", " "),
 ])
 def test_an_empty_output_name_writes_nothing(tmp_path, args):
-    """`build --out '' --force` wrote 39 files into the working directory."""
-    option = args[args.index("") - 1]
-    assert f"Invalid value for '{option}': '' is an empty name" in refused(tmp_path, {}, *args)
+    """`build --out '' --force` wrote 39 files into the working directory; `proxies --out ''`
+    timed its calls and was then refused as "--out . is a directory"."""
+    blank = next(a for a in args if not a.strip())
+    option = args[args.index(blank) - 1]
+    assert f"Invalid value for '{option}': {blank!r} is an empty name" in \
+        refused(tmp_path, {}, *args)
 
 
 @pytest.mark.parametrize(("args", "message"), [

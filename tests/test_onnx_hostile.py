@@ -245,3 +245,36 @@ def test_elide_keeps_both_ends_within_the_limit() -> None:
     assert elide("a" * 10 + "b" * 10, 11) == "aaa ... bbb"
     assert elide("short", 11) == "short"
     assert len(elide("x" * 100_000, MESSAGE_LIMIT)) == MESSAGE_LIMIT
+
+
+def test_a_file_past_protobufs_limit_is_refused_before_loading(tmp_path) -> None:
+    """A 2 GiB + 1 byte file (sparse: no disk used) is refused by its size, naming the file
+    and the limit, without onnx reading a byte of it."""
+    from archipelago.models import onnx_check
+
+    path = tmp_path / "huge.onnx"
+    with open(path, "wb") as file:
+        file.truncate(onnx_check.MAX_MODEL_BYTES + 1)
+    line = _refused(path, r"huge\.onnx: field 'file': is 2,147,483,648 bytes; an ONNX file "
+                          r"holds at most 2,147,483,647 \(2 GiB, protobuf's limit\)")
+    assert "external data" in line
+
+
+def test_external_data_past_the_limit_is_refused_before_loading(tmp_path) -> None:
+    """Two initializers whose external data (sparse files) sum past MAX_EXTERNAL_BYTES: the
+    second is refused by name with the limit; the first alone plans on (is only checked)."""
+    from archipelago.models import onnx_check
+
+    half = onnx_check.MAX_EXTERNAL_BYTES // 2 + 4  # bytes: two of them pass the limit
+    weights = []
+    for name in ("a", "b"):
+        tensor = TensorProto(name=name, data_type=TensorProto.FLOAT, dims=[half // 4],
+                             data_location=TensorProto.EXTERNAL)
+        tensor.external_data.add(key="location", value=f"{name}.bin")
+        with open(tmp_path / f"{name}.bin", "wb") as file:
+            file.truncate(half)
+        weights.append(tensor)
+    nodes = [helper.make_node("Identity", ["x"], ["y"], name="i")]
+    path = _save(tmp_path / "big.onnx", nodes, weights=weights, out=[1, 3, 8, 8])
+    _refused(path, rf"initializer b': external data reaches {2 * half:,} bytes with this "
+                   rf"initializer; the limit is {onnx_check.MAX_EXTERNAL_BYTES:,} \(8 GiB\)")

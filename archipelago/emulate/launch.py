@@ -63,7 +63,8 @@ def run_ranks(plan: SPMDPlan, job: EmulationJob, program: RankProgram,
             proc.start()
         record_helpers()
         with _TokenBars(plan, job, program) as bars:
-            watch(procs, board, run_dir, job.timeout_s, bars.update)
+            names = [worker.rank_name(plan, program, r) for r in range(ranks)]
+            watch(procs, board, run_dir, job.timeout_s, names, bars.update)
     finally:
         stop(procs)
     return torch.load(run_dir / "result.pt")

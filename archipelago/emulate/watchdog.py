@@ -100,25 +100,35 @@ def _recorded(run_dir: Path, rank: int) -> dict | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
+# What a signal that ended a rank usually means, for the user reading the line.
+SIGNAL_CAUSES = {signal.SIGKILL: "the kernel's out-of-memory killer, or a kill -9",
+                 signal.SIGSEGV: "a crash in native code", signal.SIGBUS: "a crash in native code",
+                 signal.SIGABRT: "aborted by native code", signal.SIGTERM: "stopped from outside"}
+
+
 def _exit_reason(run_dir: Path, rank: int, code: int) -> str:
     if code < 0:
-        return f"killed by signal {signal.Signals(-code).name}"
+        sig = signal.Signals(-code)
+        cause = SIGNAL_CAUSES.get(sig)
+        return f"killed by signal {sig.name}" + (f" ({cause})" if cause else "")
     log = run_dir / f"rank{rank}.log"  # its last words, not a C++ stack frame
     lines = meaningful_lines(log.read_text(errors="replace")) if log.exists() else []
     return f"exited with status {code}" + (f": {elide(lines[-1])}" if lines else "")
 
 
-def _diagnose(procs: list[BaseProcess], board: ProgressBoard, run_dir: Path) -> str:
+def _diagnose(procs: list[BaseProcess], board: ProgressBoard, run_dir: Path,
+              names: list[str]) -> str:
+    """The first failure in words, the rank named by `names` (worker.rank_name)."""
     peer_errors = []
     for rank, proc in enumerate(procs):
         if proc.exitcode in (None, 0):
             continue
         record = _recorded(run_dir, rank)
         if record is None:
-            return f"rank {rank} {_exit_reason(run_dir, rank, proc.exitcode)}"
+            return f"{names[rank]} {_exit_reason(run_dir, rank, proc.exitcode)}"
         if record["cause"] == "own":
-            return f"rank {rank} failed: {record['message']}"
-        peer_errors.append(f"rank {rank}: {record['message']}")
+            return f"{names[rank]} failed: {record['message']}"
+        peer_errors.append(f"{names[rank]}: {record['message']}")
     counts = board.read()
     stuck = [r for r, p in enumerate(procs) if p.exitcode is None and counts[r] != DONE]
     if stuck:
@@ -127,7 +137,7 @@ def _diagnose(procs: list[BaseProcess], board: ProgressBoard, run_dir: Path) -> 
         where = (f"stopped after {counts[rank]} collectives while others reached {reached}"
                  if reached > counts[rank] else f"no progress at collective {reached}")
         detail = f"; {peer_errors[0]}" if peer_errors else ""
-        return f"rank {rank} hung: {where}{detail}"
+        return f"{names[rank]} hung: {where}{detail}"
     return peer_errors[0] if peer_errors else "ranks stopped without a reason"
 
 
@@ -138,9 +148,11 @@ def _settle(procs: list[BaseProcess], seconds: float) -> None:
 
 
 def watch(procs: list[BaseProcess], board: ProgressBoard, run_dir: Path,
-          timeout_s: float, on_poll: Callable[[np.ndarray], None] | None = None) -> None:
+          timeout_s: float, names: list[str],
+          on_poll: Callable[[np.ndarray], None] | None = None) -> None:
     """Return when every rank exited cleanly. Raise RankFailure when one exits with an error
-    or, once all have begun collectives, none progresses for `timeout_s` (+ grace).
+    or, once all have begun collectives, none progresses for `timeout_s` (+ grace), naming
+    the rank by `names`.
     `on_poll` sees the board's counts at every poll (a progress bar)."""
     last, changed = board.read(), time.monotonic()
     while True:
@@ -151,13 +163,13 @@ def watch(procs: list[BaseProcess], board: ProgressBoard, run_dir: Path,
             return
         if any(c not in (None, 0) for c in codes):
             _settle(procs, GRACE_S)
-            raise RankFailure(_diagnose(procs, board, run_dir))
+            raise RankFailure(_diagnose(procs, board, run_dir, names))
         seen = board.read()
         busy = (seen != DONE).any()  # a finished rank may still be writing results
         if (seen != last).any():
             last, changed = seen, time.monotonic()
         elif busy and (seen != 0).all() and time.monotonic() - changed > timeout_s + GRACE_S:
-            raise RankFailure(_diagnose(procs, board, run_dir))
+            raise RankFailure(_diagnose(procs, board, run_dir, names))
         time.sleep(POLL_S)
 
 

@@ -27,7 +27,7 @@ from archipelago.emulate.watchdog import (
     die_with_parent,
     record_failure,
 )
-from archipelago.errors import ArchipelagoError, elide
+from archipelago.errors import ERROR_PREFIX, MESSAGE_LIMIT, ArchipelagoError, elide
 
 
 class SPMDPlan(Protocol):
@@ -52,6 +52,14 @@ class RankProgram:
     # directory when this machine starts the ranks, a shared cache under torchrun (None)
     provide_weights: Callable[[SPMDPlan, EmulationJob, Path | None], EmulationJob] = (
         lambda plan, job, run_dir: job)
+    # (plan, rank) -> what the rank emulates, in the user's words ("u280 'fpga1', tensor
+    # shard 2 of 4"): failure lines name it beside the rank number
+    role: Callable[[SPMDPlan, int], str] = lambda plan, rank: f"device {rank} of {plan.ranks}"
+
+
+def rank_name(plan: SPMDPlan, program: RankProgram, rank: int) -> str:
+    """How a failure line names a rank: `rank 1 (u280 'fpga1', tensor shard 2 of 4)`."""
+    return f"rank {rank} ({program.role(plan, rank)})"
 
 
 def run_rank(plan: SPMDPlan, job: EmulationJob, program: RankProgram, place: TorchrunPlace,
@@ -105,7 +113,8 @@ def _all_reached(store: dist.Store, step: str, rank: int, world: int) -> None:
 def _with_torch(message: str, torch_said: Captured) -> str:
     """The rank's one line, with torch's own first meaningful line when it adds to it."""
     said = torch_said.summary()
-    return elide(message if said is None or said in message else f"{message} (torch: {said})")
+    line = message if said is None or said in message else f"{message} (torch: {said})"
+    return elide(line, MESSAGE_LIMIT - len(ERROR_PREFIX))
 
 
 def run_torchrun_rank(plan: SPMDPlan, job: EmulationJob, program: RankProgram,
@@ -122,12 +131,13 @@ def run_torchrun_rank(plan: SPMDPlan, job: EmulationJob, program: RankProgram,
             job, gathered = run_rank(plan, job, program, place, Heartbeat(rank, fault=fault),
                                      provide_weights=True)
     except PeerFailure as err:
-        raise RankFailure(_with_torch(f"rank {rank}: {err}", torch_said)) from None
+        raise RankFailure(_with_torch(f"{rank_name(plan, program, rank)}: {err}", torch_said)
+                          ) from None
     except ArchipelagoError:
         raise
     except Exception as err:
-        raise RankFailure(_with_torch(f"rank {rank} failed: {one_line(err)}", torch_said)) \
-            from err
+        raise RankFailure(_with_torch(f"{rank_name(plan, program, rank)} failed: "
+                                      f"{one_line(err)}", torch_said)) from err
     sys.stderr.write(torch_said.not_torch())
     return None if gathered is None else program.summarize(plan, job, gathered)
 

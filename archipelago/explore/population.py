@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from archipelago.errors import elide
 from archipelago.explore import genetic
 from archipelago.explore.evaluate import fabric, violation
 from archipelago.explore.spaces import DesignSpace, engine_key
@@ -40,7 +41,7 @@ class Population:
             if key in self.records:
                 continue
             record = value if isinstance(value, TrialRecord) else read_stored(
-                TrialRecord, value, f"trial {key}")
+                TrialRecord, value, f"trial {elide(key, 40)}")
             rows.append(self._row(record, key))
             self.records[key] = record
             scores.append((record.latency_s, fabric(record.utilization),
@@ -55,11 +56,11 @@ class Population:
 
     def _row(self, record: TrialRecord, key: str) -> np.ndarray:
         try:
-            row = self.space.indices(record.genes, f"trial {key}")
+            row = self.space.indices(record.genes, f"trial {elide(key, 40)}")
         except ValueError as err:
             raise DamagedStudy(str(err)) from None
         if engine_key(self.space.decode(record.genes)) != key:
-            raise DamagedStudy(f"trial {key}: its genes decode to another engine")
+            raise DamagedStudy(f"trial {elide(key, 40)}: its genes decode to another engine")
         return row
 
     def _arrays(self, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from archipelago.errors import ArchipelagoError, Interrupted
+from archipelago.errors import ArchipelagoError, Interrupted, elide, elide_path
 from archipelago.explore.evaluate import FABRIC, Problem, evaluate_chunk, fabric, violation
 from archipelago.explore.population import Population
 from archipelago.explore.signals import StopFlag, stop_on_signals
@@ -126,7 +126,8 @@ def _take(population: Population, study: Any, request: SearchRequest) -> None:
     try:
         population.add(study.records())
     except DamagedStudy as err:
-        raise ArchipelagoError(f"storage '{request.storage}': study '{request.study_name}' "
+        raise ArchipelagoError(f"storage '{elide_path(request.storage, 80)}': study "
+                               f"'{elide(request.study_name, 40)}' "
                                f"was not written by archi explore or is damaged: {err}; "
                                "choose another --study (or --storage)") from None
 

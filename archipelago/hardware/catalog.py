@@ -76,7 +76,7 @@ def catalog() -> dict[str, Device]:
 def get_device(key: str) -> Device:
     devices = catalog()
     if key.lower() not in devices:
-        raise UnknownNameError("device", key, devices)
+        raise UnknownNameError("device", key, devices, "archi catalog")
     return devices[key.lower()]
 
 

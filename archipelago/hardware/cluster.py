@@ -105,8 +105,8 @@ def _builtin_table() -> CatalogTable:
 
 register_family(Family(
     "cluster-shorthand", "cluster", lambda text: _SHORTHAND.match(text.strip()) is not None,
-    _shorthand, lambda: [f"NxDEVICE (e.g. 4xu280; RxNxDEVICE: R rings, e.g. 8x4xu280; "
-                         f"DEVICE: {' '.join(sorted(catalog()))})"],
+    _shorthand, lambda: ["NxDEVICE (e.g. 4xu280; RxNxDEVICE: R rings, e.g. 8x4xu280; "
+                         f"DEVICE: {len(catalog())} in `archi catalog`)"],
     order=10))
 register_family(Family(
     "cluster-builtin", "cluster", lambda text: text in builtin_clusters(), load_builtin,

@@ -55,7 +55,7 @@ from pydantic import (
     model_validator,
 )
 
-from archipelago.errors import ConfigError, elide
+from archipelago.errors import ConfigError, elide, some_choices
 from archipelago.hardware.catalog import catalog, device_from_dict, unwrap_sourced
 from archipelago.hardware.device import Link
 from archipelago.hardware.machines import (
@@ -268,7 +268,8 @@ def _nodes(spec: ClusterFile, source: str, key: str) -> list[Node]:
         device = known.get(entry.device.lower())
         if device is None:
             raise ConfigError(source, f"{key}.{i}.device", f"unknown device "
-                              f"'{elide(entry.device, 60)}'; valid: {', '.join(sorted(known))}")
+                              f"'{elide(entry.device, 60)}'; valid: "
+                              f"{some_choices(sorted(known), 120, 'archi catalog')}")
         banks, clock = entry.banks, entry.clock_mhz
         try:
             node = make_node(device, entry.name or device.key, clock * 1e6 if clock else None,

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from archipelago.errors import ConfigError, Notice, UnknownNameError
+from archipelago.errors import ConfigError, Notice, UnknownNameError, elide_path
 from archipelago.families import Family, register_family
 from archipelago.models.hf_decoders import DECODER_READERS, llama_like
 from archipelago.models.hf_encoders import ENCODER_READERS, NOT_READ_ENCODERS
@@ -133,8 +133,9 @@ def _unknown_reader(model_type: str, f: Fields) -> Callable[[Fields], dict[str, 
                           "transformer; Archipelago plans transformer decoders and encoders")
     missing = [key for key in STANDARD_FIELDS if key not in config]
     if missing:
-        raise UnknownNameError(f"model_type in {f.source} (it lacks the standard decoder "
-                               f"fields {', '.join(missing)})", model_type, _READERS)
+        raise UnknownNameError(f"model_type in {elide_path(f.source, 80)} (it lacks the "
+                               f"standard decoder fields {', '.join(missing)})", model_type,
+                               _READERS)
     warnings.warn(Notice(f"{f.source}: model_type '{model_type}' is not a known family; read "
                          "as a llama-style decoder (RMSNorm, SwiGLU, rotary positions, no "
                          "biases, untied LM head) from its standard fields"), stacklevel=3)
@@ -149,7 +150,8 @@ def spec_from_hf_config(config: Mapping[str, Any] | Any, name: str, source: str)
     fields = Fields(config, source)
     model_type = config.get("model_type")
     if not isinstance(model_type, str) or not model_type.strip():
-        raise UnknownNameError(f"model_type in {source}", str(model_type), _READERS)
+        raise UnknownNameError(f"model_type in {elide_path(source, 80)}", str(model_type),
+                               _READERS)
     read = _READERS.get(model_type) or _unknown_reader(model_type, fields)
     values = read(fields)
     try:

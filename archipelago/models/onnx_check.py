@@ -47,6 +47,14 @@ _ELEMENTS = {"FLOAT": (4, "float_data"), "DOUBLE": (8, "double_data"),
              "UINT16": (2, "int32_data"), "UINT32": (4, "uint64_data"),
              "UINT64": (8, "uint64_data"), "BOOL": (1, "int32_data")}
 _FLOATS = {"FLOAT", "DOUBLE", "FLOAT16", "BFLOAT16"}
+# The .onnx file itself: protobuf refuses to parse a message of 2 GiB or more (its sizes are
+# signed 32-bit), which is why larger models keep their weights in external data files.
+MAX_MODEL_BYTES = 2**31 - 1
+# Weights kept in external data files, summed: read whole into memory, then converted once
+# to arrays (onnx_check._weights) and again to tensors by the emulation, so about three
+# copies at once; 8 GiB is past any network a layer DAG describes (VGG-16's weights are
+# 0.55 GiB in FP32) and keeps those copies within a workstation's memory.
+MAX_EXTERNAL_BYTES = 8 * 2**30
 # Where onnx names a node in its messages: shape inference, then the checker.
 _NODE_IN_MESSAGE = (re.compile(r"\(op_type:(?P<op>[^,]*), node name: (?P<name>[^)]*)\)"),
                     re.compile(r"Name: (?P<name>.*?) OpType: (?P<op>\S+)"))
@@ -80,6 +88,11 @@ def load_checked(path: Path, source: str) -> CheckedModel:
     `source` (the path as messages show it)."""
     import onnx
 
+    size = os.stat(path).st_size
+    if size > MAX_MODEL_BYTES:
+        raise refusal(source, "file", f"is {size:,} bytes; an ONNX file holds at most "
+                      f"{MAX_MODEL_BYTES:,} (2 GiB, protobuf's limit): keep the weights in "
+                      "external data files")
     try:
         model = onnx.load(str(path), load_external_data=False)
     except Exception as err:  # DecodeError, RuntimeWarning-as-error, ... by onnx version
@@ -206,6 +219,7 @@ def _check_initializers(model: Any, base: Path, source: str) -> None:
     if graph.sparse_initializer:
         raise refusal(source, f"initializer {elide(_sparse_name(graph), 80)}",
                       "sparse initializers are not supported; store it dense")
+    external = 0
     for tensor in graph.initializer:
         field = f"initializer {elide(tensor.name, 80)}"
         kind = TensorProto.DataType.Name(tensor.data_type) if tensor.data_type in \
@@ -226,6 +240,11 @@ def _check_initializers(model: Any, base: Path, source: str) -> None:
         size, typed = _ELEMENTS[kind]
         if tensor.data_location == TensorProto.EXTERNAL:
             _check_external(tensor, count * size, base, source, field)
+            external += count * size
+            if external > MAX_EXTERNAL_BYTES:
+                raise refusal(source, field, f"external data reaches {external:,} bytes "
+                              f"with this initializer; the limit is {MAX_EXTERNAL_BYTES:,} "
+                              "(8 GiB) of weights read into memory")
         elif tensor.HasField("raw_data"):
             if len(tensor.raw_data) != count * size:
                 raise refusal(source, field, f"holds {len(tensor.raw_data)} bytes; its "

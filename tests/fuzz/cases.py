@@ -104,6 +104,18 @@ def dag_case(doc: Any, tmp: Path) -> dict[str, Any]:
     return figures(str(path), "hacc", "h2h")
 
 
+def dag_emulate_case(doc: Any, tmp: Path) -> dict[str, Any]:
+    """A hostile layer-DAG YAML through `archi emulate --strategy chef`: one process per FPGA
+    of hacc running its layers in torch, then the unsplit DAG. A run whose outputs differ
+    from the unsplit DAG's is a wrong result: a negative figure, which the harness counts
+    as insane."""
+    path = tmp / "dag.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    report = cli_case(["emulate", str(path), "--strategy", "chef", "--cluster", "hacc",
+                       "--timeout", "10", "--json"])
+    return report if report.get("outputs_equal") else {"outputs_equal": -1}
+
+
 def ip_case(doc: Any, tmp: Path) -> dict[str, Any]:
     """A user's IP template file, through `--engine-config ip_file:`, planned by CHEF."""
     (tmp / "ips.yaml").write_text(yaml.safe_dump(doc))

@@ -211,6 +211,27 @@ def dag_doc(draw: st.DrawFn) -> Any:
     return draw(mutated({**base, "layers": layers}))
 
 
+SMALL = st.integers(0, 6)
+
+
+@st.composite
+def window_dag_doc(draw: st.DrawFn) -> Any:
+    """The tiny DAG with every window redrawn from small values of the right type (kernel,
+    stride, padding per axis, asymmetric pads, groups, output size), so most reach the
+    check plan and emulation share, and some pass it to torch: what plans must emulate."""
+    base = tiny_dag()
+    layers = []
+    for layer in base["layers"]:
+        window = {"kernel": draw(SMALL), "stride": draw(SMALL), "padding": draw(SMALL),
+                  "kernel_cols": draw(st.none() | SMALL), "stride_cols": draw(st.none() | SMALL),
+                  "pads": draw(st.none() | st.lists(SMALL, min_size=4, max_size=4)),
+                  "out_rows": draw(st.integers(1, 20)), "out_cols": draw(st.integers(1, 20))}
+        if layer["type"] == "conv":
+            window["groups"] = draw(st.sampled_from([1, 2, 3, 64]))
+        layers.append({**layer, **window} if draw(st.booleans()) else layer)
+    return {**base, "layers": layers}
+
+
 @st.composite
 def ip_doc(draw: st.DrawFn) -> Any:
     from archipelago.strategies.chef.ip_templates import builtin_ips

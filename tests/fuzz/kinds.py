@@ -13,7 +13,7 @@ from hypothesis import seed as fixed_seed
 from hypothesis import strategies as st
 
 from tests.fuzz import cases, inputs
-from tests.fuzz.harness import ALLOWED, classify
+from tests.fuzz.harness import ALLOWED, HANG_S, classify
 
 Kind = tuple[st.SearchStrategy[Any], Callable[[Any, Path], Any]]
 
@@ -36,6 +36,7 @@ KINDS: dict[str, Kind] = {
                                st.floats(allow_nan=True, allow_infinity=True), ENV),
                      lambda x, tmp: cases.emulate_edge_case(*x)),
     "dag": (inputs.dag_doc(), cases.dag_case),
+    "dag-emulate": (inputs.dag_doc() | inputs.window_dag_doc(), cases.dag_emulate_case),
     "ip": (inputs.ip_doc(), cases.ip_case),
     "cluster:chef": (inputs.chef_cluster_doc(), cases.chef_cluster_case),
     "onnx": (inputs.onnx_file(), cases.onnx_case),
@@ -44,11 +45,23 @@ KINDS: dict[str, Kind] = {
 }
 
 
+# Kinds that start processes: a case forks an FPGA process per node and runs torch (about
+# 0.1 s), so they run one example in SLOW_SHARE of the count asked for, and may take up to
+# SLOW_HANG_S (the emulation's own --timeout 10 s, twice for a silent rank, then its report).
+SLOW = {"dag-emulate"}
+SLOW_SHARE = 10
+SLOW_HANG_S = 45.0
+
+
 def fuzz_kind(name: str, examples: int, seed: int | None = None) -> tuple[Counter[str],
                                                                           list[str]]:
-    """Outcome counts over `examples` generated inputs of kind `name`, and the first few
-    findings (outcomes outside ALLOWED) with their input."""
+    """Outcome counts over `examples` generated inputs of kind `name` (a slow kind: one in
+    SLOW_SHARE of them, at least one), and the first few findings (outcomes outside
+    ALLOWED) with their input."""
     strategy, case = KINDS[name]
+    hang_s = SLOW_HANG_S if name in SLOW else HANG_S
+    if name in SLOW:
+        examples = max(1, examples // SLOW_SHARE)
     counts: Counter[str] = Counter()
     findings: list[str] = []
     with tempfile.TemporaryDirectory(prefix="archipelago-fuzz-") as tmp:
@@ -57,7 +70,7 @@ def fuzz_kind(name: str, examples: int, seed: int | None = None) -> tuple[Counte
                   phases=[Phase.generate], suppress_health_check=list(HealthCheck))
         @given(strategy)
         def run(value: Any) -> None:
-            outcome, detail = classify(lambda: case(value, Path(tmp)))
+            outcome, detail = classify(lambda: case(value, Path(tmp)), hang_s)
             counts[outcome] += 1
             if outcome not in ALLOWED and len(findings) < 5:
                 findings.append(f"{outcome}: {detail} <- {value!r}"[:600])

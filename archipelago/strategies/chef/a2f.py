@@ -198,9 +198,12 @@ def _replacements(cluster: Cluster, ips: list[IPTemplate], current: Evaluated,
 
 
 def redeploy(costs: LayerCosts, cluster: Cluster, ips: list[IPTemplate],
-             start: Evaluated, progress: Callable[[], None] | None = None) -> Evaluated:
-    """§IV-B steps 1-4 until no removal and replacement shortens the latency."""
-    current = start
+             start: Evaluated, progress: Callable[..., None] | None = None) -> Evaluated:
+    """§IV-B steps 1-4 until no removal and replacement shortens the latency. `progress`
+    hears each step's removals to try (`total=`, `what=`), then `progress()` per removal
+    tried: a step maps every replacement of every accelerator on the removed one's FPGA,
+    minutes with thousands of IP templates."""
+    current, step = start, 0
     while True:
         accs = current.deployment.accs
         per_type: dict[str, int] = {}
@@ -209,6 +212,9 @@ def redeploy(costs: LayerCosts, cluster: Cluster, ips: list[IPTemplate],
         duty = current.schedule.duty_cycles(len(accs))
         order = sorted((j for j, a in enumerate(accs) if per_type[a.ip.type] > 1),
                        key=lambda j: (duty[j], j))
+        step += 1
+        if progress:
+            progress(total=len(order), what=f"step {step}: removals")
         better = None
         for removed in order:
             ranked = [evaluate(costs, cluster, p, remapped=False)

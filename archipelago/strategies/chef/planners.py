@@ -93,7 +93,7 @@ def _h2h_start(costs: LayerCosts, cluster: Cluster,
 
 
 def plan_chef(dag: ModelDAG, cluster: Cluster, config: ChefConfig,
-              progress: Callable[[], None] | None = None) -> ScheduledDAG:
+              progress: Callable[..., None] | None = None) -> ScheduledDAG:
     """§IV-§V: LP deployment, M2A (list mapping, re-mapping), idle-aware re-deployment,
     run from A2F's deployment and from H2H's (plan.ORIGINS says why); the faster end wins,
     A2F's on a tie, and a start M2A cannot map within DRAM is left out. H2H's mapping is

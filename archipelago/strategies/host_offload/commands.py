@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from archipelago.errors import ArchipelagoError
+from archipelago.output_file import output_path
 
 # The program sizes of a model are taken from its plan on one Stratix 10 card (seeds/003's
 # card) unless --cluster says otherwise.
@@ -26,7 +27,7 @@ def proxies(
         help="input/output steps of MODEL's program (default 50)")] = None,
     out: Annotated[Path | None, typer.Option(
         help="profile file (default ~/.cache/archipelago/cpu-proxies.json, which `plan` "
-             "then uses)")] = None,
+             "then uses)", parser=output_path, metavar="<path>")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
 ) -> None:
     """Time the cpu_* calls of the host-offload API (seeds/003 Table I) with numpy on this

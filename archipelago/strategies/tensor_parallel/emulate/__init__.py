@@ -234,7 +234,13 @@ def provide_weights(plan: Plan, job: EmulationJob, run_dir: Path | None) -> Emul
     return replace(job, weights_dir=str(weights))
 
 
-PROGRAM = RankProgram(run_rank, summarize, pace, provide_weights)
+def role(plan: Plan, rank: int) -> str:
+    """The device rank `rank` emulates: its cluster node and the shard it holds."""
+    node = plan.cluster.nodes[rank]
+    return f"{node.device.key} '{node.name}', tensor shard {rank + 1} of {plan.ranks}"
+
+
+PROGRAM = RankProgram(run_rank, summarize, pace, provide_weights, role)
 
 
 def emulate(plan: Plan | PipelinePlan, job: EmulationJob) -> dict[str, Any] | None:

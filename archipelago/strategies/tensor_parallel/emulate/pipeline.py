@@ -256,7 +256,14 @@ def weights(plan: StagePlan, job: EmulationJob, run_dir: Path | None) -> Emulati
     return provide_weights(plan.ring, job, run_dir)
 
 
-PROGRAM = RankProgram(run_rank, summarize, pace, weights)
+def role(plan: StagePlan, rank: int) -> str:
+    """The part of the pipeline rank `rank` emulates: its stage and tensor shard."""
+    stage, shard = divmod(rank, plan.split.tp)
+    return (f"pipeline stage {stage + 1} of {plan.split.pp}, tensor shard {shard + 1} of "
+            f"{plan.split.tp}")
+
+
+PROGRAM = RankProgram(run_rank, summarize, pace, weights, role)
 
 
 def emulate_stages(plan: PipelinePlan, job: EmulationJob) -> dict[str, Any] | None:
