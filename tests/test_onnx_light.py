@@ -83,3 +83,23 @@ def test_vgg19_macs_are_the_published_figure() -> None:
     by_hand = sum(cin * cout * 9 * size * size for cin, cout, size in widths) + \
         512 * 7 * 7 * 4096 + 4096 * 4096 + 4096 * 1000
     assert _macs(dag) == by_hand
+
+
+@pytest.mark.parametrize("cluster", ["hacc", "chef-cluster1"])
+@pytest.mark.parametrize("name", MODELS)
+def test_each_light_model_plans_with_chef_and_h2h(name, cluster) -> None:
+    """Issue 24's bar: every light model, as shipped, plans with chef and with its H2H
+    baseline on both clusters; every layer lands on an FPGA, and chef, which also starts
+    from H2H's deployment, is never the slower of the two."""
+    from archipelago.hardware.cluster import resolve_cluster
+    from archipelago.strategies.chef.plan import ChefConfig
+    from archipelago.strategies.chef.planners import plan_chef, plan_h2h
+
+    dag = _imported(name).dag
+    machines = resolve_cluster(cluster)
+    chef = plan_chef(dag, machines, ChefConfig())
+    h2h = plan_h2h(dag, machines, ChefConfig())
+    for plan in (chef, h2h):
+        assert set(plan.placement()) == {layer.name for layer in dag.layers}
+        assert plan.latency_s > 0
+    assert chef.latency_s <= h2h.latency_s * (1 + 1e-12)
