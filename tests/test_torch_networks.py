@@ -190,7 +190,7 @@ def test_mobilenet_block_folds_batchnorm_and_keeps_depthwise_groups() -> None:
     assert depthwise.fused == ("block_conv_4", "block_conv_5")  # its BatchNorm and ReLU6
     assert dag.by_name["block_conv_6"].fused == ("block_conv_7",)  # BatchNorm, no ReLU6
     gate = dag.by_name["mul"]  # squeeze-and-excitation: the map times its channel gate
-    assert gate.op == "mul" and gate.deps == ("block_conv_6", "block_se_expand")
+    assert gate.op == "Mul" and gate.deps == ("block_conv_6", "block_se_expand")
     assert dag.by_name["block_se_expand"].fused == ("sigmoid",)
     assert dag.by_name["add"].deps == ("stem_0", "mul")
     head = dag.by_name["head"]
@@ -214,7 +214,8 @@ def test_vit_block_imports_token_wise_linears_and_attention_products() -> None:
     assert context.deps == ("div", "attn_value")
     # the 1/sqrt(d) scale is its own layer (a MatMul fuses nothing), Softmax fuses into it
     assert dag.by_name["div"].fused == ("softmax",)
-    assert dag.by_name["norm1"].params == 2 * dim and dag.by_name["norm1"].op == "layer_norm"
+    norm = dag.by_name["norm1"]
+    assert norm.params == 2 * dim and norm.op == "LayerNormalization"
     assert dag.by_name["fc1"].rows == tokens and dag.by_name["fc1"].fused == ("gelu",)
     assert dag.by_name["add"].deps == ("patch_embed", "attn_proj")  # the residual
     assert sum(la.macs for la in dag.layers) == (
@@ -273,7 +274,7 @@ def test_activation_read_twice_is_its_own_layer_and_batchnorm_after_it_too() -> 
 
     dag = _both(Twice(), torch.randn(1, 3, 8, 8))
     assert dag.by_name["sigmoid"].deps == ("conv",) and dag.by_name["conv"].fused == ()
-    assert dag.by_name["other"].relu and dag.by_name["bn"].op == "batch_norm"
+    assert dag.by_name["other"].relu and dag.by_name["bn"].op == "BatchNormalization"
 
 
 def test_untraceable_and_unsupported_calls_are_one_line() -> None:
@@ -336,20 +337,20 @@ def test_onnx_export_of_the_same_module_agrees(tmp_path, module, example) -> Non
 # Each operator as users write it -> (the Elementwise op it becomes, its ops per element),
 # or None for a reshape that passes values through.
 _POINTWISE = {
-    "F.relu": (F.relu, ("relu", 1)), "torch.relu": (torch.relu, ("relu", 1)),
-    "x.relu": (lambda x: x.relu(), ("relu", 1)), "F.relu6": (F.relu6, ("clip", 2)),
-    "nn.ReLU6": (nn.ReLU6(), ("clip", 2)), "F.hardtanh": (F.hardtanh, ("clip", 2)),
-    "F.silu": (F.silu, ("silu", 5)), "nn.SiLU": (nn.SiLU(), ("silu", 5)),
-    "torch.sigmoid": (torch.sigmoid, ("sigmoid", 4)), "nn.Sigmoid": (nn.Sigmoid(),
-                                                                      ("sigmoid", 4)),
-    "F.hardswish": (F.hardswish, ("hardswish", 5)),
-    "nn.Hardswish": (nn.Hardswish(), ("hardswish", 5)),
-    "F.hardsigmoid": (F.hardsigmoid, ("hardsigmoid", 4)), "F.gelu": (F.gelu, ("gelu", 5)),
-    "nn.GELU": (nn.GELU(), ("gelu", 5)), "torch.tanh": (torch.tanh, ("tanh", 5)),
-    "F.softmax": (lambda x: F.softmax(x, dim=1), ("softmax", 5)),
-    "nn.Softmax": (nn.Softmax(dim=1), ("softmax", 5)),
-    "nn.LocalResponseNorm": (nn.LocalResponseNorm(3), ("lrn", 10)),
-    "x * 0.5": (lambda x: x * 0.5, ("mul", 1)),
+    "F.relu": (F.relu, ("Relu", 1)), "torch.relu": (torch.relu, ("Relu", 1)),
+    "x.relu": (lambda x: x.relu(), ("Relu", 1)), "F.relu6": (F.relu6, ("Clip", 2)),
+    "nn.ReLU6": (nn.ReLU6(), ("Clip", 2)), "F.hardtanh": (F.hardtanh, ("Clip", 2)),
+    "F.silu": (F.silu, ("SiLU", 5)), "nn.SiLU": (nn.SiLU(), ("SiLU", 5)),
+    "torch.sigmoid": (torch.sigmoid, ("Sigmoid", 4)), "nn.Sigmoid": (nn.Sigmoid(),
+                                                                      ("Sigmoid", 4)),
+    "F.hardswish": (F.hardswish, ("HardSwish", 5)),
+    "nn.Hardswish": (nn.Hardswish(), ("HardSwish", 5)),
+    "F.hardsigmoid": (F.hardsigmoid, ("HardSigmoid", 4)), "F.gelu": (F.gelu, ("Gelu", 5)),
+    "nn.GELU": (nn.GELU(), ("Gelu", 5)), "torch.tanh": (torch.tanh, ("Tanh", 1)),
+    "F.softmax": (lambda x: F.softmax(x, dim=1), ("Softmax", 5)),
+    "nn.Softmax": (nn.Softmax(dim=1), ("Softmax", 5)),
+    "nn.LocalResponseNorm": (nn.LocalResponseNorm(3), ("LRN", 10)),
+    "x * 0.5": (lambda x: x * 0.5, ("Mul", 1)),
     "torch.flatten": (lambda x: torch.flatten(x, 1), None),
     "x.view": (lambda x: x.view(1, -1), None), "x.permute": (lambda x: x.permute(0, 2, 3, 1),
                                                              None),
@@ -385,7 +386,7 @@ def test_each_pointwise_operator_fuses_when_alone_else_is_its_own_layer(written)
         assert [la.name for la in alone.layers] == [la.name for la in twice.layers] == ["conv"]
         return
     assert len(alone.layers) == 1 and len(alone.by_name["conv"].fused) == 1
-    assert alone.by_name["conv"].relu == (expected[0] == "relu")
+    assert alone.by_name["conv"].relu == (expected[0] == "Relu")
     conv, layer = twice.layers
     assert conv.fused == () and layer.deps == ("conv",)
     assert (layer.op, layer.ops_per_element, layer.shape) == (*expected, (4, 8, 8))

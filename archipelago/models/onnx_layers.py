@@ -22,33 +22,13 @@ dependencies concatenates them), and a zero Pad (added to the next Conv or pool'
 from typing import Any
 
 from archipelago.models.dag import FC, Add, Conv, Elementwise, MatMul, Pool
+from archipelago.models.elementwise_ops import OPS_PER_ELEMENT, lrn_ops
 from archipelago.models.onnx_graph import Builder, Draft, batchless, layer_name
 from archipelago.models.onnx_patterns import ELEMENTWISE, find_pattern
 from archipelago.models.onnx_recurrent import recurrent
 
 PASS_OPS = {"Flatten", "Reshape", "Squeeze", "Unsqueeze", "Transpose", "Identity", "Dropout",
             "Cast", "CastLike"}
-# Operations per output element of each element-wise operator, counted from its formula
-# (each arithmetic operation, comparison and elementary function exp/erf/tanh/sqrt one):
-# the work an Elementwise layer, or a layer an operator fused into, adds per element.
-OPS_PER_ELEMENT = {
-    "Relu": 1, "Clip": 2, "LeakyRelu": 2, "PRelu": 2, "Elu": 3, "Selu": 4, "Celu": 3,
-    "Sigmoid": 4,            # 1 / (1 + exp(-x))
-    "HardSigmoid": 4,        # max(0, min(1, a x + b))
-    "HardSwish": 5,          # x * HardSigmoid(x)
-    "SiLU": 5,               # x * Sigmoid(x)
-    "Gelu": 5,               # x * 0.5 * (1 + erf(x / sqrt 2))
-    "Tanh": 1, "Softplus": 3, "Softsign": 3, "Mish": 5, "Erf": 1, "Exp": 1, "Log": 1,
-    "Sqrt": 1, "Neg": 1, "Abs": 1, "Reciprocal": 1, "Pow": 1, "Floor": 1, "Ceil": 1,
-    "Add": 1, "Sub": 1, "Mul": 1, "Div": 1, "Max": 1, "Min": 1, "Sum": 1, "Mean": 2,
-    "BatchNormalization": 2,  # scale and shift, the statistics folded into them
-    "InstanceNormalization": 6, "LayerNormalization": 6, "GroupNormalization": 6,
-    # mean, subtract, square, mean, normalise, scale and shift
-    "Softmax": 5, "LogSoftmax": 5,  # max, subtract, exp, sum, divide (or log)
-    "Concat": 1, "Split": 1, "Gather": 1, "Slice": 1, "Expand": 1, "Tile": 1,
-    "ReduceMean": 1, "ReduceSum": 1, "ReduceMax": 1, "ReduceMin": 1, "ReduceL2": 2,
-    "ReduceSumSquare": 2,
-}
 ACTIVATIONS = {"Relu", "Clip", "LeakyRelu", "PRelu", "Elu", "Selu", "Celu", "Sigmoid",
                "HardSigmoid", "HardSwish", "Gelu", "Tanh", "Softplus", "Softsign", "Mish",
                "Erf", "Exp", "Log", "Sqrt", "Neg", "Abs", "Reciprocal", "Floor", "Ceil"}
@@ -119,7 +99,7 @@ def _elementwise(b: Builder, index: int, node: Any, op: str, reads: list[str],
     out = output or (b.nodes[extra[-1]] if extra else node).output[0]
     ops = OPS_PER_ELEMENT.get(op, 1)
     if op == "LRN":  # a sum of squares over `size` channels, then scale and power
-        ops = 2 * int(b.attr(node, "size", 1)) + 4
+        ops = lrn_ops(int(b.attr(node, "size", 1)))
     return b.add_layer(index, node, Elementwise,
                        {"op": op, "shape": batchless(b.shape(out)), "ops_per_element": ops,
                         "params": params}, reads, extra=extra, output=output,

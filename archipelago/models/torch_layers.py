@@ -16,31 +16,18 @@ from typing import Any
 
 from archipelago.errors import ConfigError
 from archipelago.models.dag import FC, Add, Conv, Elementwise, MatMul
+from archipelago.models.elementwise_ops import OPS_PER_ELEMENT, TORCH_TO_ONNX
 from archipelago.models.torch_calls import PASS, Call
 
-# Arithmetic operations per output element of each element-wise operator, counted on its
-# plain formula (a transcendental function as one operation): what the cost model charges
-# an element-wise layer per value it writes.
-OPS_PER_ELEMENT = {
-    "relu": 1,  # max(x, 0)
-    "clip": 2,  # ReLU6 / Hardtanh: min(max(x, lo), hi)
-    "sigmoid": 4,  # 1 / (1 + exp(-x)): negate, exp, add, divide
-    "tanh": 5,  # (exp(2x) - 1) / (exp(2x) + 1): multiply, exp, subtract, add, divide
-    "silu": 5,  # x * sigmoid(x)
-    "hardsigmoid": 4,  # min(max(x / 6 + 1/2, 0), 1)
-    "hardswish": 5,  # x * hardsigmoid(x)
-    "gelu": 5,  # x / 2 * (1 + erf(x / sqrt 2)): divide, erf, add, multiply, multiply
-    "softmax": 5,  # running max, subtract, exp, running sum, divide
-    "layer_norm": 7,  # sum, sum of squares, subtract mean, scale by 1/std, affine (2)
-    "batch_norm": 2,  # inference: x * scale + shift
-    "add": 1, "sub": 1, "mul": 1, "div": 1,
-}
+
+def onnx_op(op: str) -> str:
+    """The ONNX name of a torch import operator, which Elementwise layers carry."""
+    return TORCH_TO_ONNX[op]
 
 
-def lrn_ops(size: int) -> int:
-    """LRN over `size` channels: a square and an add per neighbour, then scale, add the
-    bias, raise to beta and divide."""
-    return 2 * size + 4
+def op_work(op: str) -> int:
+    """Operations per output element of a torch import operator (elementwise_ops.py)."""
+    return OPS_PER_ELEMENT[onnx_op(op)]
 
 
 @dataclass(frozen=True)
@@ -193,14 +180,14 @@ class Builder:
 def pointwise(b: Builder, call: Call, ops: int | None = None) -> None:
     """An activation or arithmetic with a constant: fused, or its own element-wise layer."""
     src = b.operand(call)
-    ops = ops or OPS_PER_ELEMENT[call.op]
+    ops = ops or op_work(call.op)
     target = b.fusable(call, src, (Conv, FC, Add, Elementwise))
     if target is not None:
         b.fuse(call, target, ops, nonlinear=True)
         return
     params = sum(b.value[n].numel for n in call.inputs
                  if isinstance(b.value.get(n), Other) and b.value[n].kind == "param")
-    b.add(call, Elementwise(name=b.unique(call.base), deps=b.deps(src), op=call.op,
+    b.add(call, Elementwise(name=b.unique(call.base), deps=b.deps(src), op=onnx_op(call.op),
                             shape=data_shape(call.out), ops_per_element=ops, params=params),
           src)
 
@@ -211,17 +198,16 @@ def batch_norm(b: Builder, call: Call) -> None:
     if target is not None and target not in b.nonlinear:
         b.fuse(call, target, 0, nonlinear=False)
         return
-    b.add(call, Elementwise(name=b.unique(call.base), deps=b.deps(src), op="batch_norm",
-                            shape=data_shape(call.out), ops_per_element=OPS_PER_ELEMENT[
-                                "batch_norm"], params=call.attrs["params"]), src)
+    b.add(call, Elementwise(name=b.unique(call.base), deps=b.deps(src), op=onnx_op("batch_norm"),
+                            shape=data_shape(call.out), ops_per_element=op_work("batch_norm"),
+                            params=call.attrs["params"]), src)
 
 
 def normalization(b: Builder, call: Call) -> None:
     """LayerNorm: its own element-wise layer, with its scale and shift vectors."""
     src = b.operand(call)
-    b.add(call, Elementwise(name=b.unique(call.base), deps=b.deps(src), op=call.op,
-                            shape=data_shape(call.out),
-                            ops_per_element=OPS_PER_ELEMENT[call.op],
+    b.add(call, Elementwise(name=b.unique(call.base), deps=b.deps(src), op=onnx_op(call.op),
+                            shape=data_shape(call.out), ops_per_element=op_work(call.op),
                             params=call.attrs["params"]), src)
 
 
@@ -240,8 +226,8 @@ def binary(b: Builder, call: Call) -> None:
         same = {b.layers[d].out_elements for d in deps} == {numel(shape)}
         layer = (Add(name=b.unique(call.base), deps=deps, shape=shape, relu=False)
                  if call.op == "add" and same else
-                 Elementwise(name=b.unique(call.base), deps=deps, op=call.op, shape=shape,
-                             ops_per_element=OPS_PER_ELEMENT[call.op]))
+                 Elementwise(name=b.unique(call.base), deps=deps, op=onnx_op(call.op),
+                             shape=shape, ops_per_element=op_work(call.op)))
         b.add(call, layer)
 
 

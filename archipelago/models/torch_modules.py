@@ -5,9 +5,9 @@ and GRUs, pooling, attention) as DAG layers, and the table of every operator's h
 from typing import Any
 
 from archipelago.models.dag import FC, LSTM, Conv, Elementwise, MatMul, Pool
+from archipelago.models.elementwise_ops import lrn_ops
 from archipelago.models.torch_calls import PASS, Call
 from archipelago.models.torch_layers import (
-    OPS_PER_ELEMENT,
     Builder,
     Data,
     Input,
@@ -16,10 +16,11 @@ from archipelago.models.torch_layers import (
     binary,
     borders,
     full_shape,
-    lrn_ops,
     matmul,
     normalization,
     numel,
+    onnx_op,
+    op_work,
     pair,
     pointwise,
     window,
@@ -143,8 +144,8 @@ def attention(b: Builder, call: Call) -> None:
     scores = b.add(call, MatMul(name=b.unique(f"{call.base}_scores"), deps=(q, k),
                                 batch=heads, rows=target, inner=width, cols=source))
     weights = b.add(call, Elementwise(name=b.unique(f"{call.base}_softmax"), deps=(scores,),
-                                      op="softmax", shape=(heads, target, source),
-                                      ops_per_element=OPS_PER_ELEMENT["softmax"] + 1))
+                                      op=onnx_op("softmax"), shape=(heads, target, source),
+                                      ops_per_element=op_work("softmax") + 1))
     context = b.add(call, MatMul(name=b.unique(f"{call.base}_context"), deps=(weights, v),
                                  batch=heads, rows=target, inner=source, cols=width))
     out = b.add(call, FC(name=b.unique(f"{call.base}_out"), deps=(context,),
