@@ -7,7 +7,6 @@ on HACC, next to the built-in 141-layer VLocNet planned the same way.
 """
 
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -19,17 +18,9 @@ from archipelago.models.dag_zoo import builtin_dag
 from archipelago.models.onnx_import import import_onnx
 from archipelago.strategies.chef.plan import ChefConfig
 from archipelago.strategies.chef.planners import plan_chef, plan_h2h
+from benchmarks.bench_chef import best_of
 
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
-
-
-def best_of(runs: int, fn):
-    times, result = [], None
-    for _ in range(runs):
-        start = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - start)
-    return min(times), result
 
 
 def stored_weights(path: Path, out: Path) -> Path:

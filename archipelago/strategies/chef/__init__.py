@@ -82,22 +82,14 @@ class _SlowProgress:
                 self.bar.reset(self.task, total=total, description=self._description())
         if self.bar is None and time.perf_counter() - self.started > 1.0:
             from rich.console import Console
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
+
+            from archipelago.progress_bar import progress_bar
 
             console = Console(stderr=True)
             if not console.is_terminal:
                 self.started = float("inf")  # never shown
                 return
-            self.bar = Progress(TextColumn("{task.description}"), BarColumn(),
-                                MofNCompleteColumn(), TimeElapsedColumn(),
-                                TimeRemainingColumn(), console=console, transient=True)
+            self.bar = progress_bar(console)
             self.bar.start()
             self.task = self.bar.add_task(self._description(), total=self.stage[0],
                                           completed=self.done)
