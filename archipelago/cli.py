@@ -23,6 +23,7 @@ from archipelago.strict_numbers import check_numbers
 
 # `archi plan`'s status for a plan that does not fit (its input was valid: not 2).
 INFEASIBLE = 1
+DISAGREES = 1  # `emulate`: the split run's outputs differ from its unsplit reference
 # The hook a command needs of the strategy's plan kind, named in the command's help.
 COMMAND_HOOKS = {"report": "page", "emulate": "emulator", "build": "writers"}
 
@@ -235,6 +236,8 @@ def emulate(
         print(json.dumps(report, indent=2))
     else:
         get_strategy(strategy).plan_kind.hook("report").print_emulation(report, console)
+    if not report["agrees"]:  # the split run computed something else: a failed check
+        raise typer.Exit(DISAGREES)
 
 
 @app.command()

@@ -210,3 +210,17 @@ def test_proxies_refuse_options_that_size_no_model(
     _no_measuring(monkeypatch)
     line = one_error_line(["proxies", *args, "--out", str(tmp_path / "p.json")])
     assert line.startswith(f"error: {message}")
+
+
+def test_emulate_exits_1_when_the_split_run_disagrees(monkeypatch) -> None:
+    """A split run whose outputs differ from its reference is a failed check, as a CI job
+    reads it: the report still prints, and the exit status is 1 (0 when it agrees)."""
+    import archipelago.api
+
+    for agrees, status in ((False, 1), (True, 0)):
+        report = {"model": "m", "agrees": agrees, "outputs_equal": agrees}
+        monkeypatch.setattr(archipelago.api, "emulate", lambda *a, _r=report, **k: _r)
+        result = RUNNER.invoke(app, ["emulate", "vfs", "--cluster", "hacc", "--strategy",
+                                     "chef", "--json"])
+        assert result.exit_code == status, result.output
+        assert json.loads(result.stdout)["agrees"] is agrees

@@ -131,6 +131,6 @@ def test_cli_emulate_reports_links(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
-    assert report["bit_exact"] is True and report["seq_len"] == 6
+    assert report["bit_exact"] is True and report["agrees"] and report["seq_len"] == 6
     assert sum(v["packets"] for v in report["links"].values()) > 0
     assert np.isclose(report["max_abs_diff"], 0.0)

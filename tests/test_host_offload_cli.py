@@ -48,7 +48,7 @@ def test_emulate_json_reports_the_checks() -> None:
                 "--strategy", "persistent", "--json")
     assert out.returncode == 0, out.stderr
     r = json.loads(out.stdout)
-    assert r["cards"] == 4 and r["trace_matches_plan"] and r["tokens_match"]
+    assert r["cards"] == 4 and r["trace_matches_plan"] and r["tokens_match"] and r["agrees"]
     assert r["states_within_tolerance"] and len(r["integer_checksum"]) == 16
 
 

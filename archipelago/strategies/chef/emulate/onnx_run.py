@@ -140,9 +140,10 @@ def compare(outputs: Mapping[str, np.ndarray],
         per[name] = {"shape": list(ref.shape), "max_abs_error": err,
                      "max_rel_error": err / scale if scale else err,
                      "passed": bool(np.allclose(got64, ref64, rtol=RTOL, atol=ATOL))}
+    passed = all(p["passed"] for p in per.values())
     return {"max_abs_error": max(p["max_abs_error"] for p in per.values()),
             "max_rel_error": max(p["max_rel_error"] for p in per.values()),
-            "passed": all(p["passed"] for p in per.values()), "per_output": per}
+            "passed": passed, "agrees": passed, "per_output": per}
 
 
 def _work(model: onnx.ModelProto, imported: Imported, placement: dict[str, int],

@@ -229,9 +229,10 @@ def emulate_dag(dag: ModelDAG, placement: dict[str, int], order: list[str],
     outputs = {n: torch.from_numpy(a) for r in reports.values()
                for n, a in r["outputs"].items()}
     diff = max(float((outputs[n] - reference[n]).abs().max()) for n in sinks(dag))
+    equal = all(torch.equal(outputs[n], reference[n]) for n in sinks(dag))
     return {
-        "model": dag.name, "processes": len(fpga_names),
-        "outputs_equal": all(torch.equal(outputs[n], reference[n]) for n in sinks(dag)),
+        "model": dag.name, "processes": len(fpga_names), "agrees": equal,
+        "outputs_equal": equal,
         "max_abs_diff": diff, "outputs": sinks(dag),
         "bytes_per_link": bytes_by_link(reports, fpga_names),
         "expected_bytes_per_link": {f"{fpga_names[s]}->{fpga_names[d]}": b for (s, d), b

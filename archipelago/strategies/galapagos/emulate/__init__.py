@@ -84,10 +84,11 @@ def emulate_galapagos(plan: DataflowPlan, seq_len: int, seed: int = 0,
     diff = (output - ref.output[0]).abs().max().item()
     links = {k: {"packets": router.packets[k], "bytes": router.bytes[k]}
              for k in sorted(router.packets) if k != "local"}
+    bit_exact = bool(torch.equal(output, ref.output[0]))
     return {
         "model": spec.name, "cluster": plan.cluster.name, "strategy": plan.strategy,
-        "seq_len": seq_len, "seed": seed,
-        "bit_exact": bool(torch.equal(output, ref.output[0])), "max_abs_diff": diff,
+        "seq_len": seq_len, "seed": seed, "agrees": bit_exact,
+        "bit_exact": bit_exact, "max_abs_diff": diff,
         "kernels": plan.kernel_count, "threads": len(threads) + 1,
         "packets": sum(router.packets.values()), "bytes": sum(router.bytes.values()),
         "local_packets": router.packets["local"], "links": links,

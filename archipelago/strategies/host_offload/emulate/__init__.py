@@ -66,6 +66,8 @@ def emulate_host(plan: HostPlan, seed: int = 0, timeout_s: float = 30.0,
     }
     report |= _compare(spec, plan.steps, weights, biases, host, source, result)
     report["states_within_tolerance"] = report["max_state_diff"] <= STATE_TOLERANCE
+    report["agrees"] = (report["trace_matches_plan"] and report["states_within_tolerance"]
+                        and report.get("tokens_match", True))
     return report
 
 
