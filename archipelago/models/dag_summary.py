@@ -1,7 +1,7 @@
 """What a layer DAG holds, in the figures a user checks an import against a model card by:
 layers by type, parameters (every layer's weight_elements: weights, biases, normalization
 parameters), multiply-accumulates, and the operators the importer constant-folded
-(`ModelDAG.folded`) or merged into a layer (`_Layer.fused`)."""
+(`ModelDAG.folded`) or merged into a layer (`BaseLayer.fused`)."""
 
 from collections import Counter
 from typing import Any
