@@ -211,3 +211,24 @@ def test_any_cluster_reaches_chef_whose_shape_check_says_why():
 
     with pytest.raises(PartitionError, match="'a100_0' of cluster '2xa100' is a gpu"):
         plan_chef(builtin_dag("vfs"), resolve_cluster("2xa100"), ChefConfig())
+
+
+def test_a_nodes_fabric_override_binds_tensor_parallel_plans(tmp_path):
+    """A cluster file that leaves a design 3,000 of a U280's 9,024 DSPs (a shell's share
+    taken out) makes DFX's 3,587-DSP core not fit: the check reads the node's fabric, not
+    the catalog board's (it used to call such a plan feasible)."""
+    import json
+
+    from tests.test_chef_cli import archi
+
+    path = tmp_path / "shell.yaml"
+    path.write_text("nodes:\n  - {device: u280, count: 4, resources: {dsp: 3000}}\n")
+    out = archi("plan", "gpt2-1.5b", "--cluster", str(path), "--strategy", "dfx",
+                "--tokens", "64:64", "--json")
+    assert out.returncode == 1, out.stderr
+    data = json.loads(out.stdout)
+    assert data["feasible"] is False
+    assert "device 0 (u280): DSP needs 3587, has 3000 (587 over)" in data["reasons"]
+    whole = archi("plan", "gpt2-1.5b", "--cluster", "4xu280", "--strategy", "dfx",
+                  "--tokens", "64:64", "--json")
+    assert whole.returncode == 0, whole.stderr

@@ -184,8 +184,9 @@ def feasibility(plan: Plan, workload: Generation, devices: list[DeviceUse]) -> l
                 have = mem.capacity_bytes if mem else 0
                 reasons.append(f"device {use.rank} ({dev.key}): {kind.upper()} needs "
                                f"{need:.4g} bytes, has {have:.4g} ({need - have:.3g} over)")
-        for res in use.total.exceeding(dev.resources):
-            need, have = getattr(use.total, res), getattr(dev.resources, res)
+        fabric = plan.fabric(dp.rank)
+        for res in use.total.exceeding(fabric):
+            need, have = getattr(use.total, res), getattr(fabric, res)
             reasons.append(f"device {use.rank} ({dev.key}): {res.upper()} needs {need}, has "
                            f"{have} ({need - have:,} over)")
     return reasons

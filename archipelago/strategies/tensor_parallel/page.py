@@ -74,7 +74,7 @@ def _fractions(plan: Plan, est: Estimate) -> tuple[dict[str, list[float]],
     fractions: dict[str, list[float]] = {}
     details: dict[str, list[str]] = {}
     for use, dp in zip(est.devices, plan.devices, strict=True):
-        have = dp.device.resources
+        have = plan.fabric(dp.rank)
         rows = [(r.upper(), getattr(use.total, r), getattr(have, r), "")
                 for r in ("dsp", "bram", "uram") if getattr(have, r)]
         for kind, need in (("hbm", use.hbm_bytes), ("ddr", use.ddr_bytes)):

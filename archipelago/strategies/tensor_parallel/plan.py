@@ -188,5 +188,10 @@ class Plan:
     def ranks(self) -> int:
         return len(self.devices)
 
+    def fabric(self, rank: int) -> Resources:
+        """The fabric rank `rank`'s design may use: its cluster node's, which a cluster
+        file may set below the catalog board's (a shell's share taken out)."""
+        return self.cluster.nodes[rank].resources
+
     def comm_steps(self) -> list[CommStep]:
         return [s for s in self.block_steps if isinstance(s, CommStep)]

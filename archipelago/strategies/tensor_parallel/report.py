@@ -94,7 +94,7 @@ def print_estimate(plan: Plan, workload: Generation, est: Estimate, console: Con
     for col in ("rank", "device", "DSP", "BRAM", "URAM", "HBM GB", "DDR GB"):
         use.add_column(col, justify="right")
     for d, dp in zip(est.devices, plan.devices, strict=True):
-        res = dp.device.resources
+        res = plan.fabric(dp.rank)
         hbm = dp.device.memory("hbm")
         use.add_row(
             str(d.rank), d.device, _pct(d.total.dsp, res.dsp), _pct(d.total.bram, res.bram),

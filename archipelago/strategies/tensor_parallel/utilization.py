@@ -29,7 +29,7 @@ def worst_use(plan: Plan, uses: Sequence[tuple[Mapping[str, Number], float]],
     where the totals and the plan's engine hold them (variants.py)."""
     out: dict[str, Number] = dict.fromkeys((*fabric, "hbm", "hbm_bandwidth"), 0.0)
     for (total, hbm_bytes), dp in zip(uses, plan.devices, strict=True):
-        have = dp.device.resources
+        have = plan.fabric(dp.rank)
         for res in fabric:  # an absent resource counts as 1 unit, as in fractions_of
             out[res] = _worse(out[res], total[res] / max(getattr(have, res), 1))
         hbm = dp.device.memory("hbm")
