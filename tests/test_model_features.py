@@ -241,3 +241,16 @@ def test_features_in_words() -> None:
     with pytest.raises(ValidationError, match="unknown architecture 'nope'; valid: bert, "):
         ModelSpec(name="x", arch="nope", layers=1, hidden=8, heads=1, kv_heads=1, ffn=8,
                   vocab=8, max_positions=8, activation="gelu")
+
+
+def test_the_dataflow_kind_builds_bert_blocks_only() -> None:
+    """Galapagos unrolls I-BERT's block: an encoder with a gated MLP is refused by name."""
+    bert = spec_from_hf_config(config("Bert", num_hidden_layers=2, hidden_size=64,
+                                                  num_attention_heads=4, intermediate_size=128),
+                                           "bert-tiny", "t")
+    galapagos = registry.get_strategy("galapagos")
+    assert galapagos.plan(bert, resolve_cluster("4xsidewinder")).spec == bert
+    gated = bert.model_copy(update={"name": "gated-bert", "gated_ffn": True})
+    with pytest.raises(PartitionError, match=r"^strategy 'galapagos' cannot split gated-bert: "
+                       r"it has a gated MLP \(GLU\), which the dataflow planner does not"):
+        galapagos.plan(gated, resolve_cluster("4xsidewinder"))
