@@ -11,7 +11,7 @@ partial sums; activations are all-gathered only where a matmul needs global data
 QKV, the attention projection, FC0 and FC1): four all-gathers and two all-reduces per block,
 hidden behind compute by row packing, early broadcast and column-major traversal.
 
-Decoders beyond GPT-2/OPT/LLaMA (models/hf_decoders.py) split the same way: query heads of
+Decoders beyond GPT-2/OPT/LLaMA (models/hf_families/) split the same way: query heads of
 any head_dim and GQA key/value heads head-wise, per-head q/k norms with their heads, parallel
 blocks' sublayers each as their sequential twin. A mixture of experts is split here like
 any FFN: every expert's columns across the ring (the router whole on every device), with
