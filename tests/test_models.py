@@ -151,9 +151,10 @@ def test_checked_fields_are_those_transformers_types_and_integers_become_floats(
     handed to it as a float."""
     import dataclasses
 
-    from archipelago.models.hf_config import _CHECKED
+    from archipelago.models.model_families import model_families
 
-    for model_type, checked in _CHECKED.items():
+    for model_type, family in model_families().items():
+        checked = family.checked
         declared = {f.name: f.type for f in dataclasses.fields(
             transformers.AutoConfig.for_model(model_type).__class__)}
         for name, kind in checked.items():

@@ -5,7 +5,7 @@ ModelSpec. A missing or ill-typed field is reported with the file and field name
 """
 
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -13,45 +13,24 @@ from pydantic import ValidationError
 
 from archipelago.errors import ConfigError, Notice, UnknownNameError, elide_path
 from archipelago.families import Family, register_family
-from archipelago.models.hf_decoders import DECODER_READERS, llama_like
-from archipelago.models.hf_encoders import ENCODER_READERS, NOT_READ_ENCODERS
+from archipelago.models.hf_families.llama import llama_like
 from archipelago.models.hf_fields import Fields
+from archipelago.models.model_families import Reader, model_families
 from archipelago.models.spec import ModelSpec
 from archipelago.models.weights import parameter_count
 from archipelago.safe_read import is_dir, load_json, probe
 
-# Fields transformers builds the reference model from besides the sizes the readers below
-# take (its 5.x config classes): a bad one is one line here, not a TypeError inside
-# transformers nor NaN logits from a negative epsilon. Numbers given as integers are kept as
-# floats, since transformers' strict config classes refuse an int where they declare float.
-_ENCODER = {"layer_norm_eps": "positive", "initializer_range": "std",
-            "hidden_dropout_prob": "probability", "attention_probs_dropout_prob": "probability",
-            "tie_word_embeddings": "bool"}
-_BERT_LIKE = {**_ENCODER, "use_cache": "bool", "add_cross_attention": "bool"}
-_CHECKED: dict[str, dict[str, str]] = {
-    "gpt2": {"layer_norm_epsilon": "positive", "initializer_range": "std",
-             "resid_pdrop": "probability", "embd_pdrop": "probability",
-             "attn_pdrop": "probability", "summary_first_dropout": "probability",
-             "scale_attn_weights": "bool", "scale_attn_by_inverse_layer_idx": "bool",
-             "reorder_and_upcast_attn": "bool", "add_cross_attention": "bool",
-             "use_cache": "bool", "tie_word_embeddings": "bool"},
-    "opt": {"init_std": "std", "dropout": "probability", "attention_dropout": "probability",
-            "layerdrop": "probability", "do_layer_norm_before": "bool",
-            "_remove_final_layer_norm": "bool", "enable_bias": "bool",
-            "layer_norm_elementwise_affine": "bool", "use_cache": "bool",
-            "tie_word_embeddings": "bool"},
-    "llama": {"rms_norm_eps": "positive", "rope_theta": "positive", "initializer_range": "std",
-              "attention_dropout": "probability", "attention_bias": "bool", "mlp_bias": "bool",
-              "use_cache": "bool", "tie_word_embeddings": "bool"},
-    "bert": _BERT_LIKE, "roberta": _BERT_LIKE, "ibert": {**_ENCODER, "quant_mode": "bool"},
-}
-
 
 def checked_fields(f: Fields, model_type: str) -> dict[str, Any]:
-    """The config with every field of _CHECKED[model_type] it sets validated (numbers as
-    floats), and llama's nested rope_parameters likewise."""
+    """The config with every field its family checks (`ModelFamily.checked`: the fields
+    transformers builds the reference model from besides the sizes its reader takes) that
+    it sets validated, and llama's nested rope_parameters likewise: a bad one is one line
+    here, not a TypeError inside transformers nor NaN logits from a negative epsilon.
+    Numbers given as integers are kept as floats, since transformers' strict config classes
+    refuse an int where they declare float."""
     config = dict(f.config)
-    for key, kind in _CHECKED.get(model_type, {}).items():
+    family = model_families().get(model_type)
+    for key, kind in (family.checked if family else {}).items():
         if config.get(key) is None:  # absent or null: transformers' default
             continue
         config[key] = f.bool(key, False) if kind == "bool" else f.number(key, kind)
@@ -65,47 +44,18 @@ def checked_fields(f: Fields, model_type: str) -> dict[str, Any]:
     return config
 
 
-def _gpt2(f: Fields) -> dict[str, Any]:
-    hidden = f.int("n_embd")
-    return dict(
-        arch="gpt2", layers=f.int("n_layer"), hidden=hidden, heads=f.int("n_head"),
-        kv_heads=f.int("n_head"),
-        ffn=4 * hidden if f.config.get("n_inner") is None else f.int("n_inner"),
-        vocab=f.int("vocab_size"), max_positions=f.int("n_positions"),
-        activation=f.str("activation_function", "gelu_new"),
-    )
-
-
-def _opt(f: Fields) -> dict[str, Any]:
-    hidden = f.int("hidden_size")
-    proj = f.int("word_embed_proj_dim", hidden)
-    pre_norm = f.bool("do_layer_norm_before", True)
-    return dict(
-        arch="opt", layers=f.int("num_hidden_layers"), hidden=hidden,
-        heads=f.int("num_attention_heads"), kv_heads=f.int("num_attention_heads"),
-        ffn=f.int("ffn_dim"), vocab=f.int("vocab_size"),
-        max_positions=f.int("max_position_embeddings"),
-        activation=f.str("activation_function", "relu"),
-        pre_norm=pre_norm, final_norm=pre_norm and not f.bool("_remove_final_layer_norm", False),
-        attn_bias=f.bool("enable_bias", True), mlp_bias=f.bool("enable_bias", True),
-        position_offset=2, embed_proj_dim=None if proj == hidden else proj,
-        tied_embeddings=f.bool("tie_word_embeddings", True),
-    )
-
-
-_READERS: dict[str, Callable[[Fields], dict[str, Any]]] = {
-    "gpt2": _gpt2,
-    "opt": _opt,
-    "llama": lambda f: llama_like(f, "llama"),
-    **DECODER_READERS,
-    **ENCODER_READERS,
-}
-
-
 # The standard fields of a transformers decoder config: an unknown model_type that has them
 # all is read as LLaMA-shaped, the most common layout of today's decoders.
 STANDARD_FIELDS = ("hidden_size", "num_hidden_layers", "num_attention_heads",
                    "intermediate_size", "vocab_size")
+# Encoders transformers ships whose structure ModelSpec cannot hold, with why.
+NOT_READ_ENCODERS = {
+    "albert": "ALBERT shares one set of layer weights across all layers (num_hidden_groups) "
+              "and embeds at a narrower width projected up; ModelSpec holds one weight set "
+              "per layer, so its parameters would be counted num_hidden_layers times",
+    "modernbert": "ModernBERT's pre-norm GeGLU encoder (no attention norm in its first layer, "
+                  "local and global attention alternating, rotary positions) is not modelled",
+}
 _ENCODER_DECODER = "an encoder-decoder model (its decoder cross-attends to an encoder)"
 _VISION = "a vision model (it reads image patches, not tokens)"
 _NOT_DECODERS = {
@@ -119,7 +69,7 @@ _NOT_DECODERS = {
 }
 
 
-def _unknown_reader(model_type: str, f: Fields) -> Callable[[Fields], dict[str, Any]]:
+def _unknown_reader(model_type: str, f: Fields) -> Reader:
     """Refuse a config that is not a decoder transformer, saying why; read an unknown one
     with the standard fields as LLaMA-shaped, with a one-line notice naming the assumption."""
     config = f.config
@@ -135,7 +85,7 @@ def _unknown_reader(model_type: str, f: Fields) -> Callable[[Fields], dict[str, 
     if missing:
         raise UnknownNameError(f"model_type in {elide_path(f.source, 80)} (it lacks the "
                                f"standard decoder fields {', '.join(missing)})", model_type,
-                               _READERS)
+                               model_families())
     warnings.warn(Notice(f"{f.source}: model_type '{model_type}' is not a known family; read "
                          "as a llama-style decoder (RMSNorm, SwiGLU, rotary positions, no "
                          "biases, untied LM head) from its standard fields"), stacklevel=3)
@@ -151,8 +101,9 @@ def spec_from_hf_config(config: Mapping[str, Any] | Any, name: str, source: str)
     model_type = config.get("model_type")
     if not isinstance(model_type, str) or not model_type.strip():
         raise UnknownNameError(f"model_type in {elide_path(source, 80)}", str(model_type),
-                               _READERS)
-    read = _READERS.get(model_type) or _unknown_reader(model_type, fields)
+                               model_families())
+    family = model_families().get(model_type)
+    read = family.reader if family else _unknown_reader(model_type, fields)
     values = read(fields)
     try:
         return ModelSpec(name=name, hf_config=checked_fields(fields, model_type), **values)

@@ -1,5 +1,5 @@
 """Typed access to a Hugging Face config dictionary that names the file and field on every
-failure: what every family reader (hf_config.py, hf_decoders.py) reads its fields through."""
+failure: what every family reader (hf_config.py, hf_families/) reads its fields through."""
 
 from __future__ import annotations
 

@@ -4,28 +4,17 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-# One arch per transformers model_type whose fields are read (models/hf_config.py); the
-# encoders stay last. An arch names the field layout, the structure is in the fields below.
-DecoderArch = Literal["gpt2", "opt", "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3",
-                      "qwen3_moe", "phi", "phi3", "gemma", "gemma2", "gpt_neox", "falcon",
-                      "bloom", "gptj", "codegen", "stablelm", "olmo", "olmo2", "granite",
-                      "deepseek_v3"]
-EncoderArch = Literal["bert", "roberta", "ibert", "distilbert", "electra", "xlm-roberta",
-                      "deberta-v2"]
-Arch = DecoderArch | EncoderArch
-DECODER_ARCHS: frozenset[str] = frozenset(DecoderArch.__args__)
-# RoBERTa's layout: position ids start after the padding index, inside max_positions.
-ROBERTA_LIKE: frozenset[str] = frozenset({"roberta", "ibert", "xlm-roberta"})
+from archipelago.models import features as F
+from archipelago.models.limits import (
+    MAX_EXPERTS,
+    MAX_HEADS,
+    MAX_LAYERS,
+    MAX_POSITIONS,
+    MAX_VOCAB,
+    MAX_WIDTH,
+)
+from archipelago.models.model_families import get_model_family, model_families
 
-
-# Bounds far above any published transformer (the largest have ~128 layers, hidden 16384,
-# a 256k vocabulary): a size beyond them is a typo that would only make the planner crawl.
-MAX_LAYERS = 1024
-MAX_WIDTH = 2**18  # hidden, ffn and embedding projection widths
-MAX_HEADS = 4096
-MAX_VOCAB = 2**22
-MAX_POSITIONS = 2**22
-MAX_EXPERTS = 4096  # DeepSeek-V3 routes over 256
 # The activation names a transformers config may give (transformers.activations.ACT2FN,
 # 5.x): emulation builds the reference model from them, so any other name is a typo.
 ACTIVATIONS = ("gelu", "gelu_10", "gelu_accurate", "gelu_fast", "gelu_new", "gelu_python",
@@ -86,7 +75,7 @@ class ModelSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str
-    arch: Arch
+    arch: str  # a registered family's model_type (models/model_families.py)
     layers: int = Field(gt=0, le=MAX_LAYERS)
     hidden: int = Field(gt=0, le=MAX_WIDTH)
     heads: int = Field(gt=0, le=MAX_HEADS)
@@ -131,6 +120,14 @@ class ModelSpec(BaseModel):
         if name not in ACTIVATIONS:
             raise ValueError(f"unknown activation '{name[:40]}'; valid: {', '.join(ACTIVATIONS)}")
         return name
+
+    @field_validator("arch")
+    @classmethod
+    def _known_arch(cls, arch: str) -> str:
+        if arch not in model_families():
+            raise ValueError(f"unknown architecture '{arch[:40]}'; valid: "
+                             f"{', '.join(sorted(model_families()))}")
+        return arch
 
     @model_validator(mode="after")
     def _check_shapes(self) -> "ModelSpec":
@@ -179,35 +176,44 @@ class ModelSpec(BaseModel):
         return 2 * self.kv_dim
 
     @property
-    def extensions(self) -> tuple[str, ...]:
-        """The structural features this spec uses beyond a plain GPT-2/OPT/LLaMA/BERT block,
-        named for messages: a strategy or emulator refuses those it cannot build."""
+    def features(self) -> frozenset[F.Feature]:
+        """The structural features this spec uses beyond a plain GPT-2/BERT block (the one
+        place they are read from its fields), and those its family has whatever the fields
+        say: a strategy or emulator refuses those its kind does not declare."""
+        moe = self.moe
         found = {
-            "an explicit head_dim": self.head_size is not None and self.q_dim != self.hidden,
-            "parameter-free norms": not self.norm_affine,
-            "bias-free LayerNorms": self.norm == "layernorm" and not self.norm_bias,
-            "an attention-output bias unlike q/k/v's": self.out_bias != self.attn_bias,
-            "an LM head bias": self.lm_head_bias,
-            "parallel attention+MLP blocks": self.parallel_block,
-            f"sublayer norms on the '{self.sublayer_norms}' side": self.sublayer_norms != "input",
-            "per-head query/key norms": self.qk_norm == "head",
-            "query/key norms over the whole width": self.qk_norm == "width",
-            "ALiBi": self.alibi,
-            "sliding-window attention": len(self.sliding_layers) == self.layers,
-            "sliding-window and full attention layers mixed":
-                0 < len(self.sliding_layers) < self.layers,
-            "mixture of experts": self.moe is not None,
-            "dense and MoE layers mixed": bool(self.moe and self.moe.dense_layers),
-            "multi-head latent attention": self.mla is not None,
-            f"model_type '{self.hf_config.get('model_type')}' read as a {self.arch}":
-                self.hf_config.get("model_type", self.arch) != self.arch,
+            F.GATED_MLP: self.gated_ffn,
+            F.BIASES: self.attn_bias or self.out_bias or self.mlp_bias,
+            F.RMSNORM: self.norm == "rmsnorm",
+            F.POST_NORM: not self.pre_norm,
+            F.GROUPED_QUERY: self.kv_heads < self.heads,
+            F.EMBEDDING_NORM: self.embedding_norm,
+            F.EXPLICIT_HEAD_DIM: self.head_size is not None and self.q_dim != self.hidden,
+            F.PARAMETER_FREE_NORMS: not self.norm_affine,
+            F.BIAS_FREE_LAYERNORMS: self.norm == "layernorm" and not self.norm_bias,
+            F.UNEVEN_OUT_BIAS: self.out_bias != self.attn_bias,
+            F.LM_HEAD_BIAS: self.lm_head_bias,
+            F.PARALLEL_BLOCK: self.parallel_block,
+            F.OUTPUT_NORMS: self.sublayer_norms == "output",
+            F.BOTH_NORMS: self.sublayer_norms == "both",
+            F.HEAD_QK_NORMS: self.qk_norm == "head",
+            F.WIDTH_QK_NORMS: self.qk_norm == "width",
+            F.ALIBI: self.alibi,
+            F.SLIDING_WINDOW: len(self.sliding_layers) == self.layers,
+            F.MIXED_SLIDING: 0 < len(self.sliding_layers) < self.layers,
+            F.EXPERTS: moe is not None,
+            F.SHARED_EXPERTS: bool(moe and (moe.shared_ffn or moe.shared_gate)),
+            F.MIXED_DENSE_MOE: bool(moe and moe.dense_layers),
+            F.LATENT_ATTENTION: self.mla is not None,
+            F.FOREIGN_TYPE: self.hf_config.get("model_type", self.arch) != self.arch,
         }
-        return tuple(name for name, used in found.items() if used)
+        used = frozenset(feature for feature, present in found.items() if present)
+        return used | get_model_family(self.arch).inherent
 
     @property
     def is_decoder(self) -> bool:
         """Causal language models generate tokens; encoders map a sequence once."""
-        return self.arch in DECODER_ARCHS
+        return get_model_family(self.arch).decoder
 
     @property
     def widest_ffn(self) -> int:

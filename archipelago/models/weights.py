@@ -11,7 +11,8 @@ from functools import cached_property
 from math import prod
 
 from archipelago.memo import by_content
-from archipelago.models.spec import ROBERTA_LIKE, ModelSpec
+from archipelago.models.hf_families.bert import ROBERTA_LIKE
+from archipelago.models.spec import ModelSpec
 
 
 @dataclass(frozen=True)

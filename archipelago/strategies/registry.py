@@ -28,12 +28,14 @@ from typing import Any, Literal, overload
 from pydantic import BaseModel, ValidationError
 
 from archipelago.errors import ArchipelagoError, UnknownNameError, elide
+from archipelago.models.features import Feature, refusal
 from archipelago.models.spec import ModelSpec
 from archipelago.plugins import load_entry_points
 from archipelago.strategies import hooks
 from archipelago.strategies.options import ROLES, WorkloadType
 
 ENTRY_POINT_GROUP = "archipelago.strategies"
+Action = Literal["split", "emulate"]
 _ROLE_WORDS = {"writers": "build files", "utilization": "a resource model to explore",
                "page": "an HTML report page",
                "batch_evaluator": "a batch evaluator of engine designs",
@@ -60,6 +62,9 @@ class PlanKind:
     page         (plan, workload, est, summary) -> report.page.KindPage: the headline keys
                  of `summary` (estimate_to_dict's object) and the kind's charts for
                  `archi report` / `plan --report`; the only place plotly is imported
+    supports     the ModelSpec features (models/features.py) its planners build; a model
+                 with any other is refused by `feature_refusal` (None: it checks none)
+    emulates     those its emulator runs, where fewer (None: as `supports`)
     traits       (plan, workload, est) -> estimate.generation.Traits: the split and the
                  binding resource of a text-generation estimate (a GenerationTiming), which
                  `archi compare` ranks; a kind without it is not compared
@@ -80,6 +85,15 @@ class PlanKind:
     batch_evaluator: str | None = None
     traits: str | None = None
     commands: dict[str, str] = field(default_factory=dict)  # its own `archi` commands
+    supports: frozenset[Feature] | None = None
+    emulates: frozenset[Feature] | None = None
+
+    def handles(self, action: Action) -> frozenset[Feature] | None:
+        """The features its planners (`split`) or its emulator (`emulate`) take."""
+        if action == "emulate":
+            return None if self.emulator is None else (
+                self.supports if self.emulates is None else self.emulates)
+        return self.supports
 
     @overload
     def hook(self, role: Literal["estimator"]) -> hooks.Estimator: ...
@@ -308,6 +322,21 @@ def resolve(path: str) -> Any:
     """`package.module:attribute` -> the attribute (imported now, not at registration)."""
     module, _, attribute = path.partition(":")
     return getattr(import_module(module), attribute) if attribute else import_module(module)
+
+
+def feature_refusal(spec: ModelSpec, strategy: str, action: Action = "split") -> str | None:
+    """The one line refusing `spec` for `strategy` where its kind does not declare one of
+    the spec's features (for `action`), naming the strategies that would take it; None
+    where it takes them all, or its kind declares nothing."""
+    kind = get_strategy(strategy).plan_kind
+    handled = kind.handles(action)
+    if handled is None or spec.features <= handled:
+        return None
+    able = [s.name for s in _STRATEGIES.values() if isinstance(spec, s.models)
+            and spec.features <= (_KINDS[s.kind].handles(action) or frozenset())]
+    what = "planner" if action == "split" else "emulator"
+    return refusal(f"strategy '{strategy}'", action, spec.name, spec.features - handled,
+                   f"the {kind.name} {what}", able)
 
 
 def _model_words(models: type | tuple[type, ...]) -> str:

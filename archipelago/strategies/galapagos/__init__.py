@@ -18,13 +18,14 @@ The dataflow plan kind's consumers live here too, imported only when a command n
 from archipelago.errors import PartitionError
 from archipelago.estimate.workload import parse_seq_len
 from archipelago.hardware.cluster import Cluster
+from archipelago.models.features import BIASES, EMBEDDING_NORM, POST_NORM
 from archipelago.models.spec import ModelSpec
 from archipelago.strategies.galapagos.aie import AIEEngine
 from archipelago.strategies.galapagos.builder import build_plan
 from archipelago.strategies.galapagos.hls_stream import HLSStreamEngine, StreamConfig
 from archipelago.strategies.galapagos.plan import DataflowPlan
 from archipelago.strategies.options import WorkloadOption, WorkloadType
-from archipelago.strategies.registry import PlanKind, register, register_kind
+from archipelago.strategies.registry import PlanKind, feature_refusal, register, register_kind
 
 __all__ = ["DataflowPlan", "plan_galapagos"]
 
@@ -40,13 +41,17 @@ register_kind(PlanKind(
     report="archipelago.strategies.galapagos.report",
     emulator="archipelago.strategies.galapagos.emulate:emulate",
     writers="archipelago.strategies.galapagos.emit:write_feasible_build",
-    page="archipelago.strategies.galapagos.page:page"))
+    page="archipelago.strategies.galapagos.page:page",
+    supports=frozenset({BIASES, POST_NORM, EMBEDDING_NORM})))  # BERT's block, as I-BERT's
 
 
 def _check_inputs(spec: ModelSpec, cluster: Cluster) -> None:
     if spec.is_decoder:
         raise PartitionError(f"strategy 'galapagos' builds encoders (I-BERT, BERT, RoBERTa); "
                              f"{spec.name} is a {spec.arch} decoder (try strategy 'dfx')")
+    refused = feature_refusal(spec, "galapagos")
+    if refused:
+        raise PartitionError(refused)
     device = cluster.require_identical("galapagos")
     if device.kind != "fpga" or not device.resources.dsp:
         raise PartitionError(f"strategy 'galapagos' maps kernels onto FPGA fabric; "

@@ -15,11 +15,12 @@ two ways a user serves a model:
 from archipelago.errors import PartitionError
 from archipelago.estimate.workload import parse_generation
 from archipelago.hardware.machines import Cluster
+from archipelago.models.features import BUILTIN
 from archipelago.models.graph import build_graph
 from archipelago.models.spec import ModelSpec
 from archipelago.strategies.gpu.plan import GPUConfig, GPUPlan, gpu_link
 from archipelago.strategies.options import WorkloadOption, WorkloadType
-from archipelago.strategies.registry import PlanKind, register, register_kind
+from archipelago.strategies.registry import PlanKind, feature_refusal, register, register_kind
 
 GPU_GENERATION = WorkloadType("GPU generation", (
     WorkloadOption("tokens", "IN:OUT prompt and generated token counts", "64:64"),
@@ -30,7 +31,8 @@ register_kind(PlanKind(
     estimator="archipelago.strategies.gpu.estimate:estimate",
     report="archipelago.strategies.gpu.report",
     page="archipelago.strategies.gpu.page:page",
-    traits="archipelago.strategies.gpu.traits:traits"))
+    traits="archipelago.strategies.gpu.traits:traits",
+    supports=BUILTIN))  # the graph's ops run as kernels whatever the block's structure
 
 
 def _check(spec: ModelSpec, cluster: Cluster, strategy: str) -> None:
@@ -41,6 +43,9 @@ def _check(spec: ModelSpec, cluster: Cluster, strategy: str) -> None:
     if not spec.is_decoder:
         raise PartitionError(f"strategy '{strategy}' generates text with decoders; {spec.name} "
                              "is an encoder")
+    refused = feature_refusal(spec, strategy)
+    if refused:
+        raise PartitionError(refused)
     if cluster.rings > 1:
         raise PartitionError(f"strategy '{strategy}' splits a model over the GPUs of one node; "
                              f"cluster '{cluster.name}' has {cluster.rings} groups (pipeline "

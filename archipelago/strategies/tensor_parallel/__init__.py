@@ -11,13 +11,13 @@ partial sums; activations are all-gathered only where a matmul needs global data
 QKV, the attention projection, FC0 and FC1): four all-gathers and two all-reduces per block,
 hidden behind compute by row packing, early broadcast and column-major traversal.
 
-Decoders beyond GPT-2/OPT/LLaMA (models/hf_decoders.py) split the same way: query heads of
+Decoders beyond GPT-2/OPT/LLaMA (models/hf_families/) split the same way: query heads of
 any head_dim and GQA key/value heads head-wise, per-head q/k norms with their heads, parallel
 blocks' sublayers each as their sequential twin. A mixture of experts is split here like
 any FFN: every expert's columns across the ring (the router whole on every device), with
 a token's active experts as one FFN of `MoE.active_ffn` columns; experts.py places whole
 experts on each board instead (`--split ...,ep=`), with the all-to-all combine that needs.
-Features whose synchronization neither paper defines are refused (`_NOT_SPLIT`).
+Features whose synchronization neither paper defines are refused (features.py).
 """
 
 from typing import Any
@@ -31,8 +31,9 @@ from archipelago.models.graph import Graph, Op, build_graph
 from archipelago.models.spec import ModelSpec
 from archipelago.models.weights import template_weights
 from archipelago.strategies.options import WorkloadOption, WorkloadType
-from archipelago.strategies.registry import PlanKind, register, register_kind
+from archipelago.strategies.registry import PlanKind, feature_refusal, register, register_kind
 from archipelago.strategies.tensor_parallel.dfx import DFXConfig, DFXEngine
+from archipelago.strategies.tensor_parallel.features import EMULATES, SPLITS
 from archipelago.strategies.tensor_parallel.heads import (
     HeadShare,
     busiest,
@@ -69,12 +70,6 @@ _HEAD_LOCAL = frozenset({"q_norm", "k_norm"})
 # Held whole and run whole on every device: an MoE router (hidden x experts, tiny) picks
 # each token's experts where they run, so no device waits on another's choice.
 _REPLICATED = frozenset({"router"})
-# ModelSpec.extensions these plans cannot make: norms over a split width or after each
-# sublayer (where would DFX's and LORA's syncs go?), DeepSeek's latent attention, and layers
-# of two kinds, since a plan repeats one block template.
-_NOT_SPLIT = ("query/key norms over the whole width", "sublayer norms on the 'output' side",
-              "sublayer norms on the 'both' side", "multi-head latent attention",
-              "sliding-window and full attention layers mixed", "dense and MoE layers mixed")
 # DFX synchronizes after these ops (seeds/001 Algorithm 1, lines 13, 15, 22, 24).
 _DFX_SYNC_AFTER = ("attn_context", "attn_out", "ffn_act", "ffn_down")
 # LORA gathers these outputs before the matmuls that consume them (seeds/002 §III-A).
@@ -107,15 +102,14 @@ register_kind(PlanKind(
     writers="archipelago.strategies.tensor_parallel.emit:write_build",
     batch_evaluator="archipelago.strategies.tensor_parallel.variants:evaluate_variants",
     traits="archipelago.strategies.tensor_parallel.traits:traits",
-    commands={"simulate": "archipelago.strategies.tensor_parallel.simulate_command:simulate"}))
+    commands={"simulate": "archipelago.strategies.tensor_parallel.simulate_command:simulate"},
+    supports=SPLITS, emulates=EMULATES))
 
 
 def _check_inputs(spec: ModelSpec, cluster: Cluster, strategy: str) -> None:
-    refused = [name for name in spec.extensions if name in _NOT_SPLIT]
+    refused = feature_refusal(spec, strategy)
     if refused:
-        raise PartitionError(f"strategy '{strategy}' cannot split {spec.name}: it has "
-                             f"{' and '.join(refused)}, which neither DFX's nor LORA's sync "
-                             "scheme covers")
+        raise PartitionError(refused)
     device = cluster.require_identical(strategy)
     if device.kind != "fpga" or device.memory("hbm") is None:
         raise PartitionError(f"strategy '{strategy}' runs on HBM FPGAs; '{device.key}' is a "

@@ -109,8 +109,8 @@ def check_weights(spec: ModelSpec, weights: Weights) -> None:
 def checkpoint_weights(spec: ModelSpec, directory: Path) -> dict[str, np.ndarray]:
     """Every tensor of `spec` from a Hugging Face safetensors checkpoint, canonical names
     and layouts, float32 (torch is imported here only)."""
+    from archipelago.models.hf_state_dict import hf_source
     from archipelago.strategies.tensor_parallel.emulate.checkpoint import CheckpointReader
-    from archipelago.strategies.tensor_parallel.emulate.hf_names import hf_source
 
     with CheckpointReader(Path(directory)) as reader:
         return {t.name: reader.read(hf_source(spec, t), t, Shard(None)).float().numpy()

@@ -13,13 +13,14 @@ from archipelago.emulate.exchange import Exchange
 from archipelago.emulate.job import EmulationJob
 from archipelago.emulate.launch import run_spmd
 from archipelago.emulate.worker import RankProgram
+from archipelago.models.hf_state_dict import named_archs, state_dict_names
 from archipelago.models.spec import ModelSpec
 from archipelago.models.weights import WeightTensor, all_weights
 from archipelago.models.zoo import resolve_model
+from archipelago.strategies.registry import feature_refusal
 from archipelago.strategies.tensor_parallel.emulate.checkpoint import CheckpointReader, load_shard
 from archipelago.strategies.tensor_parallel.emulate.comm_steps import COMM
 from archipelago.strategies.tensor_parallel.emulate.compute import ACTIVATIONS, COMPUTE
-from archipelago.strategies.tensor_parallel.emulate.hf_names import ARCH_NAMES
 from archipelago.strategies.tensor_parallel.emulate.interpreter import generate
 from archipelago.strategies.tensor_parallel.emulate.numerics import numerics
 from archipelago.strategies.tensor_parallel.emulate.quantized import read_scales
@@ -30,10 +31,6 @@ from archipelago.strategies.tensor_parallel.pipeline import PipelinePlan
 from archipelago.strategies.tensor_parallel.plan import CommStep, ComputeStep, DevicePlan, Plan
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
-# ModelSpec.extensions the handlers compute (compute.py): others are refused by name.
-EMULATED = frozenset({"an explicit head_dim", "an attention-output bias unlike q/k/v's",
-                      "sliding-window attention", "per-head query/key norms",
-                      "mixture of experts"})
 
 
 def prompt_ids(spec: ModelSpec, length: int, seed: int) -> torch.Tensor:
@@ -57,16 +54,14 @@ def _check_checkpoint(spec: ModelSpec, directory: Path) -> None:
 def check(plan: Plan, job: EmulationJob) -> None:
     """Everything that would stop a rank, found before any process starts."""
     spec = plan.spec
-    if not spec.is_decoder or spec.arch not in ARCH_NAMES:
-        raise EmulationError(f"{spec.name}: generation is emulated for {', '.join(ARCH_NAMES)} "
-                             f"decoders, not '{spec.arch}'")
-    refused = [name for name in spec.extensions if name not in EMULATED]
-    if spec.moe and (spec.moe.shared_ffn or spec.moe.shared_gate):
-        refused.append("shared experts")
-    if spec.moe and plan.numerics == "w8a8":
-        refused.append("W8A8 experts")
+    if not spec.is_decoder or state_dict_names(spec) is None:
+        raise EmulationError(f"{spec.name}: generation is emulated for "
+                             f"{', '.join(named_archs())} decoders, not '{spec.arch}'")
+    refused = feature_refusal(spec, plan.strategy, "emulate")
     if refused:  # e.g. an unknown model_type read as a llama
-        raise EmulationError(f"{spec.name}: {', '.join(refused)} not emulated")
+        raise EmulationError(refused)
+    if spec.moe and plan.numerics == "w8a8":
+        raise EmulationError(f"{spec.name}: W8A8 experts not emulated")
     if spec.embed_proj_dim:
         raise EmulationError(f"{spec.name}: word_embed_proj_dim {spec.embed_proj_dim} != hidden "
                              "size needs project_in/project_out ops the plan does not have")

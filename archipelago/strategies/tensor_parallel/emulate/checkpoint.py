@@ -14,9 +14,9 @@ import torch
 from safetensors import safe_open
 
 from archipelago.emulate.errors import EmulationError
+from archipelago.models.hf_state_dict import HFSource, hf_source
 from archipelago.models.spec import ModelSpec
 from archipelago.models.weights import WeightTensor, all_weights
-from archipelago.strategies.tensor_parallel.emulate.hf_names import HFSource, hf_source
 from archipelago.strategies.tensor_parallel.plan import DevicePlan, Shard
 
 

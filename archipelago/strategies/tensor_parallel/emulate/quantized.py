@@ -14,9 +14,9 @@ from pathlib import Path
 
 import torch
 
+from archipelago.models.hf_state_dict import hf_source
 from archipelago.models.spec import ModelSpec
 from archipelago.models.weights import WeightTensor, layer_weights
-from archipelago.strategies.tensor_parallel.emulate.hf_names import hf_source
 from archipelago.strategies.tensor_parallel.emulate.w8a8 import scale_for, smoothing_factors
 
 SCALES_FILE = "w8a8_scales.json"

@@ -1,20 +1,24 @@
-"""Readers for the BERT-shaped encoder families (post-norm blocks, learned positions, an
-embedding LayerNorm) that the `galapagos` strategy unrolls, and the one-line reasons the
-encoders whose structure ModelSpec cannot hold are refused."""
+"""The BERT-shaped encoders (post-norm blocks, learned positions, an embedding LayerNorm)
+that the `galapagos` strategy unrolls: BERT, RoBERTa (positions offset by the padding
+index), I-BERT, XLM-R (RoBERTa's layout with its own vocabulary), ELECTRA and DeBERTa-v2 at
+the hidden width, DistilBERT under its own field names."""
 
-from collections.abc import Callable
 from typing import Any
 
 from archipelago.errors import ConfigError
+from archipelago.models.features import BIASES, EMBEDDING_NORM, POST_NORM
 from archipelago.models.hf_fields import Fields
-from archipelago.models.spec import ROBERTA_LIKE
+from archipelago.models.model_families import ModelFamily, Reader, register_model_family
 
-Reader = Callable[[Fields], dict[str, Any]]
+# RoBERTa's layout: position ids start after the padding index, inside max_positions.
+ROBERTA_LIKE: frozenset[str] = frozenset({"roberta", "ibert", "xlm-roberta"})
+_ENCODER = {"layer_norm_eps": "positive", "initializer_range": "std",
+            "hidden_dropout_prob": "probability", "attention_probs_dropout_prob": "probability",
+            "tie_word_embeddings": "bool"}
+_BERT_LIKE = {**_ENCODER, "use_cache": "bool", "add_cross_attention": "bool"}
 
 
 def _bert_like(arch: str) -> Reader:
-    """BERT, RoBERTa (positions offset by the padding index), I-BERT, XLM-R (RoBERTa's
-    layout with its own vocabulary)."""
     def read(f: Fields) -> dict[str, Any]:
         heads = f.int("num_attention_heads")
         return dict(
@@ -71,20 +75,16 @@ def _distilbert(f: Fields) -> dict[str, Any]:
     )
 
 
-ENCODER_READERS: dict[str, Reader] = {
-    "bert": _bert_like("bert"),
-    "roberta": _bert_like("roberta"),
-    "ibert": _bert_like("ibert"),
-    "xlm-roberta": _bert_like("xlm-roberta"),
-    "electra": _electra,
-    "deberta-v2": _deberta_v2,
-    "distilbert": _distilbert,
+_READERS: dict[str, tuple[Reader, dict[str, str]]] = {
+    "bert": (_bert_like("bert"), _BERT_LIKE),
+    "roberta": (_bert_like("roberta"), _BERT_LIKE),
+    "ibert": (_bert_like("ibert"), {**_ENCODER, "quant_mode": "bool"}),
+    "xlm-roberta": (_bert_like("xlm-roberta"), {}),
+    "electra": (_electra, {}),
+    "deberta-v2": (_deberta_v2, {}),
+    "distilbert": (_distilbert, {}),
 }
-# Encoders transformers ships whose structure ModelSpec cannot hold, with why.
-NOT_READ_ENCODERS = {
-    "albert": "ALBERT shares one set of layer weights across all layers (num_hidden_groups) "
-              "and embeds at a narrower width projected up; ModelSpec holds one weight set "
-              "per layer, so its parameters would be counted num_hidden_layers times",
-    "modernbert": "ModernBERT's pre-norm GeGLU encoder (no attention norm in its first layer, "
-                  "local and global attention alternating, rotary positions) is not modelled",
-}
+for _arch, (_read, _checked) in _READERS.items():
+    register_model_family(ModelFamily(_arch, _read, decoder=False,
+                                      features=frozenset({BIASES, POST_NORM, EMBEDDING_NORM}),
+                                      checked=_checked))

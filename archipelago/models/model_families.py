@@ -1,0 +1,94 @@
+"""Transformer families by architecture (`ModelSpec.arch`, a transformers `model_type`): the
+one registry every list of architectures is derived from.
+
+A family is one module of `archipelago.models.hf_families` (or any module imported before
+the family is named: a plugin, a test) that calls `register_model_family` with its config
+reader, the features its models may use, and where transformers keeps its tensors
+(`StateDictNames`, for the kinds that load checkpoints). The built-in modules are
+imported the first time the registry is asked.
+"""
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from importlib import import_module
+from pkgutil import iter_modules
+from typing import Any
+
+from archipelago.errors import UnknownNameError
+from archipelago.models.features import Feature
+from archipelago.models.hf_fields import Fields
+
+_BUILTIN = "archipelago.models.hf_families"
+Reader = Callable[[Fields], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class StateDictNames:
+    """Where transformers keeps a family's tensors: canonical module (models/weights.py) ->
+    state-dict path, in one layer (`layer_prefix` formatted with its index) or outside."""
+
+    layer_prefix: str
+    layer: Mapping[str, str]
+    other: Mapping[str, str]
+    linear_transposed: bool      # nn.Linear (out, in) rather than Conv1D (in, out)
+    fused: Mapping[str, tuple[int, int]] = field(default_factory=dict)  # (block, blocks)
+    experts: frozenset[str] = frozenset()  # modules stored one matrix per expert
+
+
+@dataclass(frozen=True)
+class ModelFamily:
+    """`arch`: the model_type it reads; `reader`: config fields -> ModelSpec fields;
+    `features`: those its models may use (a spec's own are `ModelSpec.features`);
+    `inherent`: features every model of the family has that no ModelSpec field says (a
+    family bringing a structure of its own); `checked`: config fields transformers builds
+    from, validated by kind ("positive", "std", "probability", "bool"); `names`: its
+    state-dict layout, None where no kind reads its checkpoints yet."""
+
+    arch: str
+    reader: Reader
+    decoder: bool
+    features: frozenset[Feature]
+    inherent: frozenset[Feature] = frozenset()
+    checked: Mapping[str, str] = field(default_factory=dict)
+    names: StateDictNames | None = None
+
+
+_FAMILIES: dict[str, ModelFamily] = {}
+_loaded = False
+
+
+def register_model_family(family: ModelFamily) -> ModelFamily:
+    if family.arch in _FAMILIES and _FAMILIES[family.arch] != family:
+        raise ValueError(f"model family '{family.arch}' registered twice")
+    if not family.inherent <= family.features:
+        raise ValueError(f"model family '{family.arch}': inherent features must be declared")
+    _FAMILIES[family.arch] = family
+    return family
+
+
+def unregister_model_family(arch: str) -> None:
+    """Drop family `arch` (a test's toy family, once the test is done)."""
+    _FAMILIES.pop(arch, None)
+
+
+def model_families() -> dict[str, ModelFamily]:
+    _load()
+    return dict(_FAMILIES)
+
+
+def get_model_family(arch: str) -> ModelFamily:
+    _load()
+    if arch not in _FAMILIES:
+        raise UnknownNameError("architecture", arch, _FAMILIES)
+    return _FAMILIES[arch]
+
+
+def _load() -> None:
+    """Import the built-in family modules, once."""
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    package = import_module(_BUILTIN)
+    for module in iter_modules(package.__path__):
+        import_module(f"{_BUILTIN}.{module.name}")
