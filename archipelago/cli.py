@@ -154,6 +154,7 @@ def plan(
 ) -> None:
     from archipelago.api import choose, listed_parameters, plan_and_estimate
     from archipelago.strategies.registry import get_strategy
+    from archipelago.strategies.summaries import estimate_summary
 
     strategy, cluster = choose("plan", strategy, cluster)
     kind = get_strategy(strategy).plan_kind
@@ -164,10 +165,10 @@ def plan(
         check_target(report_file, force, "--report")
     result = plan_and_estimate(model, cluster, strategy, workload_options(ctx),
                                load_engine_config(engine_config, strategy))
-    report = kind.hook("report")
+    summary = estimate_summary(kind, result)
     parameters = listed_parameters(model)
     if as_json:
-        figures = report.estimate_to_dict(*result)
+        figures = summary.as_json()
         if parameters is not None:  # right after the model's name
             name = {"model": figures.pop("model")} if "model" in figures else {}
             figures = {**name, "parameters": parameters, **figures}
@@ -175,7 +176,7 @@ def plan(
     else:
         if parameters is not None:
             console.print(f"{parameters:,} parameters ({parameters / 1e9:,.2f} B)")
-        report.print_estimate(*result, console)
+        summary.print(console)
     if report_file is not None:
         from archipelago.report.html import write_report
 
