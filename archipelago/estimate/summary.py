@@ -115,9 +115,9 @@ class Summary:
 
     def tables(self) -> list["Table"]:
         """The head table (where there are columns) and the sections, as rich tables."""
-        head = [rich_table(self.title, self.columns, head_rows(self.figures), self.dim)]
-        return head * bool(self.columns) + [rich_table(s.title, s.columns, s.rows)
-                                             for s in self.sections]
+        head = [rich_table(self.title, self.columns, head_rows(self.figures), self.dim)
+                ] if self.columns else []
+        return head + [rich_table(s.title, s.columns, s.rows) for s in self.sections]
 
     def print(self, console: "Console") -> None:
         """Why the plan does not fit, then the tables, then the notes."""
