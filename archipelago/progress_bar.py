@@ -8,8 +8,9 @@ from contextlib import contextmanager
 from typing import Any
 
 
-def progress_bar(console: Any = None) -> Any:
-    """A rich Progress in that look, on `console` (default: a stderr console)."""
+def progress_bar(console: Any = None, shown: bool = True) -> Any:
+    """A rich Progress in that look, on `console` (default: a stderr console); not `shown`,
+    it draws nothing (off a terminal, where rich would leave a blank line)."""
     from rich.console import Console
     from rich.progress import (
         BarColumn,
@@ -22,7 +23,8 @@ def progress_bar(console: Any = None) -> Any:
 
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                     TimeElapsedColumn(), TimeRemainingColumn(),
-                    console=console or Console(stderr=True), transient=True)
+                    console=console or Console(stderr=True), transient=True,
+                    disable=not shown)
 
 
 class SlowProgress:
