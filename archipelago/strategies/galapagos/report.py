@@ -25,31 +25,29 @@ def _timing(est: StreamEstimate, t: EncoderTiming) -> dict[str, Any]:
     }
 
 
-# The timing figures of the head table, each shown for the unpadded and the padded
-# sequence side by side: key -> (row label, page headline label or None, unit).
 _US = Unit("µs", 1e6, 1)
-_ROWS: dict[str, tuple[str, str | None, Unit]] = {
-    "latency_s": ("whole model T + (L-1)(X+d)", "whole-model latency", MS),
-    "encoder_latency_s": ("encoder latency T", "encoder latency T", _US),
-    "first_output_s": ("first output X", "first output X", _US),
-    "throughput_per_s": ("throughput", "throughput (sequences)", Unit("/s", 1, 1)),
-}
 
 
 def _timing_figures(est: StreamEstimate, unpadded: dict[str, Any], padded: dict[str, Any]
                     ) -> list[Figure]:
+    """The timing figures; those of the head table show the unpadded and the padded
+    sequence side by side."""
+    rows: dict[str, tuple[str, str | None, Unit]] = {  # key -> (row, page headline, unit)
+        "latency_s": ("whole model T + (L-1)(X+d)", "whole-model latency", MS),
+        "encoder_latency_s": ("encoder latency T", "encoder latency T", _US),
+        "first_output_s": ("first output X", "first output X", _US),
+        # in clock cycles, as the paper counts it
+        "packet_interval_s": ("packet interval I", None, Unit("cycles", est.clock_hz, 0)),
+        "throughput_per_s": ("throughput", "throughput (sequences)", Unit("/s", 1, 1)),
+    }
     figures = []
     for key, value in unpadded.items():
-        if key == "packet_interval_s":  # shown in clock cycles, as the paper counts it
-            cycles = Unit("cycles", est.clock_hz, 0)
-            figures.append(Figure(key, value, "packet interval I", (
-                cycles.show(value), cycles.show(padded[key]))))
-        elif key in _ROWS:
-            label, headline, unit = _ROWS[key]
-            figures.append(Figure(key, value, label, (unit.show(value), unit.show(padded[key])),
-                                  unit, headline))
-        else:
+        if key not in rows:
             figures.append(Figure(key, value))
+            continue
+        label, headline, unit = rows[key]
+        figures.append(Figure(key, value, label, (unit.show(value), unit.show(padded[key])),
+                              unit, headline))
     return figures
 
 
@@ -103,12 +101,12 @@ def _encoder_kernels(plan: DataflowPlan, seq_len: int) -> list[dict[str, Any]]:
         if k.layer:
             continue
         use = k.design.resources
-        row = {"name": name, "aie": use.aie, "dsp": use.dsp, "bram": use.bram,
-               "uram": use.uram,
-               "compute_s": seq_len * engine.compute_cycles(k.design, seq_len) / f}
+        kernel = {"name": name, "aie": use.aie, "dsp": use.dsp, "bram": use.bram,
+                  "uram": use.uram,
+                  "compute_s": seq_len * engine.compute_cycles(k.design, seq_len) / f}
         if use.aie:  # only Versal engines place kernels on AI Engines
-            row["aie_s"] = engine.aie_seconds(k.design, seq_len)
-        rows.append(row)
+            kernel["aie_s"] = engine.aie_seconds(k.design, seq_len)
+        rows.append(kernel)
     return rows
 
 
