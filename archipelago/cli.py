@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-import yaml
 from rich.console import Console
 from rich.table import Table
 
@@ -154,6 +153,7 @@ def plan(
 ) -> None:
     from archipelago.api import choose, listed_parameters, plan_and_estimate
     from archipelago.strategies.registry import get_strategy
+    from archipelago.strategies.summaries import estimate_summary
 
     strategy, cluster = choose("plan", strategy, cluster)
     kind = get_strategy(strategy).plan_kind
@@ -164,10 +164,10 @@ def plan(
         check_target(report_file, force, "--report")
     result = plan_and_estimate(model, cluster, strategy, workload_options(ctx),
                                load_engine_config(engine_config, strategy))
-    report = kind.hook("report")
+    summary = estimate_summary(kind, result)
     parameters = listed_parameters(model)
     if as_json:
-        figures = report.estimate_to_dict(*result)
+        figures = summary.as_json()
         if parameters is not None:  # right after the model's name
             name = {"model": figures.pop("model")} if "model" in figures else {}
             figures = {**name, "parameters": parameters, **figures}
@@ -175,7 +175,7 @@ def plan(
     else:
         if parameters is not None:
             console.print(f"{parameters:,} parameters ({parameters / 1e9:,.2f} B)")
-        report.print_estimate(*result, console)
+        summary.print(console)
     if report_file is not None:
         from archipelago.report.html import write_report
 
@@ -334,16 +334,11 @@ def within(low: int, high: int) -> Callable[[int | None], int | None]:
     return check
 
 
-def refuse_search_options(ctx: typer.Context, who: str) -> None:
-    """A one-line error when an option of the engine-parameter search was given to `who`,
-    which would silently ignore it."""
-    sources = {name: ctx.get_parameter_source(name) for name in SEARCH_OPTIONS}
-    given = [f"--{name}" for name, source in sources.items()
-             if source is not None and source.name != "DEFAULT"]  # typer's own click enum
-    if given:
-        raise ArchipelagoError(f"{', '.join(given)} {'does' if len(given) == 1 else 'do'} "
-                               f"not apply to {who}; leave {'it' if len(given) == 1 else 'them'}"
-                               " out")
+def given_options(ctx: typer.Context, names: tuple[str, ...]) -> tuple[str, ...]:
+    """Which of `names` the user gave (not left at their defaults)."""
+    sources = {name: ctx.get_parameter_source(name) for name in names}
+    return tuple(name for name, source in sources.items()
+                 if source is not None and source.name != "DEFAULT")  # typer's click enum
 
 
 @app.command(context_settings=KIND_OPTIONS, help="Search engine design parameters (NSGA-II) "
@@ -372,78 +367,11 @@ def explore(
         help="a running Dask scheduler, tcp://HOST:PORT (default: a local cluster)")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    from rich.progress import Progress
+    from archipelago.explore.command import ExploreCommand, run_explore
 
-    from archipelago.api import choose, explore_kind, parse_workload
-    from archipelago.batch.workers import check_scheduler
-    from archipelago.explore.search import SearchRequest, run_search
-    from archipelago.explore.spaces import design_space
-    from archipelago.explore.store import check_storage
-    from archipelago.explore.study import check_study_name, default_study_name, study_identity
-    from archipelago.output_file import check_output_file, write_atomically
-    from archipelago.strategies.registry import get_strategy
-
-    strategy, cluster = choose("explore", strategy, cluster)
-    given = workload_options(ctx)
-    kind = get_strategy(strategy).plan_kind
-    if kind.explorer is not None:  # the kind sizes servers instead of searching engines
-        refuse_search_options(ctx, f"strategy '{strategy}' (its plan kind '{kind.name}' "
-                              "explores without an engine-parameter search)")
-        summary = explore_kind(model, cluster, strategy, given)
-        if as_json:
-            print(json.dumps(summary, indent=2))
-        else:
-            kind.hook("report").print_explore(summary, console)
-        return
-    design_space(strategy)  # a strategy without one is refused before any storage is made
-    check_storage(storage)
-    if scheduler is not None:
-        check_scheduler(scheduler)
-        if workers is not None:
-            raise ArchipelagoError(f"--workers {workers} sizes a local cluster; a running "
-                                   "one (--scheduler) has its own: leave --workers out")
-    if study is not None:
-        check_study_name(study)
-    work = parse_workload(strategy, given, "explore")
-    texts = kind.workload.texts(given, "explore")
-    # Resolves model, cluster and strategy: bad names and splits fail before any trial.
-    name = study or default_study_name(study_identity(model, cluster, strategy, work))
-    target = out or Path(f"best-{name.replace('/', '-')}.yaml")
-    check_output_file(target, "--out", force)
-    request = SearchRequest(model, cluster, strategy, work, trials, storage, name, seed,
-                            workers, scheduler)
-    errors = Console(stderr=True)  # no bar (and no line it leaves behind) off a terminal
-    with Progress(console=errors, transient=True, disable=not errors.is_terminal) as bar:
-        task = bar.add_task(f"exploring {name}", total=trials)
-        best = run_search(request, on_trial=lambda n: bar.advance(task, n))
-    write_atomically(target, yaml.safe_dump({
-        "strategy": strategy, "model": model, "cluster": cluster, **texts,
-        "latency_s": best.latency_s, "tokens_per_s": best.tokens_per_s,
-        "engine": best.engine}, sort_keys=False), "--out", force)
-    summary = {"study": name, "storage": storage, "trials": best.trials_done,
-               "trials_added": best.trials_added, "exhausted": best.exhausted,
-               "feasible_trials": best.feasible_trials, "latency_s": best.latency_s,
-               "tokens_per_s": best.tokens_per_s, "utilization": best.utilization,
-               "engine": best.engine, "engine_config_file": str(target)}
-    if as_json:
-        print(json.dumps(summary, indent=2))
-        return
-    table = Table(title=f"best of {best.trials_done} trials ({best.feasible_trials} feasible)")
-    table.add_column("parameter")
-    table.add_column("value", justify="right")
-    for key, value in best.engine.items():
-        table.add_row(key, f"{value:g}" if isinstance(value, float) else str(value))
-    table.add_row("latency", f"{best.latency_s * 1e3:,.2f} ms")
-    table.add_row("tokens/s", f"{best.tokens_per_s:,.2f}")
-    for key, value in best.utilization.items():
-        table.add_row(f"{key} used", f"{100 * value:.0f}%")
-    console.print(table)
-    if best.exhausted:
-        console.print(f"the design space has no other designs: all {best.trials_done} "
-                      "were evaluated")
-    console.print(f"engine config written to {target}; use it with "
-                  f"`archi plan {model} --cluster {cluster} --strategy {strategy} "
-                  f"--engine-config {target}`")
+    run_explore(ExploreCommand(model, cluster, strategy, workload_options(ctx), trials, storage,
+                               study, out, seed, force, workers, scheduler, as_json,
+                               given_options(ctx, SEARCH_OPTIONS)), console)
 
 
 @app.command(help="Rank every strategy x device x count x batch for MODEL and a workload: "

@@ -211,7 +211,7 @@ def test_gantt_is_written_by_the_pipeline_not_by_rendering(tmp_path: Path) -> No
     assert target.exists()
     target.unlink()
     report = registry.get_strategy("h2h").plan_kind.hook("report")
-    assert report.estimate_to_dict(*result)["gantt"] == str(target)
+    assert report.summarize(*result).as_json()["gantt"] == str(target)
     assert not target.exists()
     out = archi("plan", "cnn-lstm", "--strategy", "h2h", "--gantt", str(target), "--json")
     assert out.returncode == 0 and json.loads(out.stdout)["gantt"] == str(target)

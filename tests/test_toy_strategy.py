@@ -22,6 +22,7 @@ from archipelago.cli import app
 from archipelago.emit.output_dir import OutputDir
 from archipelago.engines.base import EngineConfig
 from archipelago.errors import ArchipelagoError
+from archipelago.estimate.summary import MS, Column, Figure, Summary
 from archipelago.hardware.cluster import Cluster
 from archipelago.models.spec import ModelSpec
 from archipelago.models.weights import parameter_count
@@ -62,13 +63,13 @@ def estimate(plan: OneDevicePlan, workload: Steps) -> dict[str, float]:
 
 
 # The kind's report: this module's own functions, found by the registry through its path.
-def estimate_to_dict(plan: OneDevicePlan, workload: Steps, est: dict) -> dict[str, Any]:
-    return {"model": plan.spec.name, "device": plan.device, "steps": workload.steps, **est}
-
-
-def print_estimate(plan: OneDevicePlan, workload: Steps, est: dict, console: Console) -> None:
-    console.print(f"{plan.spec.name} on one {plan.device}: {est['latency_s'] * 1e3:.3f} ms "
-                  f"for {workload.steps} steps")
+def summarize(plan: OneDevicePlan, workload: Steps, est: dict) -> Summary:
+    return Summary([Figure("model", plan.spec.name), Figure("device", plan.device),
+                    Figure("steps", workload.steps),
+                    Figure("latency_s", est["latency_s"], f"for {workload.steps} steps",
+                           unit=MS, headline="latency")],
+                   title=f"{plan.spec.name} on one {plan.device}",
+                   columns=(Column("figure", right=False), Column("value")))
 
 
 def print_build(summary: dict[str, Any], console: Console) -> None:
@@ -83,14 +84,14 @@ def write(plan: OneDevicePlan, out: str, force: bool) -> dict[str, Any]:
 
 
 def page(plan: OneDevicePlan, workload: Steps, est: dict, summary: dict) -> Any:
-    """The kind's report page: its own headline and one chart, in the shared layout."""
+    """The kind's report page: one chart, in the shared layout (the headline is the
+    summary's)."""
     from archipelago.report.charts import sweep_lines
-    from archipelago.report.page import Chart, Headline, KindPage
+    from archipelago.report.page import Chart, KindPage
 
     steps = list(range(1, workload.steps + 1))
     per_step = est["latency_s"] / workload.steps
-    return KindPage([Headline("latency", "latency_s", "ms", 1e3)],
-                    [Chart("latency against steps", "Grows linearly: every step costs the same.",
+    return KindPage([Chart("latency against steps", "Grows linearly: every step costs the same.",
                            sweep_lines(steps, {"toy": [per_step * 1e3 * n for n in steps]},
                                        "steps", "latency (ms)"))])
 

@@ -87,7 +87,7 @@ def comparison_page(summary: dict[str, Any]) -> KindPage:
     if summary["unknown_cost"]:
         notes.append(f"no price for {', '.join(summary['unknown_cost'])}: left off the chart")
     notes.append(f"energy: {summary['power_model']['statement']}")
-    return KindPage(headline, charts, notes, [table])
+    return KindPage(charts, headline, notes, [table])
 
 
 def comparison_html(summary: dict[str, Any]) -> str:

@@ -10,7 +10,6 @@ import numpy as np
 import torch
 import torch.multiprocessing as mp
 from rich.console import Console
-from rich.progress import Progress
 
 from archipelago.emulate import worker
 from archipelago.emulate.job import EmulationJob
@@ -18,6 +17,7 @@ from archipelago.emulate.reaper import owned_run_dir, record_helpers, start_fork
 from archipelago.emulate.torchrun import check_world, torchrun_place
 from archipelago.emulate.watchdog import DONE, FAULT_ENV, ProgressBoard, stop, watch
 from archipelago.emulate.worker import RankProgram, SPMDPlan
+from archipelago.progress_bar import progress_bar
 
 
 def run_spmd(plan: SPMDPlan, job: EmulationJob, program: RankProgram) -> dict[str, Any] | None:
@@ -77,9 +77,9 @@ class _TokenBars:
     def __init__(self, plan: SPMDPlan, job: EmulationJob, program: RankProgram) -> None:
         self.paces = ([program.pace(plan, job, r) for r in range(plan.ranks)]
                       if program.pace else None)
-        console = Console(stderr=True)  # bars only on a terminal: in a pipe or log file
-        self.bar = Progress(console=console, transient=True,  # they left a blank line
-                            disable=not console.is_terminal)
+        # Bars only on a terminal: in a pipe or log file they left a blank line.
+        console = Console(stderr=True)
+        self.bar = progress_bar(console, shown=console.is_terminal)
         self.tasks = [self.bar.add_task(f"rank {r} tokens",
                                         total=self.paces[r][1] if self.paces else None)
                       for r in range(plan.ranks)]

@@ -1,12 +1,16 @@
-"""Write a plan's report page: the kind's JSON summary and `page` hook, laid out by
-report.page, into one HTML file that never replaces a file the user has unless told to."""
+"""Write a plan's report page: the kind's summary (its JSON object and headline figures)
+and `page` hook, laid out by report.page, into one HTML file that never replaces a file
+the user has unless told to."""
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from archipelago.estimate.summary import Figure, Unit
 from archipelago.output_file import check_output_file, write_atomically
-from archipelago.report.page import render
+from archipelago.report.page import Headline, render
 from archipelago.strategies.registry import get_strategy
+from archipelago.strategies.summaries import estimate_summary
 
 
 def report_html(subject: str, strategy: str, result: tuple[Any, Any, Any]) -> str:
@@ -14,13 +18,21 @@ def report_html(subject: str, strategy: str, result: tuple[Any, Any, Any]) -> st
     `subject` says what was planned where (the user's model and cluster)."""
     kind = get_strategy(strategy).plan_kind
     page_hook = kind.hook("page")  # a kind without one says so before any work
-    summary = kind.hook("report").estimate_to_dict(*result)
+    summarized = estimate_summary(kind, result)
+    summary = summarized.as_json()
     page = page_hook(*result, summary)
+    headline = [_headline(f) for f in summarized.headline()]
     title = f"{subject} · strategy {strategy}"
     texts = ", ".join(f"{k} {v}" for k, v in getattr(result[1], "__dict__", {}).items()
                       if v is not None)
     return render(title, f"plan kind {kind.name}" + (f" · {texts}" if texts else ""),
-                  summary, page)
+                  summary, replace(page, headline=headline + page.headline))
+
+
+def _headline(figure: Figure) -> Headline:
+    """A summary's headline figure on the page, shown in its unit (a count as it is)."""
+    unit = figure.unit or Unit()
+    return Headline(str(figure.headline), str(figure.key), unit.name, unit.scale, unit.digits)
 
 
 HTML_SUFFIXES = (".html", ".htm")

@@ -55,10 +55,11 @@ class TableBlock:
 @dataclass
 class KindPage:
     """What a plan kind puts on the page; `notes` are lines shown under the charts (e.g. a
-    sweep the strategy does not allow)."""
+    sweep the strategy does not allow). A kind whose report gives a summary marks its
+    headline figures there (estimate.summary.Figure.headline) and lists none here."""
 
-    headline: list[Headline]
     charts: list[Chart]
+    headline: list[Headline] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     tables: list[TableBlock] = field(default_factory=list)
 

@@ -7,19 +7,21 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
 from rich.console import Console
-from rich.progress import Progress
 
 from archipelago.api import estimate, plan_on
 from archipelago.errors import ArchipelagoError
 from archipelago.hardware.cluster import Cluster, parse_shorthand
+from archipelago.progress_bar import progress_bar
 
 T = TypeVar("T")
 DEVICE_COUNTS = (1, 2, 4, 8)
 
 
 def progress(items: Iterable[T], label: str, total: int) -> Iterator[T]:
-    """`items`, with a transient rich progress bar on stderr while they are worked on."""
-    with Progress(console=Console(stderr=True), transient=True) as bar:
+    """`items`, with a transient progress bar on a terminal's stderr while they are worked
+    on."""
+    errors = Console(stderr=True)
+    with progress_bar(errors, shown=errors.is_terminal) as bar:
         task = bar.add_task(label, total=total)
         for item in items:
             yield item

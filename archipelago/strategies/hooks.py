@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-if TYPE_CHECKING:  # rich is the report modules' import, not the registry's
-    from rich.console import Console
+if TYPE_CHECKING:
+    from archipelago.estimate.summary import Summary
 
 
 class Estimator(Protocol):
@@ -17,14 +17,13 @@ class Estimator(Protocol):
 
 
 class ReportModule(Protocol):
-    """The kind's `report` module: an estimate as one JSON object or as tables. A kind with
-    an emulator, writers, an explorer or commands adds `print_emulation`, `print_build`,
-    `print_explore`, ... (each `(summary dict, console)`)."""
+    """The kind's `report` module: an estimate's figures as one `estimate.summary.Summary`,
+    from which the CLI renders the table and `--json` and the report page its headline
+    (a report not converted yet gives `estimate_to_dict` and `print_estimate` instead:
+    strategies.summaries). A kind with an emulator, writers, an explorer or commands adds
+    `print_emulation`, `print_build`, `print_explore`, ... (each `(summary dict, console)`)."""
 
-    def estimate_to_dict(self, plan: Any, workload: Any, est: Any, /) -> dict[str, Any]: ...
-
-    def print_estimate(self, plan: Any, workload: Any, est: Any, console: "Console", /
-                       ) -> None: ...
+    def summarize(self, plan: Any, workload: Any, est: Any, /) -> "Summary": ...
 
 
 class Emulator(Protocol):

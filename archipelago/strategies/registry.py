@@ -45,10 +45,10 @@ class PlanKind:
     """A shape of plan and the code that consumes it. Paths are `module:attribute`:
 
     estimator    (plan, workload) -> estimate
-    report       a module with `estimate_to_dict(plan, workload, est) -> dict`,
-                 `print_estimate(plan, workload, est, console)` and, where the kind has
-                 an emulator or writers, `print_emulation(report, console)` and
-                 `print_build(summary, console)`
+    report       a module with `summarize(plan, workload, est) -> estimate.summary.Summary`
+                 (the figures once; table, JSON and page headline are rendered from it)
+                 and, where the kind has an emulator or writers,
+                 `print_emulation(report, console)` and `print_build(summary, console)`
     emulator     (plan, EmulationJob) -> report dict (None on torchrun ranks other than 0)
     writers      (plan, out, force) -> summary dict; files only inside `out`
     utilization  (plan, est) -> {limit: worst fraction used}, for design-space search
@@ -59,9 +59,10 @@ class PlanKind:
     batch_evaluator  (model, cluster, strategy, workload, engines) -> each engine design's
                  latency, tokens/s, feasibility and utilization as arrays, all at once
                  (a design search's population; the figures the two hooks above give)
-    page         (plan, workload, est, summary) -> report.page.KindPage: the headline keys
-                 of `summary` (estimate_to_dict's object) and the kind's charts for
-                 `archi report` / `plan --report`; the only place plotly is imported
+    page         (plan, workload, est, summary) -> report.page.KindPage: the kind's charts
+                 (`summary` is the JSON object of its summary, whose figures mark the
+                 page's headline) for `archi report` / `plan --report`; the only place
+                 plotly is imported
     supports     the ModelSpec features (models/features.py) its planners build; a model
                  with any other is refused by `feature_refusal` (None: it checks none)
     emulates     those its emulator runs, where fewer (None: as `supports`)

@@ -13,7 +13,7 @@ from archipelago.report.charts import (
     ring_positions,
     stacked_breakdown,
 )
-from archipelago.report.page import Chart, Headline, KindPage
+from archipelago.report.page import Chart, KindPage
 
 MS = 1e3
 
@@ -80,9 +80,6 @@ def page(plan: Any, workload: Any, est: dict[str, Any], summary: dict[str, Any])
         "DSP and BRAM the deployed accelerators take on each FPGA; the outlined bar is the "
         "binding resource.", resource_bars([f["fpga"] for f in fpgas], fractions, details))
     return KindPage(
-        headline=[Headline("latency", "latency_s", "ms", MS, 3),
-                  Headline("communication ratio", "comm_ratio", "%", 100, 2),
-                  Headline("layers", "layers")],
         charts=[breakdown, _cluster_chart(plan, fpgas, fractions), resources, timeline],
         notes=["No context or device-count sweep and no roofline: the search places each "
                "layer on its own accelerator design, so the schedule is the picture."])

@@ -1,12 +1,13 @@
-"""Scheduled-DAG results: the JSON the issue asks for and a rich summary. The Gantt chart
-is `--gantt`'s writer's (gantt.py), called by the pipeline; this only names its file."""
+"""Scheduled-DAG results: one summary of the JSON the issue asks for and the table and
+lines people read. The Gantt chart is `--gantt`'s writer's (gantt.py), called by the
+pipeline; this only names its file."""
 
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
+from archipelago.estimate.summary import MS, Column, Figure, Section, Summary, Unit
 from archipelago.models.dag_summary import summary_lines
 from archipelago.strategies.chef.plan import ORIGINS
 
@@ -15,34 +16,40 @@ def _gantt(workload) -> str | None:
     return None if workload.gantt is None else str(Path(workload.gantt))
 
 
-def estimate_to_dict(plan, workload, est: dict[str, Any]) -> dict[str, Any]:
-    gantt = _gantt(workload)
-    return {**est, **({"gantt": gantt} if gantt else {})}
+# The figures on the report page's headline: key -> (label, unit).
+_HEADLINE: dict[str, tuple[str, Unit | None]] = {
+    "latency_s": ("latency", MS), "comm_ratio": ("communication ratio", Unit("%", 100, 2)),
+    "layers": ("layers", None)}
 
 
-def print_estimate(plan, workload, est: dict[str, Any], console: Console) -> None:
+def _figure(key: str, value: Any) -> Figure:
+    label, unit = _HEADLINE.get(key, (None, None))
+    return Figure(key, value, unit=unit, headline=label)
+
+
+def summarize(plan, workload, est: dict[str, Any]) -> Summary:
+    """The plan's record (the search already simulated it) and where `--gantt` wrote its
+    chart; the table is the deployment per FPGA, the lines under it the search's steps."""
     gantt = _gantt(workload)
-    table = Table(title=f"{est['model']} on {est['cluster']} ({est['strategy']})")
-    for col in ("FPGA", "accelerators", "DSP used", "BRAM used", "layers"):
-        table.add_column(col)
     per_fpga: dict[str, int] = {}
     for m in est["mapping"]:
         per_fpga[m["fpga"]] = per_fpga.get(m["fpga"], 0) + 1
-    for f in est["deployment"]:
-        accs = ", ".join(f"{a['acc']} {a['ip']}" for a in f["accelerators"]) or "-"
-        table.add_row(f["fpga"], accs, f"{f['dsp_used']}/{f['dsp_available']}",
-                      f"{f['bram_used']}/{f['bram_available']}",
-                      str(per_fpga.get(f["fpga"], 0)))
-    console.print(table)
-    for line in summary_lines(est["model_summary"]):
-        console.print(line)
+    deployment = Section(f"{est['model']} on {est['cluster']} ({est['strategy']})", tuple(
+        Column(c, right=False) for c in ("FPGA", "accelerators", "DSP used", "BRAM used",
+                                          "layers")), [
+        (f["fpga"], ", ".join(f"{a['acc']} {a['ip']}" for a in f["accelerators"]) or "-",
+         f"{f['dsp_used']}/{f['dsp_available']}", f"{f['bram_used']}/{f['bram_available']}",
+         str(per_fpga.get(f["fpga"], 0)))
+        for f in est["deployment"]])
     steps = " -> ".join(f"{s * 1e3:.3f}" for s in est["steps_latency_s"])
-    console.print(f"latency {est['latency_s'] * 1e3:.3f} ms (steps {steps} ms), "
-                  f"communication ratio {100 * est['comm_ratio']:.2f}%, "
-                  f"search {est['search_s']:.2f} s")
-    console.print(f"search started from: {est['origin']} ({ORIGINS[est['origin']]})")
-    if gantt:
-        console.print(f"Gantt chart written to {gantt}")
+    notes = [*summary_lines(est["model_summary"]),
+             f"latency {est['latency_s'] * 1e3:.3f} ms (steps {steps} ms), communication "
+             f"ratio {100 * est['comm_ratio']:.2f}%, search {est['search_s']:.2f} s",
+             f"search started from: {est['origin']} ({ORIGINS[est['origin']]})",
+             *([f"Gantt chart written to {gantt}"] if gantt else [])]
+    figures = [_figure(key, value) for key, value in est.items()]
+    return Summary(figures + ([Figure("gantt", gantt)] if gantt else []),
+                   sections=[deployment], notes=notes)
 
 
 def print_emulation(report: dict[str, Any], console: Console) -> None:

@@ -18,7 +18,7 @@ from archipelago.report.charts import (
     stacked_breakdown,
     sweep_lines,
 )
-from archipelago.report.page import Chart, Headline, KindPage
+from archipelago.report.page import Chart, KindPage
 from archipelago.report.sweep import workload_sweep
 from archipelago.strategies.galapagos.estimate import (
     EncoderTiming,
@@ -163,11 +163,6 @@ def page(plan: DataflowPlan, work: Sequence, est: StreamEstimate,
         resource_bars([f"FPGA {u.index}" for u in plan.fpgas], fractions, details))
     rows_on_host = sum(1 for s in plan.streams if HOST in (s.src, s.dst))
     return KindPage(
-        headline=[Headline("whole-model latency", "latency_s", "ms", MS, 3),
-                  Headline("encoder latency T", "encoder_latency_s", "µs", US, 1),
-                  Headline("first output X", "first_output_s", "µs", US, 1),
-                  Headline("throughput", "throughput_per_s", "sequences/s", 1, 1),
-                  Headline("FPGAs", "fpgas_needed"), Headline("kernels", "kernels")],
         charts=[breakdown, busy, _cluster_chart(plan, est.seq_len), resources,
                 _seq_sweep(plan, est), _roofline(plan, est), _timeline(plan, est)],
         notes=[f"{rows_on_host} streams connect the host; {ceil(est.kernels / est.clusters)} "

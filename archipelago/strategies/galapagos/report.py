@@ -1,11 +1,12 @@
-"""The dataflow kind's report (Galapagos): estimates, emulations and builds as one JSON
-object or rich tables for people."""
+"""The dataflow kind's report (Galapagos): an estimate's figures as one summary (its JSON,
+tables and page headline), emulations and builds as tables."""
 
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
+from archipelago.estimate.summary import MS, Column, Figure, Section, Summary, Unit, row, verdict
 from archipelago.estimate.workload import Sequence
 from archipelago.strategies.galapagos.estimate import EncoderTiming, StreamEstimate
 from archipelago.strategies.galapagos.plan import DataflowPlan
@@ -24,35 +25,71 @@ def _timing(est: StreamEstimate, t: EncoderTiming) -> dict[str, Any]:
     }
 
 
-def estimate_to_dict(plan: DataflowPlan, workload: Sequence, est: StreamEstimate
-                     ) -> dict[str, Any]:
-    unpadded = _timing(est, est.timing)
-    return {
-        "model": plan.spec.name,
-        "cluster": plan.cluster.name,
-        "strategy": plan.strategy,
-        **unpadded,
-        "padded": _timing(est, est.padded),
-        "clock_hz": est.clock_hz,
-        "switch_latency_s": est.switch_latency_s,
-        "row_interval_cycles": plan.row_interval,
-        "bottleneck_kernel": est.timing.bottleneck_kernel,
-        "encoders": est.layers,
-        "kernels": est.kernels,
-        "clusters": est.clusters,
-        "fpgas_needed": plan.fpgas_needed,
-        "encoder_kernels": _encoder_kernels(plan, est.seq_len),
-        "aie_per_encoder": sum(plan.designs[n].resources.aie for n in plan.layer_kernels(0)
-                               if n in plan.designs),
-        "devices": [
+_US = Unit("µs", 1e6, 1)
+
+
+def _timing_figures(est: StreamEstimate, unpadded: dict[str, Any], padded: dict[str, Any]
+                    ) -> list[Figure]:
+    """The timing figures; those of the head table show the unpadded and the padded
+    sequence side by side."""
+    rows: dict[str, tuple[str, str | None, Unit]] = {  # key -> (row, page headline, unit)
+        "latency_s": ("whole model T + (L-1)(X+d)", "whole-model latency", MS),
+        "encoder_latency_s": ("encoder latency T", "encoder latency T", _US),
+        "first_output_s": ("first output X", "first output X", _US),
+        # in clock cycles, as the paper counts it
+        "packet_interval_s": ("packet interval I", None, Unit("cycles", est.clock_hz, 0)),
+        "throughput_per_s": ("throughput", "throughput (sequences)", Unit("/s", 1, 1)),
+    }
+    figures = []
+    for key, value in unpadded.items():
+        if key not in rows:
+            figures.append(Figure(key, value))
+            continue
+        label, headline, unit = rows[key]
+        figures.append(Figure(key, value, label, (unit.show(value), unit.show(padded[key])),
+                              unit, headline))
+    return figures
+
+
+def summarize(plan: DataflowPlan, workload: Sequence, est: StreamEstimate) -> Summary:
+    """The kind's figures: timing without and with padding, kernels, per-FPGA use."""
+    unpadded, padded = _timing(est, est.timing), _timing(est, est.padded)
+    use = Section("per FPGA (first cluster)", tuple(Column(c) for c in (
+        "FPGA", "cluster", "kernels", "DSP", "BRAM", "URAM")), [
+        (str(u.index), str(u.cluster), str(len(u.kernels)),
+         _pct(u.resources.dsp, u.device.resources.dsp),
+         _pct(u.resources.bram, u.device.resources.bram),
+         _pct(u.resources.uram, u.device.resources.uram))
+        for u in (plan.fpgas[i] for i in plan.clusters[0].fpgas)])
+    return Summary([
+        Figure("model", plan.spec.name), Figure("cluster", plan.cluster.name),
+        Figure("strategy", plan.strategy),
+        *_timing_figures(est, unpadded, padded),
+        Figure("padded", padded),
+        Figure("clock_hz", est.clock_hz), Figure("switch_latency_s", est.switch_latency_s),
+        Figure("row_interval_cycles", plan.row_interval),
+        Figure("bottleneck_kernel", est.timing.bottleneck_kernel),
+        Figure("encoders", est.layers),
+        Figure("kernels", est.kernels, headline="kernels"),
+        Figure("clusters", est.clusters),
+        Figure("fpgas_needed", plan.fpgas_needed, headline="FPGAs"),
+        row("kernels / clusters / FPGAs",
+            f"{est.kernels:,} / {est.clusters} / {plan.fpgas_needed}"),
+        Figure("encoder_kernels", _encoder_kernels(plan, est.seq_len)),
+        Figure("aie_per_encoder", sum(plan.designs[n].resources.aie
+                                      for n in plan.layer_kernels(0) if n in plan.designs)),
+        Figure("devices", [
             {"index": u.index, "device": u.device.key, "cluster": u.cluster,
              "kernels": len(u.kernels), "dsp": u.resources.dsp, "bram": u.resources.bram,
              "uram": u.resources.uram}
             for u in plan.fpgas
-        ],
-        "feasible": est.feasible,
-        "reasons": est.reasons,
-    }
+        ]),
+        *verdict(est.feasible, est.reasons),
+    ], title=f"{plan.spec.name} on {plan.cluster.name} · strategy {plan.strategy} · "
+             f"{est.seq_len} tokens",
+        columns=(Column("metric", right=False), Column(f"{est.seq_len} tokens (no padding)"),
+                 Column(f"padded to {est.padded.seq_len}")),
+        sections=[use])
 
 
 def _encoder_kernels(plan: DataflowPlan, seq_len: int) -> list[dict[str, Any]]:
@@ -64,51 +101,17 @@ def _encoder_kernels(plan: DataflowPlan, seq_len: int) -> list[dict[str, Any]]:
         if k.layer:
             continue
         use = k.design.resources
-        row = {"name": name, "aie": use.aie, "dsp": use.dsp, "bram": use.bram,
-               "uram": use.uram,
-               "compute_s": seq_len * engine.compute_cycles(k.design, seq_len) / f}
+        kernel = {"name": name, "aie": use.aie, "dsp": use.dsp, "bram": use.bram,
+                  "uram": use.uram,
+                  "compute_s": seq_len * engine.compute_cycles(k.design, seq_len) / f}
         if use.aie:  # only Versal engines place kernels on AI Engines
-            row["aie_s"] = engine.aie_seconds(k.design, seq_len)
-        rows.append(row)
+            kernel["aie_s"] = engine.aie_seconds(k.design, seq_len)
+        rows.append(kernel)
     return rows
 
 
 def _pct(used: int, have: int) -> str:
     return f"{used:,} ({100 * used / have:.0f}%)" if have else f"{used:,}"
-
-
-def print_estimate(plan: DataflowPlan, workload: Sequence, est: StreamEstimate,
-                   console: Console) -> None:
-    f = est.clock_hz
-    head = Table(title=f"{plan.spec.name} on {plan.cluster.name} · strategy {plan.strategy} · "
-                       f"{est.seq_len} tokens")
-    head.add_column("metric")
-    head.add_column(f"{est.seq_len} tokens (no padding)", justify="right")
-    head.add_column(f"padded to {est.padded.seq_len}", justify="right")
-    for label, get in (
-        ("whole model T + (L-1)(X+d)", lambda t: f"{est.whole_model_s(t) * 1e3:,.3f} ms"),
-        ("encoder latency T", lambda t: f"{t.last_output / f * 1e6:,.1f} µs"),
-        ("first output X", lambda t: f"{t.first_output / f * 1e6:,.1f} µs"),
-        ("packet interval I", lambda t: f"{t.interval:,.0f} cycles"),
-        ("throughput", lambda t: f"{f / t.bottleneck:,.1f} /s"),
-    ):
-        head.add_row(label, get(est.timing), get(est.padded))
-    head.add_row("kernels / clusters / FPGAs",
-                 f"{est.kernels:,} / {est.clusters} / {plan.fpgas_needed}", "")
-    head.add_row("feasible", "yes" if est.feasible else "[red]no[/red]", "")
-    console.print(head)
-    use = Table(title="per FPGA (first cluster)")
-    for col in ("FPGA", "cluster", "kernels", "DSP", "BRAM", "URAM"):
-        use.add_column(col, justify="right")
-    first = plan.clusters[0].fpgas
-    for u in (plan.fpgas[i] for i in first):
-        r = u.device.resources
-        use.add_row(str(u.index), str(u.cluster), str(len(u.kernels)),
-                    _pct(u.resources.dsp, r.dsp), _pct(u.resources.bram, r.bram),
-                    _pct(u.resources.uram, r.uram))
-    console.print(use)
-    for reason in est.reasons:
-        console.print(f"[red]infeasible:[/red] {reason}")
 
 
 def print_emulation(report: dict[str, Any], console: Console) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 from archipelago.estimate.workload import Generation
 from archipelago.models.graph import Phase
 from archipelago.report.charts import OpPoint, roofline, stacked_breakdown, sweep_lines
-from archipelago.report.page import Chart, Headline, KindPage
+from archipelago.report.page import Chart, KindPage
 from archipelago.strategies.gpu.estimate import GPUEstimate, estimate
 from archipelago.strategies.gpu.plan import GPUPlan
 from archipelago.strategies.gpu.roofline import op_cost
@@ -49,14 +49,9 @@ def _batch_sweep(plan: GPUPlan, work: Generation, est: GPUEstimate) -> Chart:
 def page(plan: GPUPlan, workload: Generation, est: GPUEstimate, summary: dict[str, Any]
          ) -> KindPage:
     """The gpu kind's `page` hook."""
-    headline = [Headline("tokens/s", "tokens_per_s", digits=1),
-                Headline("end-to-end latency", "latency_s", "ms", MS, 2),
-                Headline("decode per token", "decode_s_per_token", "ms", MS, 3),
-                Headline("memory bandwidth used", "bandwidth_efficiency", "%", 100, 1)]
     breakdown = Chart("where the time goes",
                       "The whole generation by part, each kernel charged from the previous "
                       "kernel's end: in eager mode the gaps while the host issues kernels "
                       "fall to the kernel that waited.",
                       stacked_breakdown({plan.strategy: est.breakdown_s}, MS, "ms", "strategy"))
-    return KindPage(headline, [breakdown, _roofline(plan, workload),
-                               _batch_sweep(plan, workload, est)])
+    return KindPage([breakdown, _roofline(plan, workload), _batch_sweep(plan, workload, est)])

@@ -1,66 +1,53 @@
 """The GPU kind's report: the figures the tensor-parallel kind prints (latency, tokens/s,
-prefill, decode per token, bandwidth and compute efficiency) as a table or one JSON object."""
+prefill, decode per token, bandwidth and compute efficiency) as one summary, rendered as a
+table, one JSON object and the report page's headline."""
 
-from typing import Any
-
-from rich.console import Console
-
-from archipelago.estimate.tables import (
-    add_phase_rows,
-    generation_head,
-    print_reasons,
-    time_table,
-    timing_dict,
+from archipelago.estimate.generation_figures import (
+    HEAD,
+    generation_title,
+    time_section,
+    timing_figures,
 )
+from archipelago.estimate.summary import Figure, Summary, Unit, row, verdict
 from archipelago.estimate.workload import Generation
 from archipelago.strategies.gpu.estimate import GPUEstimate
 from archipelago.strategies.gpu.plan import GPUPlan
 
 
-def estimate_to_dict(plan: GPUPlan, workload: Generation, est: GPUEstimate) -> dict[str, Any]:
+def summarize(plan: GPUPlan, workload: Generation, est: GPUEstimate) -> Summary:
+    """The kind's figures of one estimate."""
     link = plan.link
-    return {
-        "model": plan.spec.name,
-        "cluster": plan.cluster.name,
-        "strategy": plan.strategy,
-        "tokens": {"input": workload.input_tokens, "output": workload.output_tokens},
-        "batch": est.batch,
-        **timing_dict(est, plan.ranks),
-        "bandwidth_efficiency": est.bandwidth_efficiency,
-        "compute_efficiency": est.compute_efficiency,
-        "decode_roofline": {
-            "bytes_per_token": est.decode_bytes_per_token,
-            "flops_per_token": est.decode_flops_per_token,
-            "memory_Bps": plan.ranks * plan.memory_Bps,
-            "peak_ops_per_s": plan.ranks * (plan.device.peak_fp16_flops or 0.0),
-        },
-        "engine": plan.config.model_dump(),
-        "link": None if link is None else {"kind": link.kind, "bandwidth_Bps":
-                                           link.bandwidth_Bps, "hop_s": link.hop_s},
-        "memory_bytes_per_device": est.memory_bytes,
-        "feasible": est.feasible,
-        "reasons": est.reasons,
-    }
-
-
-def print_estimate(plan: GPUPlan, workload: Generation, est: GPUEstimate,
-                   console: Console) -> None:
-    print_reasons(est.reasons, console)
-    head = generation_head(f"{plan.spec.name} on {plan.cluster.name} · strategy "
-                           f"{plan.strategy}", workload, est)
-    add_phase_rows(head, est)
     seconds = est.decode_s_per_token or est.prefill_s
     memory = plan.ranks * plan.memory_Bps
-    head.add_row("decode streams (of the GPUs' memory)",
-                 f"{est.decode_bytes_per_token / seconds / 1e9:,.1f} of {memory / 1e9:,.0f} "
-                 f"GB/s ({100 * est.bandwidth_efficiency:.0f}%)")
     peak = plan.ranks * (plan.device.peak_fp16_flops or 0.0)
-    head.add_row("decode compute (of the FP16 tensor peak)",
-                 f"{est.decode_flops_per_token / seconds / 1e9:,.1f} of {peak / 1e9:,.0f} "
-                 f"GFLOPS ({100 * est.compute_efficiency:.1f}%)")
-    head.add_row("memory per GPU", f"{est.memory_bytes / 1e9:,.2f} of "
-                                   f"{plan.capacity_bytes / 1e9:,.2f} GB")
-    head.add_row("feasible", "yes" if est.feasible else "[red]no[/red]")
-    console.print(head)
-    console.print(time_table(est.breakdown_s, est.latency_s, "where the time goes (each "
-                             "kernel charged from the previous one's end)"))
+    streams = (f"{est.decode_bytes_per_token / seconds / 1e9:,.1f} of {memory / 1e9:,.0f} "
+               f"GB/s ({100 * est.bandwidth_efficiency:.0f}%)")
+    compute = (f"{est.decode_flops_per_token / seconds / 1e9:,.1f} of {peak / 1e9:,.0f} "
+               f"GFLOPS ({100 * est.compute_efficiency:.1f}%)")
+    return Summary([
+        Figure("model", plan.spec.name), Figure("cluster", plan.cluster.name),
+        Figure("strategy", plan.strategy),
+        Figure("tokens", {"input": workload.input_tokens, "output": workload.output_tokens}),
+        Figure("batch", est.batch),
+        *timing_figures(est, plan.ranks),
+        Figure("bandwidth_efficiency", est.bandwidth_efficiency, unit=Unit("%", 100, 1),
+               headline="memory bandwidth used"),
+        Figure("compute_efficiency", est.compute_efficiency),
+        Figure("decode_roofline", {
+            "bytes_per_token": est.decode_bytes_per_token,
+            "flops_per_token": est.decode_flops_per_token,
+            "memory_Bps": memory,
+            "peak_ops_per_s": peak,
+        }),
+        row("decode streams (of the GPUs' memory)", streams),
+        row("decode compute (of the FP16 tensor peak)", compute),
+        Figure("engine", plan.config.model_dump()),
+        Figure("link", None if link is None else {"kind": link.kind, "bandwidth_Bps":
+                                                  link.bandwidth_Bps, "hop_s": link.hop_s}),
+        Figure("memory_bytes_per_device", est.memory_bytes, "memory per GPU",
+               (f"{est.memory_bytes / 1e9:,.2f} of {plan.capacity_bytes / 1e9:,.2f} GB",)),
+        *verdict(est.feasible, est.reasons),
+    ], generation_title(f"{plan.spec.name} on {plan.cluster.name} · strategy {plan.strategy}",
+                        workload, est.feasible), HEAD,
+        [time_section(est.breakdown_s, est.latency_s, "where the time goes (each kernel "
+                      "charged from the previous one's end)")], dim=not est.feasible)

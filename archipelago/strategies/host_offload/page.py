@@ -12,7 +12,7 @@ from archipelago.report.charts import (
     resource_bars,
     stacked_breakdown,
 )
-from archipelago.report.page import Chart, Headline, KindPage
+from archipelago.report.page import Chart, KindPage
 from archipelago.strategies.host_offload.estimate import HostEstimate, call_timeline
 from archipelago.strategies.host_offload.plan import HostPlan
 
@@ -81,9 +81,6 @@ def page(plan: HostPlan, workload: None, est: HostEstimate, summary: dict[str, A
                                            in zip(est.onchip_bytes, est.onchip_capacity_bytes,
                                                   strict=True)]}))
     return KindPage(
-        headline=[Headline("latency per inference", "latency_s", "ms", MS, 3),
-                  Headline("setup", "setup_s", "ms", MS, 3),
-                  Headline("cards", "cards"), Headline("steps", "steps")],
         charts=[breakdown, costliest, _cluster_chart(plan, est), onchip, _timeline(plan)],
         notes=["No context or device-count sweep: a host program's shape (steps, cards, "
                "partition) is fixed when it is recorded; re-plan with other options to "

@@ -1,5 +1,5 @@
-"""The host-program kind's report: estimates, emulations and sizings as one JSON object or
-rich tables for people."""
+"""The host-program kind's report: an estimate's figures as one summary (its JSON, tables
+and page headline); emulations and sizings as tables."""
 
 from typing import Any
 
@@ -7,6 +7,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from archipelago.estimate.summary import MS, Column, Figure, Section, Summary, Unit, row
 from archipelago.strategies.host_offload.estimate import HostEstimate
 from archipelago.strategies.host_offload.plan import HostPlan
 from archipelago.strategies.host_offload.proxies import FIT_MAX_ELEMENTS
@@ -14,7 +15,7 @@ from archipelago.strategies.host_offload.proxies import FIT_MAX_ELEMENTS
 TOP_CALLS = 8  # the costliest calls a report names
 
 
-def estimate_to_dict(plan: HostPlan, workload: None, est: HostEstimate) -> dict[str, Any]:
+def _figures(plan: HostPlan, est: HostEstimate) -> dict[str, Any]:
     design = plan.designs[0]
     return {
         "model": plan.spec.name, "params": plan.spec.params,
@@ -31,41 +32,48 @@ def estimate_to_dict(plan: HostPlan, workload: None, est: HostEstimate) -> dict[
     }
 
 
-def print_estimate(plan: HostPlan, workload: None, est: HostEstimate, console: Console
-                   ) -> None:
-    print_host_estimate(estimate_to_dict(plan, workload, est), console)
+def summarize(plan: HostPlan, workload: None, est: HostEstimate) -> Summary:
+    """The kind's figures of one estimate."""
+    return host_summary(_figures(plan, est))
+
+
+# The figures on the report page's headline: key -> (label, unit).
+_HEADLINE: dict[str, tuple[str, Unit | None]] = {
+    "latency_s": ("latency per inference", MS), "setup_s": ("setup", MS),
+    "cards": ("cards", None), "steps": ("steps", None)}
+
+
+def host_summary(report: dict[str, Any]) -> Summary:
+    """The summary of an estimate's figures (`summarize`'s, or `--largest`'s, which adds
+    the model's size): latency split into CPU, FPGA and communication, then setup; the
+    costliest calls; how full the cards' on-chip memory is."""
+    latency = report["latency_s"] or 1.0
+    figures = []
+    for key, value in report.items():
+        headline, unit = _HEADLINE.get(key, (None, None))
+        cells = (_ms(value), "") if key == "latency_s" else ()
+        figures.append(Figure(key, value, "latency" if cells else None, cells, unit, headline))
+        if key == "breakdown_s":  # the setup row follows the parts of the latency
+            figures += [row(f"  {part}", _ms(seconds), f"{100 * seconds / latency:.0f}%")
+                        for part, seconds in value.items()]
+            figures.append(row("setup (programs, weights)", _ms(report["setup_s"]), ""))
+    calls = Section("costliest calls", (Column("call", right=False), Column("count"),
+                                         Column("time")),
+                    [(name, f"{v['count']:,}", _ms(v["time_s"]))
+                     for name, v in report["per_call"].items()])
+    used = max(b / c for b, c in zip(report["onchip_bytes"], report["onchip_capacity_bytes"],
+                                     strict=True))
+    onchip = (f"on-chip weights: up to {max(report['onchip_bytes']) / 2**20:,.1f} MiB per "
+              f"card ({100 * used:.0f}% of what it holds)")
+    return Summary(figures, f"{report['model']} ({report['params'] / 1e6:,.1f} M params) on "
+                            f"{report['cards']} x {', '.join(report['devices'])}, "
+                            f"{report['steps']} steps, weights {report['weights']}",
+                   (Column("", right=False), Column("time"), Column("share")), [calls],
+                   [onchip])
 
 
 def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:,.3f} ms"
-
-
-def print_host_estimate(report: dict[str, Any], console: Console) -> None:
-    title = (f"{report['model']} ({report['params'] / 1e6:,.1f} M params) on "
-             f"{report['cards']} x {', '.join(report['devices'])}, {report['steps']} steps, "
-             f"weights {report['weights']}")
-    table = Table(title=title)
-    table.add_column("")
-    table.add_column("time", justify="right")
-    table.add_column("share", justify="right")
-    latency = report["latency_s"] or 1.0
-    table.add_row("latency", _ms(report["latency_s"]), "")
-    for part, seconds in report["breakdown_s"].items():
-        table.add_row(f"  {part}", _ms(seconds), f"{100 * seconds / latency:.0f}%")
-    table.add_row("setup (programs, weights)", _ms(report["setup_s"]), "")
-    console.print(table)
-    calls = Table(title="costliest calls")
-    for col in ("call", "count", "time"):
-        calls.add_column(col, justify="left" if col == "call" else "right")
-    for name, v in report["per_call"].items():
-        calls.add_row(name, f"{v['count']:,}", _ms(v["time_s"]))
-    console.print(calls)
-    used = max(b / c for b, c in zip(report["onchip_bytes"], report["onchip_capacity_bytes"],
-                                     strict=True))
-    console.print(f"on-chip weights: up to {max(report['onchip_bytes']) / 2**20:,.1f} MiB per "
-                  f"card ({100 * used:.0f}% of what it holds)")
-    for reason in report["reasons"]:
-        console.print(f"[red]infeasible:[/red] {reason}")
 
 
 def print_emulation(report: dict[str, Any], console: Console) -> None:
@@ -92,15 +100,15 @@ def print_explore(summary: dict[str, Any], console: Console) -> None:
     """`--largest`: the model and its estimate; `--latency-target`: cards per type."""
     if summary["mode"] == "largest":
         console.print(f"largest persistent {summary['model']}: hidden {summary['hidden']}")
-        print_host_estimate(summary, console)
+        host_summary(summary).print(console)
         return
     table = Table(title=f"{summary['model']}: fewest cards for "
                         f"{_ms(summary['latency_target_s'])} ({summary['steps']} steps)")
     for col in ("card", "cards", "latency"):
         table.add_column(col)
-    for device, row in summary["devices"].items():
-        table.add_row(device, str(row["cards"] or "-"),
-                      _ms(row["latency_s"]) if row["cards"] else row["reason"])
+    for device, sized in summary["devices"].items():
+        table.add_row(device, str(sized["cards"] or "-"),
+                      _ms(sized["latency_s"]) if sized["cards"] else sized["reason"])
     console.print(table)
 
 

@@ -15,7 +15,7 @@ from archipelago.strategies.host_offload.config import HostConfig
 from archipelago.strategies.host_offload.plan import configured_plan
 from archipelago.strategies.host_offload.program import Call
 from archipelago.strategies.host_offload.proxies import load_profile
-from archipelago.strategies.host_offload.report import estimate_to_dict
+from archipelago.strategies.host_offload.report import summarize
 from archipelago.strategies.registry import get_strategy
 
 STRATEGY = "persistent"
@@ -66,8 +66,8 @@ def plan_report(request: HostRequest) -> dict[str, Any]:
     """The estimate of one request, planned and costed by the pipeline."""
     from archipelago.api import plan_and_estimate
 
-    return estimate_to_dict(*plan_and_estimate(request.model, request.cluster, STRATEGY,
-                                               engine=request.options()))
+    return summarize(*plan_and_estimate(request.model, request.cluster, STRATEGY,
+                                        engine=request.options())).as_json()
 
 
 def profile_target(out: Path | None) -> tuple[Path, str]:
