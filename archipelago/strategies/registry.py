@@ -357,7 +357,7 @@ def _flag(name: str) -> str:
 def _who_takes(option: str, command: str) -> str:
     """Which strategies take `option`, and in which commands where `command` is not one."""
     takers = []
-    for kind in _KINDS.values():
+    for kind in sorted(_KINDS.values(), key=lambda k: k.name):  # not import order
         for o in kind.workload.options:
             if o.name != option:
                 continue
