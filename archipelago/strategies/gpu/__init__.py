@@ -17,7 +17,7 @@ from archipelago.estimate.workload import parse_generation
 from archipelago.hardware.machines import Cluster
 from archipelago.models.graph import build_graph
 from archipelago.models.spec import ModelSpec
-from archipelago.strategies.gpu.plan import GPUConfig, GPUPlan, gpu_link
+from archipelago.strategies.gpu.plan import GPUConfig, GPUPlan
 from archipelago.strategies.options import WorkloadOption, WorkloadType
 from archipelago.strategies.registry import PlanKind, register, register_kind
 
@@ -56,7 +56,7 @@ def _check(spec: ModelSpec, cluster: Cluster, strategy: str) -> None:
 
 def _plan(strategy: str, spec: ModelSpec, cluster: Cluster, config: GPUConfig) -> GPUPlan:
     _check(spec, cluster, strategy)
-    link = gpu_link(cluster.devices[0]) if cluster.size > 1 else None
+    link = cluster.link(0, 1) if cluster.size > 1 else None  # NVLink, else the hosts' PCIe
     return GPUPlan(strategy, spec, build_graph(spec), cluster, config, link)
 
 

@@ -36,7 +36,7 @@ def estimate_to_dict(plan: GPUPlan, workload: Generation, est: GPUEstimate) -> d
         },
         "engine": plan.config.model_dump(),
         "link": None if link is None else {"kind": link.kind, "bandwidth_Bps":
-                                           link.bandwidth_Bps, "hop_s": link.hop_s},
+                                           link.bandwidth_Bps, "hop_s": link.latency_s},
         "memory_bytes_per_device": est.memory_bytes,
         "feasible": est.feasible,
         "reasons": est.reasons,
