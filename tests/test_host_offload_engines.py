@@ -7,9 +7,9 @@ import pytest
 
 from archipelago.errors import ConfigError
 from archipelago.hardware.catalog import get_device
+from archipelago.hardware.link import Link
 from archipelago.strategies.host_offload import proxies
 from archipelago.strategies.host_offload.npu_overlay import npu_design
-from archipelago.hardware.link import Link
 from archipelago.strategies.host_offload.pcie import concurrent_s, transfer_s
 from archipelago.strategies.host_offload.program import Instr
 from archipelago.strategies.host_offload.proxies import (
