@@ -60,7 +60,7 @@ class ArchiGroup(OneLineErrorGroup):
             for kind in kinds().values():
                 flags = ", ".join(f"--{o.name.replace('_', '-')}"
                                   for o in kind.workload.of(name, "workload", "plan",
-                                                            "output", "job"))
+                                                            "output", "job", "cluster"))
                 users = [s.name for s in strategies().values() if s.kind == kind.name]
                 if flags and users:
                     extra.append(f"{kind.workload.name} strategies ({', '.join(users)}): "

@@ -252,12 +252,14 @@ class Cluster(_Frozen):
         return Cluster.model_validate({**{k: getattr(self, k) for k in Cluster.model_fields},
                                        **changes})
 
-    def with_bandwidth(self, gbps: float) -> "Cluster":
+    def with_bandwidth(self, gbps: float, written: str | None = None) -> "Cluster":
         """The cluster's links overridden: every pair of nodes at `gbps` GB/s, latency kept
-        (CHEF's `--bandwidth`, the 0.125 / 3 / 15 GB/s presets of seeds/004 §VII-A)."""
+        (CHEF's `--bandwidth`, the 0.125 / 3 / 15 GB/s presets of seeds/004 §VII-A);
+        `written` is the figure as the user gave it, for the error."""
         if not MIN_LINK_Bps <= gbps * GB <= MAX_LINK_Bps:
-            raise ArchipelagoError(f"--bandwidth {gbps:g}: give {MIN_LINK_Bps / GB:g}.."
-                                   f"{MAX_LINK_Bps / GB:g} GB/s (1 MB/s to 10 TB/s)")
+            raise ArchipelagoError(f"--bandwidth {written or f'{gbps:g}'}: give "
+                                   f"{MIN_LINK_Bps / GB:g}..{MAX_LINK_Bps / GB:g} GB/s "
+                                   "(1 MB/s to 10 TB/s)")
         ring = self.ring_link or Link(latency_s=0.0, bandwidth_Bps=gbps * GB)
         return self.replaced(ring_link=ring.at_bandwidth(gbps * GB), host_relay=False,
                              pair_bandwidth_Bps={})
