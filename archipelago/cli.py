@@ -453,8 +453,8 @@ def compare(
     model: ModelArg,
     tokens: Annotated[str, typer.Option(help="IN:OUT prompt and generated token counts")],
     devices: Annotated[str | None, typer.Option(
-        help="catalog devices, comma-separated (default: the catalog's HBM FPGAs and four "
-             "GPUs, compare/request.py says which and why)", show_default=False)] = None,
+        help="catalog devices, comma-separated (default: those catalog.yaml tags "
+             "compare_default: its HBM FPGAs and four GPUs)", show_default=False)] = None,
     counts: Annotated[str | None, typer.Option(
         help="device counts, comma-separated (default: 1,2,4,8)", show_default=False)] = None,
     strategies: Annotated[str, typer.Option(help="all, or strategies comma-separated")
