@@ -140,6 +140,15 @@ def test_a_gpu_plan_costs_its_cluster_files_link(tmp_path) -> None:
     assert logits == pytest.approx(3.6e-6 + 2e-6 + 0.5 * 64000 / 100e9)
 
 
+def test_a_gpu_ring_runs_at_its_slowest_hop(tmp_path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("nodes: [{device: h100, name: a}, {device: h100, name: b}, "
+                    "{device: h100, name: c}, {device: h100, name: d}]\nlink: nvlink4\n"
+                    "pairs: [{a: b, b: c, bandwidth_gbytes_s: 50}]\n")
+    plan = make_plan("llama2-7b", str(path), "gpu-graph")
+    assert (plan.link.bandwidth_Bps, plan.link.latency_s) == (50e9, 0.4e-6)
+
+
 def test_a_slower_gpu_link_adds_its_latency_to_every_ring_step(tmp_path) -> None:
     """Tokens 8:4 are 4 steps (the prefill and 3 decodes), each with 2 all-reduces per
     layer and the embedding's (65 for 32 layers) of 2(N-1) = 2 ring steps and a gather of 1:

@@ -217,18 +217,16 @@ class Cluster(_Frozen):
     def link(self, i: int, j: int) -> Link:
         """The hop a transfer from node i to node j (two nodes) crosses: between rings the
         switch port; inside one, the ring's link at the pair's own bandwidth where one is
-        given, halved where the host relays (BW_inter, seeds/004 (3), §III)."""
+        given, halved where the host relays (BW_inter, `pair_Bps`)."""
         if i == j or not (0 <= i < self.size and 0 <= j < self.size):
             raise ValueError(f"a hop joins two different nodes of {self.size}; got {i}, {j}")
         if i // self.ring_size != j // self.ring_size:
             assert self.inter_ring_link is not None  # the validator's: rings > 1 have one
             return self.inter_ring_link
         assert self.ring_link is not None  # the validator's: more than one node has a link
-        pair = self.pair_bandwidth_Bps.get((min(i, j), max(i, j)))
-        if pair is None and not self.host_relay:
-            return self.ring_link
-        raw = self.ring_link.bandwidth_Bps if pair is None else pair
-        return self.ring_link.at_bandwidth(raw * 0.5 if self.host_relay else raw)
+        bandwidth = self.pair_Bps(i, j)
+        same = bandwidth == self.ring_link.bandwidth_Bps
+        return self.ring_link if same else self.ring_link.at_bandwidth(bandwidth)
 
     def host_link(self, i: int) -> Link:
         """Node i's link to its host: the cluster file's, else its device's PCIe slot."""
@@ -244,8 +242,16 @@ class Cluster(_Frozen):
         return self.nodes[0].device
 
     def pair_Bps(self, i: int, j: int) -> float:
-        """BW_inter between nodes i != j (seeds/004 (3)): `link(i, j)`'s bandwidth."""
-        return self.link(i, j).bandwidth_Bps
+        """BW_inter between nodes i != j (seeds/004 (3)), `link(i, j)`'s bandwidth without
+        building the link (CHEF's tables ask it of every pair): the switch port's between
+        rings; inside one the pair's own, else the ring link's, halved where the host relays
+        (§III)."""
+        if i // self.ring_size != j // self.ring_size:
+            assert self.inter_ring_link is not None  # the validator's: rings > 1 have one
+            return self.inter_ring_link.bandwidth_Bps
+        assert self.ring_link is not None  # the validator's: more than one node has a link
+        raw = self.pair_bandwidth_Bps.get((min(i, j), max(i, j)), self.ring_link.bandwidth_Bps)
+        return raw * 0.5 if self.host_relay else raw
 
     def replaced(self, **changes: object) -> "Cluster":
         """A copy with `changes`, validated again (model_copy would not be)."""

@@ -14,6 +14,7 @@ two ways a user serves a model:
 
 from archipelago.errors import PartitionError
 from archipelago.estimate.workload import parse_generation
+from archipelago.hardware.link import Link
 from archipelago.hardware.machines import Cluster
 from archipelago.models.graph import build_graph
 from archipelago.models.spec import ModelSpec
@@ -56,8 +57,16 @@ def _check(spec: ModelSpec, cluster: Cluster, strategy: str) -> None:
 
 def _plan(strategy: str, spec: ModelSpec, cluster: Cluster, config: GPUConfig) -> GPUPlan:
     _check(spec, cluster, strategy)
-    link = cluster.link(0, 1) if cluster.size > 1 else None  # NVLink, else the hosts' PCIe
-    return GPUPlan(strategy, spec, build_graph(spec), cluster, config, link)
+    return GPUPlan(strategy, spec, build_graph(spec), cluster, config, _ring_link(cluster))
+
+
+def _ring_link(cluster: Cluster) -> Link | None:
+    """The link the ranks' ring all-reduce runs at: the cluster's between neighbours
+    (NVLink, else the hosts' PCIe), its slowest where a cluster file names pairs; None on
+    one GPU."""
+    n = cluster.size
+    hops = [cluster.link(i, (i + 1) % n) for i in range(n)] if n > 1 else []
+    return min(hops, key=lambda link: link.bandwidth_Bps, default=None)
 
 
 def plan_eager(spec: ModelSpec, cluster: Cluster, config: GPUConfig) -> GPUPlan:

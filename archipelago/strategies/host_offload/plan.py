@@ -73,7 +73,7 @@ def feasibility(layout: Layout, designs: tuple[NPUDesign, ...]) -> list[str]:
 def is_overlay_card(device: Device) -> bool:
     """An Intel FPGA on a PCIe card: M20K MRFs (20 Kb blocks) and a host link."""
     return (device.kind == "fpga" and device.vendor == "intel" and device.bram_block_kbit == 20
-            and device.host_link_Bps is not None)
+            and (device.host_link is not None or device.host_link_Bps is not None))
 
 
 def host_shapes(spec: RecurrentSpec, steps: int) -> dict[str, Sym]:
