@@ -119,6 +119,17 @@ def test_a_cluster_file_names_catalog_links_and_host_links() -> None:
                                         kind="pcie")
     with pytest.raises(ConfigError, match=r"field 'nodes\.0\.host_link': unknown link 'pcie9'"):
         cluster_from_dict({"nodes": [{"device": "u280", "host_link": "pcie9"}]}, "c.yaml")
+    mine = {"name": "m", "kind": "fpga", "vendor": "v", "host_link": "pcie3-x8",
+            "network": {"kind": "qsfp28", "ports": 2, "gbps": 25}}
+    custom = cluster_from_dict({"nodes": [{"device": "mine", "count": 2}],
+                                "custom_devices": {"mine": mine}}, "c.yaml")
+    assert custom.link(0, 1) == get_link("aurora-qsfp28").model_copy(  # Aurora at 25 Gb/s
+        update={"bandwidth_Bps": 25e9 * 64 / 66 / 8})
+    assert custom.host_link(1) == get_link("pcie3-x8")  # no figure of its own: the slot's
+    typo = {**mine, "network": {**mine["network"], "link": "nvlink9"}}
+    with pytest.raises(ConfigError, match=r"field 'mine\.network\.link': unknown link"):
+        cluster_from_dict({"nodes": [{"device": "mine"}], "custom_devices": {"mine": typo}},
+                          "c.yaml")
 
 
 # ---- the kinds read their links from the cluster ----------------------------------------

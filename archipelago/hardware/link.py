@@ -33,12 +33,12 @@ class _Frozen(BaseModel):
 
 class Link(_Frozen):
     """One hop: alpha (`latency_s`) and beta (1 / `bandwidth_Bps`, payload bytes a second
-    per direction). `kind` says what the hop is (a GPU plan reports it); it is left out of
-    a dump, so a cluster's identity (a study's digest) depends on the figures alone."""
+    per direction). `kind` says what the hop is (a GPU plan reports it); a cluster file's
+    link given by its figures is "custom"."""
 
     latency_s: float = Field(ge=0)
     bandwidth_Bps: float = Field(gt=0)
-    kind: LinkKind = Field(default="custom", exclude=True)
+    kind: LinkKind = "custom"
 
     def transfer_s(self, nbytes: float) -> float:
         """Seconds for one transfer of `nbytes` across this hop."""

@@ -88,15 +88,6 @@ class Node(_Frozen):
     banks: tuple[DramBank, ...] = ()
     host_link: Link | None = None  # a cluster file's; None: the device's own (host_link_of)
 
-    @model_serializer(mode="wrap")
-    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
-        """A node with its device's own host link dumps as before host links could be
-        given (a study's digest of its cluster stays the same)."""
-        data = handler(self)
-        if self.host_link is None:
-            data.pop("host_link", None)
-        return data
-
     @property
     def dram_bytes(self) -> int:
         return sum(b.size_bytes for b in self.banks)
@@ -174,10 +165,9 @@ class Cluster(_Frozen):
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
-        """A one-ring cluster dumps as it did before rings existed, its ring link under
-        its old name (a study's digest of its cluster stays the same)."""
+        """A one-ring cluster dumps as it did before rings existed (a study's digest of
+        its cluster stays the same)."""
         data = handler(self)
-        data = {("link" if k == "ring_link" else k): v for k, v in data.items()}
         if self.rings == 1 and self.inter_ring_link is None:
             data.pop("rings", None)
             data.pop("inter_ring_link", None)
