@@ -48,11 +48,14 @@ def make_plan(model: str, cluster: str, strategy: str,
               engine: dict[str, Any] | None = None,
               workload: dict[str, str] | None = None, command: str = "plan") -> Any:
     """Strategy `strategy`'s plan of `model` on `cluster`, engine parameters validated; the
-    kind's plan-shaping options among `workload` join the engine parameters."""
-    chosen = get_strategy(strategy)
-    shaping = chosen.plan_kind.workload.plan_texts(workload or {}, command)
-    return plan_on(resolve_model(model), resolve_cluster(cluster), strategy,
-                   {**(engine or {}), **shaping})
+    kind's plan-shaping options among `workload` join the engine parameters, its cluster
+    overrides (CHEF's `--bandwidth`) replace the cluster's links."""
+    options = get_strategy(strategy).plan_kind.workload
+    shaping = options.plan_texts(workload or {}, command)
+    machines = resolve_cluster(cluster)
+    for override, text in options.cluster_overrides(workload or {}, command).items():
+        machines = resolve(override)(machines, text)
+    return plan_on(resolve_model(model), machines, strategy, {**(engine or {}), **shaping})
 
 
 def plan_on(spec: Any, cluster: Any, strategy: str, engine: dict[str, Any] | None = None

@@ -59,7 +59,7 @@ class ArchiGroup(OneLineErrorGroup):
             for kind in kinds().values():
                 flags = ", ".join(f"--{o.name.replace('_', '-')}"
                                   for o in kind.workload.of(name, "workload", "plan",
-                                                            "output", "job"))
+                                                            "output", "job", "cluster"))
                 users = [s.name for s in strategies().values() if s.kind == kind.name]
                 if flags and users:
                     extra.append(f"{kind.workload.name} strategies ({', '.join(users)}): "
@@ -381,8 +381,8 @@ def compare(
     model: ModelArg,
     tokens: Annotated[str, typer.Option(help="IN:OUT prompt and generated token counts")],
     devices: Annotated[str | None, typer.Option(
-        help="catalog devices, comma-separated (default: the catalog's HBM FPGAs and four "
-             "GPUs, compare/request.py says which and why)", show_default=False)] = None,
+        help="catalog devices, comma-separated (default: those catalog.yaml tags "
+             "compare_default: its HBM FPGAs and four GPUs)", show_default=False)] = None,
     counts: Annotated[str | None, typer.Option(
         help="device counts, comma-separated (default: 1,2,4,8)", show_default=False)] = None,
     strategies: Annotated[str, typer.Option(help="all, or strategies comma-separated")

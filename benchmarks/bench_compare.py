@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from archipelago.compare.combos import Task, applicable, combinations, evaluate
-from archipelago.compare.request import DEFAULT_COUNTS, DEFAULT_DEVICES, parse_request
+from archipelago.compare.request import DEFAULT_COUNTS, default_devices, parse_request
 from archipelago.compare.run import compare
 from archipelago.models.zoo import resolve_model
 from archipelago.strategies.registry import strategies
@@ -29,7 +29,7 @@ def main() -> None:
     counts = [int(w) for w in parser.parse_args().workers.split(",")]
     spec = resolve_model(MODEL)
     taking, _ = applicable(spec)
-    request = parse_request(MODEL, TOKENS, DEFAULT_DEVICES, DEFAULT_COUNTS, "all", "1", None,
+    request = parse_request(MODEL, TOKENS, default_devices(), DEFAULT_COUNTS, "all", "1", None,
                             "latency", taking, list(strategies()))
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()

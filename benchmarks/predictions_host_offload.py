@@ -14,9 +14,10 @@ from pathlib import Path
 from archipelago.errors import ArchipelagoError
 from archipelago.hardware.catalog import get_device
 from archipelago.hardware.cluster import resolve_cluster
+from archipelago.hardware.machines import host_link_of
 from archipelago.strategies.host_offload.estimate import estimate_host
 from archipelago.strategies.host_offload.explore import CARD_TYPES, largest_report
-from archipelago.strategies.host_offload.pcie import PCIeLink, concurrent_s
+from archipelago.strategies.host_offload.pcie import concurrent_s
 from archipelago.strategies.host_offload.plan import configured_plan
 from archipelago.strategies.host_offload.proxies import load_profile
 from archipelago.strategies.host_offload.service import host_request, plan_report
@@ -80,7 +81,7 @@ def main() -> None:
                     for name in ("cpu_add", "cpu_mul", "cpu_dot", "cpu_tanh", "cpu_exp",
                                  "cpu_softmax", "cpu_pickTop")) + f"   ({cpu.machine})")
     for device in ("a10-1150", "s10-2800"):
-        link = PCIeLink(get_device(device).host_link_Bps)
+        link = host_link_of(get_device(device))
         for size in (1024, 8192, 32768, 262144):
             row = "  ".join(f"{n} cards {concurrent_s([(link, size)] * n) * 1e6:7.2f} us"
                             for n in (1, 2, 4))

@@ -41,7 +41,9 @@ def test_h2h_bandwidth_and_gantt(tmp_path):
     (("plan", "gpt2-345m", "--cluster", "hacc", "--strategy", "dfx"),
      "strategy 'dfx' needs identical devices; cluster 'hacc' mixes ['u250', 'u280']"),
     (("plan", "vfs", "--cluster", "hacc", "--strategy", "chef", "--bandwidth", "0"),
-     "parameter 'bandwidth'"),
+     "--bandwidth 0: give 0.001..10000 GB/s"),
+    (("plan", "vfs", "--cluster", "hacc", "--strategy", "chef", "--bandwidth", "fast"),
+     "--bandwidth 'fast': give GB/s between every pair of FPGAs as a number"),
 ])
 def test_bad_input_is_one_line_exit_2(args, message):
     out = archi(*args)

@@ -28,7 +28,7 @@ def _fpga(name, dsp=6000, bram=1000, banks=2, size=1 << 30, bw=10e9, freq=200e6)
 
 def _cluster(*fpgas, inter=2e9):
     return Cluster(name="t", nodes=fpgas, topology="switch",
-                   link=Link(latency_s=0, bandwidth_Bps=inter))
+                   ring_link=Link(latency_s=0, bandwidth_Bps=inter))
 
 
 def _conv(name, deps, in_ch, out_ch, size=28, modality="m0"):

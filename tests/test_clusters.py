@@ -121,7 +121,7 @@ def test_the_classic_devices_spelling_is_the_nodes_list():
     assert classic == cluster_from_dict({**body, "nodes": [{"device": "u55c", "count": 2}]},
                                         "b")
     assert [n.name for n in classic.nodes] == ["u55c_0", "u55c_1"]
-    assert classic.link.bandwidth_Bps == 12.5e9
+    assert classic.link(0, 1).bandwidth_Bps == 12.5e9
     assert classic.switch_latency_s == pytest.approx(250e-9)
 
 
@@ -133,7 +133,7 @@ def test_resized_keeps_the_network():
     hacc = resolve_cluster("hacc").resized(2)
     assert [d.key for d in hacc.devices] == ["u280", "u280"]
     assert hacc.nodes[1].clock_hz == 200e6 and len(hacc.nodes[1].banks) == 32
-    assert hacc.link == resolve_cluster("hacc").link and hacc.name == "2xu280"
+    assert hacc.link(0, 1) == resolve_cluster("hacc").link(0, 1) and hacc.name == "2xu280"
 
 
 def test_node_overrides_and_defaults():
@@ -148,7 +148,7 @@ def test_node_overrides_and_defaults():
     # the U250's four DDR4 channels (77 GB/s in all) at the default 200 MHz clock
     assert len(u250.banks) == 4 and u250.clock_hz == 200e6
     assert u250.banks[0].bandwidth_Bps == min(77e9 / 4, 64 * 200e6)
-    assert cluster.link.latency_s == 300e-9  # the first device's own Aurora ports
+    assert cluster.link(0, 1).latency_s == 300e-9  # the first device's own Aurora ports
 
 
 @pytest.mark.parametrize(("doc", "field", "problem"), [

@@ -105,7 +105,7 @@ def test_compute_waits_for_every_whole_sync() -> None:
     (§V-A), so sync time is every sync counted whole: per token pass (64 prompt + 63 decode)
     24 layers x (three 1024-wide gathers + one 4096-wide), and nothing for the LM head, which
     every core runs whole (§IV-B names four syncs per layer and no other)."""
-    link = resolve_cluster("4xu280").link
+    link = resolve_cluster("4xu280").link(0, 1)
     gather = [dfx_all_gather_s(width // 4, 4, link, 200e6) for width in (1024, 1024, 4096, 1024)]
     expected = 127 * 24 * sum(gather)
     assert _estimate("gpt2-345m", "4xu280").breakdown_s["sync"] == pytest.approx(expected)

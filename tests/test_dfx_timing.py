@@ -115,7 +115,7 @@ def test_a_ring_of_two_cores_waits_for_the_neighbour_hop() -> None:
         ], rank, 2)
     cluster = resolve_cluster("2xu280")
     result = simulator("2xu280").run([core(0), core(1)])
-    hop = dfx_hop_s(256, cluster.link, 200e6) * 200e6
+    hop = dfx_hop_s(256, cluster.link(0, 1), 200e6) * 200e6
     send, recv = result.timeline[1], result.timeline[2]
     # the add ends at 4 + 11 = 15; the send waits for it (the router takes the whole vector)
     assert send.start[:, 0] == pytest.approx([15, 15])

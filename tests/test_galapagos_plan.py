@@ -25,8 +25,8 @@ def test_one_port_fpgas_hang_off_chained_switches() -> None:
     §9.4's 0.17 us round trip), d = 1.1 us from switch to switch (§8.2.2)."""
     cluster = resolve_cluster("72xsidewinder")
     assert cluster.size == 72 and cluster.topology == "switch"
-    assert cluster.link.latency_s == pytest.approx(85e-9)
-    assert cluster.link.bandwidth_Bps == pytest.approx(12.5e9)
+    assert cluster.link(0, 1).latency_s == pytest.approx(85e-9)
+    assert cluster.link(0, 1).bandwidth_Bps == pytest.approx(12.5e9)
     assert cluster.switch_latency_s == pytest.approx(1.1e-6)
     assert resolve_cluster("4xu280").topology == "ring"
 

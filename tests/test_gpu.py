@@ -7,6 +7,7 @@ import pytest
 from archipelago.api import make_plan, plan_and_estimate
 from archipelago.errors import ArchipelagoError
 from archipelago.hardware.catalog import get_device
+from archipelago.hardware.cluster import resolve_cluster
 from archipelago.models.graph import Phase, build_graph, decode, prefill
 from archipelago.models.zoo import zoo_model
 from archipelago.strategies.gpu.eager import cache_copy_bytes
@@ -15,7 +16,6 @@ from archipelago.strategies.gpu.estimate import step_s
 from archipelago.strategies.gpu.plan import (
     MEMORY_EFFICIENCY,
     GPUConfig,
-    gpu_link,
     ring_s,
 )
 from archipelago.strategies.gpu.roofline import op_cost
@@ -48,12 +48,12 @@ def test_a_prefill_matrix_is_compute_bound_and_split_over_ranks() -> None:
 
 
 def test_ring_allreduce_by_hand() -> None:
-    link = gpu_link(get_device("h100"))  # 18 NVLinks x 25 GB/s per direction
-    assert (link.kind, link.bandwidth_Bps) == ("nvlink", 450e9)
+    link = resolve_cluster("4xh100").link(0, 1)  # 18 NVLinks x 25 GB/s per direction
+    assert (link.kind, link.bandwidth_Bps, link.latency_s) == ("nvlink", 450e9, 0.4e-6)
     assert ring_s(link, 4, 8192) == pytest.approx(3.6e-6 + 6 * 0.4e-6 + 6 / 4 * 8192 / 450e9)
     assert ring_s(link, 4, 8192, gather=True) == pytest.approx(3.6e-6 + 3 * 0.4e-6
                                                                + 3 / 4 * 8192 / 450e9)
-    assert gpu_link(get_device("l4")).kind == "pcie"
+    assert resolve_cluster("2xl4").link(0, 1).kind == "pcie"  # no NVLink: the hosts' PCIe
 
 
 def _step(graph: bool, host: float, times: list[float]) -> float:

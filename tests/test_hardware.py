@@ -10,6 +10,7 @@ from archipelago.hardware.catalog import (
     get_device,
     get_switch,
     raw_catalog,
+    raw_links,
     raw_switches,
     switches,
     unsourced_numbers,
@@ -24,8 +25,9 @@ GIB = 2**30
 def test_catalog_has_every_required_device_and_every_number_a_source() -> None:
     assert set(catalog()) >= REQUIRED
     assert unsourced_numbers(raw_catalog()) == []
-    assert set(switches()) == {"eth-100g", "eth-200g", "eth-400g"}
+    assert set(switches()) == {"eth-100g", "eth-200g", "eth-400g", "z9100"}
     assert unsourced_numbers(raw_switches()) == []
+    assert unsourced_numbers(raw_links()) == []
 
 
 def test_unsourced_numbers_finds_a_bare_figure() -> None:
@@ -100,8 +102,8 @@ def test_catalog_command_lists_the_new_boards() -> None:
 def test_shorthand_is_an_aurora_ring() -> None:
     cluster = resolve_cluster("4xu280")
     assert cluster.size == 4 and cluster.topology == "ring"
-    assert cluster.link.bandwidth_Bps == pytest.approx(100e9 * 64 / 66 / 8)
-    assert cluster.link.latency_s == pytest.approx(300e-9)
+    assert cluster.link(0, 1).bandwidth_Bps == pytest.approx(100e9 * 64 / 66 / 8)
+    assert cluster.link(0, 1).latency_s == pytest.approx(300e-9)
 
 
 def test_unknown_device_lists_choices() -> None:
@@ -117,7 +119,7 @@ def test_cluster_yaml(tmp_path) -> None:
                     "link: {latency_ns: 500, bandwidth_gbps: 100}\nswitch_latency_ns: 250\n")
     cluster = load_cluster_file(path)
     assert cluster.size == 2 and cluster.topology == "switch"
-    assert cluster.link.bandwidth_Bps == pytest.approx(12.5e9)
+    assert cluster.link(0, 1).bandwidth_Bps == pytest.approx(12.5e9)
     assert cluster.switch_latency_s == pytest.approx(250e-9)
 
 

@@ -42,8 +42,8 @@ def test_rings_shorthand_groups_boards_and_joins_them_by_a_switch_port() -> None
     assert cluster.inter_ring_link is not None
     assert cluster.inter_ring_link.latency_s == SWITCH_LATENCY_S
     assert cluster.inter_ring_link.bandwidth_Bps == SWITCH_BPS
-    assert cluster.hop_link(3, 4) == cluster.inter_ring_link  # ring 0 to ring 1
-    assert cluster.hop_link(2, 3) == cluster.link  # inside ring 0: Aurora
+    assert cluster.link(3, 4) == cluster.inter_ring_link  # ring 0 to ring 1
+    assert cluster.link(2, 3) == cluster.ring_link  # inside ring 0: Aurora
     assert cluster.group(4, 4).size == 4 and cluster.group(4, 4).rings == 1
     with pytest.raises(ValueError, match="not inside one ring"):
         cluster.group(2, 4)
@@ -74,8 +74,8 @@ def test_cluster_file_says_rings_with_any_link(tmp_path: Path) -> None:
                     "inter_ring_link: {latency_ns: 500, bandwidth_gbps: 200}\n")
     cluster = resolve_cluster(str(path))
     assert (cluster.rings, cluster.ring_size) == (2, 4)
-    assert cluster.inter_ring_link == cluster.hop_link(3, 4)
-    assert cluster.hop_link(3, 4).bandwidth_Bps == 200e9 / 8
+    assert cluster.inter_ring_link == cluster.link(3, 4)
+    assert cluster.link(3, 4).bandwidth_Bps == 200e9 / 8
     path.write_text("nodes: [{device: u280, count: 7}]\nrings: 2\n")
     with pytest.raises(ArchipelagoError, match="field 'rings': 7 nodes do not form 2 equal"):
         resolve_cluster(str(path))

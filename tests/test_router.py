@@ -21,7 +21,7 @@ def test_dfx_hop_of_a_quarter_of_a_1024_wide_fp16_vector_by_hand() -> None:
     link (12.12 GB/s payload): 10.56 ns, two kernel cycles' worth. One hop: 4 cycles to fill
     the TX buffer, 2 + 2 cycles of clock crossing, 300 ns of link latency, 4 beats on the
     wire, 4 cycles of reorder write: 12 cycles + 300 ns + 42.24 ns = 402.24 ns."""
-    link = resolve_cluster("4xu280").link
+    link = resolve_cluster("4xu280").link(0, 1)
     beat = 128 / (100e9 * 64 / 66 / 8)
     assert beat == pytest.approx(10.56e-9)
     assert dfx_hop_s(256, link, CLOCK) == pytest.approx(12 * 5e-9 + 300e-9 + 4 * beat)
@@ -31,7 +31,7 @@ def test_dfx_hop_of_a_quarter_of_a_1024_wide_fp16_vector_by_hand() -> None:
 def test_dfx_all_gather_is_n_minus_1_store_and_forward_hops_plus_one_overhead() -> None:
     """A sub-vector leaves a core only once it has fully arrived: 3 whole hops on 4 boards,
     1 on 2; the fitted overhead is paid once per sync, whatever the ring size."""
-    link = resolve_cluster("4xu280").link
+    link = resolve_cluster("4xu280").link(0, 1)
     hop = dfx_hop_s(256, link, CLOCK)
     assert dfx_all_gather_s(256, 4, link, CLOCK) == pytest.approx(3 * hop + DFX_SYNC_OVERHEAD_S)
     assert dfx_all_gather_s(256, 2, link, CLOCK) == pytest.approx(hop + DFX_SYNC_OVERHEAD_S)
@@ -40,7 +40,7 @@ def test_dfx_all_gather_is_n_minus_1_store_and_forward_hops_plus_one_overhead() 
 
 def test_dfx_router_buffers_whole_beats() -> None:
     """65 FP16 values need two 64-value beats, exactly as 128 do; 129 need a third."""
-    link = resolve_cluster("2xu280").link
+    link = resolve_cluster("2xu280").link(0, 1)
     assert dfx_hop_s(65, link, CLOCK) == dfx_hop_s(128, link, CLOCK)
     assert dfx_hop_s(129, link, CLOCK) - dfx_hop_s(128, link, CLOCK) == pytest.approx(
         2 / CLOCK + 128 / link.bandwidth_Bps)

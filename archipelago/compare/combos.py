@@ -65,9 +65,12 @@ class Combo:
 
     def key(self) -> str:
         """The journal key: the combination and the content it was estimated with (the
-        device's catalog entry, the strategy's engine defaults), so an edited catalog entry
-        is estimated afresh rather than read back."""
-        content = {"device": get_device(self.device).model_dump(),
+        device's catalog entry, the links between the boards, the strategy's engine
+        defaults), so an edited catalog entry or link is estimated afresh rather than read
+        back."""
+        cluster = resolve_cluster(self.cluster)
+        links = [cluster.link(0, 1).model_dump()] if cluster.size > 1 else []
+        content = {"device": get_device(self.device).model_dump(), "links": links,
                    "engine": strategies()[self.strategy].engine_defaults}
         return f"{self.strategy} {self.cluster} batch {self.batch} {digest(content)[:10]}"
 

@@ -35,7 +35,7 @@ class CompareCommand:
 def run_compare(options: CompareCommand, console: Console) -> bool:
     """Run the comparison and print it; whether any combination fits."""
     from archipelago.compare.combos import applicable
-    from archipelago.compare.request import DEFAULT_COUNTS, DEFAULT_DEVICES, parse_request
+    from archipelago.compare.request import DEFAULT_COUNTS, default_devices, parse_request
     from archipelago.compare.run import compare, default_store
     from archipelago.compare.summary import comparison_dict, rows_from_dict
     from archipelago.compare.table import print_comparison
@@ -45,7 +45,7 @@ def run_compare(options: CompareCommand, console: Console) -> bool:
 
     spec = resolve_model(options.model)
     taking, _ = applicable(spec)
-    request = parse_request(options.model, options.tokens, options.devices or DEFAULT_DEVICES,
+    request = parse_request(options.model, options.tokens, options.devices or default_devices(),
                             options.counts or DEFAULT_COUNTS, options.strategies, options.batch,
                             options.latency_target, options.sort, taking, list(registered()))
     if options.scheduler is not None:

@@ -1,12 +1,9 @@
 """What `archi compare` is asked: the option texts read into a checked request, each mistake
 one line naming the option, the value and the valid choices.
 
-Default devices: every HBM FPGA of the catalog, because the decoder strategies stream their
-weights from HBM (DFX seeds/001 §IV-B, LORA seeds/002 §V-C) and refuse boards without it:
-the U280, U55C and V80 (two or more QSFP ports: rings of any size), and the U50, U50LV and
-VHK158 (one port or none: one board); and the four GPUs the papers and users compare against:
-the V100 of DFX's and LORA's baselines, the A100 and H100 of today's servers and the L4 of
-small inference servers. Counts 1, 2, 4, 8: the DFX appliance's sizes (seeds/001 §VI).
+Default devices: those the catalog tags `compare_default` (catalog.yaml says which and why:
+every HBM FPGA and the four GPUs the papers and users compare against). Counts 1, 2, 4, 8:
+the DFX appliance's sizes (seeds/001 §VI).
 """
 
 import re
@@ -14,10 +11,9 @@ from dataclasses import dataclass
 
 from archipelago.errors import ArchipelagoError, UnknownNameError
 from archipelago.estimate.workload import MAX_BATCH, Generation, parse_tokens
-from archipelago.hardware.catalog import catalog
+from archipelago.hardware.catalog import catalog, compare_defaults
 from archipelago.hardware.machines import MAX_DEVICES
 
-DEFAULT_DEVICES = "u280,u55c,v80,u50,u50lv,vhk158,v100,a100,h100,l4"
 DEFAULT_COUNTS = "1,2,4,8"
 SORTS = ("latency", "cost", "tokens-per-dollar", "joules-per-token")
 _UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6}
@@ -46,6 +42,11 @@ def _items(option: str, text: str) -> list[str]:
     if len(items) > _MAX_LIST:
         raise ArchipelagoError(f"{option}: {len(items)} entries; at most {_MAX_LIST}")
     return list(dict.fromkeys(items))
+
+
+def default_devices() -> str:
+    """`--devices` when none are named: the catalog's `compare_default` devices."""
+    return ",".join(compare_defaults())
 
 
 def parse_devices(text: str) -> tuple[str, ...]:

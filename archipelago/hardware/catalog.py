@@ -1,7 +1,8 @@
-"""The packaged hardware catalog: devices and the Ethernet switches boards hang off. Numbers
-are written as {value, source} so every figure keeps its citation; loading strips the
-sources, and `raw_catalog()` / `raw_switches()` keep them inspectable (`unsourced_numbers`
-finds any figure written without one). `get_device(key)` and `get_switch(key)` are the
+"""The packaged hardware catalog: devices, the links between them (NVLink, PCIe, Aurora) and
+the Ethernet switches boards hang off. Numbers are written as {value, source} so every
+figure keeps its citation; loading strips the sources, and `raw_catalog()`, `raw_links()`,
+`raw_switches()` keep them inspectable (`unsourced_numbers` finds any figure written without
+one). `get_device`, `get_link` (a link or a switch's hop, by name) and `get_switch` are the
 lookups; docs/hardware.md lists the entries and their datasheets."""
 
 from functools import cache
@@ -11,10 +12,11 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import ValidationError
 
-from archipelago.errors import ConfigError, UnknownNameError
+from archipelago.errors import ConfigError, UnknownNameError, elide
 from archipelago.hardware.device import Device, Switch
+from archipelago.hardware.link import CatalogLink, Link
 
-_Entry = TypeVar("_Entry", Device, Switch)
+_Entry = TypeVar("_Entry", Device, Switch, CatalogLink)
 
 
 def unwrap_sourced(node: Any) -> Any:
@@ -55,6 +57,11 @@ def raw_switches() -> dict[str, Any]:
     return _raw()["switches"]
 
 
+def raw_links() -> dict[str, Any]:
+    """The named links as written, sources kept."""
+    return _raw()["links"]
+
+
 def _validated(model: type[_Entry], key: str, entry: dict[str, Any], source: str) -> _Entry:
     try:
         # strict: a user's `custom_devices` entry writing `true` or "16" for a number is
@@ -65,7 +72,16 @@ def _validated(model: type[_Entry], key: str, entry: dict[str, Any], source: str
 
 
 def device_from_dict(key: str, entry: dict[str, Any], source: str) -> Device:
-    return _validated(Device, key, entry, source)
+    """A device entry; the links it names (`network.link`, `host_link`) must be catalog
+    links, checked here so a typo is refused where it is written."""
+    device = _validated(Device, key, entry, source)
+    named = {"network.link": device.network.link if device.network else None,
+             "host_link": device.host_link}
+    for field, name in named.items():
+        if name is not None and name.lower() not in catalog_links():
+            raise ConfigError(source, f"{key}.{field}", f"unknown link '{elide(name, 60)}'; valid: "
+                              f"{', '.join(catalog_links())}")
+    return device
 
 
 @cache
@@ -83,6 +99,26 @@ def get_device(key: str) -> Device:
 @cache
 def switches() -> dict[str, Switch]:
     return {k: _validated(Switch, k, v, "catalog.yaml") for k, v in raw_switches().items()}
+
+
+@cache
+def catalog_links() -> dict[str, CatalogLink]:
+    return {k: _validated(CatalogLink, k, v, "catalog.yaml") for k, v in raw_links().items()}
+
+
+def get_link(key: str) -> Link:
+    """A named hop: a catalog link (`nvlink4`, `pcie3-x16`, `aurora-qsfp28`) or one hop
+    through a switch at its line rate (`eth-100g`)."""
+    if key.lower() in catalog_links():
+        return catalog_links()[key.lower()].link()
+    if key.lower() in switches():
+        return switches()[key.lower()].link()
+    raise UnknownNameError("link", key, [*catalog_links(), *switches()])
+
+
+def compare_defaults() -> list[str]:
+    """The devices `archi compare` runs without --devices: those tagged `compare_default`."""
+    return [k for k, d in catalog().items() if d.compare_default]
 
 
 def get_switch(key: str) -> Switch:

@@ -19,9 +19,9 @@ from archipelago.hardware.machines import (
     SWITCH_TO_SWITCH_LATENCY_S,
     Cluster,
     Topology,
-    aurora_ring_link,
-    host_link,
+    host_link_of,
     make_node,
+    ports_link,
     repeated,
     switch_port_link,
     switched_link,
@@ -46,7 +46,8 @@ def parse_shorthand(text: str) -> Cluster | None:
     with one port they hang off 100G switches, chained switch to switch, as Galapagos
     deploys them (seeds/000 §8.1, Fig. 17); without ports they sit on the host's PCIe.
     `RxNxDEVICE`: R such groups of N, each group reaching a 100G switch through one port
-    (machines.SWITCH_PORT_GBPS): rings for tensor parallel, the switch between stages."""
+    (machines.RING_SWITCH): rings for tensor parallel, the switch between stages. GPUs'
+    NVLink and FPGAs' Aurora are their ports' catalog links (machines.ports_link)."""
     match = _SHORTHAND.match(text.strip())
     if not match:
         return None
@@ -60,11 +61,12 @@ def parse_shorthand(text: str) -> Cluster | None:
     between = {"rings": rings, "inter_ring_link": switch_port_link()} if rings > 1 else {}
     ports = device.network.ports if device.network is not None else 0
     if ports == 1:
-        return Cluster(name=text, nodes=nodes, topology="switch", link=switched_link(device),
+        return Cluster(name=text, nodes=nodes, topology="switch",
+                       ring_link=switched_link(device),
                        switch_latency_s=SWITCH_TO_SWITCH_LATENCY_S, **between)
-    link = aurora_ring_link(device) if ports else host_link(device)
+    link = ports_link(device) if ports else host_link_of(device)
     topology: Topology = "ring" if ports else "host_star"
-    return Cluster(name=text, nodes=nodes, topology=topology, link=link, **between)
+    return Cluster(name=text, nodes=nodes, topology=topology, ring_link=link, **between)
 
 
 # The catalog is package data, read once (hardware/catalog.py); a cluster is frozen.
@@ -88,7 +90,7 @@ def _mix(cluster: Cluster) -> str:
 
 
 def _network(cluster: Cluster) -> str:
-    if cluster.size == 1 or cluster.link is None:
+    if cluster.size == 1 or cluster.ring_link is None:
         return "-"
     pair = min(cluster.pair_Bps(i, j) for i in range(cluster.size)
                for j in range(i + 1, cluster.size))

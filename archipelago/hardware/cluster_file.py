@@ -8,6 +8,7 @@ cases that keep loading. Numbers may be written `{value, source}` like the catal
         count: 1                 # optional: this many identical nodes (named NAME_k)
         clock_mhz: 200           # optional; default: the catalog clock, else 200 MHz
         resources: {dsp: 9024}   # optional: replaces these of the catalog's resources
+        host_link: pcie4-x16     # optional: its PCIe link to the host, by name or as `link`
         banks:                   # optional; default: one per HBM (else DDR) channel
           count: 32              #   1..1024
           size_bytes: 268435456  #   default: the memory's capacity / count
@@ -17,7 +18,8 @@ cases that keep loading. Numbers may be written `{value, source}` like the catal
       latency_ns: 300            #   0 or 1e-3..1e9 (1 ps .. 1 s)
       bandwidth_gbps: 100        #   Gb/s, or bandwidth_gbytes_s in GB/s (exactly one):
                                  #   1 MB/s .. 10 TB/s
-      encoding: 64b66b           #   none | 64b66b (Aurora: 64 payload bits in 66)
+      encoding: 64b66b           #   none | 8b10b | 64b66b | 128b130b (hardware/link.py)
+                                 # or a catalog link or switch by name: `link: nvlink4`
     switch_latency_ns: 1100      # between switches (Galapagos' d); default 0
     rings: 8                     # optional: the nodes, in order, as 8 equal rings (default 1)
     inter_ring_link:             # between rings; default: a 100G switch port (machines.py)
@@ -42,7 +44,7 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import yaml
 from pydantic import (
@@ -55,11 +57,10 @@ from pydantic import (
     model_validator,
 )
 
-from archipelago.errors import ConfigError, elide, some_choices
-from archipelago.hardware.catalog import catalog, device_from_dict, unwrap_sourced
-from archipelago.hardware.device import Link
+from archipelago.errors import ConfigError, UnknownNameError, elide, some_choices
+from archipelago.hardware.catalog import catalog, device_from_dict, get_link, unwrap_sourced
+from archipelago.hardware.link import ENCODINGS, Encoding, Link, line_Bps
 from archipelago.hardware.machines import (
-    AURORA_64B66B_EFFICIENCY,
     GB,
     MAX_DEVICES,
     Cluster,
@@ -107,6 +108,51 @@ class _Spec(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 
 
+class _Bandwidth(_Spec):
+    """Exactly one of Gb/s (as network ports are quoted) or GB/s (as CHEF quotes P2P)."""
+
+    bandwidth_gbps: float | None = Field(default=None, ge=_MIN_GBPS, le=_MAX_GBPS)
+    bandwidth_gbytes_s: float | None = Field(default=None, ge=_MIN_GBYTES_S, le=_MAX_GBYTES_S)
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> "_Bandwidth":
+        if (self.bandwidth_gbps is None) == (self.bandwidth_gbytes_s is None):
+            raise ValueError("give exactly one of bandwidth_gbps (Gb/s) and "
+                             "bandwidth_gbytes_s (GB/s)")
+        return self
+
+    def bandwidth_Bps(self, encoding: Encoding = "none") -> float:
+        if self.bandwidth_gbps is not None:
+            return line_Bps(self.bandwidth_gbps, encoding)
+        assert self.bandwidth_gbytes_s is not None  # _exactly_one
+        return self.bandwidth_gbytes_s * ENCODINGS[encoding] * GB
+
+
+class _Link(_Bandwidth):
+    """A hop's alpha-beta parameters; a line code (Aurora's 64b/66b costs 2 bits in 66)
+    takes its share of the bandwidth given."""
+
+    latency_ns: LatencyNs
+    encoding: Encoding = "none"
+
+    def to_link(self) -> Link:
+        return Link(latency_s=self.latency_ns * 1e-9, bandwidth_Bps=self.bandwidth_Bps(
+            self.encoding))
+
+
+_LinkField = _Link | Annotated[str, Field(max_length=200)]
+
+
+def _named_link(given: _Link | str | None, source: str, field: str) -> Link | None:
+    """A link as written: its figures, or a catalog link or switch by name."""
+    if given is None or isinstance(given, _Link):
+        return None if given is None else given.to_link()
+    try:
+        return get_link(given)
+    except UnknownNameError as err:
+        raise ConfigError(source, field, str(err)) from None
+
+
 class _Banks(_Spec):
     """A node's DRAM banks (seeds/004 §VI: per FPGA its banks' count, size, bandwidth)."""
 
@@ -136,38 +182,7 @@ class _Node(_Spec):
     clock_mhz: float | None = Field(default=None, ge=1, le=2000)
     resources: _Resources = _Resources()
     banks: _Banks = _Banks()
-
-
-class _Bandwidth(_Spec):
-    """Exactly one of Gb/s (as network ports are quoted) or GB/s (as CHEF quotes P2P)."""
-
-    bandwidth_gbps: float | None = Field(default=None, ge=_MIN_GBPS, le=_MAX_GBPS)
-    bandwidth_gbytes_s: float | None = Field(default=None, ge=_MIN_GBYTES_S, le=_MAX_GBYTES_S)
-
-    @model_validator(mode="after")
-    def _exactly_one(self) -> "_Bandwidth":
-        if (self.bandwidth_gbps is None) == (self.bandwidth_gbytes_s is None):
-            raise ValueError("give exactly one of bandwidth_gbps (Gb/s) and "
-                             "bandwidth_gbytes_s (GB/s)")
-        return self
-
-    def bandwidth_Bps(self, efficiency: float = 1.0) -> float:
-        if self.bandwidth_gbps is not None:
-            return self.bandwidth_gbps * efficiency * 1e9 / 8
-        assert self.bandwidth_gbytes_s is not None  # _exactly_one
-        return self.bandwidth_gbytes_s * efficiency * GB
-
-
-class _Link(_Bandwidth):
-    """Every hop's alpha-beta parameters; Aurora's 64b/66b encoding costs 2 bits in 66."""
-
-    latency_ns: LatencyNs
-    encoding: Literal["none", "64b66b"] = "none"
-
-    def to_link(self) -> Link:
-        efficiency = AURORA_64B66B_EFFICIENCY if self.encoding == "64b66b" else 1.0
-        return Link(latency_s=self.latency_ns * 1e-9,
-                    bandwidth_Bps=self.bandwidth_Bps(efficiency))
+    host_link: _LinkField | None = None
 
 
 class _Pair(_Bandwidth):
@@ -185,10 +200,10 @@ class ClusterFile(_Spec):
     nodes: list[_Node] = Field(min_length=1, max_length=MAX_DEVICES,
                                validation_alias=AliasChoices("nodes", "devices"))
     topology: Topology = "ring"
-    link: _Link | None = None
+    link: _LinkField | None = None
     switch_latency_ns: LatencyNs = 0.0
     rings: int = Field(default=1, ge=1, le=MAX_DEVICES)
-    inter_ring_link: _Link | None = None
+    inter_ring_link: _LinkField | None = None
     host_relay: bool = False
     pairs: list[_Pair] = Field(default_factory=list, max_length=_MAX_PAIRS)
     custom_devices: dict[str, dict[str, Any]] = Field(default_factory=dict)
@@ -240,6 +255,11 @@ def _chef_field(loc: tuple[Any, ...]) -> tuple[Any, ...]:
     return ("fpgas", *rest) if head == ("nodes",) else loc
 
 
+def _union_label(part: object) -> bool:
+    return isinstance(part, str) and (part.startswith("function-")
+                                      or part in {"_Link", "str", "constrained-str"})
+
+
 def _parse(data: dict[str, Any], source: str) -> ClusterFile:
     """Validate a document in any spelling; an error names the field as the user wrote it."""
     data = unwrap_sourced(data)
@@ -248,6 +268,8 @@ def _parse(data: dict[str, Any], source: str) -> ClusterFile:
         return ClusterFile.model_validate(_from_chef_spelling(data) if chef else data)
     except ValidationError as err:
         first = err.errors()[0]
+        # a link is figures or a name: the union's member labels are no field of the file
+        first = {**first, "loc": tuple(p for p in first["loc"] if not _union_label(p))}
         if chef:
             first = {**first, "loc": _chef_field(first["loc"])}
         raise ConfigError.from_validation(source, SimpleNamespace(errors=lambda: [first]),
@@ -278,10 +300,11 @@ def _nodes(spec: ClusterFile, source: str, key: str) -> list[Node]:
                              banks.bandwidth_gbytes_s * GB if banks.bandwidth_gbytes_s else None)
         except ValueError as err:
             raise ConfigError(source, f"{key}.{i}.banks", str(err)) from None
+        host = _named_link(entry.host_link, source, f"{key}.{i}.host_link")
         for k in range(entry.count):
             name = (f"{device.key}_{len(nodes)}" if entry.name is None
                     else entry.name if entry.count == 1 else f"{entry.name}_{k}")
-            nodes.append(node.model_copy(update={"name": name}))
+            nodes.append(node.model_copy(update={"name": name, "host_link": host}))
     names = [n.name for n in nodes]
     if len(set(names)) != len(names):
         twice = next(n for n in names if names.count(n) > 1)
@@ -319,16 +342,16 @@ def cluster_from_dict(data: object, source: str, folder: Path | None = None,
     spec = _parse(data, source)
     key = next((k for k in ("fpgas", "devices") if k in data), "nodes")
     nodes = _nodes(spec, source, key)
-    link = spec.link.to_link() if spec.link else None
+    link = _named_link(spec.link, source, "link")
     if link is None and len(nodes) > 1:
         link = default_link(nodes[0].device)
     profile = (folder or Path()) / spec.host_profile if spec.host_profile else None
     if len(nodes) % spec.rings:
         raise ConfigError(source, "rings", f"{len(nodes)} nodes do not form {spec.rings} "
                           f"equal rings; give a ring count dividing {len(nodes)}")
-    between = spec.inter_ring_link.to_link() if spec.inter_ring_link else switch_port_link()
+    between = _named_link(spec.inter_ring_link, source, "inter_ring_link") or switch_port_link()
     return Cluster(name=spec.name or default_name, nodes=tuple(nodes), topology=spec.topology,
-                   link=link, switch_latency_s=spec.switch_latency_ns * 1e-9,
+                   ring_link=link, switch_latency_s=spec.switch_latency_ns * 1e-9,
                    host_relay=spec.host_relay,
                    pair_bandwidth_Bps=_pairs(spec, [n.name for n in nodes], source),
                    host_profile=profile, rings=spec.rings,

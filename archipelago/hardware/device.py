@@ -5,6 +5,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from archipelago.errors import ArchipelagoError
+from archipelago.hardware.link import Link, line_Bps
 
 
 class _Frozen(BaseModel):
@@ -51,6 +52,9 @@ class NetworkPorts(_Frozen):
     kind: str
     ports: int = Field(ge=0, le=64)
     gbps: float = Field(ge=1e-3)
+    # The catalog link two such boards' ports form (catalog.yaml `links:`); None: Aurora
+    # 64B/66B at the ports' own rate (hardware/machines.ports_link).
+    link: str | None = None
 
 
 class Device(_Frozen):
@@ -65,28 +69,23 @@ class Device(_Frozen):
     uram_block_kbit: float = Field(default=288.0, gt=0)
     memories: dict[str, Memory] = Field(default_factory=dict)
     network: NetworkPorts | None = None
-    host_link_Bps: float | None = Field(default=None, ge=1e6)
+    host_link_Bps: float | None = Field(default=None, ge=1e6)  # as the datasheet quotes it
+    host_link: str | None = None  # the catalog PCIe link of its slot (`pcie3-x16`)
     clock_hz: float | None = Field(default=None, ge=1e6)
     peak_fp16_flops: float | None = Field(default=None, gt=0)
     power_w: float | None = Field(default=None, gt=0)  # board TDP / maximum total power
     measured_power_w: float | None = Field(default=None, gt=0)  # a paper's measured average
     price_usd: float | None = Field(default=None, gt=0)
+    compare_default: bool = False  # one of `archi compare`'s devices when none are named
 
     def memory(self, kind: str) -> Memory | None:
         return self.memories.get(kind)
 
 
-class Link(_Frozen):
-    """A point-to-point (or through-switch) path: alpha-beta parameters of one hop."""
-
-    latency_s: float = Field(ge=0)
-    bandwidth_Bps: float = Field(gt=0)
-
-
 class Switch(_Frozen):
     """An Ethernet switch boards hang off: its port speed and its published port-to-port
     (forwarding) latency. One hop through it, board port to board port, is a `Link`; the
-    boards' own MAC/PHY time is not included (the datasheets quote the switch alone)."""
+    boards' own MAC/PHY time is not included where the datasheet quotes the switch alone."""
 
     key: str
     name: str
@@ -96,8 +95,9 @@ class Switch(_Frozen):
     latency_s: float = Field(ge=0)
 
     def link(self) -> Link:
-        """One hop at the switch's line rate (bits on the wire / 8, as `switched_link`)."""
-        return Link(latency_s=self.latency_s, bandwidth_Bps=self.port_gbps * 1e9 / 8)
+        """One hop at the switch's line rate (bits on the wire / 8)."""
+        return Link(latency_s=self.latency_s, bandwidth_Bps=line_Bps(self.port_gbps),
+                    kind="ethernet")
 
     def link_for(self, device: Device) -> Link:
         """One hop for `device`'s boards: the slower of the board's port and the switch's
@@ -106,4 +106,4 @@ class Switch(_Frozen):
             raise ArchipelagoError(f"device '{device.key}' has no network ports to plug into "
                                    f"switch '{self.key}'")
         gbps = min(self.port_gbps, device.network.gbps)
-        return Link(latency_s=self.latency_s, bandwidth_Bps=gbps * 1e9 / 8)
+        return Link(latency_s=self.latency_s, bandwidth_Bps=line_Bps(gbps), kind="ethernet")

@@ -1,8 +1,10 @@
 """One description of a user's machines, for every strategy: a `Cluster` of `Node`s (a
 catalog device at a clock, with its fabric `Resources` and its DRAM banks) and the network
-between them: a topology, one link model shared by every hop, and optionally a bandwidth per
-pair of nodes (CHEF's BW_inter, seeds/004 (3)), halved where a host relays the traffic
-(seeds/004 §III: "using half of the BW parameter in (3) as the P2P communication BW").
+between them: a topology, one link (hardware/link.Link) shared by every hop of a ring, and
+optionally a bandwidth per pair of nodes (CHEF's BW_inter, seeds/004 (3)), halved where a
+host relays the traffic (seeds/004 §III: "using half of the BW parameter in (3) as the P2P
+communication BW"). `Cluster.link(i, j)` answers the hop between two nodes and
+`Cluster.host_link(i)` a node's PCIe link to its host; every kind reads its links there.
 
 Rings of identical cards (DFX, LORA), switched FPGAs (Galapagos), host-attached cards (host
 offload) and heterogeneous boards (CHEF) are all this one type; a strategy that cannot use a
@@ -23,25 +25,26 @@ from pydantic import (
 )
 
 from archipelago.errors import ArchipelagoError, PartitionError
-from archipelago.hardware.device import Device, Link, Resources
+from archipelago.hardware.catalog import catalog_links, get_switch
+from archipelago.hardware.device import Device, Resources
+from archipelago.hardware.link import Link
 
 Topology = Literal["ring", "switch", "host_star"]
 
 GB = 1e9
-# Aurora 64b/66b carries 64 payload bits in every 66 line bits (seeds/001 §V-E: "only 3%
-# transmission overhead").
-AURORA_64B66B_EFFICIENCY = 64 / 66
-# Aurora 64b/66b link latency, simulated on U280 by LORA (seeds/002 §V: "approximately 300 ns").
-AURORA_LINK_LATENCY_S = 300e-9
-# Galapagos' 100G UDP network (seeds/000): "FPGA-to-FPGA round-trip latency of 0.17us through
-# a 100 Gbps switch" (§9.4), so 85 ns one way; "the latency between the 100G switches, d, to
-# be about 1.1us" (§8.2.2), paid where traffic crosses from one switch to the next (Fig. 17).
-SWITCHED_LINK_LATENCY_S = 0.17e-6 / 2
+# Galapagos' 100G UDP network (seeds/000 §8.1, Fig. 17): boards hang off Dell Z9100-ON
+# switches (catalog.yaml `z9100`, one way through it FPGA to FPGA); "the latency between the
+# 100G switches, d, to be about 1.1us" (§8.2.2), paid where traffic crosses from one switch
+# to the next.
+GALAPAGOS_SWITCH = "z9100"
 SWITCH_TO_SWITCH_LATENCY_S = 1.1e-6
-# Rings of `RxNxDEVICE` meet on a 100 Gb/s Ethernet switch: one port per ring at the line
-# rate, one way through the switch as Galapagos measured it on its Dell Z9100-ON (seeds/000
-# §9.4 and ref. [11]: 0.17 us round trip FPGA to FPGA at full 100 Gb/s throughput).
-SWITCH_PORT_GBPS = 100.0
+# Rings of `RxNxDEVICE` meet on the same 100 Gb/s switch: one port per ring at its line rate.
+RING_SWITCH = GALAPAGOS_SWITCH
+# The link of a board whose ports name none (a custom device): Aurora 64B/66B, the ring link
+# of DFX and LORA, at the ports' own rate; of a slot naming no PCIe generation: Gen3 x16,
+# the Alveo cards' (every PCIe entry has the same latency; the bandwidth is the device's).
+DEFAULT_PORT_LINK = "aurora-qsfp28"
+DEFAULT_HOST_LINK = "pcie3-x16"
 # The largest cluster in the seeds is Galapagos' 72 FPGAs (seeds/000 §8.1); a bound far above
 # it keeps a typo (`100000000000000000000xu280`) from exhausting memory in the planner.
 MAX_DEVICES = 4096
@@ -83,6 +86,7 @@ class Node(_Frozen):
     clock_hz: float = Field(gt=0)
     resources: Resources
     banks: tuple[DramBank, ...] = ()
+    host_link: Link | None = None  # a cluster file's; None: the device's own (host_link_of)
 
     @property
     def dram_bytes(self) -> int:
@@ -123,20 +127,21 @@ def repeated(node: Node, count: int) -> tuple[Node, ...]:
 
 
 class Cluster(_Frozen):
-    """Nodes and the network between them. Every hop runs `link`; a pair of nodes named in
-    `pair_bandwidth_Bps` ((i, j) with i < j) gets its own bandwidth instead, and `host_relay`
-    halves every pair's (traffic is stored to and loaded from host memory). `host_profile`
-    is the host CPU of PCIe cards (a CPU proxy profile, `archi proxies` writes one); None
-    means the machine Archipelago runs on.
+    """Nodes and the network between them. Every hop runs `ring_link`; a pair of nodes named
+    in `pair_bandwidth_Bps` ((i, j) with i < j) gets its own bandwidth instead, and
+    `host_relay` halves every pair's (traffic is stored to and loaded from host memory);
+    `link(i, j)` answers the hop with all of that applied, `host_link(i)` a node's PCIe.
+    `host_profile` is the host CPU of PCIe cards (a CPU proxy profile, `archi proxies`
+    writes one); None means the machine Archipelago runs on.
 
     `rings` > 1 cuts the nodes, in order, into that many equal groups, each wired by
-    `topology` and `link` as above, the groups joined by `inter_ring_link` (a switch port):
+    `topology` and `ring_link` as above, the groups joined by `inter_ring_link` (a switch port):
     tensor parallel runs inside a group, pipeline stages across them."""
 
     name: str
     nodes: tuple[Node, ...] = Field(min_length=1, max_length=MAX_DEVICES)
     topology: Topology = "ring"
-    link: Link | None = None
+    ring_link: Link | None = None
     switch_latency_s: float = Field(default=0.0, ge=0)
     host_relay: bool = False
     pair_bandwidth_Bps: dict[tuple[int, int], float] = Field(default_factory=dict)
@@ -146,7 +151,7 @@ class Cluster(_Frozen):
 
     @model_validator(mode="after")
     def _consistent(self) -> "Cluster":
-        if len(self.nodes) > 1 and self.link is None:
+        if len(self.nodes) > 1 and self.ring_link is None:
             raise ValueError("a cluster of more than one device needs a link")
         if len(self.nodes) % self.rings:
             raise ValueError(f"{len(self.nodes)} devices do not form {self.rings} equal rings")
@@ -196,17 +201,27 @@ class Cluster(_Frozen):
                  if start <= i < j < stop}
         return self.replaced(name=f"{self.name}[{start}:{stop}]",
                              nodes=self.nodes[start:stop], pair_bandwidth_Bps=pairs,
-                             link=self.link if count > 1 else None, rings=1,
+                             ring_link=self.ring_link if count > 1 else None, rings=1,
                              inter_ring_link=None)
 
-    def hop_link(self, i: int, j: int) -> Link:
-        """The link a point-to-point transfer from node i to node j crosses: the ring's own
-        inside one ring, the switch port between rings."""
+    def link(self, i: int, j: int) -> Link:
+        """The hop a transfer from node i to node j (two nodes) crosses: between rings the
+        switch port; inside one, the ring's link at the pair's own bandwidth where one is
+        given, halved where the host relays (BW_inter, `pair_Bps`)."""
+        if i == j or not (0 <= i < self.size and 0 <= j < self.size):
+            raise ValueError(f"a hop joins two different nodes of {self.size}; got {i}, {j}")
         if i // self.ring_size != j // self.ring_size:
             assert self.inter_ring_link is not None  # the validator's: rings > 1 have one
             return self.inter_ring_link
-        assert self.link is not None  # the validator's: more than one node has a link
-        return self.link
+        assert self.ring_link is not None  # the validator's: more than one node has a link
+        bandwidth = self.pair_Bps(i, j)
+        same = bandwidth == self.ring_link.bandwidth_Bps
+        return self.ring_link if same else self.ring_link.at_bandwidth(bandwidth)
+
+    def host_link(self, i: int) -> Link:
+        """Node i's link to its host: the cluster file's, else its device's PCIe slot."""
+        node = self.nodes[i]
+        return node.host_link if node.host_link is not None else host_link_of(node.device)
 
     def require_identical(self, strategy: str) -> Device:
         """The one device type of a homogeneous cluster; a PartitionError otherwise."""
@@ -217,10 +232,15 @@ class Cluster(_Frozen):
         return self.nodes[0].device
 
     def pair_Bps(self, i: int, j: int) -> float:
-        """BW_inter between nodes i != j (seeds/004 (3)): the pair's own bandwidth, else the
-        link's, halved where the host relays (§III)."""
-        assert self.link is not None  # the validator's: more than one node has a link
-        raw = self.pair_bandwidth_Bps.get((min(i, j), max(i, j)), self.link.bandwidth_Bps)
+        """BW_inter between nodes i != j (seeds/004 (3)), `link(i, j)`'s bandwidth without
+        building the link (CHEF's tables ask it of every pair): the switch port's between
+        rings; inside one the pair's own, else the ring link's, halved where the host relays
+        (§III)."""
+        if i // self.ring_size != j // self.ring_size:
+            assert self.inter_ring_link is not None  # the validator's: rings > 1 have one
+            return self.inter_ring_link.bandwidth_Bps
+        assert self.ring_link is not None  # the validator's: more than one node has a link
+        raw = self.pair_bandwidth_Bps.get((min(i, j), max(i, j)), self.ring_link.bandwidth_Bps)
         return raw * 0.5 if self.host_relay else raw
 
     def replaced(self, **changes: object) -> "Cluster":
@@ -228,15 +248,17 @@ class Cluster(_Frozen):
         return Cluster.model_validate({**{k: getattr(self, k) for k in Cluster.model_fields},
                                        **changes})
 
-    def with_bandwidth(self, gbps: float) -> "Cluster":
-        """Every pair of nodes at `gbps` GB/s: the 0.125 / 3 / 15 GB/s presets of
-        seeds/004 §VII-A (`--bandwidth`)."""
+    def with_bandwidth(self, gbps: float, written: str | None = None) -> "Cluster":
+        """The cluster's links overridden: every pair of nodes at `gbps` GB/s, latency kept
+        (CHEF's `--bandwidth`, the 0.125 / 3 / 15 GB/s presets of seeds/004 §VII-A);
+        `written` is the figure as the user gave it, for the error."""
         if not MIN_LINK_Bps <= gbps * GB <= MAX_LINK_Bps:
-            raise ArchipelagoError(f"--bandwidth {gbps:g}: give {MIN_LINK_Bps / GB:g}.."
-                                   f"{MAX_LINK_Bps / GB:g} GB/s (1 MB/s to 10 TB/s)")
-        latency = self.link.latency_s if self.link else 0.0
-        return self.replaced(link=Link(latency_s=latency, bandwidth_Bps=gbps * GB),
-                             host_relay=False, pair_bandwidth_Bps={})
+            raise ArchipelagoError(f"--bandwidth {written or f'{gbps:g}'}: give "
+                                   f"{MIN_LINK_Bps / GB:g}..{MAX_LINK_Bps / GB:g} GB/s "
+                                   "(1 MB/s to 10 TB/s)")
+        ring = self.ring_link or Link(latency_s=0.0, bandwidth_Bps=gbps * GB)
+        return self.replaced(ring_link=ring.at_bandwidth(gbps * GB), host_relay=False,
+                             pair_bandwidth_Bps={})
 
     def resized(self, count: int) -> "Cluster":
         """`count` copies of the first node on the same network (a device-count sweep)."""
@@ -245,32 +267,37 @@ class Cluster(_Frozen):
                              pair_bandwidth_Bps={}, rings=1, inter_ring_link=None)
 
 
-def aurora_ring_link(device: Device) -> Link:
-    """The DFX/LORA inter-FPGA link: one QSFP port running Aurora 64b/66b."""
-    if device.network is None:
+def ports_link(device: Device) -> Link:
+    """The hop two of these boards' ports form cabled directly (a ring's): the catalog link
+    the ports name, else Aurora 64B/66B at their own rate (DEFAULT_PORT_LINK)."""
+    net = device.network
+    if net is None:
         raise ArchipelagoError(f"device '{device.key}' has no network ports for a ring")
-    payload_gbps = device.network.gbps * AURORA_64B66B_EFFICIENCY
-    return Link(latency_s=AURORA_LINK_LATENCY_S, bandwidth_Bps=payload_gbps * 1e9 / 8)
+    if net.link is not None:
+        return catalog_links()[net.link.lower()].link()
+    return catalog_links()[DEFAULT_PORT_LINK].link(net.gbps)
 
 
-def host_link(device: Device) -> Link:
-    """Devices without direct ports talk through the host over PCIe."""
-    if device.host_link_Bps is None:
-        raise ArchipelagoError(f"device '{device.key}' has neither network ports nor a host link")
-    return Link(latency_s=2e-6, bandwidth_Bps=device.host_link_Bps)
+def host_link_of(device: Device) -> Link:
+    """The device's PCIe slot (its `host_link`, else DEFAULT_HOST_LINK) at the bandwidth
+    its datasheet quotes where it quotes one."""
+    if device.host_link is None and device.host_link_Bps is None:
+        raise ArchipelagoError(f"device '{device.key}' has no host link")
+    slot = catalog_links()[(device.host_link or DEFAULT_HOST_LINK).lower()].link()
+    return slot if device.host_link_Bps is None else slot.at_bandwidth(device.host_link_Bps)
 
 
 def switched_link(device: Device) -> Link:
-    """One port into a 100G switch, as on the Galapagos testbed (seeds/000 §8.1)."""
-    assert device.network is not None
-    return Link(latency_s=SWITCHED_LINK_LATENCY_S, bandwidth_Bps=device.network.gbps * 1e9 / 8)
+    """One port into a Galapagos 100G switch (seeds/000 §8.1), at the slower of the
+    board's port and the switch's."""
+    return get_switch(GALAPAGOS_SWITCH).link_for(device)
 
 
-def switch_port_link(gbps: float = SWITCH_PORT_GBPS) -> Link:
-    """The link between rings: one switch port at `gbps` line rate (SWITCH_PORT_GBPS)."""
-    return Link(latency_s=SWITCHED_LINK_LATENCY_S, bandwidth_Bps=gbps * 1e9 / 8)
+def switch_port_link() -> Link:
+    """The link between rings: one port of RING_SWITCH at its line rate."""
+    return get_switch(RING_SWITCH).link()
 
 
 def default_link(device: Device) -> Link:
     """The link of a cluster file that gives none: the device's own ports, else its host's."""
-    return aurora_ring_link(device) if device.network else host_link(device)
+    return ports_link(device) if device.network else host_link_of(device)

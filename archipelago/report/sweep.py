@@ -32,7 +32,7 @@ def resized(cluster: Cluster, count: int) -> Cluster:
     """`count` of the cluster's first device on the same network (a one-device cluster has
     no link: the shorthand's default network for the device then)."""
     device = cluster.devices[0]
-    if cluster.link is None and count > 1:
+    if cluster.ring_link is None and count > 1:
         shorthand = parse_shorthand(f"{count}x{device.key}")
         assert shorthand is not None
         return shorthand

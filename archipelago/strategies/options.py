@@ -12,8 +12,9 @@ from typing import Any
 
 # Where a kind option's text goes: `workload` and `output` to the kind's parser (an output
 # names a file the option's `writer` writes once the estimate is made), `plan` to the engine
-# parameters, `job` to the command's own runner (the emulation job, the kind's explorer).
-ROLES = ("workload", "plan", "output", "job")
+# parameters, `job` to the command's own runner (the emulation job, the kind's explorer),
+# `cluster` to the option's `writer`, which overrides the cluster's links with it.
+ROLES = ("workload", "plan", "output", "job", "cluster")
 
 
 @dataclass(frozen=True)
@@ -27,8 +28,11 @@ class WorkloadOption:
     model, and the config's own default applies when it is left out. "output" names a file
     (`--gantt FILE`): the kind's parser checks it before any work, and the pipeline calls
     `writer` once the estimate is made. "job" goes to the command's own runner (an
-    emulation's `--precision`). `commands` limits the option to some commands; any other
-    command, like any other kind, refuses it in `Strategy.workload`."""
+    emulation's `--precision`). "cluster" overrides the cluster the plan is made on (CHEF's
+    `--bandwidth`: every pair's link): `writer` names the `module:function` taking the
+    resolved cluster and the text and returning the cluster to plan on. `commands` limits
+    the option to some commands; any other command, like any other kind, refuses it in
+    `Strategy.workload`."""
 
     name: str  # the flag without dashes; a keyword of the workload parser
     help: str
@@ -36,14 +40,14 @@ class WorkloadOption:
     command_defaults: dict[str, str] = field(default_factory=dict)
     role: str = "workload"
     commands: tuple[str, ...] | None = None  # the commands taking it (None: every one)
-    writer: str | None = None  # an output's `module:attribute`, see hooks.OutputWriter
+    writer: str | None = None  # an output's or a cluster override's `module:attribute`
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
             raise ValueError(f"option '{self.name}': role '{self.role}' is not one of {ROLES}")
-        if (self.role == "output") != (self.writer is not None):
-            raise ValueError(f"option '{self.name}': an output, and only an output, names "
-                             "its writer")
+        if (self.role in ("output", "cluster")) != (self.writer is not None):
+            raise ValueError(f"option '{self.name}': an output or a cluster override, and "
+                             "only those, names its writer")
 
     def applies(self, command: str) -> bool:
         return self.commands is None or command in self.commands
@@ -82,7 +86,14 @@ class WorkloadType:
 
     def outputs(self, given: dict[str, str], command: str = "plan") -> dict[str, str]:
         """{writer path: file} of the outputs given to `command`."""
-        return {o.writer: given[o.name] for o in self.of(command, "output")
+        return self._written(given, command, "output")
+
+    def cluster_overrides(self, given: dict[str, str], command: str = "plan") -> dict[str, str]:
+        """{override path: text} of the cluster overrides given to `command`."""
+        return self._written(given, command, "cluster")
+
+    def _written(self, given: dict[str, str], command: str, role: str) -> dict[str, str]:
+        return {o.writer: given[o.name] for o in self.of(command, role)
                 if given.get(o.name) and o.writer}
 
     def _given_or_command_default(self, given: dict[str, str], command: str,

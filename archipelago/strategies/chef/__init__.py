@@ -48,8 +48,9 @@ def _parse(gantt: str | None = None) -> DagRun:
 
 
 SCHEDULED_DAG = WorkloadType("scheduled DAG", (
-    WorkloadOption("bandwidth", "GB/s between every pair of FPGAs (presets 0.125, 3, 15)",
-                   "the cluster's", role="plan"),
+    WorkloadOption("bandwidth", "overrides the cluster's links: GB/s between every pair of "
+                   "FPGAs (presets 0.125, 3, 15)", "the cluster's", role="cluster",
+                   writer="archipelago.strategies.chef.plan:bandwidth_override"),
     WorkloadOption("gantt", "write the schedule's Gantt chart to this HTML file", "",
                    role="output", commands=("plan", "report"),
                    writer="archipelago.strategies.chef.gantt:gantt_output"),

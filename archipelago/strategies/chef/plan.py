@@ -4,10 +4,11 @@ layer on which accelerator from when to when), and the engine configuration both
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from archipelago.engines.base import EngineConfig
 from archipelago.errors import ArchipelagoError, PartitionError, elide
-from archipelago.hardware.machines import GB, Cluster, MAX_LINK_Bps, MIN_LINK_Bps
+from archipelago.hardware.machines import Cluster
 from archipelago.models.dag import ModelDAG
 from archipelago.models.dag_summary import model_summary
 from archipelago.strategies.chef.deployment import Deployment, describe
@@ -15,10 +16,10 @@ from archipelago.strategies.chef.ip_templates import IPTemplate, builtin_ips, lo
 from archipelago.strategies.chef.simulate import Schedule, Tables
 
 
-class ChefConfig(BaseModel):
-    """`--engine-config` for chef, h2h and chef-exact."""
+class ChefConfig(EngineConfig):
+    """`--engine-config` for chef, h2h and chef-exact (the bandwidth between FPGAs is the
+    cluster's: `--bandwidth` overrides its links, `bandwidth_override`)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
     ips: tuple[str, ...] | None = None
     """Candidate IP names (default: every IP of the model's layer types)."""
     ip_file: str | None = None
@@ -26,9 +27,6 @@ class ChefConfig(BaseModel):
     max_accs_per_fpga: int = Field(default=4, gt=0, le=16)
     """Assumption beyond Eq. (1): Fig. 5 shows up to three IPs per FPGA; more only slow
     the search (16: the bound, past which the deployment search would not end)."""
-    bandwidth: float | None = Field(default=None, ge=MIN_LINK_Bps / GB, le=MAX_LINK_Bps / GB)
-    """BW_inter in GB/s for every FPGA pair (`--bandwidth`; presets 0.125, 3, 15), 1 MB/s to
-    10 TB/s as any link (hardware/machines.py says why)."""
 
     def candidates(self) -> list[IPTemplate]:
         table = load_ips(Path(self.ip_file)) if self.ip_file else builtin_ips()
@@ -49,6 +47,18 @@ class ChefConfig(BaseModel):
         if not self.ips:
             return "the engine config's `ips: []`"
         return f"the engine config's `ips`, from {table}"
+
+
+def bandwidth_override(cluster: Cluster, text: str) -> Cluster:
+    """`--bandwidth GBPS`: the cluster's links overridden, every FPGA pair at BW_inter =
+    GBPS GB/s (presets 0.125, 3, 15 of seeds/004 §VII-A), 1 MB/s to 10 TB/s as any link
+    (hardware/machines.py says why)."""
+    try:
+        gbps = float(text)
+    except ValueError:
+        raise ArchipelagoError(f"--bandwidth {elide(text, 40)!r}: give GB/s between every "
+                               "pair of FPGAs as a number (presets 0.125, 3, 15)") from None
+    return cluster.with_bandwidth(gbps, elide(text.strip(), 40))
 
 
 def check_dram(dag: ModelDAG, cluster: Cluster, dram: list[int]) -> None:

@@ -64,8 +64,6 @@ def check_cluster(cluster: Cluster) -> None:
 
 def prepare(dag: ModelDAG, cluster: Cluster, config: ChefConfig) -> tuple:
     check_cluster(cluster)
-    cluster = cluster if config.bandwidth is None else \
-        cluster.with_bandwidth(config.bandwidth)
     # a whole table spans all boards: those that fit here are kept; a named IP must fit
     ips = check_candidates(dag, cluster, config.candidates(), config.candidates_source(),
                            named=config.ips is not None)

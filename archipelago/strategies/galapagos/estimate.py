@@ -78,7 +78,7 @@ class _LayerGraph:
         nodes = plan.nodes
         members = set(plan.layer_kernels(layer))
         f = plan.engine.config.clock_hz
-        link = plan.cluster.link
+        link = plan.cluster.ring_link
         self.net = link.latency_s * f if link else 0.0
         self.d = plan.cluster.switch_latency_s * f
         self.flit = plan.engine.config.flit_bytes

@@ -110,7 +110,7 @@ def _roofline(plan: DataflowPlan, est: StreamEstimate) -> Chart:
         seconds = m * plan.engine.compute_cycles(k.design, m) / f
         points.append(OpPoint(name, k.role, _kernel_ops(job, m), nbytes, seconds))
     device = plan.fpgas[0].device
-    link = plan.cluster.link
+    link = plan.cluster.ring_link
     bandwidth = link.bandwidth_Bps if link else device.network.gbps * 1e9 / 8
     # int8 multiply-accumulates: PRODUCTS_PER_DSP per DSP per cycle, two operations each
     peak = 2 * PRODUCTS_PER_DSP * device.resources.dsp * f

@@ -14,11 +14,12 @@ two ways a user serves a model:
 
 from archipelago.errors import PartitionError
 from archipelago.estimate.workload import parse_generation
+from archipelago.hardware.link import Link
 from archipelago.hardware.machines import Cluster
 from archipelago.models.features import BUILTIN
 from archipelago.models.graph import build_graph
 from archipelago.models.spec import ModelSpec
-from archipelago.strategies.gpu.plan import GPUConfig, GPUPlan, gpu_link
+from archipelago.strategies.gpu.plan import GPUConfig, GPUPlan
 from archipelago.strategies.options import WorkloadOption, WorkloadType
 from archipelago.strategies.registry import PlanKind, feature_refusal, register, register_kind
 
@@ -61,8 +62,16 @@ def _check(spec: ModelSpec, cluster: Cluster, strategy: str) -> None:
 
 def _plan(strategy: str, spec: ModelSpec, cluster: Cluster, config: GPUConfig) -> GPUPlan:
     _check(spec, cluster, strategy)
-    link = gpu_link(cluster.devices[0]) if cluster.size > 1 else None
-    return GPUPlan(strategy, spec, build_graph(spec), cluster, config, link)
+    return GPUPlan(strategy, spec, build_graph(spec), cluster, config, _ring_link(cluster))
+
+
+def _ring_link(cluster: Cluster) -> Link | None:
+    """The link the ranks' ring all-reduce runs at: the cluster's between neighbours
+    (NVLink, else the hosts' PCIe), its slowest where a cluster file names pairs; None on
+    one GPU."""
+    n = cluster.size
+    hops = [cluster.link(i, (i + 1) % n) for i in range(n)] if n > 1 else []
+    return min(hops, key=lambda link: link.bandwidth_Bps, default=None)
 
 
 def plan_eager(spec: ModelSpec, cluster: Cluster, config: GPUConfig) -> GPUPlan:

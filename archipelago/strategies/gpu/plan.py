@@ -10,10 +10,11 @@ kernel reaches.
 
 from dataclasses import dataclass
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from archipelago.errors import PartitionError
+from archipelago.engines.base import EngineConfig
 from archipelago.hardware.device import Device
+from archipelago.hardware.link import Link
 from archipelago.hardware.machines import Cluster
 from archipelago.models.graph import Graph
 from archipelago.models.spec import ModelSpec
@@ -34,31 +35,19 @@ EAGER_HOST_OP_S = 10e-6
 # gap per kernel remains on the GPU).
 KERNEL_GAP_S = 1e-6
 # NCCL's ring all-reduce latency model for small messages (LL protocol): a base latency and
-# one per ring step (NCCL src/graph/tuning.cc, NCCL 2.7: baseLat ring LL 3.6 us; hwLat ring
-# LL 0.4 us over NVLink, 1.0 us over PCIe).
+# one per ring step (NCCL src/graph/tuning.cc, NCCL 2.7: baseLat ring LL 3.6 us); the step's
+# is the link's own latency (catalog.yaml: NCCL's hwLat, 0.4 us over NVLink, 1.0 us PCIe).
 ALLREDUCE_BASE_S = 3.6e-6
-HOP_S = {"nvlink": 0.4e-6, "pcie": 1.0e-6}
 FP16_BYTES = 2
 
 
-class GPUConfig(BaseModel):
+class GPUConfig(EngineConfig):
     """How kernels reach the GPU (module docstring); each parameter may be overridden."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     graph: bool = False  # one CUDA graph per decode step (True) or eager ops
     host_op_s: float = Field(default=EAGER_HOST_OP_S, ge=0, le=1e-3)
     kernel_gap_s: float = Field(default=KERNEL_GAP_S, ge=0, le=1e-4)
     memory_efficiency: float = Field(default=MEMORY_EFFICIENCY, gt=0.3, le=1)
-
-
-@dataclass(frozen=True)
-class GPULink:
-    """The path the tensor-parallel ranks all-reduce over: per direction per GPU."""
-
-    kind: str  # nvlink or pcie
-    bandwidth_Bps: float
-    hop_s: float
 
 
 @dataclass(frozen=True)
@@ -68,7 +57,7 @@ class GPUPlan:
     graph: Graph
     cluster: Cluster
     config: GPUConfig
-    link: GPULink | None  # None on one GPU
+    link: Link | None  # the cluster's link between two GPUs; None on one GPU
 
     @property
     def device(self) -> Device:
@@ -88,22 +77,11 @@ class GPUPlan:
         return next(iter(self.device.memories.values())).capacity_bytes
 
 
-def gpu_link(device: Device) -> GPULink:
-    """NVLink parts reach every peer through all their links (an NVSwitch, or DGX-1's
-    hybrid cube mesh whose rings use every link): ports x per-link rate per direction.
-    PCIe parts exchange over the host's PCIe link."""
-    net = device.network
-    if net is not None and net.kind == "nvlink":
-        return GPULink("nvlink", net.ports * net.gbps * 1e9 / 8, HOP_S["nvlink"])
-    if device.host_link_Bps is None:
-        raise PartitionError(f"GPU '{device.key}' has neither NVLink nor a PCIe host link")
-    return GPULink("pcie", device.host_link_Bps, HOP_S["pcie"])
-
-
-def ring_s(link: GPULink, ranks: int, nbytes: float, gather: bool = False) -> float:
+def ring_s(link: Link, ranks: int, nbytes: float, gather: bool = False) -> float:
     """A ring all-reduce of `nbytes`: 2(N-1) steps of bytes/N each (Patarasuk & Yuan,
     "Bandwidth optimal all-reduce algorithms for clusters of workstations", JPDC 2009;
     Thakur, Rabenseifner & Gropp, IJHPCA 2005 §4.5), 2(N-1)/N x bytes / bandwidth plus
     NCCL's latency terms; an all-gather of `nbytes` in all is its second half, N-1 steps."""
     steps = (ranks - 1) * (1 if gather else 2)
-    return ALLREDUCE_BASE_S + steps * link.hop_s + steps / ranks * nbytes / link.bandwidth_Bps
+    return (ALLREDUCE_BASE_S + steps * link.latency_s
+            + steps / ranks * nbytes / link.bandwidth_Bps)

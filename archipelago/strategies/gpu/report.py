@@ -43,7 +43,7 @@ def summarize(plan: GPUPlan, workload: Generation, est: GPUEstimate) -> Summary:
         row("decode compute (of the FP16 tensor peak)", compute),
         Figure("engine", plan.config.model_dump()),
         Figure("link", None if link is None else {"kind": link.kind, "bandwidth_Bps":
-                                                  link.bandwidth_Bps, "hop_s": link.hop_s}),
+                                                  link.bandwidth_Bps, "hop_s": link.latency_s}),
         Figure("memory_bytes_per_device", est.memory_bytes, "memory per GPU",
                (f"{est.memory_bytes / 1e9:,.2f} of {plan.capacity_bytes / 1e9:,.2f} GB",)),
         *verdict(est.feasible, est.reasons),

@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from archipelago.strategies.host_offload.pcie import concurrent_s
+from archipelago.strategies.host_offload.pcie import concurrent_s, transfer_s
 from archipelago.strategies.host_offload.plan import HostPlan
 from archipelago.strategies.host_offload.program import Call, Category
 from archipelago.strategies.host_offload.proxies import CPUProfile, load_profile
@@ -64,7 +64,7 @@ class _Coster:
             ddr = self.plan.designs[card].device.memory("ddr")
             assert ddr is not None
             return call.nbytes / ddr.bandwidth_Bps
-        return self.plan.links[card].transfer_s(self.bytes_of(call))
+        return transfer_s(self.plan.links[card], self.bytes_of(call))
 
     def position_s(self, calls: list[Call]) -> tuple[float, Call]:
         """Calls at the same position of several cards' chains: concurrent PCIe transfers

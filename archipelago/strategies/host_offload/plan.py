@@ -8,13 +8,13 @@ from archipelago.errors import PartitionError
 from archipelago.hardware.catalog import catalog
 from archipelago.hardware.cluster import Cluster
 from archipelago.hardware.device import Device
+from archipelago.hardware.link import Link
 from archipelago.models.recurrent import LSTMSpec, MatvecSpec, NMTSpec, RecurrentSpec, resize
 from archipelago.strategies.host_offload.apps import run_app
 from archipelago.strategies.host_offload.config import HostConfig
 from archipelago.strategies.host_offload.layout import Layout, WeightsMode, make_layout
 from archipelago.strategies.host_offload.npu_overlay import NPUConfig, NPUDesign, npu_design
 from archipelago.strategies.host_offload.partition import Grid, parse_grid
-from archipelago.strategies.host_offload.pcie import PCIeLink
 from archipelago.strategies.host_offload.program import Program, ProgramTooLarge, Recorder, Sym
 
 
@@ -27,7 +27,7 @@ class HostPlan:
     layout: Layout
     program: Program
     designs: tuple[NPUDesign, ...]
-    links: tuple[PCIeLink, ...]
+    links: tuple[Link, ...]  # each card's PCIe link to the host (the cluster's)
     steps: int
     cpu_profile: Path | None = None  # the host's CPU proxies (None: this machine's)
 
@@ -73,7 +73,7 @@ def feasibility(layout: Layout, designs: tuple[NPUDesign, ...]) -> list[str]:
 def is_overlay_card(device: Device) -> bool:
     """An Intel FPGA on a PCIe card: M20K MRFs (20 Kb blocks) and a host link."""
     return (device.kind == "fpga" and device.vendor == "intel" and device.bram_block_kbit == 20
-            and device.host_link_Bps is not None)
+            and (device.host_link is not None or device.host_link_Bps is not None))
 
 
 def host_shapes(spec: RecurrentSpec, steps: int) -> dict[str, Sym]:
@@ -115,7 +115,7 @@ def make_host_plan(spec: RecurrentSpec, cluster: Cluster, steps: int,
         raise PartitionError(f"{spec.name} over {cards} card(s) for {steps} steps: {err}; "
                              f"use fewer --steps, --layers or cards") from None
     designs = tuple(npu_design(d, engine) for d in cluster.devices)
-    links = tuple(PCIeLink(d.host_link_Bps) for d in cluster.devices)  # type: ignore[arg-type]
+    links = tuple(cluster.host_link(i) for i in range(cluster.size))
     return HostPlan(spec, cluster, layout, recorder.program, designs, links, steps,
                     cpu_profile or cluster.host_profile)
 

@@ -193,9 +193,8 @@ class DFXEngine:
         ranks = cluster.size
         if ranks == 1:
             return 0.0
-        assert cluster.link is not None
         values = step.width if step.kind == "all_to_all" else step.share(ranks)
-        return dfx_all_gather_s(rows * values, ranks, cluster.link,
+        return dfx_all_gather_s(rows * values, ranks, cluster.link(0, 1),
                                 self.config.clock_hz, self.config.data_bits)
 
     # --- matrix instructions (MFU + SFU_M) ---------------------------------------------

@@ -190,8 +190,8 @@ class _Degree:
 
     def links(self, stages: int) -> list[Link]:
         tp = self.tp
-        hops = [self.cluster.hop_link(k * tp + tp - 1, (k + 1) * tp) for k in range(stages - 1)]
-        return [*hops, self.cluster.hop_link((stages - 1) * tp, 0)] if stages > 1 else []
+        hops = [self.cluster.link(k * tp + tp - 1, (k + 1) * tp) for k in range(stages - 1)]
+        return [*hops, self.cluster.link((stages - 1) * tp, 0)] if stages > 1 else []
 
     def transfer_s(self, workload: Generation, stages: int) -> tuple[float, np.ndarray]:
         """Inter-stage seconds of the prompt, and of each decode step."""

@@ -285,8 +285,7 @@ class SystolicEngine:
         ranks = cluster.size
         if ranks == 1:
             return 0.0
-        assert cluster.link is not None
-        link = lora_link(cluster.link.latency_s)
+        link = lora_link(cluster.link(0, 1).latency_s)
         if step.kind == "all_reduce":  # every rank holds the full partial-sum vector
             return lora_all_reduce_s(rows * step.width * step.value_bytes, ranks, link,
                                      self.config.clock_hz)

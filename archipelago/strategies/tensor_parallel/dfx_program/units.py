@@ -143,9 +143,8 @@ class UnitModel:
 
     def hop_cycles(self, xfer: int) -> float:
         """One store-and-forward ring hop of `xfer` values (router.py, §V-E)."""
-        assert self.cluster.link is not None
         c = self.config
-        return dfx_hop_s(xfer, self.cluster.link, c.clock_hz, c.data_bits) * c.clock_hz
+        return dfx_hop_s(xfer, self.cluster.link(0, 1), c.clock_hz, c.data_bits) * c.clock_hz
 
     def compute(self, instr: Compute, rows: np.ndarray | int, cols: np.ndarray | int) -> Cost:
         if instr.op.is_matrix:
