@@ -11,8 +11,6 @@ from functools import cache, lru_cache
 from importlib import resources
 from typing import Any
 
-import yaml
-
 from archipelago.families import CatalogTable, Family, register_family, resolve
 from archipelago.models import (  # noqa: F401 (their register_family calls)
     dag_zoo,
@@ -24,13 +22,14 @@ from archipelago.models.hf_config import spec_from_hf_config
 from archipelago.models.recurrent import RecurrentSpec
 from archipelago.models.spec import ModelSpec
 from archipelago.models.weights import parameter_count
+from archipelago.yaml_loader import load_packaged
 
 
 @cache
 def zoo_configs() -> dict[str, dict[str, Any]]:
     """The built-in configs, keyed by name (HF config.json field names)."""
     text = resources.files("archipelago.models").joinpath("zoo.yaml").read_text()
-    return yaml.safe_load(text)
+    return load_packaged(text)
 
 
 def model_names() -> list[str]:
