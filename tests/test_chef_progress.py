@@ -6,9 +6,9 @@ from rich.console import Console
 
 from archipelago.hardware.cluster import resolve_cluster
 from archipelago.models.dag_zoo import builtin_dag
-from archipelago.strategies.chef import _SlowProgress
 from archipelago.strategies.chef.plan import ChefConfig
 from archipelago.strategies.chef.planners import plan_chef
+from archipelago.strategies.chef.progress import SlowProgress
 
 
 def test_each_step_announces_its_removals_and_the_last_tries_them_all() -> None:
@@ -34,7 +34,7 @@ def test_each_step_announces_its_removals_and_the_last_tries_them_all() -> None:
 
 def test_the_bar_shows_the_steps_total_on_a_terminal(monkeypatch) -> None:
     monkeypatch.setattr(Console, "is_terminal", property(lambda self: True))
-    bar = _SlowProgress("CHEF search: x")
+    bar = SlowProgress("CHEF search: x")
     bar.started -= 2  # a search past its first second
     bar(total=5, what="step 1: removals")
     bar()
@@ -51,7 +51,7 @@ def test_the_bar_shows_the_steps_total_on_a_terminal(monkeypatch) -> None:
 
 
 def test_steps_before_the_bar_shows_are_counted() -> None:
-    bar = _SlowProgress("x")
+    bar = SlowProgress("x")
     bar(total=4, what="step")
     bar()
     assert (bar.stage, bar.done, bar.bar) == ((4, "step"), 1, None)

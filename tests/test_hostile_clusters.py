@@ -153,9 +153,9 @@ def test_a_cpu_profile_is_named_by_its_path(tmp_path):
 
 def test_a_slow_search_leaves_no_blank_line_off_a_terminal(capsys):
     """chef-exact's refusals started with a blank line: rich's bar, stopped off a terminal."""
-    from archipelago.strategies.chef import _SlowProgress
+    from archipelago.strategies.chef.progress import SlowProgress
 
-    progress = _SlowProgress("exact search:")
+    progress = SlowProgress("exact search:")
     progress.started -= 2.0  # as if the search had run two seconds
     progress()
     progress.close()

@@ -21,6 +21,7 @@ from archipelago.strategies.chef.exact import all_deployments, optimal_mapping
 from archipelago.strategies.chef.h2h import h2h_mapping
 from archipelago.strategies.chef.ip_templates import IPTemplate, dram_bytes
 from archipelago.strategies.chef.plan import ChefConfig, ScheduledDAG, check_dram
+from archipelago.strategies.chef.progress import with_progress
 from archipelago.strategies.chef.simulate import (
     LayerCosts,
     Tables,
@@ -158,3 +159,9 @@ def plan_h2h(dag: ModelDAG, cluster: Cluster, config: ChefConfig,
     return ScheduledDAG("h2h", dag, cluster, h2h.tables.deployment, h2h.tables,
                         simulate(h2h.tables, h2h.mapping), h2h.steps,
                         time.perf_counter() - started, "h2h")
+
+
+# The strategies' planners as the registry (`__init__.py`) names them, each behind a bar.
+chef_planner = with_progress(plan_chef, "CHEF search:")
+h2h_planner = with_progress(plan_h2h, "H2H mapping:")
+exact_planner = with_progress(plan_exact, "exact search:")
