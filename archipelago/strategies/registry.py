@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import import_module
 from pkgutil import iter_modules
-from typing import Any, Literal, TypeAlias, TypeVar, overload
+from typing import Any, Literal, TypeVar, overload
 
 from pydantic import BaseModel, ValidationError
 
@@ -31,12 +31,10 @@ from archipelago.errors import ArchipelagoError, UnknownNameError, elide
 from archipelago.plugins import load_entry_points
 from archipelago.strategies import hooks
 from archipelago.strategies.options import ROLES, WorkloadType
+from archipelago.strategies.refs import Ref, resolve, resolved
 
 ENTRY_POINT_GROUP = "archipelago.strategies"
-_T = TypeVar("_T")
 _Planner = TypeVar("_Planner", bound=Callable[..., Any])
-# A registered object, or the `module:attribute` path it is imported from on first use.
-Ref: TypeAlias = _T | str
 _ROLE_WORDS = {"writers": "build files", "utilization": "a resource model to explore",
                "page": "an HTML report page",
                "batch_evaluator": "a batch evaluator of engine designs",
@@ -144,17 +142,17 @@ class Strategy:
     @property
     def engine_config(self) -> type[BaseModel]:
         """The typed model of its engine parameters (imported now)."""
-        return _resolved(self.engine_ref)
+        return resolved(self.engine_ref)
 
     @property
     def planner(self) -> Callable[..., Any]:
-        return _resolved(self.planner_ref)
+        return resolved(self.planner_ref)
 
     @property
     def models(self) -> tuple[type, ...]:
         """The model spec types its planner takes (imported now)."""
         refs = self.models_ref if isinstance(self.models_ref, tuple) else (self.models_ref,)
-        return tuple(_resolved(ref) for ref in refs)
+        return tuple(resolved(ref) for ref in refs)
 
     def declared_cluster(self, command: str) -> str | None:
         """The cluster this strategy declared for `command`, if any."""
@@ -328,17 +326,6 @@ def get_kind(name: str) -> PlanKind:
 def kinds() -> dict[str, PlanKind]:
     _load()
     return dict(_KINDS)
-
-
-def resolve(path: str) -> Any:
-    """`package.module:attribute` -> the attribute (imported now, not at registration)."""
-    module, _, attribute = path.partition(":")
-    return getattr(import_module(module), attribute) if attribute else import_module(module)
-
-
-def _resolved(ref: Ref[_T]) -> _T:
-    """A registered object given as itself or as its `module:attribute` path."""
-    return resolve(ref) if isinstance(ref, str) else ref
 
 
 def _model_words(models: type | tuple[type, ...]) -> str:

@@ -18,13 +18,12 @@ This module is the kind's registration; the planner (planner.py) and its engine 
 (hls_stream.py) are named as paths, imported when the strategy plans.
 """
 
-from archipelago.estimate.workload import parse_seq_len
 from archipelago.strategies.options import WorkloadOption, WorkloadType
 from archipelago.strategies.registry import PlanKind, register, register_kind
 
 ENCODER = WorkloadType("encoder", (
     WorkloadOption("seq_len", "tokens per sequence", "128", {"emulate": "16"}),),
-    parse_seq_len)
+    "archipelago.estimate.workload:parse_seq_len")
 # 128 is the GLUE-typical length the Galapagos encoder is built for (seeds/000 §2.3); a
 # 16-token emulation keeps the transformers reference quick.
 register_kind(PlanKind(

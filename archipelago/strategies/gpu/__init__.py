@@ -15,14 +15,13 @@ This module is the kind's registration; its planners (planner.py) and engine con
 (plan.py) are named as paths, imported when a strategy plans.
 """
 
-from archipelago.estimate.workload import parse_generation
 from archipelago.strategies.options import WorkloadOption, WorkloadType
 from archipelago.strategies.registry import PlanKind, register, register_kind
 
 GPU_GENERATION = WorkloadType("GPU generation", (
     WorkloadOption("tokens", "IN:OUT prompt and generated token counts", "64:64"),
     WorkloadOption("batch", "concurrent sequences, each with its own KV cache", "1"),
-), parse_generation)
+), "archipelago.estimate.workload:parse_generation")
 register_kind(PlanKind(
     "gpu", GPU_GENERATION,
     estimator="archipelago.strategies.gpu.estimate:estimate",

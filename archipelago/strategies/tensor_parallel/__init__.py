@@ -6,7 +6,6 @@ each planner and engine config named as a `module:attribute` path that the regis
 on first use, so listing strategies or starting `archi` imports none of the kind's code.
 """
 
-from archipelago.estimate.workload import parse_generation
 from archipelago.strategies.options import WorkloadOption, WorkloadType
 from archipelago.strategies.registry import PlanKind, register, register_kind
 
@@ -22,7 +21,7 @@ GENERATION = WorkloadType("generation", (
     WorkloadOption("split", "tensor x pipeline split: auto, or tp=T,pp=P[,layers=A+B+...]"
                    "[,ep=1|T] (several rings: auto; one ring: tensor parallel over it)", "",
                    role="plan", commands=("plan", "report", "emulate")),
-), parse_generation)
+), "archipelago.estimate.workload:parse_generation")
 # An SPMD program every device runs on its own shards (`Plan`), costed over a text generation.
 register_kind(PlanKind(
     "tensor-parallel", GENERATION,
