@@ -26,7 +26,6 @@ from archipelago.errors import ConfigError, elide_path
 from archipelago.families import Family, register_family
 from archipelago.models.dag import ModelDAG, validate_dag
 from archipelago.models.onnx_check import load_checked, node_field
-from archipelago.models.onnx_fold import fold_constants, reinfer_shapes
 from archipelago.models.onnx_graph import Builder, Draft
 from archipelago.models.onnx_layers import joined, visit
 from archipelago.safe_read import probe
@@ -85,6 +84,10 @@ def _layer(b: Builder, draft: Draft) -> Any:
 
 def import_onnx(path: Path, name: str | None = None) -> OnnxImport:
     """The ONNX model at `path` as a layer DAG, with the nodes and values of each layer."""
+    # numpy (onnx_fold's) only once a file is imported: registering the family, which every
+    # `archi catalog` does, stays without it.
+    from archipelago.models.onnx_fold import fold_constants, reinfer_shapes
+
     source = elide_path(str(path), 100)
     info = probe(path, "file")
     if info is None or not stat.S_ISREG(info.st_mode):
