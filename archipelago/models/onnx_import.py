@@ -23,7 +23,6 @@ from typing import Any
 from pydantic import ValidationError
 
 from archipelago.errors import ConfigError, elide_path
-from archipelago.families import Family, register_family
 from archipelago.models.dag import ModelDAG, validate_dag
 from archipelago.models.onnx_check import load_checked, node_field
 from archipelago.models.onnx_graph import Builder, Draft
@@ -126,9 +125,3 @@ def import_onnx(path: Path, name: str | None = None) -> OnnxImport:
 def dag_from_onnx(path: Path, name: str | None = None) -> ModelDAG:
     """The layer DAG of the ONNX model at `path`."""
     return import_onnx(path, name).dag
-
-
-# onnx itself is imported only when a file is loaded (`dag_from_onnx`).
-register_family(Family("onnx", "model", matches=lambda text: Path(text).suffix == ".onnx",
-                       load=lambda text: dag_from_onnx(Path(text)),
-                       choices=lambda: ("<model.onnx>",), order=50))

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from archipelago.strategies.refs import Ref, resolved
+from archipelago.refs import Ref, resolved
 
 # Where a kind option's text goes: `workload` and `output` to the kind's parser (an output
 # names a file the option's `writer` writes once the estimate is made), `plan` to the engine

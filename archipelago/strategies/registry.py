@@ -29,9 +29,9 @@ from pydantic import BaseModel, ValidationError
 
 from archipelago.errors import ArchipelagoError, UnknownNameError, elide
 from archipelago.plugins import load_entry_points
+from archipelago.refs import Ref, resolve, resolved
 from archipelago.strategies import hooks
 from archipelago.strategies.options import ROLES, WorkloadType
-from archipelago.strategies.refs import Ref, resolve, resolved
 
 ENTRY_POINT_GROUP = "archipelago.strategies"
 _Planner = TypeVar("_Planner", bound=Callable[..., Any])
