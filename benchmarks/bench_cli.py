@@ -19,6 +19,10 @@ import sys
 ARCHI = [sys.executable, "-m", "archipelago"]
 CASES = [("python -c pass", [sys.executable, "-c", "pass"]),
          ("import archipelago", [sys.executable, "-c", "import archipelago"]),
+         # What `archi plan` cannot do without: the CLI, its tables, the typed models and
+         # the estimator's arrays, imported and nothing run (the floor of the next line).
+         ("import its libraries", [sys.executable, "-c", "import numpy, pydantic, typer, "
+                                   "yaml, rich.console, rich.table"]),
          ("archi plan gpt2-1.5b --json", [*ARCHI, "plan", "gpt2-1.5b", "--json"]),
          ("archi catalog", [*ARCHI, "catalog"]),
          ("archi compare --help", [*ARCHI, "compare", "--help"])]
