@@ -1,7 +1,9 @@
 """Registered code named by path: a `module:attribute` string stands for an object the
 registry imports the first time it is used, so registering a kind, its workload and its
-strategies (and listing them: `archi --help`, `archi catalog`) imports none of their code."""
+strategies (and listing them: `archi --help`, `archi catalog`) imports none of their code,
+and registering the model and cluster families imports no form's loader."""
 
+from collections.abc import Callable
 from importlib import import_module
 from typing import Any, TypeAlias, TypeVar
 
@@ -14,6 +16,11 @@ def resolve(path: str) -> Any:
     """`package.module:attribute` -> the attribute (imported now, not at registration)."""
     module, _, attribute = path.partition(":")
     return getattr(import_module(module), attribute) if attribute else import_module(module)
+
+
+def lazy(path: str) -> Callable[..., Any]:
+    """The function at `module:attribute`, its module imported when it is first called."""
+    return lambda *args: resolve(path)(*args)
 
 
 def resolved(ref: Ref[_T]) -> _T:

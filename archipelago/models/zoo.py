@@ -65,36 +65,33 @@ register_family(Family("transformer-zoo", "model", matches=lambda text: text in 
                        order=10))
 
 
-def _code(path: str, on_file: bool = False) -> Callable[..., Any]:
-    """The function at `module:attribute`, its module imported when it is first called
-    (`on_file`: called with the name as a Path)."""
-    if on_file:
-        return lambda text: refs.resolve(path)(Path(text))
-    return lambda *args: refs.resolve(path)(*args)
+def _on_file(path: str) -> Callable[[str], Any]:
+    """The loader at `module:attribute` of a file form, called with the name as a Path."""
+    return lambda text: refs.resolve(path)(Path(text))
 
 
 _M = "archipelago.models"
 _DAGS = f"{_M}.dag_zoo:BUILTIN_DAGS"
 # A recurrent built-in resolves at its default size; a strategy for recurrent models resizes it.
 register_family(Family("recurrent", "model",
-                       matches=lambda text: text in _code(f"{_M}.recurrent:recurrent_names")(),
-                       load=_code(f"{_M}.recurrent:build_recurrent"),
-                       choices=_code(f"{_M}.recurrent:recurrent_names"),
-                       catalog=_code(f"{_M}.recurrent:catalog_table"), order=20))
+                       matches=lambda text: text in refs.lazy(f"{_M}.recurrent:recurrent_names")(),
+                       load=refs.lazy(f"{_M}.recurrent:build_recurrent"),
+                       choices=refs.lazy(f"{_M}.recurrent:recurrent_names"),
+                       catalog=refs.lazy(f"{_M}.recurrent:catalog_table"), order=20))
 register_family(Family("layer-dag", "model", matches=lambda text: text in refs.resolve(_DAGS),
-                       load=_code(f"{_M}.dag_zoo:builtin_dag"),
+                       load=refs.lazy(f"{_M}.dag_zoo:builtin_dag"),
                        choices=lambda: list(refs.resolve(_DAGS)),
-                       catalog=_code(f"{_M}.dag_zoo:catalog_table"), order=30))
+                       catalog=refs.lazy(f"{_M}.dag_zoo:catalog_table"), order=30))
 register_family(Family("layer-dag-yaml", "model",
                        matches=lambda text: Path(text).suffix in {".yaml", ".yml"},
-                       load=_code(f"{_M}.dag:load_dag", on_file=True),
+                       load=_on_file(f"{_M}.dag:load_dag"),
                        choices=lambda: ("<layer-DAG YAML>",), order=40))
 # Before the catch-all family of config.json paths, which accepts any existing file.
 register_family(Family("torch-export", "model",
                        matches=lambda text: Path(text).suffix == ".pt2",  # torch.export.save's
-                       load=_code(f"{_M}.torch_export:dag_from_exported", on_file=True),
+                       load=_on_file(f"{_M}.torch_export:dag_from_exported"),
                        choices=lambda: ["<model.pt2 from torch.export.save>"], order=45))
 # onnx itself is imported only when a file is loaded (`dag_from_onnx`).
 register_family(Family("onnx", "model", matches=lambda text: Path(text).suffix == ".onnx",
-                       load=_code(f"{_M}.onnx_import:dag_from_onnx", on_file=True),
+                       load=_on_file(f"{_M}.onnx_import:dag_from_onnx"),
                        choices=lambda: ("<model.onnx>",), order=50))
