@@ -35,6 +35,7 @@ from archipelago.strategies.options import ROLES, WorkloadType
 
 ENTRY_POINT_GROUP = "archipelago.strategies"
 _Planner = TypeVar("_Planner", bound=Callable[..., Any])
+_TRANSFORMERS = "archipelago.models.spec:ModelSpec"  # the model specs a planner takes by default
 _ROLE_WORDS = {"writers": "build files", "utilization": "a resource model to explore",
                "page": "an HTML report page",
                "batch_evaluator": "a batch evaluator of engine designs",
@@ -134,7 +135,7 @@ class Strategy:
     planner_ref: Ref[Callable[..., Any]]
     engine_defaults: dict[str, Any] = field(default_factory=dict)
     design_space: str | None = None
-    models_ref: Ref[type] | tuple[Ref[type], ...] = "archipelago.models.spec:ModelSpec"
+    models_ref: Ref[type] | tuple[Ref[type], ...] = _TRANSFORMERS
     default_for: tuple[str, ...] = ()  # the commands run with it when --strategy is left out
     default_cluster: str | None = None  # --cluster when it is left out ...
     command_clusters: dict[str, str] = field(default_factory=dict)  # ... per command
@@ -231,7 +232,7 @@ def register_kind(kind: PlanKind) -> PlanKind:
 def register(name: str, summary: str, kind: str, engine_config: Ref[type[BaseModel]],
              engine_defaults: dict[str, Any] | None = None,
              design_space: str | None = None,
-             models: Ref[type] | tuple[Ref[type], ...] = "archipelago.models.spec:ModelSpec",
+             models: Ref[type] | tuple[Ref[type], ...] = _TRANSFORMERS,
              default_for: tuple[str, ...] = (),
              default_cluster: str | None = None,
              command_clusters: dict[str, str] | None = None
