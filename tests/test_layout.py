@@ -13,6 +13,7 @@ import pytest
 from pydantic import BaseModel
 
 import archipelago
+from archipelago.refs import resolved
 from archipelago.strategies.registry import builtin_kind_packages, kinds, strategies
 
 ROOT = Path(archipelago.__file__).parent
@@ -64,12 +65,13 @@ def test_every_hook_of_a_kind_resolves_inside_its_package(package: str) -> None:
 
 @pytest.mark.parametrize("name", sorted(strategies()))
 def test_every_lazy_path_of_a_strategy_resolves_to_what_it_names(name: str) -> None:
-    """Planner, engine config and model types given as paths import and are what the
-    registry promises: a callable, a pydantic model, classes."""
+    """Planner, engine config, model types and the kind's workload parser given as paths
+    import and are what the registry promises: callables, a pydantic model, classes."""
     strategy = strategies()[name]
     assert callable(strategy.planner)
     assert issubclass(strategy.engine_config, BaseModel)
     assert strategy.models and all(isinstance(t, type) for t in strategy.models)
+    assert callable(resolved(strategy.plan_kind.workload.parse))
     for ref in (strategy.planner_ref, strategy.engine_ref):
         if isinstance(ref, str) and ref.startswith("archipelago.strategies."):
             package = _package_of_kind(strategy.kind)
