@@ -6,8 +6,10 @@ load it (`load`), which names it offers (`choices`, for the unknown-name error) 
 catalog` are loops over the registered families, so a new family is one `register_family`
 call in its own module, like a new strategy.
 
-Built-in families register when `models.zoo` and `hardware.cluster` are imported; a package
-outside the repository registers through the `archipelago.families` entry point group.
+Built-in families register when `models.zoo` and `hardware.cluster` are imported, naming
+the code of a form by `module:attribute` path where its module is heavy (`refs.resolve`), so
+resolving a zoo name imports no ONNX, torch.export or layer-DAG code; a package outside the
+repository registers through the `archipelago.families` entry point group.
 """
 
 from collections.abc import Callable, Sequence

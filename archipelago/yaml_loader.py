@@ -1,7 +1,10 @@
-"""A safe YAML loader that stops early on a document too large or too deep: libyaml's
-parser (C) feeds PyYAML's composer, which here counts values and depth as it builds nodes,
-so a 15 MiB file of millions of values is refused after the first few hundred thousand
-events instead of after composing and constructing all of them (tens of seconds)."""
+"""The YAML loaders, both on libyaml where PyYAML has it. A user's file goes through a safe
+loader that stops early on a document too large or too deep: libyaml's parser (C) feeds
+PyYAML's composer, which here counts values and depth as it builds nodes, so a 15 MiB file
+of millions of values is refused after the first few hundred thousand events instead of
+after composing and constructing all of them (tens of seconds). The files the package ships
+(the hardware catalog, the model zoo, built-in clusters) need no bound and are read by
+libyaml whole (`load_packaged`): every `archi` command reads the catalog."""
 
 from typing import Any
 
@@ -28,8 +31,10 @@ class _PyParser(Reader, Scanner, Parser):
 # one); the safe constructor (no Python tags) either way.
 if yaml.__with_libyaml__:
     from yaml.cyaml import CParser as _Parser
+    from yaml.cyaml import CSafeLoader as _PackagedLoader
 else:
     _Parser = _PyParser
+    _PackagedLoader = yaml.SafeLoader  # type: ignore[misc]
 
 
 class TooLarge(Exception):
@@ -89,3 +94,10 @@ def bounded_loader(max_values: int, max_depth: int) -> type[BoundedSafeLoader]:
     """A BoundedSafeLoader class with these limits (yaml.load takes a class)."""
     return type("Bounded", (BoundedSafeLoader,),
                 {"max_values": max_values, "max_depth": max_depth})
+
+
+def load_packaged(text: str) -> Any:
+    """A YAML document the package ships, as `yaml.safe_load` reads it: libyaml's safe
+    loader, parser and composer both in C (the catalog in 15 ms rather than the pure-Python
+    parser's 90 ms, or the bounded loader's 27 ms, whose composer is Python)."""
+    return yaml.load(text, Loader=_PackagedLoader)

@@ -15,7 +15,8 @@ from archipelago.hardware.catalog import (
     switches,
     unsourced_numbers,
 )
-from archipelago.hardware.cluster import load_cluster_file, resolve_cluster
+from archipelago.hardware.cluster import resolve_cluster
+from archipelago.hardware.cluster_file import load_cluster_file
 
 REQUIRED = {"u280", "u250", "u50", "u55c", "vck190", "sidewinder", "stratix10gx2800",
             "arria10gx1150", "v100", "a100", "t4", "h100", "v80", "vck5000", "vhk158"}

@@ -9,12 +9,12 @@ from functools import cache
 from importlib import resources
 from typing import Any, TypeVar
 
-import yaml
 from pydantic import ValidationError
 
 from archipelago.errors import ConfigError, UnknownNameError, elide
 from archipelago.hardware.device import Device, Switch
 from archipelago.hardware.link import CatalogLink, Link
+from archipelago.yaml_loader import load_packaged
 
 _Entry = TypeVar("_Entry", Device, Switch, CatalogLink)
 
@@ -44,7 +44,7 @@ def unsourced_numbers(node: Any, path: str = "") -> list[str]:
 @cache
 def _raw() -> dict[str, Any]:
     text = resources.files("archipelago.hardware").joinpath("catalog.yaml").read_text()
-    return yaml.safe_load(text)
+    return load_packaged(text)
 
 
 def raw_catalog() -> dict[str, Any]:

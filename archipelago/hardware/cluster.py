@@ -10,10 +10,10 @@ from collections import Counter
 from functools import lru_cache
 from pathlib import Path
 
+from archipelago import refs
 from archipelago.errors import ArchipelagoError
 from archipelago.families import CatalogTable, Family, register_family, resolve
 from archipelago.hardware.catalog import catalog, get_device
-from archipelago.hardware.cluster_file import builtin_clusters, load_builtin, load_cluster_file
 from archipelago.hardware.machines import (
     MAX_DEVICES,
     SWITCH_TO_SWITCH_LATENCY_S,
@@ -28,7 +28,12 @@ from archipelago.hardware.machines import (
 )
 from archipelago.safe_read import probe
 
-__all__ = ["MAX_DEVICES", "Cluster", "load_cluster_file", "parse_shorthand", "resolve_cluster"]
+__all__ = ["MAX_DEVICES", "Cluster", "parse_shorthand", "resolve_cluster"]
+# Cluster files, built-in or a user's, are read by cluster_file.py, imported when a name is
+# one (`NxDEVICE` needs only the catalog).
+_FILES = "archipelago.hardware.cluster_file"
+_builtin_names = refs.lazy(f"{_FILES}:builtin_clusters")
+_load_builtin = refs.lazy(f"{_FILES}:load_builtin")
 
 _SHORTHAND = re.compile(r"^(?:([0-9]+)x)?([0-9]+)x([a-z0-9_.-]+)$", re.IGNORECASE)
 
@@ -99,7 +104,7 @@ def _network(cluster: Cluster) -> str:
 
 
 def _builtin_table() -> CatalogTable:
-    clusters = {name: load_builtin(name) for name in builtin_clusters()}
+    clusters = {name: _load_builtin(name) for name in _builtin_names()}
     return CatalogTable("clusters", "built-in clusters (or NxDEVICE, or a cluster YAML file)",
                         ("name", "devices", "device mix", "link"),
                         {name: (c.size, _mix(c), _network(c)) for name, c in clusters.items()})
@@ -111,10 +116,11 @@ register_family(Family(
                          f"DEVICE: {len(catalog())} in `archi catalog`)"],
     order=10))
 register_family(Family(
-    "cluster-builtin", "cluster", lambda text: text in builtin_clusters(), load_builtin,
-    builtin_clusters, _builtin_table, order=20))
+    "cluster-builtin", "cluster", lambda text: text in _builtin_names(), _load_builtin,
+    _builtin_names, _builtin_table, order=20))
 register_family(Family(
-    "cluster-file", "cluster", _is_cluster_file, lambda text: load_cluster_file(Path(text)),
+    "cluster-file", "cluster", _is_cluster_file,
+    lambda text: refs.lazy(f"{_FILES}:load_cluster_file")(Path(text)),
     lambda: ["<cluster YAML path>"], order=30))
 
 

@@ -46,7 +46,6 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Annotated, Any
 
-import yaml
 from pydantic import (
     AfterValidator,
     AliasChoices,
@@ -75,6 +74,7 @@ from archipelago.hardware.machines import (
 )
 from archipelago.names import Name
 from archipelago.safe_read import load_mapping
+from archipelago.yaml_loader import load_packaged
 
 # Bounds of a user's file, far past any board (a U280 has 32 HBM banks at 14 GB/s, 9,024
 # DSPs; a VU19P 9 M LUTs): they stop typos before a bank count of 10^30 becomes zero-sized
@@ -375,4 +375,4 @@ def builtin_clusters() -> list[str]:
 def load_builtin(name: str) -> Cluster:
     source = f"clusters/{name}.yaml"
     text = resources.files("archipelago.hardware").joinpath(source).read_text()
-    return cluster_from_dict(yaml.safe_load(text), source, default_name=name)
+    return cluster_from_dict(load_packaged(text), source, default_name=name)

@@ -13,7 +13,6 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from archipelago.errors import ConfigError, elide
-from archipelago.families import Family, register_family
 from archipelago.models.dag_layers import (
     BYTES_PER_ELEMENT,
     COMPUTE_TYPES,
@@ -283,9 +282,3 @@ def load_dag(path: Path) -> ModelDAG:
         raise ConfigError(source, "model", "top level must be a mapping")
     data.setdefault("name", path.stem)
     return dag_from_dict(data, source)
-
-
-register_family(Family("layer-dag-yaml", "model",
-                       matches=lambda text: Path(text).suffix in {".yaml", ".yml"},
-                       load=lambda text: load_dag(Path(text)),
-                       choices=lambda: ("<layer-DAG YAML>",), order=40))

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from functools import cache
 
 from archipelago.errors import UnknownNameError
-from archipelago.families import CatalogTable, Family, register_family
+from archipelago.families import CatalogTable
 from archipelago.models.dag import ModelDAG
 from archipelago.models.dag_builder import DagBuilder
 
@@ -207,7 +207,7 @@ def builtin_dag(name: str) -> ModelDAG:
     return BUILTIN_DAGS[name]()
 
 
-def _catalog() -> CatalogTable:
+def catalog_table() -> CatalogTable:
     dags = {name: builtin_dag(name) for name in BUILTIN_DAGS}
     return CatalogTable(
         "dag_models", "layer-DAG models (seeds/004)",
@@ -217,8 +217,3 @@ def _catalog() -> CatalogTable:
          for name, d in dags.items()},
         json_rows={name: {"compute_layers": d.compute_layers, "layers": len(d.layers)}
                    for name, d in dags.items()})
-
-
-register_family(Family("layer-dag", "model", matches=lambda text: text in BUILTIN_DAGS,
-                       load=builtin_dag, choices=lambda: list(BUILTIN_DAGS),
-                       catalog=_catalog, order=30))

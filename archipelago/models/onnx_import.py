@@ -23,10 +23,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from archipelago.errors import ConfigError, elide_path
-from archipelago.families import Family, register_family
 from archipelago.models.dag import ModelDAG, validate_dag
 from archipelago.models.onnx_check import load_checked, node_field
-from archipelago.models.onnx_fold import fold_constants, reinfer_shapes
 from archipelago.models.onnx_graph import Builder, Draft
 from archipelago.models.onnx_layers import joined, visit
 from archipelago.safe_read import probe
@@ -85,6 +83,10 @@ def _layer(b: Builder, draft: Draft) -> Any:
 
 def import_onnx(path: Path, name: str | None = None) -> OnnxImport:
     """The ONNX model at `path` as a layer DAG, with the nodes and values of each layer."""
+    # numpy (onnx_fold's) only once a file is imported: registering the family, which every
+    # `archi catalog` does, stays without it.
+    from archipelago.models.onnx_fold import fold_constants, reinfer_shapes
+
     source = elide_path(str(path), 100)
     info = probe(path, "file")
     if info is None or not stat.S_ISREG(info.st_mode):
@@ -123,9 +125,3 @@ def import_onnx(path: Path, name: str | None = None) -> OnnxImport:
 def dag_from_onnx(path: Path, name: str | None = None) -> ModelDAG:
     """The layer DAG of the ONNX model at `path`."""
     return import_onnx(path, name).dag
-
-
-# onnx itself is imported only when a file is loaded (`dag_from_onnx`).
-register_family(Family("onnx", "model", matches=lambda text: Path(text).suffix == ".onnx",
-                       load=lambda text: dag_from_onnx(Path(text)),
-                       choices=lambda: ("<model.onnx>",), order=50))

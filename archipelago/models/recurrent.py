@@ -10,7 +10,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from archipelago.errors import ArchipelagoError, ConfigError, UnknownNameError
-from archipelago.families import CatalogTable, Family, register_family
+from archipelago.families import CatalogTable
 
 GATES = 4  # an LSTM cell has input, forget, cell and output gates (seeds/003 §IV-2: 8 matvecs)
 
@@ -222,7 +222,7 @@ def resize(spec: RecurrentSpec, hidden: int | None = None, layers: int | None = 
     return build_recurrent(builtin_of(spec), hidden or size, layers, vocab, beam)
 
 
-def _catalog() -> CatalogTable:
+def catalog_table() -> CatalogTable:
     built = {name: build_recurrent(name) for name in recurrent_names()}
     return CatalogTable(
         "recurrent_models", "recurrent models (sized with --hidden, --layers, --vocab)",
@@ -230,9 +230,3 @@ def _catalog() -> CatalogTable:
         {name: (s.family, f"{s.params / 1e6:,.0f} M") for name, s in built.items()},
         json_rows={name: {"family": s.family, "parameters": s.params}
                    for name, s in built.items()})
-
-
-# A recurrent built-in resolves at its default size; a strategy for recurrent models resizes it.
-register_family(Family("recurrent", "model", matches=lambda text: text in recurrent_names(),
-                       load=build_recurrent, choices=recurrent_names, catalog=_catalog,
-                       order=20))

@@ -10,12 +10,9 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from archipelago.errors import ConfigError
-from archipelago.families import Family, register_family
 from archipelago.models.dag import ModelDAG
 from archipelago.models.torch_import import dag_from_module
 from archipelago.safe_read import probe
-
-SUFFIX = ".pt2"  # torch.export.save's file format
 
 
 def dag_from_exported(path: Path, name: str | None = None) -> ModelDAG:
@@ -44,12 +41,3 @@ def dag_from_exported(path: Path, name: str | None = None) -> ModelDAG:
     except ValidationError as err:  # a layer the graph describes is out of bounds
         raise ConfigError.from_validation(source, err) from None
     return dag
-
-
-# Before the catch-all family of config.json paths, which accepts any existing file.
-register_family(Family(
-    name="torch-export", what="model",
-    matches=lambda text: Path(text).suffix == SUFFIX,
-    load=lambda text: dag_from_exported(Path(text)),
-    choices=lambda: ["<model.pt2 from torch.export.save>"],
-    order=45))

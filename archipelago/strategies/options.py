@@ -10,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from archipelago.refs import Ref, resolved
+
 # Where a kind option's text goes: `workload` and `output` to the kind's parser (an output
 # names a file the option's `writer` writes once the estimate is made), `plan` to the engine
 # parameters, `job` to the command's own runner (the emulation job, the kind's explorer),
@@ -56,12 +58,13 @@ class WorkloadOption:
 @dataclass(frozen=True)
 class WorkloadType:
     """What a plan kind's commands are asked to do, and how command-line text becomes it:
-    `parse` takes {option name: text} and returns the workload object (raising
-    ArchipelagoError with a one-line message for bad text)."""
+    `parse` (or its `module:attribute` path, imported when a command parses) takes
+    {option name: text} and returns the workload object (raising ArchipelagoError with a
+    one-line message for bad text)."""
 
     name: str
     options: tuple[WorkloadOption, ...]
-    parse: Callable[..., Any]
+    parse: Ref[Callable[..., Any]]
 
     def of(self, command: str, *roles: str) -> list[WorkloadOption]:
         """The options `command` takes in `roles`."""
@@ -108,5 +111,5 @@ class WorkloadType:
         """The workload object; an output's file name travels in it (the report names the
         file), checked by the kind's parser before any work."""
         outputs = {o.name for o in self.of(command, "output")}
-        return self.parse(**self.texts(given, command),
+        return resolved(self.parse)(**self.texts(given, command),
                           **{k: v for k, v in given.items() if k in outputs})

@@ -23,19 +23,24 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import import_module
 from pkgutil import iter_modules
-from typing import Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from pydantic import BaseModel, ValidationError
 
 from archipelago.errors import ArchipelagoError, UnknownNameError, elide
 from archipelago.models.features import Feature, refusal
-from archipelago.models.spec import ModelSpec
 from archipelago.plugins import load_entry_points
+from archipelago.refs import Ref, resolve, resolved
 from archipelago.strategies import hooks
 from archipelago.strategies.options import ROLES, WorkloadType
 
+if TYPE_CHECKING:  # the spec type is a planner's import, not the registry's
+    from archipelago.models.spec import ModelSpec
+
 ENTRY_POINT_GROUP = "archipelago.strategies"
 Action = Literal["split", "emulate"]
+_Planner = TypeVar("_Planner", bound=Callable[..., Any])
+_TRANSFORMERS = "archipelago.models.spec:ModelSpec"  # the model specs a planner takes by default
 _ROLE_WORDS = {"writers": "build files", "utilization": "a resource model to explore",
                "page": "an HTML report page",
                "batch_evaluator": "a batch evaluator of engine designs",
@@ -134,19 +139,39 @@ class Strategy:
     `engine_config` built from `engine_defaults` and the user's overrides; `design_space`
     (`module:attribute`) is what `archi explore` may vary. Any cluster may be handed to any
     planner: one that cannot use the cluster's shape (mixed devices, a topology, a device
-    kind) raises a one-line PartitionError saying why."""
+    kind) raises a one-line PartitionError saying why.
+
+    The planner, the engine config and the model types may be given as `module:attribute`
+    paths (`Ref`), imported the first time they are used: what a command's help, `archi
+    catalog` and the choice of defaults need (names, summaries, defaults, clusters) is here
+    without importing the kind's code."""
 
     name: str
     summary: str
     kind: str
-    engine_config: type[BaseModel]
-    planner: Callable[..., Any]
+    engine_ref: Ref[type[BaseModel]]
+    planner_ref: Ref[Callable[..., Any]]
     engine_defaults: dict[str, Any] = field(default_factory=dict)
     design_space: str | None = None
-    models: type | tuple[type, ...] = ModelSpec  # the model specs its planner takes
+    models_ref: Ref[type] | tuple[Ref[type], ...] = _TRANSFORMERS
     default_for: tuple[str, ...] = ()  # the commands run with it when --strategy is left out
     default_cluster: str | None = None  # --cluster when it is left out ...
     command_clusters: dict[str, str] = field(default_factory=dict)  # ... per command
+
+    @property
+    def engine_config(self) -> type[BaseModel]:
+        """The typed model of its engine parameters (imported now)."""
+        return resolved(self.engine_ref)
+
+    @property
+    def planner(self) -> Callable[..., Any]:
+        return resolved(self.planner_ref)
+
+    @property
+    def models(self) -> tuple[type, ...]:
+        """The model spec types its planner takes (imported now)."""
+        refs = self.models_ref if isinstance(self.models_ref, tuple) else (self.models_ref,)
+        return tuple(resolved(ref) for ref in refs)
 
     def declared_cluster(self, command: str) -> str | None:
         """The cluster this strategy declared for `command`, if any."""
@@ -222,19 +247,22 @@ def register_kind(kind: PlanKind) -> PlanKind:
     return kind
 
 
-def register(name: str, summary: str, kind: str, engine_config: type[BaseModel],
+def register(name: str, summary: str, kind: str, engine_config: Ref[type[BaseModel]],
              engine_defaults: dict[str, Any] | None = None,
              design_space: str | None = None,
-             models: type | tuple[type, ...] = ModelSpec,
+             models: Ref[type] | tuple[Ref[type], ...] = _TRANSFORMERS,
              default_for: tuple[str, ...] = (),
              default_cluster: str | None = None,
-             command_clusters: dict[str, str] | None = None) -> Callable[[Callable], Callable]:
-    """Decorate a planner to register it as strategy `name` making plans of `kind` from
-    model specs of type `models` (transformer `ModelSpec`s unless it says otherwise).
+             command_clusters: dict[str, str] | None = None
+             ) -> Callable[[Ref[_Planner]], Ref[_Planner]]:
+    """Decorate a planner (or name one, `module:attribute`) to register it as strategy
+    `name` making plans of `kind` from model specs of type `models` (transformer
+    `ModelSpec`s unless it says otherwise). `engine_config` and `models` may be paths too;
+    paths are imported only when the strategy plans or validates engine parameters.
     `default_for`: the commands that run it when --strategy is left out (one strategy per
     command); `default_cluster`, or `command_clusters[command]`: --cluster left out."""
 
-    def wrap(planner: Callable) -> Callable:
+    def wrap(planner: Ref[_Planner]) -> Ref[_Planner]:
         if name in _STRATEGIES:
             raise ValueError(f"strategy '{name}' registered twice")
         for command in default_for:
@@ -319,13 +347,7 @@ def kinds() -> dict[str, PlanKind]:
     return dict(_KINDS)
 
 
-def resolve(path: str) -> Any:
-    """`package.module:attribute` -> the attribute (imported now, not at registration)."""
-    module, _, attribute = path.partition(":")
-    return getattr(import_module(module), attribute) if attribute else import_module(module)
-
-
-def feature_refusal(spec: ModelSpec, strategy: str, action: Action = "split") -> str | None:
+def feature_refusal(spec: "ModelSpec", strategy: str, action: Action = "split") -> str | None:
     """The one line refusing `spec` for `strategy` where its kind does not declare one of
     the spec's features (for `action`), naming the strategies that would take it; None
     where it takes them all, or its kind declares nothing."""

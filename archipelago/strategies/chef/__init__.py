@@ -11,22 +11,18 @@
     report      estimates and emulations as JSON or tables
     gantt       `--gantt FILE`'s writer (plotly, imported only there)
     page        the charts of `archi report` (plotly, imported only there)
+
+This module is the kind's registration; the planners (planners.py, run behind progress.py's
+bar) and the engine config (plan.py) are named as paths, imported when a strategy plans.
 """
 
 from dataclasses import dataclass
 from pathlib import Path
 
 from archipelago.errors import ArchipelagoError
-from archipelago.hardware.machines import Cluster
-from archipelago.models.dag import ModelDAG
 from archipelago.output_file import check_output_file
-from archipelago.progress_bar import slow_progress
-from archipelago.strategies.chef.plan import ChefConfig, ScheduledDAG
-from archipelago.strategies.chef.planners import plan_chef, plan_exact, plan_h2h
 from archipelago.strategies.options import WorkloadOption, WorkloadType
 from archipelago.strategies.registry import PlanKind, register, register_kind
-
-__all__ = ["ChefConfig", "ScheduledDAG"]
 
 
 @dataclass(frozen=True)
@@ -65,22 +61,16 @@ register_kind(PlanKind(
 ))
 
 
-def _with_progress(planner, what: str):
-    def run(dag: ModelDAG, cluster: Cluster, config: ChefConfig):
-        with slow_progress(f"{what} {dag.name}") as progress:
-            return planner(dag, cluster, config, progress)
-
-    return run
-
-
+_PLANNERS = "archipelago.strategies.chef.planners"
+_CONFIG = "archipelago.strategies.chef.plan:ChefConfig"
 # Without --cluster, the U280 + U250 cluster of seeds/004 §VII-B.
-_ON = {"models": ModelDAG, "default_cluster": "hacc"}
+_ON = {"models": "archipelago.models.dag:ModelDAG", "default_cluster": "hacc"}
 register("chef", "MMMT layer DAGs on heterogeneous FPGAs: IPs deployed by ILP + idle-aware "
          "re-deployment, layers mapped communication- and DRAM-aware (seeds/004)",
-         "scheduled-dag", ChefConfig, **_ON)(_with_progress(plan_chef, "CHEF search:"))
+         "scheduled-dag", _CONFIG, **_ON)(f"{_PLANNERS}:chef_planner")
 register("h2h", "baseline of seeds/004: one fixed accelerator per FPGA, weights and "
-         "features in host memory, H2H's four mapping steps", "scheduled-dag", ChefConfig,
-         **_ON)(_with_progress(plan_h2h, "H2H mapping:"))
+         "features in host memory, H2H's four mapping steps", "scheduled-dag", _CONFIG,
+         **_ON)(f"{_PLANNERS}:h2h_planner")
 register("chef-exact", "exact optimum of small layer DAGs (<= ~10 layers): every "
-         "deployment, every mapping (seeds/004 Tables VI, VII)", "scheduled-dag", ChefConfig,
-         **_ON)(_with_progress(plan_exact, "exact search:"))
+         "deployment, every mapping (seeds/004 Tables VI, VII)", "scheduled-dag", _CONFIG,
+         **_ON)(f"{_PLANNERS}:exact_planner")

@@ -52,7 +52,6 @@ from math import ceil
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from archipelago.engines.base import memory_blocks
@@ -70,6 +69,7 @@ from archipelago.models.dag import (
     Pool,
 )
 from archipelago.safe_read import load_yaml
+from archipelago.yaml_loader import load_packaged
 
 DSP_PER_FP32_MAC = 5  # seeds/004 §I: "five DSPs conduct a multiply-accumulate operation"
 WORD_BITS = 32  # FP32 features and weights
@@ -309,7 +309,7 @@ def parse_ips(data: object, source: str) -> dict[str, IPTemplate]:
 @cache
 def builtin_ips() -> dict[str, IPTemplate]:
     text = resources.files("archipelago.strategies.chef").joinpath("ip_templates.yaml").read_text()
-    return parse_ips(yaml.safe_load(text), "ip_templates.yaml")
+    return parse_ips(load_packaged(text), "ip_templates.yaml")
 
 
 def load_ips(path: Path) -> dict[str, IPTemplate]:

@@ -13,26 +13,18 @@ The dataflow plan kind's consumers live here too, imported only when a command n
     page      the charts of `archi report` (plotly, imported only there)
     emit      the build files (Cluster Builder JSON, logical/map XML, routing tables)
     emulate   libGalapagos-style kernel threads and packet router, bit-exact to IBertModel
+
+This module is the kind's registration; the planner (planner.py) and its engine config
+(hls_stream.py) are named as paths, imported when the strategy plans.
 """
 
-from archipelago.errors import PartitionError
-from archipelago.estimate.workload import parse_seq_len
-from archipelago.hardware.cluster import Cluster
 from archipelago.models.features import BIASES, EMBEDDING_NORM, POST_NORM
-from archipelago.models.spec import ModelSpec
-from archipelago.strategies.galapagos.aie import AIEEngine
-from archipelago.strategies.galapagos.builder import build_plan
-from archipelago.strategies.galapagos.hls_stream import HLSStreamEngine, StreamConfig
-from archipelago.strategies.galapagos.plan import DataflowPlan
 from archipelago.strategies.options import WorkloadOption, WorkloadType
-from archipelago.strategies.registry import PlanKind, feature_refusal, register, register_kind
-
-__all__ = ["DataflowPlan", "plan_galapagos"]
-
+from archipelago.strategies.registry import PlanKind, register, register_kind
 
 ENCODER = WorkloadType("encoder", (
     WorkloadOption("seq_len", "tokens per sequence", "128", {"emulate": "16"}),),
-    parse_seq_len)
+    "archipelago.estimate.workload:parse_seq_len")
 # 128 is the GLUE-typical length the Galapagos encoder is built for (seeds/000 §2.3); a
 # 16-token emulation keeps the transformers reference quick.
 register_kind(PlanKind(
@@ -45,25 +37,9 @@ register_kind(PlanKind(
     supports=frozenset({BIASES, POST_NORM, EMBEDDING_NORM})))  # BERT's block, as I-BERT's
 
 
-def _check_inputs(spec: ModelSpec, cluster: Cluster) -> None:
-    if spec.is_decoder:
-        raise PartitionError(f"strategy 'galapagos' builds encoders (I-BERT, BERT, RoBERTa); "
-                             f"{spec.name} is a {spec.arch} decoder (try strategy 'dfx')")
-    refused = feature_refusal(spec, "galapagos")
-    if refused:
-        raise PartitionError(refused)
-    device = cluster.require_identical("galapagos")
-    if device.kind != "fpga" or not device.resources.dsp:
-        raise PartitionError(f"strategy 'galapagos' maps kernels onto FPGA fabric; "
-                             f"'{device.key}' is a {device.kind} without DSPs")
-
-
 # `archi build` without --strategy; without --cluster, the 72 Sidewinders of seeds/000 §8.
-@register("galapagos", "encoder as streaming I-BERT kernels on clusters of clusters, GMI "
-                       "collectives, Cluster Builder files (seeds/000)", "dataflow", StreamConfig,
-          default_for=("build",), default_cluster="72xsidewinder")
-def plan_galapagos(spec: ModelSpec, cluster: Cluster, config: StreamConfig) -> DataflowPlan:
-    _check_inputs(spec, cluster)
-    engine = AIEEngine(config) if cluster.devices[0].resources.aie else HLSStreamEngine(config)
-    row_interval = engine.config.row_interval or engine.default_row_interval(spec)
-    return build_plan(spec, cluster, engine, row_interval)
+register("galapagos", "encoder as streaming I-BERT kernels on clusters of clusters, GMI "
+                      "collectives, Cluster Builder files (seeds/000)", "dataflow",
+         "archipelago.strategies.galapagos.hls_stream:StreamConfig",
+         default_for=("build",), default_cluster="72xsidewinder",
+         )("archipelago.strategies.galapagos.planner:plan_galapagos")

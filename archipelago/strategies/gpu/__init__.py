@@ -10,23 +10,19 @@ two ways a user serves a model:
                issues every kernel, so at batch 1 a step is launch-bound
     gpu-graph  a graph-captured engine (torch.compile "reduce-overhead", TensorRT-LLM,
                vLLM's CUDA graphs): one CUDA graph per decode step, bandwidth-bound
+
+This module is the kind's registration; its planners (planner.py) and engine config
+(plan.py) are named as paths, imported when a strategy plans.
 """
 
-from archipelago.errors import PartitionError
-from archipelago.estimate.workload import parse_generation
-from archipelago.hardware.link import Link
-from archipelago.hardware.machines import Cluster
 from archipelago.models.features import BUILTIN
-from archipelago.models.graph import build_graph
-from archipelago.models.spec import ModelSpec
-from archipelago.strategies.gpu.plan import GPUConfig, GPUPlan
 from archipelago.strategies.options import WorkloadOption, WorkloadType
-from archipelago.strategies.registry import PlanKind, feature_refusal, register, register_kind
+from archipelago.strategies.registry import PlanKind, register, register_kind
 
 GPU_GENERATION = WorkloadType("GPU generation", (
     WorkloadOption("tokens", "IN:OUT prompt and generated token counts", "64:64"),
     WorkloadOption("batch", "concurrent sequences, each with its own KV cache", "1"),
-), parse_generation)
+), "archipelago.estimate.workload:parse_generation")
 register_kind(PlanKind(
     "gpu", GPU_GENERATION,
     estimator="archipelago.strategies.gpu.estimate:estimate",
@@ -35,56 +31,11 @@ register_kind(PlanKind(
     traits="archipelago.strategies.gpu.traits:traits",
     supports=BUILTIN))  # the graph's ops run as kernels whatever the block's structure
 
-
-def _check(spec: ModelSpec, cluster: Cluster, strategy: str) -> None:
-    device = cluster.require_identical(strategy)
-    if device.kind != "gpu" or device.peak_fp16_flops is None or len(device.memories) != 1:
-        raise PartitionError(f"strategy '{strategy}' runs on GPUs with one device memory and "
-                             f"a tensor peak; '{device.key}' is a {device.kind}")
-    if not spec.is_decoder:
-        raise PartitionError(f"strategy '{strategy}' generates text with decoders; {spec.name} "
-                             "is an encoder")
-    refused = feature_refusal(spec, strategy)
-    if refused:
-        raise PartitionError(refused)
-    if cluster.rings > 1:
-        raise PartitionError(f"strategy '{strategy}' splits a model over the GPUs of one node; "
-                             f"cluster '{cluster.name}' has {cluster.rings} groups (pipeline "
-                             "stages across GPU nodes are not modelled: name NxDEVICE)")
-    n = cluster.size
-    widths = {"attention heads": spec.heads, "key/value heads": spec.kv_heads,
-              "FFN width": spec.ffn}
-    for what, count in widths.items():
-        if count % n:
-            raise PartitionError(f"{spec.name}: {count} {what} do not split evenly over {n} "
-                                 f"GPUs (Megatron tensor parallel splits them; try a divisor)")
-
-
-def _plan(strategy: str, spec: ModelSpec, cluster: Cluster, config: GPUConfig) -> GPUPlan:
-    _check(spec, cluster, strategy)
-    return GPUPlan(strategy, spec, build_graph(spec), cluster, config, _ring_link(cluster))
-
-
-def _ring_link(cluster: Cluster) -> Link | None:
-    """The link the ranks' ring all-reduce runs at: the cluster's between neighbours
-    (NVLink, else the hosts' PCIe), its slowest where a cluster file names pairs; None on
-    one GPU."""
-    n = cluster.size
-    hops = [cluster.link(i, (i + 1) % n) for i in range(n)] if n > 1 else []
-    return min(hops, key=lambda link: link.bandwidth_Bps, default=None)
-
-
-def plan_eager(spec: ModelSpec, cluster: Cluster, config: GPUConfig) -> GPUPlan:
-    return _plan("gpu-eager", spec, cluster, config)
-
-
-def plan_graph(spec: ModelSpec, cluster: Cluster, config: GPUConfig) -> GPUPlan:
-    return _plan("gpu-graph", spec, cluster, config)
-
-
+_HERE = "archipelago.strategies.gpu"
+_CONFIG = f"{_HERE}.plan:GPUConfig"
 register("gpu-eager", "NVIDIA GPUs, Megatron tensor parallel, a framework issuing every "
-                      "kernel from the host (launch-bound at batch 1)", "gpu", GPUConfig,
-         default_cluster="1xa100")(plan_eager)
+                      "kernel from the host (launch-bound at batch 1)", "gpu", _CONFIG,
+         default_cluster="1xa100")(f"{_HERE}.planner:plan_eager")
 register("gpu-graph", "NVIDIA GPUs, Megatron tensor parallel, one CUDA graph per decode "
-                      "step (bandwidth-bound)", "gpu", GPUConfig, {"graph": True},
-         default_cluster="1xa100")(plan_graph)
+                      "step (bandwidth-bound)", "gpu", _CONFIG, {"graph": True},
+         default_cluster="1xa100")(f"{_HERE}.planner:plan_graph")

@@ -18,17 +18,13 @@ The host-program kind's consumers, imported only when a command needs them:
     report     estimates, emulations and sizings as JSON or tables
     page       the charts of `archi report` (plotly, imported only there)
 The emulator is `archipelago.strategies.host_offload.emulate`.
+
+This module is the kind's registration; the planner (planner.py), its engine config
+(config.py) and the model types it takes are named as paths, imported when it plans.
 """
 
-from archipelago.errors import PartitionError
-from archipelago.hardware.cluster import Cluster
-from archipelago.models.recurrent import LSTMSpec, MatvecSpec, NMTSpec, RecurrentSpec
-from archipelago.strategies.host_offload.config import HostConfig
-from archipelago.strategies.host_offload.plan import HostPlan, configured_plan
 from archipelago.strategies.options import WorkloadOption, WorkloadType
 from archipelago.strategies.registry import PlanKind, register, register_kind
-
-__all__ = ["HostPlan", "plan_persistent"]
 
 
 def no_workload() -> None:
@@ -69,15 +65,11 @@ register_kind(PlanKind(
     commands={"proxies": "archipelago.strategies.host_offload.commands:proxies"}))
 
 
+_RECURRENT = "archipelago.models.recurrent"
 # Without --cluster: the eight Stratix 10 cards of seeds/003's server.
-@register("persistent", "a CPU host with PCIe FPGA cards: an API program of CPU, FPGA and "
-          "transfer calls, weights persistent in on-chip MRFs (seeds/003)", "host-program",
-          HostConfig, models=(MatvecSpec, LSTMSpec, NMTSpec), default_cluster="8xs10-2800")
-def plan_persistent(spec: RecurrentSpec, cluster: Cluster, config: HostConfig) -> HostPlan:
-    """Size the built-in, lay its weights over the cards, record its application. Weights
-    that do not fit as asked are the user's to change (more cards, --weights)."""
-    plan = configured_plan(spec, cluster, config)
-    reasons = plan.feasibility()
-    if reasons:
-        raise PartitionError(f"{plan.spec.name} does not fit {cluster.name}: {reasons[0]}")
-    return plan
+register("persistent", "a CPU host with PCIe FPGA cards: an API program of CPU, FPGA and "
+         "transfer calls, weights persistent in on-chip MRFs (seeds/003)", "host-program",
+         "archipelago.strategies.host_offload.config:HostConfig",
+         models=(f"{_RECURRENT}:MatvecSpec", f"{_RECURRENT}:LSTMSpec", f"{_RECURRENT}:NMTSpec"),
+         default_cluster="8xs10-2800",
+         )("archipelago.strategies.host_offload.planner:plan_persistent")
