@@ -36,7 +36,7 @@ from archipelago.models.weights import parameter_count
 from archipelago.strategies import registry
 from archipelago.strategies.options import WorkloadOption, WorkloadType
 from archipelago.strategies.tensor_parallel.emulate import check
-from archipelago.strategies.tensor_parallel.features import EMULATES, SPLITS
+from archipelago.strategies.tensor_parallel import EMULATES, SPLITS
 from tests.test_hf_families import DECODERS, ENCODERS, VARIANTS, config
 
 HERE = __name__
