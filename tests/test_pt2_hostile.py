@@ -7,6 +7,7 @@ Unreadable archives are one line on stderr, with nothing torch logs ahead of it 
 import contextlib
 import io
 import json
+import re
 import subprocess
 import sys
 import zipfile
@@ -200,3 +201,33 @@ def test_an_unreadable_archive_is_one_line(kind: str, good: Path, tmp_path: Path
     assert out.stderr.startswith("error: bad.pt2: ") and out.stderr.count("\n") == 1, \
         out.stderr
     assert named in out.stderr
+
+
+def weights_config(edit):
+    return with_json("data/weights/model_weights_config.json", edit)
+
+
+def expanded(config: dict) -> dict:
+    meta = config["config"]["fc.weight"]["tensor_meta"]
+    meta["sizes"] = [{"as_int": 2**40}, {"as_int": 8}]
+    meta["strides"] = [{"as_int": 0}, {"as_int": 1}]
+    return config
+
+
+def custom_object(program: dict) -> dict:
+    return {"config": {"obj": {"path_name": "custom_obj_0", "is_param": False,
+                               "use_pickle": True, "tensor_meta": None}}}
+
+
+@pytest.mark.parametrize(("change", "named"), [
+    (weights_config(expanded), "field 'data/weights/weight_0': holds 128 bytes"),
+    (with_json("data/constants/model_constants_config.json", custom_object),
+     "field 'data/constants/custom_obj_0': is a pickled object"),
+    (lambda e, d: b"not a torch.save file" if e.startswith("data/sample_inputs/") else d,
+     "field 'data/sample_inputs/model.pt': not example inputs saved by torch"),
+])
+def test_what_torch_would_compute_with_or_unpickle_is_refused(change, named: str, good: Path,
+                                                               tmp_path: Path) -> None:
+    path = rewritten(good, tmp_path / "odd.pt2", change)
+    with pytest.raises(ConfigError, match=re.escape(named)):
+        resolve("model", str(path))

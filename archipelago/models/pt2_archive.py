@@ -10,6 +10,8 @@ objects, compiled code) is refused in one line naming its entry.
 
 import io
 import json
+import math
+import re
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,10 @@ from archipelago.errors import ConfigError, elide
 from archipelago.models.pt2_graph import check_names, check_program
 
 MODEL = "model"  # the program torch.export.save writes and torch.export.load returns
-BYTEORDER = "byteorder"  # torch's archive writer records the raw tensors' byte order
+BYTEORDER = "byteorder"
+# One sample's inputs (batch size 1): a 4K RGB frame is 2.5e7 values; more is a hostile file
+# asking the shape propagation to compute with it.
+MAX_INPUT_ELEMENTS = 2**27  # torch's archive writer records the raw tensors' byte order
 
 
 class Archive:
@@ -82,25 +87,33 @@ def _tensor(archive: Archive, entry: str, meta: Any, torch: Any) -> Any:
 
     try:
         dtype = deserialize_scalar_type(meta.dtype)
+        torch.empty((), dtype=dtype)  # a dtype torch has no tensors of (a quantized one)
         size, stride = deserialize_size(meta.sizes), deserialize_stride(meta.strides)
         offset = deserialize_storage_offset(meta.storage_offset)
-    except (AssertionError, KeyError, AttributeError, TypeError) as err:
+    except (AssertionError, KeyError, AttributeError, TypeError, RuntimeError) as err:
         raise ConfigError(archive.source, entry, f"tensor description unreadable: "
                           f"{elide(str(err), 80)}") from None
     data = archive.read(entry)
-    width = torch.empty((), dtype=dtype).element_size()
+    width = dtype.itemsize
     if len(data) % width or len(size) != len(stride) or \
             min((*size, *stride, offset), default=0) < 0:
         raise ConfigError(archive.source, entry, f"{len(data)} bytes do not hold a {dtype} "
                           f"tensor of size {list(size)}, stride {list(stride)}")
+    # torch.export.save writes every value of a weight: one that claims more values than its
+    # bytes hold (a stride of 0 over a few bytes) would be computed with, whole, when the
+    # graph runs.
     reach = sum((n - 1) * s for n, s in zip(size, stride, strict=True))
-    needed = 0 if 0 in size else offset + 1 + reach
+    needed = 0 if 0 in size else max(offset + 1 + reach, math.prod(size))
     if needed * width > len(data):
         raise ConfigError(archive.source, entry, f"holds {len(data)} bytes; its tensor of "
                           f"size {list(size)} needs {needed * width}")
-    flat = torch.frombuffer(bytearray(data), dtype=dtype) if data else \
-        torch.empty(0, dtype=dtype)
-    return torch.as_strided(flat, size, stride, offset)
+    try:
+        flat = torch.frombuffer(bytearray(data), dtype=dtype) if data else \
+            torch.empty(0, dtype=dtype)
+        return torch.as_strided(flat, size, stride, offset)
+    except (RuntimeError, ValueError, TypeError) as err:  # a dtype torch cannot view bytes as
+        raise ConfigError(archive.source, entry, f"not a {dtype} tensor: "
+                          f"{elide(str(err), 80)}") from None
 
 
 def _tensors(archive: Archive, config_entry: str, folder: str, torch: Any) -> dict[str, Any]:
@@ -140,14 +153,23 @@ def _example_inputs(archive: Archive, entry: str, torch: Any) -> Any:
         return None
     try:
         inputs = torch.load(io.BytesIO(data), weights_only=True)
-    except Exception as err:  # pickle.UnpicklingError for a payload, RuntimeError for junk
-        why = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise ConfigError(archive.source, entry, f"needs more than weights-only unpickling "
-                          f"({elide(why, 100)}); Archipelago never unpickles model files") \
-            from None
+    except Exception as err:  # UnpicklingError (its cause in __context__), RuntimeError, ...
+        why = str(err.__context__ or err).strip().splitlines()
+        why = why[0] if why else type(err).__name__
+        called = re.search(r"Unsupported global: GLOBAL (\S+)", why)
+        if called:  # a payload: the weights-only unpickler stopped before calling it
+            raise ConfigError(archive.source, entry, f"unpickling it would call "
+                              f"{elide(called.group(1), 60)}; Archipelago never unpickles "
+                              "model files") from None
+        raise ConfigError(archive.source, entry, f"not example inputs saved by torch: "
+                          f"{elide(why, 100)}") from None
     if not (isinstance(inputs, tuple) and len(inputs) == 2 and isinstance(inputs[0], tuple)
             and isinstance(inputs[1], dict)):
         raise ConfigError(archive.source, entry, "is not (args, kwargs) example inputs")
+    sizes = [t.numel() for t in (*inputs[0], *inputs[1].values()) if isinstance(t, torch.Tensor)]
+    if sum(sizes) > MAX_INPUT_ELEMENTS:
+        raise ConfigError(archive.source, entry, f"example inputs of {sum(sizes):,} values; at "
+                          f"most {MAX_INPUT_ELEMENTS:,} (one sample, batch size 1)")
     return inputs
 
 
