@@ -19,6 +19,7 @@ torch = pytest.importorskip("torch")
 
 from archipelago.errors import ConfigError  # noqa: E402
 from archipelago.families import resolve  # noqa: E402
+from archipelago.library_logs import kept_library_logs  # noqa: E402
 
 
 class Payload:
@@ -127,8 +128,8 @@ def test_the_payloads_are_live_in_torchs_own_loader(good: Path, tmp_path: Path) 
     for kind in ("example inputs", "pickled weight"):
         marker = tmp_path / kind.replace(" ", "-")
         path = rewritten(good, tmp_path / "evil.pt2", PAYLOADS[kind][0](marker))
-        with contextlib.suppress(Exception):  # the payload has run; what follows is moot
-            torch.export.load(str(path))
+        with contextlib.suppress(Exception), kept_library_logs("torch"):
+            torch.export.load(str(path))  # the payload has run; what follows is moot
         assert marker.exists(), kind
 
 
@@ -231,3 +232,50 @@ def test_what_torch_would_compute_with_or_unpickle_is_refused(change, named: str
     path = rewritten(good, tmp_path / "odd.pt2", change)
     with pytest.raises(ConfigError, match=re.escape(named)):
         resolve("model", str(path))
+
+
+def listed_expression(marker: Path):
+    """sympify evaluates every text of a list too: a size given as a list of Python."""
+    def edit(program: dict) -> dict:
+        first_node(program)["outputs"].append({"as_sym_int": {"as_expr": {
+            "expr_str": [f"__import__('builtins').open('{marker}', 'w')"], "hint": None}}})
+        return program
+    return with_json("models/model.json", edit)
+
+
+def test_a_size_that_is_not_a_text_is_refused(good: Path, tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    path = rewritten(good, tmp_path / "listed.pt2", listed_expression(marker))
+    with pytest.raises(ConfigError, match=r"field 'models/model.json': symbolic size \["):
+        resolve("model", str(path))
+    assert not marker.exists()
+
+
+class Scaled(torch.nn.Module):
+    """A symbolic size in the saved program: the output is scaled by the batch size."""
+
+    def forward(self, x):
+        return x.reshape(-1) * x.shape[0]
+
+
+def test_python_in_a_real_symbolic_size_runs_in_torch_and_is_refused_here(
+        tmp_path: Path) -> None:
+    batch = torch.export.Dim("batch", min=3, max=100)
+    program = torch.export.export(Scaled(), (torch.randn(6, 4),),
+                                  dynamic_shapes={"x": {0: batch}})
+    torch.export.save(program, str(tmp_path / "scaled.pt2"))
+    marker = tmp_path / "ran"
+    payload = json.dumps(f"__import__('builtins').open('{marker}', 'w') and 3")
+
+    def change(entry: str, data: bytes) -> bytes:
+        if entry != "models/model.json":
+            return data
+        return re.sub(r'"expr_str": "[^"]*"', f'"expr_str": {payload}', data.decode()).encode()
+
+    path = rewritten(tmp_path / "scaled.pt2", tmp_path / "evil.pt2", change)
+    with pytest.raises(ConfigError, match=r"field 'models/model.json': symbolic size"):
+        resolve("model", str(path))
+    assert not marker.exists()
+    with contextlib.suppress(Exception), kept_library_logs("torch"):
+        torch.export.load(str(path))
+    assert marker.exists()  # the payload is live: torch's own loader runs it

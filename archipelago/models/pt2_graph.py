@@ -40,10 +40,12 @@ _PLAIN = re.compile(r"(?!__)[A-Za-z0-9_]+")
 _UNSAFE_TEXT = re.compile(r"[\"\\]")
 
 
-def _check_expression(text: str, source: str, entry: str) -> None:
+def _check_expression(text: Any, source: str, entry: str) -> None:
     """`text` is made only of numbers, operators, quoted plain names, torch's size symbols
     and the sympy constructors above: nothing sympify could evaluate into a call of
     anything else."""
+    if not isinstance(text, str):
+        raise ConfigError(source, entry, f"symbolic size {elide(repr(text), 80)} is not a text")
     position, names = 0, []
     while position < len(text.rstrip()):
         match = _TOKEN.match(text, position)
@@ -85,6 +87,12 @@ def _nested_json(value: str) -> list | dict | None:
     return inner if isinstance(inner, (list, dict)) else None
 
 
+def _check_operator(target: Any, source: str, entry: str, torch: Any) -> None:
+    if not isinstance(target, str) or not _allowed_operator(target, torch):
+        raise ConfigError(source, entry, f"operator {elide(repr(target), 80)} is not an ATen "
+                          "operator; only ATen graphs are read")
+
+
 def _check_text(value: str, source: str, entry: str) -> None:
     if _UNSAFE_TEXT.search(value) or not value.isprintable():
         raise ConfigError(source, entry, f"text {elide(repr(value), 80)} holds a quote, "
@@ -102,15 +110,13 @@ def check_program(program: Any, source: str, entry: str, torch: Any) -> dict:
     while stack:
         item = stack.pop()
         if isinstance(item, dict):
-            if {"target", "inputs", "outputs"} <= item.keys():  # a graph node
-                if not isinstance(item["target"], str) or \
-                        not _allowed_operator(item["target"], torch):
-                    raise ConfigError(source, entry, f"operator {elide(repr(item['target']), 80)}"
-                                      " is not an ATen operator; only ATen graphs are read")
-                if isinstance(item.get("metadata"), dict):
-                    item["metadata"] = {k: v for k, v in item["metadata"].items()
-                                        if k in KEPT_METADATA}
-            if isinstance(item.get("expr_str"), str):
+            for key in ("target", "as_operator"):  # a node's operator, an operator argument
+                if key in item:
+                    _check_operator(item[key], source, entry, torch)
+            if isinstance(item.get("metadata"), dict):  # a node's
+                item["metadata"] = {k: v for k, v in item["metadata"].items()
+                                    if k in KEPT_METADATA}
+            if "expr_str" in item:  # sympify evaluates a text, and each text inside a list
                 _check_expression(item["expr_str"], source, entry)
                 stack.extend(v for k, v in item.items() if k != "expr_str")
             else:
