@@ -97,6 +97,15 @@ def with_operator(program: dict) -> dict:
     return program
 
 
+def with_argument_name(marker: Path):
+    """torch.fx writes the forward's argument names into the source it generates and runs."""
+    def edit(program: dict) -> dict:
+        signature = program["graph_module"]["module_call_graph"][0]["signature"]
+        signature["forward_arg_names"] = [f"x=__import__('builtins').open('{marker}', 'w')"]
+        return program
+    return with_json("models/model.json", edit)
+
+
 PAYLOADS = {  # how the payload is hidden -> (the archive's change, the entry refused)
     "example inputs": (lambda m: lambda e, d: pickled((Payload(m),)) if e.startswith(
         "data/sample_inputs/") else d, "data/sample_inputs/model.pt"),
@@ -104,6 +113,7 @@ PAYLOADS = {  # how the payload is hidden -> (the archive's change, the entry re
     "symbolic size": (with_expression, "models/model.json"),
     "operator": (lambda m: with_json("models/model.json", with_operator),
                  "models/model.json"),
+    "argument name": (with_argument_name, "models/model.json"),
 }
 
 

@@ -5,8 +5,9 @@ to `sympy.sympify` (which evaluates Python), executes the program's `guards_code
 writes names and stack traces into the Python source torch.fx generates and runs. So,
 before torch sees the program: every operator must be an ATen or prims overload or one of
 the symbolic-size operators torch itself writes, every symbolic expression must be made of
-sympy's own constructors and symbols, no text may carry a quote, backslash or control
-character, the guards are dropped, and node metadata keeps only what the importer reads.
+sympy's own constructors and symbols, every other text must be a plain name (no quote,
+bracket, '=', ':' or line break: torch.fx pastes names into the Python it generates and
+runs), the guards are dropped, and node metadata keeps only what the importer reads.
 """
 
 import json
@@ -37,7 +38,10 @@ _TOKEN = re.compile(r"""\s*(?:(?P<name>[A-Za-z_][A-Za-z0-9_]*)
 _SYMBOL = re.compile(r"[a-z]+[0-9]+")  # s77, u0, zuf1: torch's size symbols
 _KEYWORD = re.compile(r"[a-z_]+")  # an assumption passed by name: positive=True
 _PLAIN = re.compile(r"(?!__)[A-Za-z0-9_]+")
-_UNSAFE_TEXT = re.compile(r"[\"\\]")
+# Names, module paths, version and option texts: nothing that quotes, calls, assigns or
+# annotates when torch.fx pastes a name into the Python it generates (an argument name
+# `x=__import__(...)` would run as the default of `def forward`), and no line break.
+_PLAIN_TEXT = re.compile(r"[A-Za-z0-9_.+,;<>@-]*")
 
 
 def _check_expression(text: Any, source: str, entry: str) -> None:
@@ -94,9 +98,9 @@ def _check_operator(target: Any, source: str, entry: str, torch: Any) -> None:
 
 
 def _check_text(value: str, source: str, entry: str) -> None:
-    if _UNSAFE_TEXT.search(value) or not value.isprintable():
-        raise ConfigError(source, entry, f"text {elide(repr(value), 80)} holds a quote, "
-                          "backslash or control character, which torch.export never writes")
+    if not _PLAIN_TEXT.fullmatch(value):
+        raise ConfigError(source, entry, f"text {elide(repr(value), 80)} is not a name "
+                          "torch.export writes (letters, digits and _ . + , ; - < > @)")
 
 
 def check_program(program: Any, source: str, entry: str, torch: Any) -> dict:
