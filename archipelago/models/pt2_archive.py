@@ -16,14 +16,14 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from archipelago.errors import ConfigError, elide
+from archipelago.errors import ConfigError, elide, first_line
 from archipelago.models.pt2_graph import check_names, check_program
 
 MODEL = "model"  # the program torch.export.save writes and torch.export.load returns
-BYTEORDER = "byteorder"
+BYTEORDER = "byteorder"  # torch's archive writer records the raw tensors' byte order
 # One sample's inputs (batch size 1): a 4K RGB frame is 2.5e7 values; more is a hostile file
 # asking the shape propagation to compute with it.
-MAX_INPUT_ELEMENTS = 2**27  # torch's archive writer records the raw tensors' byte order
+MAX_INPUT_ELEMENTS = 2**27
 
 
 class Archive:
@@ -37,7 +37,7 @@ class Archive:
             names = self.zip.namelist()
         except (zipfile.BadZipFile, OSError, ValueError, EOFError) as err:
             raise ConfigError(self.source, "pt2", f"not a torch.export archive (a zip file): "
-                              f"{elide(str(err) or type(err).__name__, 80)}") from None
+                              f"{first_line(err, 80)}") from None
         roots = {name.split("/", 1)[0] for name in names}
         if len(roots) != 1 or not all("/" in name for name in names):
             raise ConfigError(self.source, "pt2", "not a torch.export archive: its entries "
@@ -65,14 +65,14 @@ class Archive:
         try:
             return self.zip.read(info)
         except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError) as err:
-            raise ConfigError(self.source, entry, f"unreadable: {elide(str(err), 80)}") \
+            raise ConfigError(self.source, entry, f"unreadable: {first_line(err, 80)}") \
                 from None
 
     def json(self, entry: str) -> Any:
         try:
             return json.loads(self.read(entry))
         except (ValueError, RecursionError) as err:  # UnicodeDecodeError is a ValueError
-            raise ConfigError(self.source, entry, f"not JSON: {elide(str(err), 80)}") \
+            raise ConfigError(self.source, entry, f"not JSON: {first_line(err, 80)}") \
                 from None
 
 
@@ -92,7 +92,7 @@ def _tensor(archive: Archive, entry: str, meta: Any, torch: Any) -> Any:
         offset = deserialize_storage_offset(meta.storage_offset)
     except (AssertionError, KeyError, AttributeError, TypeError, RuntimeError) as err:
         raise ConfigError(archive.source, entry, f"tensor description unreadable: "
-                          f"{elide(str(err), 80)}") from None
+                          f"{first_line(err, 80)}") from None
     data = archive.read(entry)
     width = dtype.itemsize
     if len(data) % width or len(size) != len(stride) or \
@@ -111,9 +111,9 @@ def _tensor(archive: Archive, entry: str, meta: Any, torch: Any) -> Any:
         flat = torch.frombuffer(bytearray(data), dtype=dtype) if data else \
             torch.empty(0, dtype=dtype)
         return torch.as_strided(flat, size, stride, offset)
-    except (RuntimeError, ValueError, TypeError) as err:  # a dtype torch cannot view bytes as
+    except (RuntimeError, ValueError, TypeError, OverflowError) as err:  # a size past int64
         raise ConfigError(archive.source, entry, f"not a {dtype} tensor: "
-                          f"{elide(str(err), 80)}") from None
+                          f"{first_line(err, 80)}") from None
 
 
 def _tensors(archive: Archive, config_entry: str, folder: str, torch: Any) -> dict[str, Any]:
@@ -129,7 +129,7 @@ def _tensors(archive: Archive, config_entry: str, folder: str, torch: Any) -> di
         items = list(config.config.items())
     except Exception as err:  # torch's dataclass reader raises whatever the JSON trips
         raise ConfigError(archive.source, config_entry, f"not a torch.export payload "
-                          f"config: {elide(str(err) or type(err).__name__, 80)}") from None
+                          f"config: {first_line(err, 80)}") from None
     tensors, files = {}, {}
     for name, payload in items:
         entry = f"{folder}{payload.path_name}"
@@ -154,8 +154,7 @@ def _example_inputs(archive: Archive, entry: str, torch: Any) -> Any:
     try:
         inputs = torch.load(io.BytesIO(data), weights_only=True)
     except Exception as err:  # UnpicklingError (its cause in __context__), RuntimeError, ...
-        why = str(err.__context__ or err).strip().splitlines()
-        why = why[0] if why else type(err).__name__
+        why = first_line(err.__context__ or err, 200)
         called = re.search(r"Unsupported global: GLOBAL (\S+)", why)
         if called:  # a payload: the weights-only unpickler stopped before calling it
             raise ConfigError(archive.source, entry, f"unpickling it would call "
@@ -204,6 +203,5 @@ def _program(archive: Archive, torch: Any) -> Any:
         return ExportedProgramDeserializer().deserialize(serialized, weights, constants,
                                                          inputs)
     except Exception as err:  # torch's deserializer raises whatever a damaged graph trips
-        why = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise ConfigError(archive.source, entry, f"not a program this torch reads: "
-                          f"{elide(why, 120)}") from None
+                          f"{first_line(err, 120)}") from None

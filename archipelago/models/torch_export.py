@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from archipelago.errors import ConfigError, elide
+from archipelago.errors import ConfigError, first_line
 from archipelago.families import Family, register_family
 from archipelago.library_logs import kept_library_logs
 from archipelago.models.dag import ModelDAG
@@ -48,9 +48,8 @@ def dag_from_exported(path: Path, name: str | None = None) -> ModelDAG:
         try:
             module = program.module()
         except Exception as err:  # a graph torch deserialized but cannot rebuild
-            why = str(err).splitlines()[0] if str(err) else type(err).__name__
             raise ConfigError(source, "pt2", f"torch cannot rebuild the module: "
-                              f"{elide(why, 160)}") from None
+                              f"{first_line(err, 160)}") from None
         try:
             dag, _ = dag_from_module(module, args, name or path.stem, source)
         except ValidationError as err:  # a layer the graph describes is out of bounds
