@@ -30,6 +30,13 @@ def elide(text: str, limit: int = ELIDE_LIMIT) -> str:
     return f"{text[:(keep + 1) // 2]}{mark}{text[len(text) - keep // 2:]}"
 
 
+def first_line(err: BaseException, limit: int = ELIDE_LIMIT) -> str:
+    """What a library's exception says, as one elided line: its first non-blank line (torch
+    appends C++ frames and advice after it), or its type when it says nothing."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    return elide(lines[0] if lines else type(err).__name__, limit)
+
+
 class ArchipelagoError(Exception):
     """Base of every error caused by user input; its message is meant to be shown as is."""
 

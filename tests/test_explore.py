@@ -127,7 +127,7 @@ def test_baseline_is_the_default_engine_and_is_tried_first(tmp_path) -> None:
     from archipelago.strategies.registry import strategies
 
     explorable = [name for name, s in strategies().items() if s.design_space]
-    assert explorable == ["dfx", "lora-f", "lora-q"]
+    assert {"dfx", "lora-f", "lora-q"} <= set(explorable)  # the papers' engines, by hand
     for strategy in explorable:
         space = design_space(strategy)
         default = make_plan("gpt2-345m", "1xu280", strategy).engine.config

@@ -35,8 +35,8 @@ from archipelago.models.spec import ModelSpec
 from archipelago.models.weights import parameter_count
 from archipelago.strategies import registry
 from archipelago.strategies.options import WorkloadOption, WorkloadType
-from archipelago.strategies.tensor_parallel.emulate import check
 from archipelago.strategies.tensor_parallel import EMULATES, SPLITS
+from archipelago.strategies.tensor_parallel.emulate import check
 from tests.test_hf_families import DECODERS, ENCODERS, VARIANTS, config
 
 HERE = __name__

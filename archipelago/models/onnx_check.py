@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from archipelago.errors import MESSAGE_LIMIT, ConfigError, elide, elide_path
+from archipelago.errors import MESSAGE_LIMIT, ConfigError, elide, elide_path, first_line
 
 # IR versions this importer reads: 3 is the first with opset imports as the importer reads
 # them (onnx 1.0); the upper bound is the installed onnx package's own, the newest its
@@ -96,7 +96,7 @@ def load_checked(path: Path, source: str) -> CheckedModel:
     try:
         model = onnx.load(str(path), load_external_data=False)
     except Exception as err:  # DecodeError, RuntimeWarning-as-error, ... by onnx version
-        raise refusal(source, "onnx", f"not an ONNX model: {_first_line(err)}") from None
+        raise refusal(source, "onnx", f"not an ONNX model: {first_line(err, 200)}") from None
     _check_versions(model, source)
     _check_structure(model.graph, source)
     _normalise_attributes(model.graph, source)
@@ -104,11 +104,6 @@ def load_checked(path: Path, source: str) -> CheckedModel:
     onnx.load_external_data_for_model(model, str(path.parent))
     model = _check_and_infer(model, source)
     return CheckedModel(model, _weights(model.graph, source))
-
-
-def _first_line(err: BaseException) -> str:
-    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-    return elide(lines[0] if lines else type(err).__name__, 200)
 
 
 def _check_versions(model: Any, source: str) -> None:

@@ -17,6 +17,7 @@ from archipelago.strategies.host_offload.proxies import load_profile
 from archipelago.strategies.registry import get_strategy
 from archipelago.strategies.summaries import estimate_summary
 from tests.fuzz import inputs
+from tests.fuzz.pt2_inputs import MARKER
 
 # The model each strategy plans in the engine-config and cluster cases.
 PLANNED = {"dfx": ("gpt2-345m", "4xu280"), "lora-f": ("gpt2-345m", "4xu280"),
@@ -139,3 +140,19 @@ def onnx_case(file: tuple[bytes, bytes | None], tmp: Path) -> dict[str, Any]:
     else:
         (tmp / "w.bin").unlink(missing_ok=True)
     return figures(str(tmp / "model.onnx"), "hacc", "h2h")
+
+
+def pt2_case(data: bytes, tmp: Path) -> dict[str, Any]:
+    """A (hostile) torch.export archive planned as `archi plan model.pt2`. A payload that
+    ran (its marker file appeared) is a wrong result whatever the plan said: a negative
+    figure, which the harness counts as insane."""
+    path = tmp / "model.pt2"
+    path.write_bytes(data)
+    MARKER.unlink(missing_ok=True)
+    try:
+        result = figures(str(path), "hacc", "h2h")
+    except ArchipelagoError:
+        if MARKER.exists():
+            return {"payload_ran": -1}
+        raise
+    return {"payload_ran": -1} if MARKER.exists() else result

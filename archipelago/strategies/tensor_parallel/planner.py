@@ -17,7 +17,8 @@ blocks' sublayers each as their sequential twin. A mixture of experts is split h
 any FFN: every expert's columns across the ring (the router whole on every device), with
 a token's active experts as one FFN of `MoE.active_ffn` columns; experts.py places whole
 experts on each board instead (`--split ...,ep=`), with the all-to-all combine that needs.
-Features whose synchronization neither paper defines are refused (the kind declares what it splits in __init__.py).
+Features whose synchronization neither paper defines are refused (the kind declares what
+it splits in __init__.py).
 """
 
 from typing import Any
