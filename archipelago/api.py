@@ -47,18 +47,20 @@ def listed_parameters(model: str) -> int | None:
 def make_plan(model: str, cluster: str, strategy: str,
               engine: dict[str, Any] | None = None,
               workload: dict[str, str] | None = None, command: str = "plan") -> Any:
-    """Strategy `strategy`'s plan of `model` on `cluster`, engine parameters validated; the
+    """Strategy `strategy`'s plan of `model` on `cluster` for the workload `workload` gives
+    (the kind's defaults for `command` where left out), engine parameters validated; the
     kind's plan-shaping options among `workload` join the engine parameters."""
     chosen = get_strategy(strategy)
     shaping = chosen.plan_kind.workload.plan_texts(workload or {}, command)
     return plan_on(resolve_model(model), resolve_cluster(cluster), strategy,
-                   {**(engine or {}), **shaping})
+                   {**(engine or {}), **shaping}, parse_workload(strategy, workload, command))
 
 
-def plan_on(spec: Any, cluster: Any, strategy: str, engine: dict[str, Any] | None = None
-            ) -> Any:
-    """`make_plan` for a model and cluster already resolved (a sweep's resized cluster)."""
-    return get_strategy(strategy).plan(spec, cluster, engine)
+def plan_on(spec: Any, cluster: Any, strategy: str, engine: dict[str, Any] | None,
+            workload: Any) -> Any:
+    """`make_plan` for a model, cluster and workload already resolved (a sweep's resized
+    cluster): the planner receives the workload, since a split may depend on it."""
+    return get_strategy(strategy).plan(spec, cluster, engine, workload)
 
 
 def parse_workload(strategy: str, workload: dict[str, str] | None = None,

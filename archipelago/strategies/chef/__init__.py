@@ -107,7 +107,7 @@ class _SlowProgress:
 
 
 def _with_progress(planner, what: str):
-    def run(dag: ModelDAG, cluster: Cluster, config: ChefConfig):
+    def run(dag: ModelDAG, cluster: Cluster, config: ChefConfig, workload: object):
         progress = _SlowProgress(f"{what} {dag.name}")
         try:
             return planner(dag, cluster, config, progress)

@@ -57,7 +57,8 @@ def _check_inputs(spec: ModelSpec, cluster: Cluster) -> None:
 @register("galapagos", "encoder as streaming I-BERT kernels on clusters of clusters, GMI "
                        "collectives, Cluster Builder files (seeds/000)", "dataflow", StreamConfig,
           default_for=("build",), default_cluster="72xsidewinder")
-def plan_galapagos(spec: ModelSpec, cluster: Cluster, config: StreamConfig) -> DataflowPlan:
+def plan_galapagos(spec: ModelSpec, cluster: Cluster, config: StreamConfig,
+                   workload: object) -> DataflowPlan:
     _check_inputs(spec, cluster)
     engine = AIEEngine(config) if cluster.devices[0].resources.aie else HLSStreamEngine(config)
     row_interval = engine.config.row_interval or engine.default_row_interval(spec)

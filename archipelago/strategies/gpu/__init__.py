@@ -60,11 +60,13 @@ def _plan(strategy: str, spec: ModelSpec, cluster: Cluster, config: GPUConfig) -
     return GPUPlan(strategy, spec, build_graph(spec), cluster, config, link)
 
 
-def plan_eager(spec: ModelSpec, cluster: Cluster, config: GPUConfig) -> GPUPlan:
+def plan_eager(spec: ModelSpec, cluster: Cluster, config: GPUConfig, workload: object
+               ) -> GPUPlan:
     return _plan("gpu-eager", spec, cluster, config)
 
 
-def plan_graph(spec: ModelSpec, cluster: Cluster, config: GPUConfig) -> GPUPlan:
+def plan_graph(spec: ModelSpec, cluster: Cluster, config: GPUConfig, workload: object
+               ) -> GPUPlan:
     return _plan("gpu-graph", spec, cluster, config)
 
 

@@ -73,7 +73,8 @@ register_kind(PlanKind(
 @register("persistent", "a CPU host with PCIe FPGA cards: an API program of CPU, FPGA and "
           "transfer calls, weights persistent in on-chip MRFs (seeds/003)", "host-program",
           HostConfig, models=(MatvecSpec, LSTMSpec, NMTSpec), default_cluster="8xs10-2800")
-def plan_persistent(spec: RecurrentSpec, cluster: Cluster, config: HostConfig) -> HostPlan:
+def plan_persistent(spec: RecurrentSpec, cluster: Cluster, config: HostConfig,
+                    workload: object) -> HostPlan:
     """Size the built-in, lay its weights over the cards, record its application. Weights
     that do not fit as asked are the user's to change (more cards, --weights)."""
     plan = configured_plan(spec, cluster, config)

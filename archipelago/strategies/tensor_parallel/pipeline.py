@@ -128,7 +128,8 @@ def pipelined(strategy: str, ring_planner: RingPlanner) -> Callable[..., Plan | 
     degree and expert placement (each one its ring can run, when not given), or (auto) of
     every degree the ring planner accepts, each with every placement its ring can run."""
 
-    def planner(spec: ModelSpec, cluster: Cluster, config: Any) -> Plan | PipelinePlan:
+    def planner(spec: ModelSpec, cluster: Cluster, config: Any, workload: Generation
+                ) -> Plan | PipelinePlan:
         request = parse_split(config.split)
         if request is None and cluster.rings == 1:
             return ring_planner(spec, cluster, config)

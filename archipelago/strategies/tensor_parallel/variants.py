@@ -115,7 +115,7 @@ def evaluate_variants(model: str, cluster: str, strategy: str, workload: Generat
         rows = [row for row, _ in members]
         try:
             if _varied(members[0][1]):
-                plan = one_ring(chosen.plan(spec, ring, engines[rows[0]]), SEARCH)
+                plan = one_ring(chosen.plan(spec, ring, engines[rows[0]], workload), SEARCH)
                 assert isinstance(plan.engine, VariantEngine), type(plan.engine)
                 table.fill(rows, _together(plan, workload, [c for _, c in members], where))
             else:
@@ -178,7 +178,7 @@ def _one_by_one(table: _Table, chosen: Strategy, spec: ModelSpec, ring: Cluster,
                 where: str) -> None:
     """Designs of an engine that varies nothing at once, each through the estimator."""
     for row, engine in designs:
-        plan = one_ring(chosen.plan(spec, ring, engine), SEARCH)
+        plan = one_ring(chosen.plan(spec, ring, engine, workload), SEARCH)
         est = finite_estimate(estimate, plan, workload, where)
         uses = [(use.total.model_dump(), use.hbm_bytes) for use in est.devices]
         table.fill([row], {"latency_s": est.latency_s, "tokens_per_s": est.tokens_per_s,
