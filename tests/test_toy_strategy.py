@@ -198,11 +198,11 @@ def test_an_installed_package_registers_through_the_entry_point(tmp_path: Path) 
     (tmp_path / "toyplug.py").write_text(textwrap.dedent("""
         from archipelago.strategies.tensor_parallel.dfx import DFXConfig
         from archipelago.strategies.registry import register
-        from archipelago.strategies.tensor_parallel import plan_dfx
+        from archipelago.strategies.tensor_parallel.planner import plan_dfx
 
         @register("dfx-plugin", "DFX, registered from outside", "tensor-parallel", DFXConfig)
         def plan(spec, cluster, config, workload):
-            return plan_dfx(spec, cluster, config)
+            return plan_dfx(spec, cluster, config, workload)
     """))
     info = tmp_path / "toyplug-0.1.dist-info"
     info.mkdir()
