@@ -160,7 +160,7 @@ def _together(plan: Plan, workload: Generation, configs: list[Any], where: str
 
 def _figures(many: Plan, workload: Generation, held: list[Any], fits: bool
              ) -> dict[str, Number]:
-    """Latency and tokens/s as `estimate_generation` sums them, fit as `feasibility` and
+    """Latency and tokens/s as the estimator (estimate.py) sums them, fit as `feasibility` and
     the utilization hook judge it, for every design of `many`'s engine."""
     pre, dec = generation_seconds(many, workload)
     latency = sum(pre.values()) + np.sum(sum(dec.values()), axis=-1)
