@@ -195,9 +195,9 @@ def kv_cache_bytes(plan: Plan, rank: int, tokens: int, sequences: int = 1,
     return float(2 * count * tokens * (k.stop - k.start) * plan.bytes_per_param * sequences)
 
 
-def _end_elements(dp: DevicePlan, plan: Plan, memory: MemoryKind, share: Share) -> int:
-    """Elements of the tensors outside the layers a device keeps in `memory`: the
-    embedding's on the first stage, the output ops' on the last (a tied head's copy, the
+def _end_elements(dp: DevicePlan, plan: Plan, memory: MemoryKind) -> tuple[int, int]:
+    """Elements of the tensors outside the layers a device keeps in `memory` on the first
+    stage (the embedding's) and on the last (the output ops'; a tied head's copy, the
     embedding's mirror, seeds/001 §IV-B, goes with the head)."""
     spec = plan.spec
     head = "embed_tokens.weight" if spec.tied_embeddings else None
@@ -210,34 +210,54 @@ def _end_elements(dp: DevicePlan, plan: Plan, memory: MemoryKind, share: Share) 
             count = shard.numel_in(tensor, memory)
             first, last = (first, last + count) if tensor.role == head else (first + count, last)
     last += sum(dp.shard_for(t).numel_in(t, memory) for t in output_weights(spec))
-    return first * share.first + last * share.last
+    return first, last
 
 
-def held_bytes(dp: DevicePlan, plan: Plan, memory: MemoryKind, share: Share) -> float:
-    """Bytes device `dp` keeps in `memory` for `share`; every layer shares one template."""
-    if share == whole(plan):
-        return dp.held_bytes(plan.spec, plan.bytes_per_param, memory)
-    block, _ = template_weights(plan.spec)
-    per_layer = sum(dp.layer_shards[t.role].numel_in(t, memory) for t in block)
-    return (per_layer * share.layers + _end_elements(dp, plan, memory, share)) \
-        * plan.bytes_per_param
+_MEMORIES: tuple[MemoryKind, ...] = ("hbm", "ddr")
+
+
+class Holdings:
+    """What each board of a ring program holds, counted once: its core's units, and in each
+    memory the elements of one layer and of either end's tensors. Any share of the model is
+    then arithmetic (a split's search asks for many)."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self.units = plan.engine.resources(plan.spec)
+        block, _ = template_weights(plan.spec)
+        self.per_layer = {m: [sum(dp.layer_shards[t.role].numel_in(t, m) for t in block)
+                              for dp in plan.devices] for m in _MEMORIES}
+        self.ends = {m: [_end_elements(dp, plan, m) for dp in plan.devices]
+                     for m in _MEMORIES}
+
+    def held_bytes(self, rank: int, memory: MemoryKind, share: Share) -> float:
+        """Bytes board `rank` keeps in `memory` for `share`; every layer shares one
+        template (DevicePlan.held_bytes, for all of the model)."""
+        first, last = self.ends[memory][rank]
+        return ((self.per_layer[memory][rank] * share.layers + first * share.first
+                 + last * share.last) * self.plan.bytes_per_param)
+
+    def device_use(self, workload: Generation, share: Share | None = None,
+                   first_rank: int = 0) -> list[DeviceUse]:
+        """Each board's core and the bytes it holds for `share` (the batch's KV caches of
+        its layers included); ranks numbered from `first_rank`."""
+        plan, share = self.plan, share or whole(self.plan)
+        return [
+            DeviceUse(
+                rank=first_rank + d.rank, device=d.device.key, units=self.units,
+                hbm_bytes=self.held_bytes(d.rank, "hbm", share)
+                + kv_cache_bytes(plan, d.rank, workload.total_tokens, workload.batch,
+                                 share.layers),
+                ddr_bytes=self.held_bytes(d.rank, "ddr", share),
+            )
+            for d in plan.devices
+        ]
 
 
 def device_use(plan: Plan, workload: Generation, share: Share | None = None,
                first_rank: int = 0) -> list[DeviceUse]:
-    """Each device's core and the bytes it holds for `share` (the batch's KV caches of its
-    layers included); ranks numbered from `first_rank`."""
-    units, share = plan.engine.resources(plan.spec), share or whole(plan)
-    return [
-        DeviceUse(
-            rank=first_rank + d.rank, device=d.device.key, units=units,
-            hbm_bytes=held_bytes(d, plan, "hbm", share)
-            + kv_cache_bytes(plan, d.rank, workload.total_tokens, workload.batch,
-                             share.layers),
-            ddr_bytes=held_bytes(d, plan, "ddr", share),
-        )
-        for d in plan.devices
-    ]
+    """`Holdings.device_use` of a program asked once."""
+    return Holdings(plan).device_use(workload, share, first_rank)
 
 
 def feasibility(plan: Plan, devices: list[DeviceUse], where: str = "") -> list[str]:

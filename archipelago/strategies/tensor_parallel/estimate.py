@@ -18,8 +18,8 @@ from archipelago.hardware.device import Link
 from archipelago.strategies.tensor_parallel.costs import (
     CATEGORIES,
     DeviceUse,
+    Holdings,
     Share,
-    device_use,
     generation_seconds,
     stage_links,
     transfer_seconds,
@@ -85,7 +85,7 @@ def estimate(plan: StagedPlan, workload: Generation) -> Estimate:
         pre_k, dec_k = generation_seconds(stage.program, workload, share(stage))
         prefill, dec = _add(prefill, pre_k), _add(dec, dec_k)
         step = sum(dec_k.values()) if n_out > 1 else np.zeros(0)
-        uses = device_use(stage.program, workload, share(stage), stage.nodes[0])
+        uses = Holdings(stage.program).device_use(workload, share(stage), stage.nodes[0])
         stages.append(StageEstimate(stage, float(sum(pre_k.values())), float(np.sum(step)),
                                     float(step.mean()) if step.size else 0.0, uses))
         devices += uses

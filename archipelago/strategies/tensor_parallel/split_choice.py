@@ -16,8 +16,8 @@ from archipelago.estimate.workload import Generation
 from archipelago.hardware.cluster import Cluster
 from archipelago.models.spec import ModelSpec
 from archipelago.strategies.tensor_parallel.costs import (
+    Holdings,
     Share,
-    device_use,
     feasibility,
     generation_seconds,
     positions_reason,
@@ -76,6 +76,8 @@ class Candidate:
         self.block_s = _total(self.program, work, Share(1, False, False))
         self.embed_s = _total(self.program, work, Share(0, True, False))
         self.output_s = _total(self.program, work, Share(0, False, True))
+        self.holdings = Holdings(self.program)  # every stage's boards hold alike
+        self._programs = {0: self.program}  # by stage: each on its group's cluster
 
     def counts(self, split: Split) -> tuple[int, ...]:
         if split.layers is not None:
@@ -91,15 +93,16 @@ class Candidate:
         out, start = [], 0
         for k, count in enumerate(split.layers or ()):
             nodes = tuple(range(k * self.tp, (k + 1) * self.tp))
-            program = (self.program if k == 0
-                       else replace(self.program, cluster=self.cluster.group(k * self.tp,
-                                                                             self.tp)))
-            out.append(Stage(k, range(start, start + count), nodes, program, self.ep))
+            if k not in self._programs:
+                group = self.cluster.group(k * self.tp, self.tp)
+                self._programs[k] = replace(self.program, cluster=group)
+            out.append(Stage(k, range(start, start + count), nodes, self._programs[k],
+                             self.ep))
             start += count
         return out
 
     def reasons(self, split: Split) -> list[str]:
-        return stage_reasons(self.stages(split), self.workload)
+        return stage_reasons(self.stages(split), self.workload, self.holdings)
 
     def latency_s(self, pp: int) -> float:
         """Every stage's time and the transfers: each part once, the block per layer."""
@@ -117,12 +120,15 @@ def stage_where(stage: Stage, stages: int) -> str:
     return f", stage {stage.index}, layers {stage.layers.start}-{stage.layers.stop - 1}"
 
 
-def stage_reasons(stages: list[Stage], workload: Generation) -> list[str]:
-    """Why the stages do not fit: too many tokens, or a device short of memory or fabric."""
+def stage_reasons(stages: list[Stage], workload: Generation,
+                  holdings: Holdings | None = None) -> list[str]:
+    """Why the stages do not fit: too many tokens, or a device short of memory or fabric
+    (`holdings`: what each stage's boards hold, when known)."""
     reasons = positions_reason(stages[0].program, workload)
     for stage in stages:
         share = Share(len(stage.layers), stage.first, stage.last)
-        uses = device_use(stage.program, workload, share, stage.nodes[0])
+        held = holdings or Holdings(stage.program)
+        uses = held.device_use(workload, share, stage.nodes[0])
         reasons += feasibility(stage.program, uses, stage_where(stage, len(stages)))
     return reasons
 
