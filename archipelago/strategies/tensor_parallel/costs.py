@@ -20,7 +20,7 @@ from archipelago.estimate.workload import Generation
 from archipelago.hardware.cluster import Cluster
 from archipelago.hardware.device import Link, Resources
 from archipelago.models.graph import Phase
-from archipelago.models.weights import embedding_weights, output_weights, template_weights
+from archipelago.models.weights import embedding_weights, output_weights
 from archipelago.strategies.tensor_parallel.overlap import exposed_seconds
 from archipelago.strategies.tensor_parallel.plan import (
     CommStep,
@@ -224,9 +224,8 @@ class Holdings:
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
         self.units = plan.engine.resources(plan.spec)
-        block, _ = template_weights(plan.spec)
-        self.per_layer = {m: [sum(dp.layer_shards[t.role].numel_in(t, m) for t in block)
-                              for dp in plan.devices] for m in _MEMORIES}
+        self.per_layer = {m: [dp.layer_elements(plan.spec, m) for dp in plan.devices]
+                          for m in _MEMORIES}
         self.ends = {m: [_end_elements(dp, plan, m) for dp in plan.devices]
                      for m in _MEMORIES}
 
