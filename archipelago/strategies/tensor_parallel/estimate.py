@@ -68,6 +68,16 @@ def share(stage: Stage) -> Share:
     return Share(len(stage.layers), stage.first, stage.last)
 
 
+def _same_costs(stage: Stage) -> tuple:
+    """What a stage's seconds depend on besides its share: its engine and steps (objects
+    every stage of a split shares), its ring's size and link (the collectives')."""
+    program = stage.program
+    link = program.cluster.link
+    return (id(program.engine), id(program.embed_steps), id(program.block_steps),
+            id(program.output_steps), program.cluster.size,
+            None if link is None else (link.latency_s, link.bandwidth_Bps))
+
+
 def _add(total: dict[str, np.ndarray] | None, part: dict[str, np.ndarray]
          ) -> dict[str, np.ndarray]:
     return part if total is None else {c: total[c] + part[c] for c in CATEGORIES}
@@ -80,12 +90,21 @@ def estimate(plan: StagedPlan, workload: Generation) -> Estimate:
     note = program.engine.one_sequence if batch > 1 else None
     prefill: dict[str, np.ndarray] | None = None
     dec: dict[str, np.ndarray] | None = None
-    stages, devices = [], []
-    for stage in plan.stages:
-        pre_k, dec_k = generation_seconds(stage.program, workload, share(stage))
+    stages, devices, uses_by_stage = [], [], []
+    seconds: dict[tuple, tuple[dict[str, np.ndarray], dict[str, np.ndarray]]] = {}
+    held: dict[tuple[int, int], Holdings] = {}
+    for stage in plan.stages:  # the middle stages of a split cost alike: once
+        key = (share(stage), *_same_costs(stage))
+        if key not in seconds:
+            seconds[key] = generation_seconds(stage.program, workload, share(stage))
+        pre_k, dec_k = seconds[key]
         prefill, dec = _add(prefill, pre_k), _add(dec, dec_k)
         step = sum(dec_k.values()) if n_out > 1 else np.zeros(0)
-        uses = Holdings(stage.program).device_use(workload, share(stage), stage.nodes[0])
+        boards = (id(stage.program.engine), id(stage.program.devices))
+        if boards not in held:
+            held[boards] = Holdings(stage.program)
+        uses = held[boards].device_use(workload, share(stage), stage.nodes[0])
+        uses_by_stage.append(uses)
         stages.append(StageEstimate(stage, float(sum(pre_k.values())), float(np.sum(step)),
                                     float(step.mean()) if step.size else 0.0, uses))
         devices += uses
@@ -104,7 +123,7 @@ def estimate(plan: StagedPlan, workload: Generation) -> Estimate:
         breakdown["transfer"] = transfer
         pre["transfer"] = prompt_hops
     latency = prefill_s + float(np.sum(per_token))
-    reasons = stage_reasons(plan.stages, workload)
+    reasons = stage_reasons(plan.stages, workload, uses_by_stage)
     return Estimate(
         latency_s=latency,
         tokens_per_s=batch * n_out / latency,

@@ -16,6 +16,7 @@ from archipelago.estimate.workload import Generation
 from archipelago.hardware.cluster import Cluster
 from archipelago.models.spec import ModelSpec
 from archipelago.strategies.tensor_parallel.costs import (
+    DeviceUse,
     Holdings,
     Share,
     feasibility,
@@ -102,7 +103,10 @@ class Candidate:
         return out
 
     def reasons(self, split: Split) -> list[str]:
-        return stage_reasons(self.stages(split), self.workload, self.holdings)
+        stages = self.stages(split)
+        uses = [self.holdings.device_use(self.workload, Share(len(s.layers), s.first, s.last),
+                                         s.nodes[0]) for s in stages]
+        return stage_reasons(stages, self.workload, uses)
 
     def latency_s(self, pp: int) -> float:
         """Every stage's time and the transfers: each part once, the block per layer."""
@@ -121,15 +125,12 @@ def stage_where(stage: Stage, stages: int) -> str:
 
 
 def stage_reasons(stages: list[Stage], workload: Generation,
-                  holdings: Holdings | None = None) -> list[str]:
+                  uses: list[list[DeviceUse]]) -> list[str]:
     """Why the stages do not fit: too many tokens, or a device short of memory or fabric
-    (`holdings`: what each stage's boards hold, when known)."""
+    (`uses`: each stage's devices' use)."""
     reasons = positions_reason(stages[0].program, workload)
-    for stage in stages:
-        share = Share(len(stage.layers), stage.first, stage.last)
-        held = holdings or Holdings(stage.program)
-        uses = held.device_use(workload, share, stage.nodes[0])
-        reasons += feasibility(stage.program, uses, stage_where(stage, len(stages)))
+    for stage, used in zip(stages, uses, strict=True):
+        reasons += feasibility(stage.program, used, stage_where(stage, len(stages)))
     return reasons
 
 
