@@ -47,7 +47,8 @@ def listed_parameters(model: str) -> int | None:
 def make_plan(model: str, cluster: str, strategy: str,
               engine: dict[str, Any] | None = None,
               workload: dict[str, str] | None = None, command: str = "plan") -> Any:
-    """Strategy `strategy`'s plan of `model` on `cluster`, engine parameters validated; the
+    """Strategy `strategy`'s plan of `model` on `cluster` for the workload `workload` gives
+    (the kind's defaults for `command` where left out), engine parameters validated; the
     kind's plan-shaping options among `workload` join the engine parameters, its cluster
     overrides (CHEF's `--bandwidth`) replace the cluster's links."""
     options = get_strategy(strategy).plan_kind.workload
@@ -55,13 +56,15 @@ def make_plan(model: str, cluster: str, strategy: str,
     machines = resolve_cluster(cluster)
     for override, text in options.cluster_overrides(workload or {}, command).items():
         machines = resolve(override)(machines, text)
-    return plan_on(resolve_model(model), machines, strategy, {**(engine or {}), **shaping})
+    return plan_on(resolve_model(model), machines, strategy, {**(engine or {}), **shaping},
+                   parse_workload(strategy, workload, command))
 
 
-def plan_on(spec: Any, cluster: Any, strategy: str, engine: dict[str, Any] | None = None
-            ) -> Any:
-    """`make_plan` for a model and cluster already resolved (a sweep's resized cluster)."""
-    return get_strategy(strategy).plan(spec, cluster, engine)
+def plan_on(spec: Any, cluster: Any, strategy: str, engine: dict[str, Any] | None,
+            workload: Any) -> Any:
+    """`make_plan` for a model, cluster and workload already resolved (a sweep's resized
+    cluster): the planner receives the workload, since a split may depend on it."""
+    return get_strategy(strategy).plan(spec, cluster, engine, workload)
 
 
 def parse_workload(strategy: str, workload: dict[str, str] | None = None,

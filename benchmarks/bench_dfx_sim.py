@@ -7,6 +7,7 @@ compile the programs and to simulate them, and what the simulation found; not a 
 
 import time
 
+from archipelago.estimate.workload import Generation
 from archipelago.hardware.cluster import resolve_cluster
 from archipelago.models.zoo import resolve_model
 from archipelago.strategies.registry import get_strategy
@@ -19,7 +20,8 @@ MODEL, CLUSTER, N_IN, N_OUT = "gpt2-1.5b", "4xu280", 64, 64
 
 def main() -> None:
     cluster = resolve_cluster(CLUSTER)
-    plan = get_strategy("dfx").plan(resolve_model(MODEL), cluster)
+    plan = get_strategy("dfx").plan(resolve_model(MODEL), cluster, None,
+                                    Generation(N_IN, N_OUT)).program
     hbm = plan.devices[0].device.memory("hbm")
     assert hbm is not None
     units = UnitModel(plan.engine.config, hbm.bandwidth_Bps / hbm.channels,  # type: ignore[attr-defined]

@@ -18,7 +18,7 @@ from pathlib import Path
 from archipelago.api import emulate
 from archipelago.estimate.workload import parse_tokens
 from archipelago.models.zoo import resolve_model
-from archipelago.strategies.tensor_parallel.emulate import prompt_ids
+from archipelago.strategies.tensor_parallel.emulate.rank import prompt_ids
 from archipelago.strategies.tensor_parallel.emulate.reference import (
     greedy_generate,
     load_model,

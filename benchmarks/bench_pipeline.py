@@ -13,8 +13,8 @@ from pathlib import Path
 
 from archipelago.api import plan_and_estimate
 from archipelago.models.zoo import resolve_model
+from archipelago.strategies.tensor_parallel.efficiency import decode_efficiency
 from archipelago.strategies.tensor_parallel.experts import ep_degrees
-from archipelago.strategies.tensor_parallel.pipeline_report import pipeline_efficiency
 
 DATA = Path(__file__).parent.parent / "tests" / "data"
 LLAMA_70B = str(DATA / "llama-2-70b" / "config.json")
@@ -52,7 +52,7 @@ def main() -> None:
         given = per_call_ms(lambda s=strategy: plan_and_estimate(
             LLAMA_70B, CLUSTER, s, {"tokens": TOKENS, "split": "tp=8,pp=8"}), 50)
         chosen = plan_and_estimate(LLAMA_70B, CLUSTER, strategy,
-                                   {"tokens": TOKENS, "split": "auto"}).estimate.split
+                                   {"tokens": TOKENS, "split": "auto"}).plan.split
         print(f"llama-2-70b {CLUSTER} {strategy:7} auto (chose tp={chosen.tp} pp={chosen.pp})"
               f" {auto:8.1f} ms (target < 1000)   given tp=8,pp=8 {given:6.2f} ms "
               f"(target < 5)")
@@ -69,8 +69,8 @@ def main() -> None:
 def mixtral_row(cluster: str, split: str) -> str:
     result = plan_and_estimate(MIXTRAL, cluster, "lora-q", {"tokens": TOKENS, "split": split})
     est = result.estimate
-    eff = pipeline_efficiency(result.plan, est, result.workload)
-    chosen = est.split
+    eff = decode_efficiency(result.plan, result.workload, est)
+    chosen = result.plan.split
     fits = "" if est.feasible else f"  DOES NOT FIT: {est.reasons[0]}"
     return (f"tp={chosen.tp} pp={chosen.pp} ep={chosen.ep} layers="
             f"{'+'.join(map(str, chosen.layers or ()))}: {est.latency_s * 1e3:9.1f} ms "
@@ -83,7 +83,7 @@ def mixtral() -> None:
     spec = resolve_model(MIXTRAL)
     for cluster in MIXTRAL_CLUSTERS:
         auto = plan_and_estimate(MIXTRAL, cluster, "lora-q", {"tokens": TOKENS,
-                                                             "split": "auto"}).estimate.split
+                                                             "split": "auto"}).plan.split
         print(f"  {cluster:9} auto  {mixtral_row(cluster, 'auto')}")
         for ep in ep_degrees(spec, auto.tp):
             if ep != auto.ep:

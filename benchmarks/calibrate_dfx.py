@@ -14,7 +14,7 @@ from archipelago.hardware.cluster import resolve_cluster
 from archipelago.models.zoo import resolve_model
 from archipelago.strategies.registry import get_strategy
 from archipelago.strategies.tensor_parallel import dfx, router
-from archipelago.strategies.tensor_parallel.estimate import estimate_generation
+from archipelago.strategies.tensor_parallel.estimate import estimate
 
 MODEL, WORKLOAD = "gpt2-345m", Generation(64, 64)
 ONE_BOARD = ("1xu280", 93.1)
@@ -22,8 +22,9 @@ FOUR_BOARDS = ("4xu280", 207.56)
 
 
 def tokens_per_s(cluster: str) -> float:
-    plan = get_strategy("dfx").plan(resolve_model(MODEL), resolve_cluster(cluster))
-    return estimate_generation(plan, WORKLOAD).tokens_per_s
+    plan = get_strategy("dfx").plan(resolve_model(MODEL), resolve_cluster(cluster), None,
+                                    WORKLOAD)
+    return estimate(plan, WORKLOAD).tokens_per_s
 
 
 def bisect(rate: Callable[[float], float], target: float, low: float, high: float,

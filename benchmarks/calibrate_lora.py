@@ -19,7 +19,8 @@ from archipelago.estimate.workload import Generation
 from archipelago.explore.search import SearchRequest, run_search
 from archipelago.models.graph import Phase
 from archipelago.strategies.tensor_parallel import systolic
-from archipelago.strategies.tensor_parallel.estimate import decode_seconds, estimate_generation
+from archipelago.strategies.tensor_parallel.costs import decode_seconds
+from archipelago.strategies.tensor_parallel.estimate import estimate
 from archipelago.strategies.tensor_parallel.plan import ComputeStep
 
 TARGET_S = 678.4e-3
@@ -41,7 +42,7 @@ CALIBRATED_DESIGN: dict[str, Any] = {
 def latency_s(efficiency: float, design: dict[str, Any]) -> float:
     systolic.HBM_EFFICIENCY = efficiency
     plan = make_plan(MODEL, CLUSTER, STRATEGY, design)
-    return estimate_generation(plan, WORKLOAD).latency_s
+    return estimate(plan, WORKLOAD).latency_s
 
 
 def searched(efficiency: float, trials: int) -> dict[str, Any]:
@@ -80,7 +81,7 @@ def fixed_point(trials: int, start: float, rounds: int = 8) -> tuple[float, dict
 def decode_stream(strategy: str, design: dict[str, Any] | None) -> tuple[float, float]:
     """Bytes one decode token streams (weights and KV cache, whole tiles) at the workload's
     mean context, and their rate over that token's predicted time."""
-    plan = make_plan(MODEL, CLUSTER, strategy, design)
+    plan = make_plan(MODEL, CLUSTER, strategy, design).program
     context = np.array([WORKLOAD.input_tokens + WORKLOAD.output_tokens // 2])
     phase = Phase(1, context)
     parts = ((plan.block_steps, plan.spec.layers), (plan.output_steps, 1))
@@ -91,7 +92,7 @@ def decode_stream(strategy: str, design: dict[str, Any] | None) -> tuple[float, 
 
 def report(efficiency: float, design: dict[str, Any]) -> None:
     systolic.HBM_EFFICIENCY = efficiency
-    peak = make_plan(MODEL, CLUSTER, STRATEGY).devices[0].device.memory("hbm")
+    peak = make_plan(MODEL, CLUSTER, STRATEGY).program.devices[0].device.memory("hbm")
     for strategy, engine in ((STRATEGY, design), ("lora-q", None)):
         nbytes, rate = decode_stream(strategy, engine)
         print(f"{strategy} decode: {nbytes / 1e6:.1f} MB per token at {rate / 1e9:.1f} GB/s = "

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from archipelago.estimate.workload import Generation
 from archipelago.hardware.cluster import resolve_cluster
 from archipelago.models.hf_config import spec_from_hf_config
 from archipelago.models.spec import ModelSpec
@@ -56,7 +57,8 @@ def unfitted() -> Iterator[None]:
 
 
 def plan_for(name: str, cluster: str) -> Plan:
-    return get_strategy("dfx").plan(model(name), resolve_cluster(cluster))
+    return get_strategy("dfx").plan(model(name), resolve_cluster(cluster), None,
+                                    Generation(1, 2)).program  # a ring: no split to choose
 
 
 def compare(name: str, cluster: str, n_in: int, n_out: int, detail: bool = True

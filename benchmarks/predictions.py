@@ -24,8 +24,9 @@ from archipelago.api import make_plan
 from archipelago.estimate.workload import Generation
 from archipelago.explore.search import SearchRequest, run_search
 from archipelago.models.graph import decode, prefill
+from archipelago.strategies.tensor_parallel import estimate as tp_estimate
 from archipelago.strategies.tensor_parallel.efficiency import decode_efficiency
-from archipelago.strategies.tensor_parallel.estimate import Estimate, estimate_generation
+from archipelago.strategies.tensor_parallel.estimate import Estimate
 from benchmarks.calibrate_lora import SEARCH_TRIALS
 
 BEFORE_FILE = Path(__file__).with_name("predictions_before_issue20.json")
@@ -50,7 +51,7 @@ class Figures:
 
 def estimate(model: str, cluster: str, strategy: str, work: Generation,
              engine: dict | None = None) -> Estimate:
-    return estimate_generation(make_plan(model, cluster, strategy, engine), work)
+    return tp_estimate.estimate(make_plan(model, cluster, strategy, engine), work)
 
 
 def searched(model: str, cluster: str, strategy: str, work: Generation, trials: int) -> dict:
@@ -82,11 +83,11 @@ def per_token(figs: Figures, model: str, cluster: str, strategy: str, work: Gene
     """Prefill and decode time per token, the GFLOPS each stage sustains, and how close
     decode comes to the bandwidth and compute roofs."""
     plan = make_plan(model, cluster, strategy)
-    est = estimate_generation(plan, work)
+    est = tp_estimate.estimate(plan, work)
     n_in, n_out = work.input_tokens, work.output_tokens
     decode_s = est.latency_s - est.prefill_s
-    decode_flops = sum(plan.graph.flops(decode(n_in + i)) for i in range(1, n_out))
-    prefill_gflops = plan.graph.flops(prefill(n_in)) / est.prefill_s / 1e9
+    decode_flops = sum(plan.program.graph.flops(decode(n_in + i)) for i in range(1, n_out))
+    prefill_gflops = plan.program.graph.flops(prefill(n_in)) / est.prefill_s / 1e9
     eff = decode_efficiency(plan, work, est)
     assert eff is not None
     label = f"{strategy:7} {model} {cluster} {n_in}:{n_out}"

@@ -72,7 +72,7 @@ def test_a_second_default_for_a_command_is_refused_at_registration() -> None:
                                          r"`archi plan`"):
         registry.register("twin", "a second default", "tensor-parallel",
                           registry.get_strategy("dfx").engine_config,
-                          default_for=("plan",))(lambda spec, cluster, config: None)
+                          default_for=("plan",))(lambda spec, cluster, config, workload: None)
     assert "twin" not in registry.strategies()
 
 

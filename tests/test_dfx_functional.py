@@ -13,7 +13,7 @@ import pytest
 import torch
 import transformers
 
-from archipelago.api import emulate, make_plan
+from archipelago.api import emulate
 from archipelago.strategies.tensor_parallel.dfx_program import fp16
 from archipelago.strategies.tensor_parallel.dfx_program.compile import compile_plan
 from archipelago.strategies.tensor_parallel.dfx_program.functional import (
@@ -36,6 +36,7 @@ from archipelago.strategies.tensor_parallel.dfx_program.isa import (
 )
 from archipelago.strategies.tensor_parallel.dfx_program.memory import memories
 from tests.conftest import TINY_GPT2
+from tests.rings import make_ring
 
 # initializer_range 0.2: varied greedy tokens (a wrong KV cache or position cannot hide
 # behind one repeated token) while every activation stays far inside FP16's range.
@@ -86,7 +87,7 @@ def prompt() -> list[int]:
 
 @pytest.fixture(scope="module")
 def weights(checkpoint: Path) -> dict[str, np.ndarray]:
-    return checkpoint_weights(make_plan(str(checkpoint), "1xu280", "dfx").spec, checkpoint)
+    return checkpoint_weights(make_ring(str(checkpoint), "1xu280", "dfx").spec, checkpoint)
 
 
 @pytest.fixture(scope="module", params=[1, 2, 4])
@@ -96,7 +97,7 @@ def cores(request: pytest.FixtureRequest) -> int:
 
 @pytest.fixture(scope="module")
 def run(cores: int, checkpoint: Path, weights, prompt) -> FunctionalRun:
-    plan = make_plan(str(checkpoint), f"{cores}xu280", "dfx")
+    plan = make_ring(str(checkpoint), f"{cores}xu280", "dfx")
     return run_functional(plan, weights, prompt, NEW)
 
 
@@ -149,7 +150,7 @@ def test_logits_and_every_layer_within_fp16_tolerance(run, reference, prompt) ->
 def test_the_ring_computes_what_one_core_computes(run, checkpoint, weights, prompt) -> None:
     """Every column is computed the same way on whichever core holds it, and the syncs
     gather them exactly: bit-identical values on any core count."""
-    one = run_functional(make_plan(str(checkpoint), "1xu280", "dfx"), weights, prompt, NEW)
+    one = run_functional(make_ring(str(checkpoint), "1xu280", "dfx"), weights, prompt, NEW)
     assert np.array_equal(run.hidden, one.hidden)
     assert np.array_equal(run.logits, one.logits)
 
@@ -158,7 +159,7 @@ def test_a_wrong_layer_shows_beyond_the_tolerance(checkpoint, weights, reference
                                                   prompt) -> None:
     """FFN2 of layer 1 with weights 5% too large: the greedy tokens do not change (argmax
     hides it), the logits comparison above does not let it pass."""
-    plan = make_plan(str(checkpoint), "2xu280", "dfx")
+    plan = make_ring(str(checkpoint), "2xu280", "dfx")
     name = "layers.1.ffn_down.weight"
     right = run_functional(plan, weights, prompt, NEW)
     wrong = run_functional(plan, {**weights, name: weights[name] * 1.05}, prompt, NEW)
@@ -175,7 +176,7 @@ def _without(section: Section, drop: Callable[[Instr], bool]) -> Section:
 
 def test_a_matrix_instruction_without_its_dma_is_refused(checkpoint, weights,
                                                          prompt) -> None:
-    plan = make_plan(str(checkpoint), "1xu280", "dfx")
+    plan = make_ring(str(checkpoint), "1xu280", "dfx")
     programs, maps = compile_plan(plan, PROMPT, NEW)
     layer = programs[0].layer
     first = next(i for i in layer.instrs if isinstance(i, Dma) and i.dst_loc == Loc.WBUF)
@@ -187,7 +188,7 @@ def test_a_matrix_instruction_without_its_dma_is_refused(checkpoint, weights,
 def test_a_receive_nobody_sends_is_a_deadlock(checkpoint, weights, prompt) -> None:
     """Core 0 of 2 without its router sends: core 1's first receive waits forever, and
     core 0 reaches its own receive, which core 1 never gets to send for."""
-    plan = make_plan(str(checkpoint), "2xu280", "dfx")
+    plan = make_ring(str(checkpoint), "2xu280", "dfx")
     programs, maps = compile_plan(plan, PROMPT, NEW)
     mute = _without(programs[0].layer,
                     lambda i: isinstance(i, Router) and i.op == RouterOp.SEND)
@@ -198,7 +199,7 @@ def test_a_receive_nobody_sends_is_a_deadlock(checkpoint, weights, prompt) -> No
 def test_weights_land_in_hbm_through_the_tiled_layout(checkpoint, weights, prompt) -> None:
     """Core 1 of 2: every value of its layer-1 Query shard, located element by element by
     MemoryMap.address and Tiling.channel_of, is the FP16 weight in that HBM channel."""
-    plan = make_plan(str(checkpoint), "2xu280", "dfx")
+    plan = make_ring(str(checkpoint), "2xu280", "dfx")
     _, maps = compile_plan(plan, PROMPT, NEW)
     memory_map = maps[1]
     mems = memories(memory_map)

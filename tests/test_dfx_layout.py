@@ -6,13 +6,13 @@ import itertools
 import numpy as np
 import pytest
 
-from archipelago.api import make_plan
 from archipelago.strategies.tensor_parallel.dfx import DFXConfig
 from archipelago.strategies.tensor_parallel.dfx_program.layout import (
     VALUE_BYTES,
     Tiling,
     memory_map,
 )
+from tests.rings import make_ring
 
 # d = 4, l = 2: d x d blocks of two tiles; two channels of 8-byte beats carry one tile.
 SMALL = Tiling(d=4, l=2, channels=2, channel_bytes=8)
@@ -83,7 +83,7 @@ def test_a_partial_tile_pads_and_its_padding_maps_to_nothing() -> None:
 
 
 def test_memory_map_of_gpt2_345m_core_1_of_4() -> None:
-    plan = make_plan("gpt2-345m", "4xu280", "dfx", None)
+    plan = make_ring("gpt2-345m", "4xu280", "dfx", None)
     m = memory_map(plan, 1, DFXConfig())
     q = m.regions["q.weight"]
     assert (q.memory, q.rows, q.cols, q.tiled) == ("hbm", 1024, 256, True)  # heads 4..7
@@ -100,7 +100,7 @@ def test_memory_map_of_gpt2_345m_core_1_of_4() -> None:
 
 
 def test_layers_do_not_overlap() -> None:
-    plan = make_plan("gpt2-345m", "1xu280", "dfx", None)
+    plan = make_ring("gpt2-345m", "1xu280", "dfx", None)
     m = memory_map(plan, 0, DFXConfig())
     spans = sorted((m.region_address(r.name, layer), r.size(m.tiling), r.name)
                    for r in m.regions.values() if r.memory == "hbm"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from archipelago.api import build, make_plan
+from archipelago.api import build
 from archipelago.errors import ArchipelagoError
 from archipelago.strategies.tensor_parallel.dfx_program.asm import parse_listing
 from archipelago.strategies.tensor_parallel.dfx_program.compile import compile_plan
@@ -24,12 +24,13 @@ from archipelago.strategies.tensor_parallel.dfx_program.isa import (
     RouterOp,
     from_bytes,
 )
+from tests.rings import make_ring
 
 HIDDEN, FFN, HEADS, D, L = 1024, 4096, 16, 64, 16  # gpt2-345m; DFX's tile (§V-B)
 
 
 def _programs(cores: int) -> list[Program]:
-    plan = make_plan("gpt2-345m", f"{cores}xu280", "dfx", None)
+    plan = make_ring("gpt2-345m", f"{cores}xu280", "dfx", None)
     return compile_plan(plan, 64, 64)[0]
 
 
@@ -115,7 +116,7 @@ def test_one_core_has_no_router_instructions_and_the_whole_vocabulary() -> None:
 
 
 def test_too_many_tokens_are_refused() -> None:
-    plan = make_plan("gpt2-345m", "1xu280", "dfx", None)
+    plan = make_ring("gpt2-345m", "1xu280", "dfx", None)
     with pytest.raises(ArchipelagoError, match="exceed gpt2-345m's 1024 positions"):
         compile_plan(plan, 1000, 100)
 

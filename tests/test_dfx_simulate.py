@@ -21,6 +21,8 @@ from tests.browser import Chromium, find_chromium
 from tests.conftest import TINY_GPT2
 
 RUNNER = CliRunner()
+# 140 GB of FP16 weights: more than one ring of four U280s holds, so stages of rings
+LLAMA_70B = str(Path(__file__).parent / "data" / "llama-2-70b" / "config.json")
 # Groups both models cost the same way; norms, residual and embedding differ by the
 # chaining the analytical engine leaves out (docs/strategies/dfx-simulator.md).
 SHARED = ("qkv", "attention", "attn_out", "ffn", "lm_head")
@@ -94,7 +96,7 @@ def test_a_plan_that_does_not_fit_is_printed_with_its_reasons_and_status_1(
         tiny: str, monkeypatch: pytest.MonkeyPatch) -> None:
     from archipelago.strategies.tensor_parallel import estimate
 
-    monkeypatch.setattr(estimate, "feasibility", lambda *args: ["device 0 (u280): DSP needs 2"])
+    monkeypatch.setattr(estimate, "stage_reasons", lambda *args: ["device 0 (u280): DSP needs 2"])
     out = RUNNER.invoke(app, ["simulate", tiny, "--cluster", "1xu280", "--tokens", "8:8"])
     assert out.exit_code == 1, out.output
     assert out.stdout.startswith("does not fit: device 0 (u280): DSP needs 2")
@@ -114,7 +116,7 @@ def test_a_plan_that_does_not_fit_is_printed_with_its_reasons_and_status_1(
     (["gpt2-345m", "--cluster", "4xnope"], "unknown device 'nope'"),
     (["gpt2-345m", "--tokens", "64"], "--tokens '64' must look like IN:OUT"),
     (["gpt2-345m", "--tokens", "1000:100"], "exceed gpt2-345m's 1024 positions"),
-    (["gpt2-345m", "--cluster", "8x4xu280"], "a program simulation runs one ring"),
+    ([LLAMA_70B, "--cluster", "8x4xu280"], "a program simulation runs one ring"),
     (["opt-6.7b", "--cluster", "1xu280"], "core 0's HBM image is 13.38 GiB; the U280 has 8"),
     (["gpt2-345m", "--batch", "2"], "No such option: --batch"),
 ])
@@ -145,7 +147,7 @@ def test_the_page_draws_every_cores_layer_as_its_own_trace_set(tiny: str) -> Non
     plan, charts = _timeline(tiny, "4xu280")
     (chart,) = charts
     traces = chart.figure.data
-    layers = [p.layer for p in compile_plan(plan, 8, 8)[0]]
+    layers = [p.layer for p in compile_plan(plan.program, 8, 8)[0]]
     cores = {f"core {c}": layers[c] for c in range(4)}
     assert {t.meta for t in traces} == set(cores)
     names = {core: {t.name for t in traces if t.meta == core} for core in cores}

@@ -5,7 +5,7 @@ import pytest
 from archipelago.api import make_plan
 from archipelago.estimate.workload import Generation
 from archipelago.strategies.tensor_parallel.efficiency import decode_efficiency
-from archipelago.strategies.tensor_parallel.estimate import estimate_generation
+from archipelago.strategies.tensor_parallel.estimate import estimate as estimate_plan
 from archipelago.strategies.tensor_parallel.report import estimate_to_dict
 
 # gpt2-345m: 24 layers, hidden 1024, FFN 4096, 16 heads, vocabulary 50257, tied LM head.
@@ -15,7 +15,7 @@ H, L, F, V, HEADS = 1024, 24, 4096, 50257, 16
 def test_bytes_flops_and_bandwidth_of_gpt2_345m_on_two_u280() -> None:
     plan = make_plan("gpt2-345m", "2xu280", "dfx")
     work = Generation(32, 33)
-    est = estimate_generation(plan, work)
+    est = estimate_plan(plan, work)
     eff = decode_efficiency(plan, work, est)
     assert eff is not None
     context = 32 + 33 / 2  # decode steps attend 33 .. 64 keys
@@ -38,7 +38,7 @@ def test_bytes_flops_and_bandwidth_of_gpt2_345m_on_two_u280() -> None:
 def test_w8a8_reads_one_byte_per_weight() -> None:
     fp16, w8a8 = (make_plan("gpt2-345m", "1xu280", s) for s in ("lora-f", "lora-q"))
     work = Generation(8, 9)
-    f, q = (decode_efficiency(p, work, estimate_generation(p, work)) for p in (fp16, w8a8))
+    f, q = (decode_efficiency(p, work, estimate_plan(p, work)) for p in (fp16, w8a8))
     assert f is not None and q is not None
     assert q.bytes_per_token == pytest.approx(f.bytes_per_token / 2)
 
@@ -46,8 +46,8 @@ def test_w8a8_reads_one_byte_per_weight() -> None:
 def test_json_carries_the_efficiencies_and_none_without_decode() -> None:
     plan = make_plan("gpt2-345m", "1xu280", "dfx")
     one = Generation(16, 1)
-    out = estimate_to_dict(plan, one, estimate_generation(plan, one))
+    out = estimate_to_dict(plan, one, estimate_plan(plan, one))
     assert out["bandwidth_efficiency"] is None and out["decode_roofline"] is None
     two = Generation(16, 16)
-    out = estimate_to_dict(plan, two, estimate_generation(plan, two))
+    out = estimate_to_dict(plan, two, estimate_plan(plan, two))
     assert 0 < out["bandwidth_efficiency"] < 1 and 0 < out["compute_efficiency"] < 1

@@ -172,7 +172,9 @@ def row_split_ffn(plan: Plan) -> Plan:
 def test_a_plan_with_all_reduce_runs_without_emulator_changes(tmp_path) -> None:
     """LLaMA (no FFN biases, so the partial sums need no bias bookkeeping) on 2 ranks."""
     config = write_config(tmp_path, LLAMA)
-    plan = row_split_ffn(make_plan(config, "2xu280", "dfx"))
+    staged = make_plan(config, "2xu280", "dfx")
+    plan = replace(staged, stages=[replace(staged.stages[0],
+                                           program=row_split_ffn(staged.program))])
     report = emulate_plan(plan, EmulationJob(parse_tokens(TOKENS), seed=SEED))
     layers = LLAMA["num_hidden_layers"]
     assert report["collectives"] == {"all_gather": 2 * layers * NEW,  # attention only
@@ -238,7 +240,7 @@ def test_llama_with_replicated_kv_heads_on_four_ranks(tmp_path) -> None:
     expected, scale = hf_greedy(hf_model(LLAMA, SEED), report["prompt"])
     assert report["generated"] == expected and report["tokens_match"]
     assert report["max_abs_logit_diff"] <= FP32_REL_TOL * scale
-    plan = make_plan(config, "4xu280", "lora-f")
+    plan = make_plan(config, "4xu280", "lora-f").program
     k = next(t for t in all_weights(plan.spec) if t.role == "k.weight")
     assert [(d.shard_for(k).start, d.shard_for(k).stop) for d in plan.devices] == \
         [(0, 8), (0, 8), (8, 16), (8, 16)]  # head_dim 32 / 4 heads = 8 columns per head

@@ -96,8 +96,9 @@ def test_a_failing_pipeline_rank_is_named_by_its_stage_and_shard(gpt2_config,
     with pytest.raises(RankFailure) as caught:
         emulate(gpt2_config, "2x2xu280", "dfx", {"tokens": "4:4", "split": "tp=2,pp=2"},
                 timeout_s=5)
-    assert str(caught.value) == ("rank 3 (pipeline stage 2 of 2, tensor shard 2 of 2) "
-                                 "failed: RuntimeError: injected fault before collective 2")
+    assert str(caught.value) == ("rank 3 (u280 'u280_3', pipeline stage 2 of 2, tensor shard "
+                                 "2 of 2) failed: RuntimeError: injected fault before "
+                                 "collective 2")
     assert rank_processes() == []
 
 

@@ -9,11 +9,10 @@ from typing import Any
 
 import pytest
 
-from archipelago.api import emulate, make_plan, parse_workload, plan_and_estimate
+from archipelago.api import emulate, make_plan, parse_workload
 from archipelago.emulate.errors import EmulationError
 from archipelago.emulate.job import EmulationJob
 from archipelago.strategies.tensor_parallel.emulate import emulate as emulate_plan
-from archipelago.strategies.tensor_parallel.stages import Split
 from tests.test_emulate import (
     FP32_REL_TOL,
     GPT2,
@@ -159,7 +158,8 @@ def test_each_rank_holds_only_its_stage(run) -> None:
 def test_auto_runs_the_split_the_estimate_chooses(tmp_path) -> None:
     """Without --split a cluster of rings runs the split `archi plan` chooses."""
     path = write_config(tmp_path, LLAMA3)
-    chosen = plan_and_estimate(path, "2x2xu280", "dfx", {"tokens": TOKENS}).estimate.split
+    chosen = make_plan(path, "2x2xu280", "dfx", workload={"tokens": TOKENS},
+                       command="emulate").split
     report = emulate(path, "2x2xu280", "dfx", {"tokens": TOKENS}, seed=SEED)
     assert report["split"] == {"tp": chosen.tp, "pp": chosen.pp,
                                "layers": list(chosen.layers), "chosen": "auto"}
@@ -169,7 +169,9 @@ def test_auto_runs_the_split_the_estimate_chooses(tmp_path) -> None:
 def test_a_stage_without_layers_is_refused_in_one_line(tmp_path) -> None:
     plan = make_plan(write_config(tmp_path, LLAMA3), "2x2xu280", "dfx",
                      workload={"split": "tp=2,pp=2"}, command="emulate")
-    plan = replace(plan, request=Split(2, 2, (0, 3)))
+    first, second = plan.stages
+    plan = replace(plan, stages=[replace(first, layers=range(0)),
+                                 replace(second, layers=range(3))])
     job = EmulationJob(parse_workload("dfx", {"tokens": TOKENS}, "emulate"), seed=SEED)
     with pytest.raises(EmulationError, match="at least one layer") as err:
         emulate_plan(plan, job)

@@ -6,7 +6,8 @@ import pytest
 from archipelago.api import make_plan, plan_and_estimate
 from archipelago.estimate.workload import Generation
 from archipelago.models.graph import decode, prefill
-from archipelago.strategies.tensor_parallel.estimate import decode_seconds, estimate_generation
+from archipelago.strategies.tensor_parallel.costs import decode_seconds
+from archipelago.strategies.tensor_parallel.estimate import estimate as estimate_plan
 
 
 def test_calibration_point_is_reproduced() -> None:
@@ -18,7 +19,8 @@ def test_calibration_point_is_reproduced() -> None:
 def test_latency_definitions_hold_together() -> None:
     plan, _work, est = plan_and_estimate("gpt2-774m", "2xu280", "dfx", {"tokens": "32:40"})
     contexts = 32 + np.arange(1, 40)
-    assert est.latency_s == pytest.approx(est.prefill_s + decode_seconds(plan, contexts).sum())
+    decoded = decode_seconds(plan.program, contexts).sum()
+    assert est.latency_s == pytest.approx(est.prefill_s + decoded)
     assert est.tokens_per_s == pytest.approx(40 / est.latency_s)
     assert sum(est.breakdown_s.values()) == pytest.approx(est.latency_s)
     assert est.decode_s_first < est.decode_s_last  # the KV cache grows past 16-key tiles
@@ -26,7 +28,7 @@ def test_latency_definitions_hold_together() -> None:
 
 def test_decode_time_rises_with_context() -> None:
     plan = make_plan("gpt2-345m", "1xu280", "dfx")
-    times = decode_seconds(plan, np.array([16, 256, 1024]))
+    times = decode_seconds(plan.program, np.array([16, 256, 1024]))
     assert np.all(np.diff(times) > 0)
 
 
@@ -60,9 +62,9 @@ def test_dfx_summarizes_the_prompt_one_token_at_a_time() -> None:
     included. So the prompt of n tokens costs one single-token step at each context 1..n,
     the LM head once: the step between prompts n-1 and n grows exactly as decode does."""
     plan = make_plan("gpt2-345m", "2xu280", "dfx")
-    pre = [estimate_generation(plan, Generation(n, 1)).prefill_s for n in (1, 30, 31, 32)]
-    assert pre[0] == pytest.approx(decode_seconds(plan, np.array([1]))[0])
-    steps = decode_seconds(plan, np.array([31, 32]))
+    pre = [estimate_plan(plan, Generation(n, 1)).prefill_s for n in (1, 30, 31, 32)]
+    assert pre[0] == pytest.approx(decode_seconds(plan.program, np.array([1]))[0])
+    steps = decode_seconds(plan.program, np.array([31, 32]))
     assert (pre[3] - pre[2]) - (pre[2] - pre[1]) == pytest.approx(steps[1] - steps[0])
 
 
@@ -71,8 +73,8 @@ def test_dfx_keeps_its_gflops_in_both_stages() -> None:
     its dataflow being iterated matrix-vector work. Batched prefill would be many times
     faster per FLOP; here the two rates stay within 15 % of each other."""
     plan = make_plan("gpt2-345m", "1xu280", "dfx")
-    est = estimate_generation(plan, Generation(64, 64))
-    prefill_rate = plan.graph.flops(prefill(64)) / est.prefill_s
-    decode_flops = sum(plan.graph.flops(decode(t)) for t in range(65, 128))
+    est = estimate_plan(plan, Generation(64, 64))
+    prefill_rate = plan.program.graph.flops(prefill(64)) / est.prefill_s
+    decode_flops = sum(plan.program.graph.flops(decode(t)) for t in range(65, 128))
     decode_rate = decode_flops / (est.latency_s - est.prefill_s)
     assert prefill_rate == pytest.approx(decode_rate, rel=0.15)

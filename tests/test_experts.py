@@ -12,10 +12,12 @@ from archipelago.api import make_plan
 from archipelago.errors import ArchipelagoError
 from archipelago.estimate.workload import Generation
 from archipelago.models.spec import MoE
+from archipelago.strategies.tensor_parallel.estimate import estimate
 from archipelago.strategies.tensor_parallel.experts import expected_busiest
 from archipelago.strategies.tensor_parallel.page import _link_bytes_per_token
 from archipelago.strategies.tensor_parallel.plan import CommStep, Plan
 from archipelago.strategies.tensor_parallel.router import DFX_SYNC_OVERHEAD_S
+from archipelago.strategies.tensor_parallel.staged import Stage
 
 HIDDEN, EXPERTS, TOP_K, BOARDS = 64, 8, 2, 4
 # U280 ring link (catalog): 300 ns, 100 Gb/s of 64b/66b; DFX's kernel clock 200 MHz
@@ -24,6 +26,7 @@ LINK_S, LINK_BPS, DFX_CYCLE_S = 300e-9, 100e9 / 8 * 64 / 66, 1 / 200e6
 # LORA's Aurora: 4 lanes x 12.8 Gb/s of 64b/66b, a 256-bit port (seeds/002 §V-B, §VI-C).
 LORA_BPS, LORA_WORD = 4 * 12.8e9 * 64 / 66 / 8, 32
 WORK = Generation(input_tokens=8, output_tokens=8)
+TOKENS = {"tokens": "8:8"}  # WORK, as the planner that chooses the placement reads it
 
 
 def _config(tmp_path: Path, experts: int = EXPERTS, top_k: int = TOP_K, ffn: int = 32,
@@ -46,7 +49,13 @@ def _config(tmp_path: Path, experts: int = EXPERTS, top_k: int = TOP_K, ffn: int
 
 def _ring(model: str, strategy: str, ep: int, cluster: str = "4xu280") -> Plan:
     plan = make_plan(model, cluster, strategy, {"split": f"tp={BOARDS},pp=1,ep={ep}"})
-    return plan.rings[BOARDS, ep]
+    assert plan.split.ep == plan.stages[0].ep == ep
+    return plan.program
+
+
+def _on_links(ring: Plan) -> float:
+    """Bytes each ring link carries per token when `ring` runs every layer."""
+    return _link_bytes_per_token(Stage(0, range(ring.spec.layers), tuple(range(BOARDS)), ring))
 
 
 def _combine(ring: Plan) -> CommStep:
@@ -75,8 +84,7 @@ def test_combine_link_bytes_by_hand(tmp_path: Path) -> None:
         ring = _ring(model, strategy, BOARDS)
         without = [s for s in ring.block_steps if not (isinstance(s, CommStep)
                                                        and s.kind == "all_to_all")]
-        extra = _link_bytes_per_token(ring) - _link_bytes_per_token(
-            replace(ring, block_steps=without))
+        extra = _on_links(ring) - _on_links(replace(ring, block_steps=without))
         assert extra == pytest.approx(2 * 2 * 3 / 4 * 64 * value_bytes)  # 2 layers
 
 
@@ -138,8 +146,8 @@ def test_shared_experts_are_whole_on_every_board(tmp_path: Path) -> None:
 
 # ---- the planner's choice ------------------------------------------------------------------
 def _latency(model: str, strategy: str, split: str) -> tuple[float, int]:
-    est = make_plan(model, "4xu280", strategy, {"split": split}).estimate(WORK)
-    return est.latency_s, est.split.ep
+    plan = make_plan(model, "4xu280", strategy, {"split": split}, TOKENS)
+    return estimate(plan, WORK).latency_s, plan.split.ep
 
 
 def test_planner_keeps_whole_experts_when_the_syncs_dominate(tmp_path: Path) -> None:
@@ -180,7 +188,7 @@ def test_bad_ep_refused_in_one_line(tmp_path: Path, experts: int, split: str,
 
 def test_emulator_refuses_whole_experts_in_one_line(tmp_path: Path) -> None:
     from archipelago.emulate.errors import EmulationError
-    from archipelago.strategies.tensor_parallel.emulate import check
+    from archipelago.strategies.tensor_parallel.emulate.rank import check
 
     ring = _ring(_config(tmp_path), "dfx", BOARDS)
     with pytest.raises(EmulationError, match="no emulator handler: all_to_all") as err:

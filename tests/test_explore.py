@@ -15,7 +15,7 @@ from archipelago.api import make_plan
 from archipelago.estimate.workload import Generation
 from archipelago.explore.search import SearchRequest, run_search
 from archipelago.hardware.catalog import get_device
-from archipelago.strategies.tensor_parallel.estimate import estimate_generation
+from archipelago.strategies.tensor_parallel.estimate import estimate as estimate_plan
 
 
 def archi(*args: str, **kwargs) -> subprocess.CompletedProcess:
@@ -45,7 +45,7 @@ def test_search_respects_every_limit(tmp_path) -> None:
     assert best.feasible_trials < best.trials_done  # FP16 arrays of 64 x 64 overflow DSPs
     # Check the winner independently of the search's own bookkeeping.
     plan = make_plan("gpt2-345m", "1xu280", "lora-f", best.engine)
-    est = estimate_generation(plan, Generation(8, 8))
+    est = estimate_plan(plan, Generation(8, 8))
     u280 = get_device("u280")
     total = est.devices[0].total
     assert est.feasible and est.latency_s == pytest.approx(best.latency_s)
@@ -137,7 +137,7 @@ def test_baseline_is_the_default_engine_and_is_tried_first(tmp_path) -> None:
                                 str(tmp_path / strategy), "x")
         run_search(request)
         assert journal_keys(tmp_path / strategy)[0] == engine_key(published)
-    default_latency = estimate_generation(make_plan("gpt2-345m", "1xu280", "lora-f"),
+    default_latency = estimate_plan(make_plan("gpt2-345m", "1xu280", "lora-f"),
                                           Generation(8, 8)).latency_s
     assert run_search(SearchRequest("gpt2-345m", "1xu280", "lora-f", Generation(8, 8), 3,
                                     "", "x")).latency_s <= default_latency

@@ -18,7 +18,7 @@ from archipelago.errors import ArchipelagoError
 from archipelago.estimate.workload import Generation
 from archipelago.explore.spaces import design_space, engine_key
 from archipelago.output_file import write_atomically
-from archipelago.strategies.tensor_parallel.estimate import estimate_generation
+from archipelago.strategies.tensor_parallel.estimate import estimate as estimate_plan
 from tests.conftest import TINY_GPT2
 from tests.test_explore import archi, complete_trials, journal_keys, slowed
 
@@ -64,7 +64,7 @@ def test_same_file_name_different_content_never_share_a_study(tmp_path) -> None:
     assert resumed["engine"] == runs[a]["engine"] and resumed["trials_added"] == 0
     # b's reported latency is b's own: re-estimate its best engine independently.
     plan = make_plan(b, "1xu280", "lora-q", runs[b]["engine"])
-    assert estimate_generation(plan, Generation(8, 8)).latency_s == pytest.approx(
+    assert estimate_plan(plan, Generation(8, 8)).latency_s == pytest.approx(
         runs[b]["latency_s"])
     out = archi("explore", b, *OPTIONS, "--trials", "4", "--storage", str(storage), "--study",
                 runs[a]["study"], "--out", str(tmp_path / "x.yaml"), "--workers", "0")

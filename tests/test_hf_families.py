@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from archipelago.cli import app
 from archipelago.emulate.errors import EmulationError
 from archipelago.errors import ConfigError, Notice, PartitionError
+from archipelago.estimate.workload import Generation
 from archipelago.hardware.cluster import resolve_cluster
 from archipelago.models.features import FOREIGN_TYPE
 from archipelago.models.graph import Phase, build_graph, decode
@@ -23,8 +24,10 @@ from archipelago.models.hf_config import spec_from_hf_config
 from archipelago.models.spec import ModelSpec
 from archipelago.models.weights import parameter_count
 from archipelago.strategies.registry import get_strategy
-from archipelago.strategies.tensor_parallel.emulate import check
+from archipelago.strategies.tensor_parallel.emulate.rank import check
 from archipelago.strategies.tensor_parallel.plan import CommStep
+
+WORK = Generation(8, 8)  # what a split would be chosen for: these plans are rings
 
 DECODERS = ("GPT2", "OPT", "Llama", "Mistral", "Mixtral", "Qwen2", "Qwen2Moe", "Qwen3",
             "Qwen3Moe", "Phi", "Phi3", "Gemma", "Gemma2", "GPTNeoX", "Falcon", "Bloom", "GPTJ",
@@ -195,14 +198,15 @@ def test_tensor_parallel_carries_head_local_qk_norms_and_moe() -> None:
     block's norms); Mixtral's experts split like an FFN (its router whole on each device)."""
     lora = get_strategy("lora-f")
     cluster = resolve_cluster("2xu280")
-    qwen = lora.plan(tiny("Qwen3", head_dim=32), cluster)
+    qwen = lora.plan(tiny("Qwen3", head_dim=32), cluster, None, WORK).program
     reduced = {s.tensor for s in qwen.block_steps if isinstance(s, CommStep)
                and s.kind == "all_reduce"}
     assert reduced == {"attn_norm", "ffn_norm"}
     gathered = [s for s in qwen.block_steps if isinstance(s, CommStep) and
                 s.tensor == "attn_context"]
     assert [s.width for s in gathered] == [4 * 32]  # all heads' context, not hidden (64)
-    mixtral = lora.plan(tiny("Mixtral", num_local_experts=4, num_experts_per_tok=2), cluster)
+    mixtral = lora.plan(tiny("Mixtral", num_local_experts=4, num_experts_per_tok=2), cluster,
+                        None, WORK).program
     held = mixtral.devices[0].held_bytes(mixtral.spec, 1.0, "hbm")
     assert held >= 2 * 4 * 3 * 64 * 128 / 2  # every expert, split over the two devices
 
@@ -219,7 +223,7 @@ def test_tensor_parallel_refuses_what_no_sync_scheme_covers(family: str, fields:
                                                              why: str) -> None:
     spec = tiny(family, **fields)
     with pytest.raises(PartitionError, match=why):
-        get_strategy("lora-f").plan(spec, resolve_cluster("2xu280"))
+        get_strategy("lora-f").plan(spec, resolve_cluster("2xu280"), None, WORK)
 
 
 def test_emulation_refuses_new_families_naming_the_emulated_ones() -> None:
@@ -228,7 +232,7 @@ def test_emulation_refuses_new_families_naming_the_emulated_ones() -> None:
     for spec, why in [(tiny("Phi3"), f"{emulated}, not 'phi3'"),
                       (tiny("Qwen2Moe"), f"{emulated}, not 'qwen2_moe'")]:
         with pytest.raises(EmulationError, match=why):
-            check(lora.plan(spec, cluster), None)  # type: ignore[arg-type]
+            check(lora.plan(spec, cluster, None, WORK).program, None)  # type: ignore[arg-type]
 
 
 def test_plan_prints_a_config_files_parameter_count(tmp_path: Path) -> None:
@@ -262,11 +266,11 @@ def test_cli_prints_the_unknown_type_notice_once(tmp_path: Path) -> None:
 def test_sliding_window_caps_a_decode_steps_attention() -> None:
     """Mistral with a 16-token window: a step at context 100 costs what the same model
     without a window costs at context 16 (the block attends to 16 keys either way)."""
-    from archipelago.strategies.tensor_parallel.estimate import decode_seconds
+    from archipelago.strategies.tensor_parallel.costs import decode_seconds
 
     lora, cluster = get_strategy("lora-q"), resolve_cluster("2xu280")
-    windowed = lora.plan(tiny("Mistral", sliding_window=16), cluster)
-    full = lora.plan(tiny("Mistral", sliding_window=None), cluster)
+    windowed = lora.plan(tiny("Mistral", sliding_window=16), cluster, None, WORK).program
+    full = lora.plan(tiny("Mistral", sliding_window=None), cluster, None, WORK).program
     assert decode_seconds(windowed, np.array([100])) == decode_seconds(full, np.array([16]))
     assert decode_seconds(full, np.array([100])) > decode_seconds(full, np.array([16]))
 

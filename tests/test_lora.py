@@ -20,7 +20,7 @@ SPEC = resolve_model("gpt2-345m")
 
 
 def test_four_all_gathers_and_two_all_reduces_per_block() -> None:
-    plan = make_plan("gpt2-345m", "4xu280", "lora-f")
+    plan = make_plan("gpt2-345m", "4xu280", "lora-f").program
     comm = [(c.kind, c.tensor, c.overlap) for c in plan.comm_steps()]
     assert comm == [
         ("all_reduce", "attn_norm", "row_groups"), ("all_gather", "attn_norm", "matmul_blocks"),
@@ -34,7 +34,7 @@ def test_four_all_gathers_and_two_all_reduces_per_block() -> None:
 
 
 def test_lora_q_moves_int8_activations_and_weights() -> None:
-    plan = make_plan("gpt2-345m", "2xu280", "lora-q")
+    plan = make_plan("gpt2-345m", "2xu280", "lora-q").program
     gathers = [c for c in plan.comm_steps() if c.kind == "all_gather"]
     assert {c.value_bytes for c in gathers} == {1.0} and plan.bytes_per_param == 1.0
     assert plan.engine.config.clock_hz == 250e6
@@ -127,7 +127,7 @@ def test_layernorm_statistics_of_one_row_take_about_121_cycles() -> None:
 def test_lora_q_default_is_the_hbm_bound_array() -> None:
     """§V-D: the INT8 MPU is bounded by HBM bandwidth, so the default grows the array until
     its decode demand (D_sa^2 / 2 bytes per cycle) passes the 460 GB/s of HBM."""
-    plan = make_plan("gpt2-345m", "1xu280", "lora-q")
+    plan = make_plan("gpt2-345m", "1xu280", "lora-q").program
     c = plan.engine.config
     hbm = get_device("u280").memory("hbm").bandwidth_Bps
     assert c.d_sa ** 2 / 2 * c.clock_hz > hbm > 48 ** 2 / 2 * c.clock_hz
@@ -152,7 +152,7 @@ def test_kv_cache_spill_to_hbm_slows_attention() -> None:
 
 
 def test_matmul_blocks_overlap_both_regimes() -> None:
-    plan = make_plan("gpt2-345m", "4xu280", "lora-f")
+    plan = make_plan("gpt2-345m", "4xu280", "lora-f").program
     gather = CommStep("all_gather", "x", 1024, 2.0, "matmul_blocks")
     consumer = ComputeStep(Op("q", "linear", 1024, 256, ("x",), weight="q"), 256)
     step_s = collective_seconds(plan, gather, 1) / 3
@@ -164,7 +164,7 @@ def test_matmul_blocks_overlap_both_regimes() -> None:
 
 
 def test_row_groups_overlap_by_hand() -> None:
-    plan = make_plan("gpt2-345m", "4xu280", "lora-f")
+    plan = make_plan("gpt2-345m", "4xu280", "lora-f").program
     reduce = CommStep("all_reduce", "n", 2, 4.0, "row_groups", group_rows=16)
     stats = ComputeStep(Op("n", "norm", 1024, 1024, ("x",), weight="n"), 256, stage="stats")
     k = collective_seconds(plan, reduce, 16)
@@ -176,7 +176,7 @@ def test_row_groups_overlap_by_hand() -> None:
 def test_early_broadcast_hides_the_gather_under_the_remaining_heads() -> None:
     """§III-B, third method: SmulV's output leaves head by head, so the gather after it
     starts while the last (h - 1) / h of SmulV still runs."""
-    plan = make_plan("gpt2-345m", "4xu280", "lora-f")
+    plan = make_plan("gpt2-345m", "4xu280", "lora-f").program
     producer = ComputeStep(Op("attn_context", "attn_context", 64, 64, ("s", "v"), heads=16),
                            64, 4)
     late = CommStep("all_gather", "attn_context", 1024, 2.0, "matmul_blocks")

@@ -11,7 +11,7 @@ from archipelago.hardware.catalog import get_device
 from archipelago.models.graph import Op, Phase
 from archipelago.models.zoo import resolve_model
 from archipelago.strategies.tensor_parallel import systolic
-from archipelago.strategies.tensor_parallel.estimate import estimate_generation
+from archipelago.strategies.tensor_parallel.estimate import estimate as estimate_plan
 from archipelago.strategies.tensor_parallel.plan import ComputeStep
 from archipelago.strategies.tensor_parallel.systolic import SystolicConfig, SystolicEngine
 from benchmarks import calibrate_lora
@@ -63,7 +63,7 @@ def test_attention_core_is_a_few_percent_of_a_decode_step() -> None:
     """At contexts up to 128 QK^T, Softmax and SV of gpt2-345m add a few percent to the
     decoder block's weight streaming (the issue's "only a few percent"): 2 x 16 x 64 x 128 x 2
     B of K and V per layer is 2% of its 12.6M FP16 weights."""
-    plan = make_plan("gpt2-345m", "1xu280", "lora-f", calibrate_lora.CALIBRATED_DESIGN)
+    plan = make_plan("gpt2-345m", "1xu280", "lora-f", calibrate_lora.CALIBRATED_DESIGN).program
     phase = Phase(1, np.array([128]))
     seconds = {s.op.name: plan.engine.seconds(s, phase)[0] for s in plan.block_steps
                if isinstance(s, ComputeStep)}
@@ -78,7 +78,7 @@ def test_the_pasted_efficiency_reproduces_the_calibration_point() -> None:
     work = Generation(32, 256)
     design = calibrate_lora.CALIBRATED_DESIGN
     plan = make_plan("gpt2-345m", "1xu280", "lora-f", design)
-    assert estimate_generation(plan, work).latency_s == pytest.approx(678.4e-3, rel=0.005)
+    assert estimate_plan(plan, work).latency_s == pytest.approx(678.4e-3, rel=0.005)
     request = SearchRequest("gpt2-345m", "1xu280", "lora-f", work, calibrate_lora.SEARCH_TRIALS,
                             "", "predictions")
     assert run_search(request).engine == design

@@ -70,7 +70,8 @@ def print_estimate(plan: ToyPlan, workload: int, est: dict, console: Console) ->
     console.print(f"{plan.spec.name}: {est['parameters_per_device']} parameters per device")
 
 
-def plan_rotating(spec: ModelSpec, cluster: Cluster, config: EngineConfig) -> ToyPlan:
+def plan_rotating(spec: ModelSpec, cluster: Cluster, config: EngineConfig,
+                  workload: int) -> ToyPlan:
     refused = registry.feature_refusal(spec, "toy-rotating")
     if refused:
         raise PartitionError(refused)
@@ -119,7 +120,8 @@ def test_kinds_that_do_not_declare_it_refuse_it_in_one_line(toy_family: ModelFam
                                                             strategy: str) -> None:
     cluster = "2xh100" if strategy.startswith("gpu") else "2xu280"
     with pytest.raises(PartitionError) as err:
-        registry.get_strategy(strategy).plan(toy_spec(), resolve_cluster(cluster))
+        chosen = registry.get_strategy(strategy)
+        chosen.plan(toy_spec(), resolve_cluster(cluster), None, chosen.workload())
     kind = registry.get_strategy(strategy).kind
     assert str(err.value) == (
         f"strategy '{strategy}' cannot split toy-7: it has attention heads that rotate each "
@@ -226,7 +228,8 @@ def test_the_emulator_refuses_what_it_does_not_run_in_one_line() -> None:
     checkpoint's names and numerics are another family's."""
     with pytest.warns(match="not a known family"):
         spec = spec_from_hf_config({**TOY_FIELDS, "model_type": "newlm"}, "newlm-1", "c.json")
-    plan = registry.get_strategy("lora-f").plan(spec, resolve_cluster("2xu280"))
+    lora = registry.get_strategy("lora-f")
+    plan = lora.plan(spec, resolve_cluster("2xu280"), None, lora.workload()).program
     with pytest.raises(EmulationError) as err:
         check(plan, None)  # type: ignore[arg-type]
     assert str(err.value) == (
@@ -249,8 +252,9 @@ def test_the_dataflow_kind_builds_bert_blocks_only() -> None:
                                                   num_attention_heads=4, intermediate_size=128),
                                            "bert-tiny", "t")
     galapagos = registry.get_strategy("galapagos")
-    assert galapagos.plan(bert, resolve_cluster("4xsidewinder")).spec == bert
+    work = galapagos.workload()
+    assert galapagos.plan(bert, resolve_cluster("4xsidewinder"), None, work).spec == bert
     gated = bert.model_copy(update={"name": "gated-bert", "gated_ffn": True})
     with pytest.raises(PartitionError, match=r"^strategy 'galapagos' cannot split gated-bert: "
                        r"it has a gated MLP \(GLU\), which the dataflow planner does not"):
-        galapagos.plan(gated, resolve_cluster("4xsidewinder"))
+        galapagos.plan(gated, resolve_cluster("4xsidewinder"), None, work)

@@ -16,11 +16,10 @@ from archipelago.estimate.workload import Generation
 from archipelago.hardware.cluster import resolve_cluster
 from archipelago.models.zoo import resolve_model
 from archipelago.strategies.registry import get_kind
-from archipelago.strategies.tensor_parallel.estimate import estimate_generation
-from archipelago.strategies.tensor_parallel.pipeline import PipelinePlan
-from archipelago.strategies.tensor_parallel.pipeline_estimate import part_times
+from archipelago.strategies.tensor_parallel.estimate import estimate
 from archipelago.strategies.tensor_parallel.report import print_estimate
 from archipelago.strategies.tensor_parallel.rings import one_ring
+from archipelago.strategies.tensor_parallel.split_choice import Candidate
 from archipelago.strategies.tensor_parallel.stages import (
     Split,
     balanced_layers,
@@ -54,7 +53,8 @@ def test_one_ring_cluster_is_what_it_was() -> None:
     assert cluster.rings == 1 and cluster.inter_ring_link is None
     assert "rings" not in cluster.model_dump()  # a stored study's digest is unchanged
     plan = make_plan("gpt2-345m", "4xu280", "dfx")
-    assert not isinstance(plan, PipelinePlan)
+    assert len(plan.stages) == 1 and plan.chosen == "cluster" and not plan.shows_split
+    assert plan.stages[0].nodes == (0, 1, 2, 3) and plan.program.cluster is plan.cluster
 
 
 @pytest.mark.parametrize(("text", "message"), [
@@ -126,8 +126,8 @@ def _brute_bottleneck(layers: int, stages: int, times: tuple[float, float, float
 def test_balanced_boundaries_match_brute_force(strategy: str) -> None:
     """gpt2-345m's own part times (24 layers; the LM head outweighs a layer several times)."""
     plan = make_plan("gpt2-345m", "2xu280", strategy)
-    parts = part_times(plan, Generation(32, 16))
-    times = (parts["block"].total, parts["embed"].total, parts["output"].total)
+    part = Candidate(plan.program, 2, 1, plan.cluster, Generation(32, 16))
+    times = (part.block_s, part.embed_s, part.output_s)
     for stages in (2, 3, 5):
         counts = balanced_layers(24, stages, *times)
         assert len(counts) == stages and sum(counts) == 24 and min(counts) >= 1
@@ -159,8 +159,11 @@ def test_two_stage_latency_by_hand(strategy: str) -> None:
     work = Generation(n_in, n_out)
     spec = resolve_model("gpt2-345m")
     ring = make_plan(spec.name, "2xu280", strategy)
-    whole = estimate_generation(ring, work)
-    half = estimate_generation(replace(ring, spec=spec.model_copy(update={"layers": 12})), work)
+    whole = estimate(ring, work)
+    halved = spec.model_copy(update={"layers": 12})
+    stage = replace(ring.stages[0], layers=range(12),
+                    program=replace(ring.program, spec=halved))
+    half = estimate(replace(ring, spec=halved, stages=[stage]), work)
     embed = half.breakdown_s["embedding"]
     block = (whole.latency_s - half.latency_s) / 12
     output = half.latency_s - embed - 12 * block
@@ -168,9 +171,10 @@ def test_two_stage_latency_by_hand(strategy: str) -> None:
     result = plan_and_estimate(spec.name, "2x2xu280", strategy,
                                {"tokens": f"{n_in}:{n_out}", "split": "tp=2,pp=2,layers=12+12"})
     est = result.estimate
-    assert est.split == Split(2, 2, (12, 12), ep=1) and est.chosen == "given"
+    assert result.plan.split == Split(2, 2, (12, 12), ep=1)
+    assert result.plan.chosen == "given"
     first, second = est.stages
-    assert first.nodes == [0, 1] and second.nodes == [2, 3]
+    assert first.stage.nodes == (0, 1) and second.stage.nodes == (2, 3)
     assert first.busy_s == pytest.approx(embed + 12 * block, rel=1e-9)
     assert second.busy_s == pytest.approx(12 * block + output, rel=1e-9)
 
@@ -198,33 +202,35 @@ def test_memory_refusal_names_stage_rank_memory_and_shortfall() -> None:
     matrices = 2 * 8192**2 + 2 * 8192 * 1024 + 3 * 8192 * 28672
     need = (matrices * 40 * 2 + 2 * 1024 * 2 * 16 * 40) / 4
     assert not est.feasible
-    assert est.reasons[0] == (
-        f"stage 0 ranks 0-3 (devices 0-3, u280, layers 0-39): HBM needs {need:.4g} bytes, "
-        f"has {U280_HBM:.4g} ({need - U280_HBM:.3g} short)")
+    assert est.reasons[:4] == [
+        f"device {rank} (u280, stage 0, layers 0-39): HBM needs {need:.4g} bytes, "
+        f"has {U280_HBM:.4g} ({need - U280_HBM:.3g} over)" for rank in range(4)]
     console = Console(record=True, width=200)
     print_estimate(result.plan, result.workload, est, console)
-    assert console.export_text().startswith("does not fit: stage 0 ranks 0-3")
+    assert console.export_text().startswith("does not fit: device 0 (u280, stage 0")
 
 
 def test_auto_split_takes_the_fewest_stages_that_fit() -> None:
     """At batch 1 more stages only add transfers: the planner keeps the fewest that fit."""
-    est = plan_and_estimate(LLAMA_70B, "16x4xu280", "dfx", {"tokens": "128:128"}).estimate
-    assert est.feasible and est.chosen == "auto"
-    tp, pp = est.split.tp, est.split.pp
+    plan, _, est = plan_and_estimate(LLAMA_70B, "16x4xu280", "dfx", {"tokens": "128:128"})
+    assert est.feasible and plan.chosen == "auto"
+    tp, pp = plan.split.tp, plan.split.pp
     fewer = plan_and_estimate(LLAMA_70B, "16x4xu280", "dfx",
                               {"tokens": "128:128", "split": f"tp={tp},pp={pp - 1}"}).estimate
     assert not fewer.feasible
     assert any("HBM needs" in r for r in fewer.reasons)
 
 
-def test_pipeline_plans_are_refused_by_one_ring_hooks() -> None:
-    """The report page and the design search run one ring (emulation runs stages:
-    test_emulate_pipeline.py)."""
-    plan = make_plan("gpt2-345m", "2x2xu280", "dfx")
-    with pytest.raises(PartitionError, match="the report page runs one ring; '2x2xu280' plans"):
-        one_ring(plan, "the report page")
-    assert get_kind("tensor-parallel").hook("estimator")(
-        plan, Generation(4, 4)).split.tp in (1, 2)
+def test_plans_of_stages_are_refused_by_one_ring_hooks() -> None:
+    """The design search and program builds run one ring (estimates, reports, pages and
+    emulation walk the stages: test_rack_report.py, test_emulate_pipeline.py)."""
+    plan = make_plan("gpt2-345m", "2x2xu280", "dfx", workload={"split": "tp=2,pp=2"})
+    with pytest.raises(PartitionError, match="the design search runs one ring; '2x2xu280' "
+                                             "plans"):
+        one_ring(plan, "the design search")
+    assert plan.split == Split(2, 2, (13, 11), 1) and plan.chosen == "given"  # balanced
+    est = get_kind("tensor-parallel").hook("estimator")(plan, Generation(4, 4))
+    assert len(est.stages) == plan.split.pp
 
 
 def test_done_when_command() -> None:
@@ -248,14 +254,10 @@ def test_done_when_command() -> None:
 def test_one_stage_of_a_batch_costs_what_the_ring_costs(strategy: str) -> None:
     """A batch of 4 on one stage of a rack (tp=4, pp=1: no transfers) is the single-ring
     estimate of the same batch on one ring: sequences together on LORA, in turn on DFX."""
-    from archipelago.estimate.workload import Generation
-    from archipelago.strategies.tensor_parallel.estimate import estimate_generation
-
     work = {"tokens": "16:8", "batch": "4"}
     _, _, staged = plan_and_estimate("gpt2-345m", "2x4xu280", strategy,
                                      {**work, "split": "tp=4,pp=1"})
-    ring = estimate_generation(make_plan("gpt2-345m", "4xu280", strategy),
-                               Generation(16, 8, batch=4))
+    ring = estimate(make_plan("gpt2-345m", "4xu280", strategy), Generation(16, 8, batch=4))
     assert staged.batch == ring.batch == 4 and staged.batch_note == ring.batch_note
     assert staged.latency_s == pytest.approx(ring.latency_s)
     assert staged.tokens_per_s == pytest.approx(ring.tokens_per_s)

@@ -13,12 +13,13 @@ from archipelago.api import make_plan, parse_workload
 from archipelago.estimate.figures import _first_impossible, _impossible, numbers
 from archipelago.models.graph import Phase, build_graph
 from archipelago.models.zoo import resolve_model
-from archipelago.strategies.tensor_parallel.estimate import (
+from archipelago.strategies.tensor_parallel.costs import (
     CATEGORIES,
-    _phase_seconds,
-    _seconds,
-    estimate_generation,
+    phase_seconds,
+    seconds_by_category,
+    whole,
 )
+from archipelago.strategies.tensor_parallel.estimate import estimate as estimate_plan
 
 
 @dataclass
@@ -63,14 +64,15 @@ def test_the_fast_check_finds_what_the_path_walk_finds(value: object) -> None:
 def test_a_token_serial_prompt_equals_its_passes_costed_alone() -> None:
     """DFX's prompt: n_in single-token passes without the output ops, then the output ops
     once, costed here as the estimator did before it joined them to the decode steps."""
-    plan = make_plan("gpt2-345m", "2xu280", "dfx")
+    staged = make_plan("gpt2-345m", "2xu280", "dfx")
+    plan = staged.program
     n_in, n_out = 24, 9
-    body = _phase_seconds(plan, 1, np.arange(1, n_in + 1), False)
+    body = phase_seconds(plan, 1, np.arange(1, n_in + 1), whole(plan), False)
     last = np.array([n_in])
-    head = _seconds(plan, [(plan.output_steps, Phase(1, last), 1)], last.shape)
+    head = seconds_by_category(plan, [(plan.output_steps, Phase(1, last), 1)], last.shape)
     prompt = {c: float(body[c].sum() + head[c][0]) for c in CATEGORIES}
-    decode = _phase_seconds(plan, 1, n_in + np.arange(1, n_out))
-    est = estimate_generation(plan, parse_workload("dfx", {"tokens": f"{n_in}:{n_out}"}))
+    decode = phase_seconds(plan, 1, n_in + np.arange(1, n_out), whole(plan))
+    est = estimate_plan(staged, parse_workload("dfx", {"tokens": f"{n_in}:{n_out}"}))
     assert est.prefill_breakdown_s == prompt
     assert est.decode_s_first == float(sum(decode.values())[0])
     assert est.decode_s_last == float(sum(decode.values())[-1])
@@ -85,9 +87,9 @@ def test_a_cached_graph_follows_the_specs_content() -> None:
 
 
 def test_each_plan_owns_its_steps_and_shards() -> None:
-    first = make_plan("gpt2-345m", "2xu280", "lora-q")
+    first = make_plan("gpt2-345m", "2xu280", "lora-q").program
     steps, shards = list(first.block_steps), dict(first.devices[1].layer_shards)
     first.block_steps.clear()
     first.devices[1].layer_shards.clear()
-    second = make_plan("gpt2-345m", "2xu280", "lora-q")
+    second = make_plan("gpt2-345m", "2xu280", "lora-q").program
     assert second.block_steps == steps and second.devices[1].layer_shards == shards

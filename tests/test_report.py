@@ -81,7 +81,7 @@ def test_link_bytes_per_token_by_hand() -> None:
     plan = plan_and_estimate("gpt2-1.5b", "4xu280", "dfx").plan
     h, f, layers = plan.spec.hidden, plan.spec.ffn, plan.spec.layers
     by_hand = layers * (3 * h + f) * 2 * 3 / 4
-    assert _link_bytes_per_token(plan) == pytest.approx(by_hand)
+    assert _link_bytes_per_token(plan.stages[0]) == pytest.approx(by_hand)
 
 
 def test_device_count_sweep_equals_planning_each_cluster() -> None:
@@ -109,8 +109,8 @@ def test_resource_bars_are_the_estimates_shares() -> None:
     from archipelago.strategies.tensor_parallel.page import _fractions
 
     plan, _, est = plan_and_estimate("gpt2-1.5b", "4xu280", "dfx")
-    fractions, _ = _fractions(plan, est)
-    u280 = plan.devices[0].device
+    fractions, _ = _fractions(est)
+    u280 = plan.program.devices[0].device
     assert fractions["DSP"][0] == est.devices[0].total.dsp / u280.resources.dsp
     assert fractions["HBM"][3] == pytest.approx(
         est.devices[3].hbm_bytes / u280.memory("hbm").capacity_bytes)

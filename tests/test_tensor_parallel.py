@@ -4,17 +4,17 @@ import itertools
 
 import pytest
 
-from archipelago.api import make_plan
 from archipelago.errors import PartitionError
 from archipelago.models.weights import all_weights, parameter_count
 from archipelago.strategies.tensor_parallel.plan import ComputeStep
+from tests.rings import make_ring
 
 
 @pytest.mark.parametrize("ranks", [1, 2, 4])
 @pytest.mark.parametrize("model", ["gpt2-345m", "gpt2-1.5b", "llama2-7b"])
 @pytest.mark.parametrize("strategy", ["dfx", "lora-f"])
 def test_shards_sum_to_the_whole_model(model: str, ranks: int, strategy: str) -> None:
-    plan = make_plan(model, f"{ranks}xu280", strategy)
+    plan = make_ring(model, f"{ranks}xu280", strategy)
     total = 0
     for tensor in all_weights(plan.spec):
         shards = [d.shard_for(tensor) for d in plan.devices]
@@ -33,7 +33,7 @@ def test_each_rank_holds_a_quarter_of_the_block_matrices_and_the_whole_lm_head()
     core runs (seeds/001 §IV-B splits only attention and FC weights); LORA splits the head by
     vocabulary. DDR keeps the whole WTE for the embedding lookup (seeds/001 §IV-B)."""
     for strategy, split in (("dfx", False), ("lora-f", True)):
-        plan = make_plan("gpt2-345m", "4xu280", strategy)
+        plan = make_ring("gpt2-345m", "4xu280", strategy)
         matrices = sum(t.numel for t in all_weights(plan.spec) if t.layer is not None
                        and t.role.endswith("weight") and len(t.shape) == 2)
         rows = [d.vocab_slice[1] - d.vocab_slice[0] for d in plan.devices]
@@ -45,7 +45,7 @@ def test_each_rank_holds_a_quarter_of_the_block_matrices_and_the_whole_lm_head()
 
 
 def test_dfx_scheme_has_four_all_gathers_per_block() -> None:
-    plan = make_plan("gpt2-345m", "4xu280", "dfx")
+    plan = make_ring("gpt2-345m", "4xu280", "dfx")
     comm = plan.comm_steps()
     assert [(c.kind, c.tensor) for c in comm] == [
         ("all_gather", "attn_context"), ("all_gather", "attn_out"),
@@ -61,20 +61,20 @@ def test_dfx_scheme_has_four_all_gathers_per_block() -> None:
 
 def test_more_devices_than_heads_are_rejected_with_the_numbers() -> None:
     with pytest.raises(PartitionError, match=r"17 devices exceed its 16 attention heads"):
-        make_plan("gpt2-345m", "17xu280", "dfx")
+        make_ring("gpt2-345m", "17xu280", "dfx")
 
 
 def test_dfx_refuses_encoders_and_non_hbm_devices() -> None:
     with pytest.raises(PartitionError, match="encoder"):
-        make_plan("bert-base", "2xu280", "dfx")
+        make_ring("bert-base", "2xu280", "dfx")
     with pytest.raises(PartitionError, match="without HBM"):
-        make_plan("gpt2-345m", "2xu250", "dfx")
+        make_ring("gpt2-345m", "2xu250", "dfx")
 
 
 def test_an_untied_head_is_held_whole_on_every_dfx_core() -> None:
     """LLaMA-2-7B's separate LM head (4096 x 32000) sits whole in every core's HBM beside a
     quarter of the block matrices."""
-    plan = make_plan("llama2-7b", "4xu280", "dfx")
+    plan = make_ring("llama2-7b", "4xu280", "dfx")
     matrices = sum(t.numel for t in all_weights(plan.spec) if t.layer is not None
                    and t.role.endswith("weight") and len(t.shape) == 2)
     for d in plan.devices:

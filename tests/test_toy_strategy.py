@@ -107,8 +107,8 @@ def one_device() -> Any:
 
     @registry.register("one-device", "one device runs everything (a test's toy)",
                        "single-device", OneDeviceConfig)
-    def plan_one_device(spec: ModelSpec, cluster: Cluster,
-                        config: OneDeviceConfig) -> OneDevicePlan:
+    def plan_one_device(spec: ModelSpec, cluster: Cluster, config: OneDeviceConfig,
+                        workload: Steps) -> OneDevicePlan:
         return OneDevicePlan("one-device", spec, cluster.devices[0].key, config)
 
     yield
@@ -202,8 +202,8 @@ def test_an_installed_package_registers_through_the_entry_point(tmp_path: Path) 
         from archipelago.strategies.tensor_parallel.planner import plan_dfx
 
         @register("dfx-plugin", "DFX, registered from outside", "tensor-parallel", DFXConfig)
-        def plan(spec, cluster, config):
-            return plan_dfx(spec, cluster, config)
+        def plan(spec, cluster, config, workload):
+            return plan_dfx(spec, cluster, config, workload)
     """))
     info = tmp_path / "toyplug-0.1.dist-info"
     info.mkdir()

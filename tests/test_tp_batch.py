@@ -128,8 +128,8 @@ def test_batch_reaches_the_json_and_the_refusal_is_one_line() -> None:
 
 def test_make_plan_ignores_the_batch() -> None:
     """The batch is a workload: one plan serves every batch size."""
-    assert make_plan("gpt2-345m", "2xu280", "lora-f").block_steps == make_plan(
-        "gpt2-345m", "2xu280", "lora-f", workload={"batch": "16"}).block_steps
+    assert make_plan("gpt2-345m", "2xu280", "lora-f").program.block_steps == make_plan(
+        "gpt2-345m", "2xu280", "lora-f", workload={"batch": "16"}).program.block_steps
 
 
 def test_decode_efficiency_counts_a_steps_bytes_for_the_whole_batch() -> None:
@@ -142,6 +142,7 @@ def test_decode_efficiency_counts_a_steps_bytes_for_the_whole_batch() -> None:
         plan, work, est = plan_and_estimate("gpt2-345m", "2xu280", strategy,
                                             {"tokens": "32:32", "batch": "4"})
         eff = decode_efficiency(plan, work, est)
-        kv = 2 * 24 * 48 * 1024 * plan.bytes_per_param  # mean decode context 32 + 32 / 2
-        weights = weight_bytes_per_token(plan.graph, plan.bytes_per_param)
+        ring = plan.program
+        kv = 2 * 24 * 48 * 1024 * ring.bytes_per_param  # mean decode context 32 + 32 / 2
+        weights = weight_bytes_per_token(ring.graph, ring.bytes_per_param)
         assert eff.bytes_per_token == weight_reads * weights + 4 * kv

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from archipelago.api import make_plan, plan_and_estimate
+from archipelago.api import plan_and_estimate
 from archipelago.errors import PartitionError
 from archipelago.models.weights import all_weights
 from archipelago.strategies.tensor_parallel.plan import CommStep, ComputeStep, Plan
+from tests.rings import make_ring
 
 # Published configs (Hugging Face config.json fields).
 LLAMA2_70B = {"model_type": "llama", "hidden_size": 8192, "intermediate_size": 28672,
@@ -44,7 +45,7 @@ def step(plan: Plan, name: str) -> ComputeStep:
 
 
 def test_llama2_70b_on_32_boards_replicates_each_kv_head_on_4(tmp_path) -> None:
-    plan = make_plan(config(tmp_path, LLAMA2_70B), "32xu280", "dfx")
+    plan = make_ring(config(tmp_path, LLAMA2_70B), "32xu280", "dfx")
     # 64 query heads / 32 = 2 per board, all in one group of 8: board r reads KV head r // 4.
     assert columns(plan, "k.weight") == [(r // 4 * 128, r // 4 * 128 + 128) for r in range(32)]
     assert columns(plan, "q.weight") == [(r * 256, r * 256 + 256) for r in range(32)]
@@ -66,12 +67,12 @@ def test_llama2_70b_memory_counts_the_replicated_kv(tmp_path) -> None:
 
 
 def test_llama2_70b_on_16_boards_is_planned(tmp_path) -> None:
-    plan = make_plan(config(tmp_path, LLAMA2_70B), "16xu280", "lora-q")
+    plan = make_ring(config(tmp_path, LLAMA2_70B), "16xu280", "lora-q")
     assert columns(plan, "v.weight") == [(r // 2 * 128, r // 2 * 128 + 128) for r in range(16)]
 
 
 def test_llama2_13b_on_32_boards_is_costed_by_the_busiest_board(tmp_path) -> None:
-    plan = make_plan(config(tmp_path, LLAMA2_13B), "32xu280", "dfx")
+    plan = make_ring(config(tmp_path, LLAMA2_13B), "32xu280", "dfx")
     # 40 heads over 32: boards 0-7 hold 2, boards 8-31 hold 1; every board waits for 2.
     heads = [(b - a) // 128 for a, b in columns(plan, "q.weight")]
     assert heads == [2] * 8 + [1] * 24
@@ -83,7 +84,7 @@ def test_llama2_13b_on_32_boards_is_costed_by_the_busiest_board(tmp_path) -> Non
 
 
 def test_qwen2_7b_beyond_4_boards_holds_the_kv_heads_its_queries_read(tmp_path) -> None:
-    plan = make_plan(config(tmp_path, QWEN2_7B), "8xu280", "lora-q")
+    plan = make_ring(config(tmp_path, QWEN2_7B), "8xu280", "lora-q")
     # 28 heads over 8: 4,4,4,4,3,3,3,3; groups of 7 query heads per KV head.
     q = [(a // 128, b // 128) for a, b in columns(plan, "q.weight")]
     assert q == [(0, 4), (4, 8), (8, 12), (12, 16), (16, 19), (19, 22), (22, 25), (25, 28)]
@@ -94,7 +95,7 @@ def test_qwen2_7b_beyond_4_boards_holds_the_kv_heads_its_queries_read(tmp_path) 
 
 def test_a_board_needs_at_least_one_head() -> None:
     with pytest.raises(PartitionError, match="17 devices exceed its 16 attention heads"):
-        make_plan("gpt2-345m", "17xu280", "lora-q")
+        make_ring("gpt2-345m", "17xu280", "lora-q")
 
 
 @pytest.mark.parametrize("strategy", ["dfx", "lora-f", "lora-q"])
@@ -106,7 +107,7 @@ def test_u55c_without_ddr_keeps_everything_in_hbm(strategy: str) -> None:
     # LM head's HBM copy of the tied embedding table, LORA its HBM copy of every matrix
     # (the DDR prefill mirror becomes the one copy). The KV cache stays: 24 layers x 64
     # tokens x 1024 values, K and V.
-    value = plan.bytes_per_param
+    value = plan.program.bytes_per_param
     kv = 2 * 24 * 64 * 1024 * value
     u280_hbm, u280_ddr = u280.devices[0].hbm_bytes, u280.devices[0].ddr_bytes
     expected = (u280_hbm + u280_ddr - 50257 * 1024 * value if strategy == "dfx"
@@ -115,7 +116,7 @@ def test_u55c_without_ddr_keeps_everything_in_hbm(strategy: str) -> None:
 
 
 def test_dfx_reads_table_rows_from_an_hbm_pseudo_channel_on_u55c() -> None:
-    plan = make_plan("gpt2-345m", "1xu55c", "dfx")
+    plan = make_ring("gpt2-345m", "1xu55c", "dfx")
     # 460 GB/s over 32 pseudo-channels = 14.375 GB/s, 35.9 FP16 values per 200 MHz cycle,
     # above the 512-bit DMA port's 32 values: the port sets the pace, as with DDR.
     assert plan.engine.table_values_per_cycle == 32
@@ -133,7 +134,7 @@ def test_codellama_34b_buffers_are_sized_by_the_boards_share(tmp_path) -> None:
 
 
 def test_dfx_router_buffers_hold_one_cores_share() -> None:
-    one_plan, four_plan = (make_plan("gpt2-345m", f"{n}xu280", "dfx") for n in (1, 4))
+    one_plan, four_plan = (make_ring("gpt2-345m", f"{n}xu280", "dfx") for n in (1, 4))
     one = one_plan.engine.resources(one_plan.spec)["buffers"]
     four = four_plan.engine.resources(four_plan.spec)["buffers"]
     # TX and RX each hold 64 tokens x 4096 / N FP16 values in 1024-bit words: 4096 deep on
@@ -155,7 +156,7 @@ def test_moe_buffers_hold_a_tokens_routed_experts(strategy: str) -> None:
     wide = moe.model_copy(update={"moe": None, "ffn": 2 * 14336})
     narrow = moe.model_copy(update={"moe": None, "ffn": 14336})
     cluster = "8xu280"
-    engine = make_plan("llama2-7b", cluster, strategy).engine
+    engine = make_ring("llama2-7b", cluster, strategy).engine
     buffers = {name: engine.resources(spec)["buffers"]
                for name, spec in (("moe", moe), ("wide", wide), ("narrow", narrow))}
     assert buffers["moe"] == buffers["wide"]

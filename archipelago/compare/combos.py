@@ -96,7 +96,7 @@ def estimate_combo(spec: Any, tokens: str, combo: Combo) -> dict[str, Any]:
     where = f"{combo.strategy} on {combo.cluster}"
     try:
         work = api.parse_workload(combo.strategy, {TOKENS: tokens, "batch": str(combo.batch)})
-        plan = api.plan_on(spec, resolve_cluster(combo.cluster), combo.strategy)
+        plan = api.plan_on(spec, resolve_cluster(combo.cluster), combo.strategy, None, work)
         est = api.estimate(combo.strategy, plan, work, f"{where} ({spec.name})")
     except ArchipelagoError as err:
         return {"status": "refused", "reason": str(err)}

@@ -42,7 +42,7 @@ def _one(problem: Problem, engine: dict[str, Any]) -> dict[str, Any]:
     spec, machines = _resolved(problem.model, problem.cluster)
     kind = get_strategy(problem.strategy).plan_kind
     try:
-        plan = plan_on(spec, machines, problem.strategy, engine)
+        plan = plan_on(spec, machines, problem.strategy, engine, problem.workload)
         est = estimate(problem.strategy, plan, problem.workload,
                        f"{problem.strategy} plan of {problem.model} on {problem.cluster}")
     except ArchipelagoError:

@@ -50,7 +50,7 @@ def device_count_sweep(plan: Any, workload: Any, metric: Callable[[Any], float],
     for count in progress(counts, "tokens/s against device count", len(counts)):
         cluster = resized(plan.cluster, count)
         try:
-            again = plan_on(plan.spec, cluster, plan.strategy, engine)
+            again = plan_on(plan.spec, cluster, plan.strategy, engine, workload)
         except ArchipelagoError as err:
             refused.append(f"{count} device(s): {err}")
             continue

@@ -135,8 +135,10 @@ class PlanKind:
 
 @dataclass(frozen=True)
 class Strategy:
-    """A named planner: `planner(spec, cluster, config)` where `config` is an instance of
-    `engine_config` built from `engine_defaults` and the user's overrides; `design_space`
+    """A named planner: `planner(spec, cluster, config, workload)` where `config` is an
+    instance of `engine_config` built from `engine_defaults` and the user's overrides and
+    `workload` the kind's parsed workload (what a split may depend on; most planners ignore
+    it); `design_space`
     (`module:attribute`) is what `archi explore` may vary. Any cluster may be handed to any
     planner: one that cannot use the cluster's shape (mixed devices, a topology, a device
     kind) raises a one-line PartitionError saying why.
@@ -214,12 +216,13 @@ class Strategy:
             raise ArchipelagoError(f"{self.name} engine {where}: {problem} "
                                    f"(parameters: {names})") from None
 
-    def plan(self, spec: Any, cluster: Any, engine: dict[str, Any] | None = None) -> Any:
+    def plan(self, spec: Any, cluster: Any, engine: dict[str, Any] | None,
+             workload: Any) -> Any:
         if not isinstance(spec, self.models):
             raise ArchipelagoError(f"strategy '{self.name}' plans {_model_words(self.models)}; "
                                    f"{spec.name} is a {type(spec).__name__} "
                                    f"({_planners_of(spec)})")
-        return self.planner(spec, cluster, self.config(engine))
+        return self.planner(spec, cluster, self.config(engine), workload)
 
     def workload(self, given: dict[str, str] | None = None, command: str = "plan") -> Any:
         """The kind's workload from option texts ({"tokens": "64:64"}). The one place a kind

@@ -161,10 +161,11 @@ def plan_h2h(dag: ModelDAG, cluster: Cluster, config: ChefConfig,
 
 # The strategies' planners as the registry (`__init__.py`) names them, each behind a bar.
 def with_progress(planner: Callable[..., ScheduledDAG], what: str
-                  ) -> Callable[[ModelDAG, Cluster, ChefConfig], ScheduledDAG]:
+                  ) -> Callable[[ModelDAG, Cluster, ChefConfig, object], ScheduledDAG]:
     """`planner(dag, cluster, config, progress)` as the registry calls it, behind a bar."""
 
-    def run(dag: ModelDAG, cluster: Cluster, config: ChefConfig) -> ScheduledDAG:
+    def run(dag: ModelDAG, cluster: Cluster, config: ChefConfig, workload: object
+            ) -> ScheduledDAG:
         with slow_progress(f"{what} {dag.name}") as progress:
             return planner(dag, cluster, config, progress)
 

@@ -24,7 +24,8 @@ def _check_inputs(spec: ModelSpec, cluster: Cluster) -> None:
                              f"'{device.key}' is a {device.kind} without DSPs")
 
 
-def plan_galapagos(spec: ModelSpec, cluster: Cluster, config: StreamConfig) -> DataflowPlan:
+def plan_galapagos(spec: ModelSpec, cluster: Cluster, config: StreamConfig,
+                   workload: object) -> DataflowPlan:
     _check_inputs(spec, cluster)
     engine = AIEEngine(config) if cluster.devices[0].resources.aie else HLSStreamEngine(config)
     row_interval = engine.config.row_interval or engine.default_row_interval(spec)

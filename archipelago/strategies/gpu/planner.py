@@ -48,9 +48,11 @@ def _ring_link(cluster: Cluster) -> Link | None:
     return min(hops, key=lambda link: link.bandwidth_Bps, default=None)
 
 
-def plan_eager(spec: ModelSpec, cluster: Cluster, config: GPUConfig) -> GPUPlan:
+def plan_eager(spec: ModelSpec, cluster: Cluster, config: GPUConfig, workload: object
+               ) -> GPUPlan:
     return _plan("gpu-eager", spec, cluster, config)
 
 
-def plan_graph(spec: ModelSpec, cluster: Cluster, config: GPUConfig) -> GPUPlan:
+def plan_graph(spec: ModelSpec, cluster: Cluster, config: GPUConfig, workload: object
+               ) -> GPUPlan:
     return _plan("gpu-graph", spec, cluster, config)

@@ -8,7 +8,8 @@ from archipelago.strategies.host_offload.config import HostConfig
 from archipelago.strategies.host_offload.plan import HostPlan, configured_plan
 
 
-def plan_persistent(spec: RecurrentSpec, cluster: Cluster, config: HostConfig) -> HostPlan:
+def plan_persistent(spec: RecurrentSpec, cluster: Cluster, config: HostConfig,
+                    workload: object) -> HostPlan:
     """Size the built-in, lay its weights over the cards, record its application. Weights
     that do not fit as asked are the user's to change (more cards, --weights)."""
     plan = configured_plan(spec, cluster, config)

@@ -1,5 +1,5 @@
 """Intra-layer tensor parallelism over a ring of identical HBM FPGAs (DFX's and LORA's sync
-schemes, planner.py), in stages of rings across a cluster of several (pipeline.py).
+schemes, sync_schemes.py), in pipeline stages across rings (the plan: staged.py).
 
 This module is the kind's registration only: its workload, its hooks and its strategies,
 each planner and engine config named as a `module:attribute` path that the registry imports
@@ -38,7 +38,7 @@ GENERATION = WorkloadType("generation", (
                    "[,ep=1|T] (several rings: auto; one ring: tensor parallel over it)", "",
                    role="plan", commands=("plan", "report", "emulate")),
 ), "archipelago.estimate.workload:parse_generation")
-# An SPMD program every device runs on its own shards (`Plan`), costed over a text generation.
+# Stages of SPMD ring programs (`StagedPlan`), costed over a text generation.
 register_kind(PlanKind(
     "tensor-parallel", GENERATION,
     estimator="archipelago.strategies.tensor_parallel.estimate:estimate",
@@ -52,9 +52,8 @@ register_kind(PlanKind(
     commands={"simulate": "archipelago.strategies.tensor_parallel.simulate_command:simulate"},
     supports=SPLITS, emulates=EMULATES))
 
-_HERE = "archipelago.strategies.tensor_parallel"
-_PLANNER, _PIPELINE = f"{_HERE}.planner", f"{_HERE}.pipeline"  # planners, engine configs
-_SPACE = f"{_HERE}.space"  # the engines' design spaces
+_PLANNER = "archipelago.strategies.tensor_parallel.planner"  # planners, engine configs
+_SPACE = "archipelago.strategies.tensor_parallel.space"  # the engines' design spaces
 
 
 # Without --cluster: the four U280s of seeds/001's appliance; one for a design search.
@@ -67,17 +66,16 @@ _CLUSTERS = {"default_cluster": "4xu280", "command_clusters": {"explore": "1xu28
 # DSPs, leaving the rest to the VFU.
 LORA_Q_DEFAULTS = {"precision": "w8a8", "clock_hz": 250e6, "d_sa": 64, "t_m": 64, "t_v": 64}
 
-# Each strategy plans one ring, and stages of rings across a cluster of several (or as
-# `--split` says) with its ring plan as every stage's program (planner.py, pipeline.py).
+# Each strategy's planner makes every stage's ring program of its scheme (planner.py).
 register("dfx", "tensor parallel, DFX sync scheme: 4 ring all-gathers per block (seeds/001)",
-         "tensor-parallel", f"{_PIPELINE}:DFXSplitConfig", design_space=f"{_SPACE}:DFX",
+         "tensor-parallel", f"{_PLANNER}:DFXSplitConfig", design_space=f"{_SPACE}:DFX",
          default_for=("plan", "report", "emulate", "simulate"),
-         **_CLUSTERS)(f"{_PLANNER}:dfx_planner")
+         **_CLUSTERS)(f"{_PLANNER}:plan_dfx")
 register("lora-f", "tensor parallel, LORA sync (4 all-gathers + 2 all-reduces, overlapped), "
                    "FP16 systolic engine at 200 MHz (seeds/002)", "tensor-parallel",
-         f"{_PIPELINE}:SystolicSplitConfig", {"precision": "fp16", "clock_hz": 200e6},
-         design_space=f"{_SPACE}:LORA_F", **_CLUSTERS)(f"{_PLANNER}:lora_f_planner")
+         f"{_PLANNER}:SystolicSplitConfig", {"precision": "fp16", "clock_hz": 200e6},
+         design_space=f"{_SPACE}:LORA_F", **_CLUSTERS)(f"{_PLANNER}:plan_lora_f")
 register("lora-q", "tensor parallel, LORA sync, W8A8 systolic engine with two int8 "
                    "products per DSP at 250 MHz (seeds/002)", "tensor-parallel",
-         f"{_PIPELINE}:SystolicSplitConfig", LORA_Q_DEFAULTS, design_space=f"{_SPACE}:LORA_Q",
-         default_for=("explore",), **_CLUSTERS)(f"{_PLANNER}:lora_q_planner")
+         f"{_PLANNER}:SystolicSplitConfig", LORA_Q_DEFAULTS, design_space=f"{_SPACE}:LORA_Q",
+         default_for=("explore",), **_CLUSTERS)(f"{_PLANNER}:plan_lora_q")

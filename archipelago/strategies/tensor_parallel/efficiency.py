@@ -16,7 +16,7 @@ from archipelago.estimate.workload import Generation
 from archipelago.hardware.device import Device
 from archipelago.models.graph import Graph, decode
 from archipelago.strategies.tensor_parallel.estimate import Estimate
-from archipelago.strategies.tensor_parallel.plan import Plan
+from archipelago.strategies.tensor_parallel.staged import StagedPlan
 
 _WEIGHT_KINDS = frozenset({"linear", "lm_head"})
 
@@ -63,21 +63,24 @@ def weight_memory_Bps(device: Device) -> float:
     return memory.bandwidth_Bps if memory else 0.0
 
 
-def decode_efficiency(plan: Plan, workload: Generation, est: Estimate
+def decode_efficiency(plan: StagedPlan, workload: Generation, est: Estimate
                       ) -> DecodeEfficiency | None:
-    """None when the workload decodes no token after the first (nothing to rate)."""
+    """None when the workload decodes no token after the first (nothing to rate). Against
+    every device of every stage: one stage works at a time, so a plan of several is at
+    most one over their count."""
     # sequences run in turn (an engine without batching) reread the weights
     weight_reads = workload.batch if est.batch_note else 1
-    return decode_roofline(plan.graph, plan.bytes_per_param, [d.device for d in plan.devices],
-                           plan.ranks * plan.engine.peak_ops_per_s, workload,
+    program = plan.program
+    devices = [d.device for stage in plan.stages for d in stage.program.devices]
+    return decode_roofline(program.graph, program.bytes_per_param, devices,
+                           len(devices) * program.engine.peak_ops_per_s, workload,
                            est.decode_s_per_token, weight_reads)
 
 
 def decode_roofline(graph: Graph, bytes_per_param: float, devices: Sequence[Device],
                     peak_ops_per_s: float, workload: Generation, seconds_per_token: float,
                     weight_reads: int = 1) -> DecodeEfficiency | None:
-    """`decode_efficiency` of any set of devices running `graph` (a pipeline's every stage:
-    one stage works at a time, so its efficiency is at most one over the stage count). A
+    """`decode_efficiency` of any set of devices running `graph`. A
     decode step of a batch yields `workload.batch` tokens, each sequence reading its own KV
     cache; the weights are read once, or `weight_reads` times."""
     if workload.output_tokens < 2 or seconds_per_token <= 0:

@@ -1,58 +1,47 @@
-"""Estimate a tensor-parallel text-generation Plan: prefill, per-token decode, breakdown,
-per-device memory and resources, and feasibility with reasons.
+"""The tensor-parallel kind's one estimator: a staged plan's generation, stage by stage.
 
-A batch of B sequences runs in lockstep: every step of a prefill or decode carries B
-sequences' rows (`ComputeStep.sequences`), each sequence attending to its own KV cache,
-every collective B times the rows. An engine that runs one sequence at a time
-(`StepEngine.one_sequence`) runs them in turn: each phase B times one sequence's.
-
-An engine built over many variants of its parameters at once (variants.py) gives every
-step's seconds a leading axis over them; `generation_seconds` keeps that axis.
+Every stage's seconds come from its ring program over its share of the model (costs.py);
+the stages run one after another (no micro-batching across them yet), so a token's time is
+the sum of theirs plus the transfers between stages (none for one stage). Prefill, per-token
+decode and the breakdown by category add up over the stages ("transfer" joins the
+categories where the plan shows its split); every device of every stage reports its
+memory and core, and every one short of either says why.
 """
 
-from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from archipelago.engines.base import add_resources
 from archipelago.estimate.generation import GenerationTiming
 from archipelago.estimate.workload import Generation
-from archipelago.hardware.device import Resources
-from archipelago.models.graph import Phase
-from archipelago.strategies.tensor_parallel.overlap import exposed_seconds
-from archipelago.strategies.tensor_parallel.plan import CommStep, ComputeStep, Plan, Step
-
-# Where each op's time is reported (the DFX paper's Fig. 15 breakdown categories).
-_CATEGORY = {
-    "embedding": "embedding", "lm_head": "lm_head", "norm": "layernorm_residual",
-    "residual": "layernorm_residual", "attn_score": "attention", "softmax": "attention",
-    "attn_context": "attention", "activation": "ffn", "gated_activation": "ffn",
-}
-_ATTENTION_LINEARS = frozenset({"q", "k", "v", "attn_out"})
-CATEGORIES = ("embedding", "attention", "ffn", "layernorm_residual", "sync", "lm_head")
-
-
-def step_category(step: Step) -> str:
-    if isinstance(step, CommStep):
-        return "sync"
-    op = step.op
-    if op.kind == "linear":
-        return "attention" if op.name in _ATTENTION_LINEARS else "ffn"
-    return _CATEGORY[op.kind]
+from archipelago.hardware.device import Link
+from archipelago.strategies.tensor_parallel.costs import (
+    CATEGORIES,
+    DeviceUse,
+    Holdings,
+    Share,
+    generation_seconds,
+    stage_links,
+    transfer_seconds,
+)
+from archipelago.strategies.tensor_parallel.split_choice import stage_reasons
+from archipelago.strategies.tensor_parallel.staged import Stage, StagedPlan
 
 
 @dataclass
-class DeviceUse:
-    rank: int
-    device: str
-    units: dict[str, Resources]
-    hbm_bytes: float
-    ddr_bytes: float
+class StageEstimate:
+    """One stage's share of the run: its prompt seconds, its decode seconds (all steps, and
+    per step), and its devices' use."""
+
+    stage: Stage
+    prefill_s: float
+    decode_s: float
+    decode_s_per_token: float
+    devices: list[DeviceUse]
 
     @property
-    def total(self) -> Resources:
-        return add_resources(*self.units.values())
+    def busy_s(self) -> float:
+        return self.prefill_s + self.decode_s
 
 
 @dataclass
@@ -62,166 +51,79 @@ class Estimate(GenerationTiming):
     `tokens_per_s` the batch's output tokens over the latency."""
 
     prefill_breakdown_s: dict[str, float]  # the prompt's share of breakdown_s
-    devices: list[DeviceUse]
+    devices: list[DeviceUse]  # every stage's, in rank order
     reasons: list[str] = field(default_factory=list)
     batch: int = 1
     batch_note: str | None = None  # why the batch's sequences run in turn, if they do
+    stages: list[StageEstimate] = field(default_factory=list)
+    transfer_s: float = 0.0  # every inter-stage transfer of the run
+    links: list[Link] = field(default_factory=list)  # stage k to k + 1, the last to the first
 
     @property
     def tokens_per_s_per_device(self) -> float:
         return self.tokens_per_s / len(self.devices)
 
 
-def batched(steps: list[Step], sequences: int) -> list[Step]:
-    """The steps with `sequences` sequences' rows in every compute step."""
-    if sequences == 1:
-        return steps
-    return [replace(s, sequences=sequences) if isinstance(s, ComputeStep) else s
-            for s in steps]
+def share(stage: Stage) -> Share:
+    return Share(len(stage.layers), stage.first, stage.last)
 
 
-def steps_seconds(plan: Plan, steps: list[Step], phase: Phase,
-                  sequences: int = 1) -> list[np.ndarray]:
-    """Seconds of each step on the critical path, `sequences` running together: compute
-    from the engine, collectives (of every sequence's rows) from what their overlap mode
-    leaves exposed."""
-    steps = batched(steps, sequences)
-    zeros = np.zeros(phase.context.shape)
-    compute = [plan.engine.seconds(s, phase) if isinstance(s, ComputeStep) else zeros
-               for s in steps]
-    rows = phase.new_tokens * sequences
-    return [exposed_seconds(plan, steps, i, rows, compute)
-            if isinstance(s, CommStep) else compute[i] for i, s in enumerate(steps)]
+def _same_costs(stage: Stage) -> tuple:
+    """What a stage's seconds depend on besides its share: its engine and steps (objects
+    every stage of a split shares), its ring's size and link (the collectives')."""
+    program = stage.program
+    link = program.cluster.link(0, 1) if program.cluster.size > 1 else None
+    return (id(program.engine), id(program.embed_steps), id(program.block_steps),
+            id(program.output_steps), program.cluster.size,
+            None if link is None else (link.latency_s, link.bandwidth_Bps))
 
 
-Part = tuple[list[Step], Phase, int]
+def _add(total: dict[str, np.ndarray] | None, part: dict[str, np.ndarray]
+         ) -> dict[str, np.ndarray]:
+    return part if total is None else {c: total[c] + part[c] for c in CATEGORIES}
 
 
-def _seconds(plan: Plan, parts: list[Part], shape: tuple[int, ...], sequences: int = 1,
-             start: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
-    """Seconds by category of each (steps, phase, repeat) part, summed (onto `start`; over
-    the engine's variants too, where it has them)."""
-    out = {c: np.zeros(shape) if start is None else start[c] for c in CATEGORIES}
-    for steps, phase, repeat in parts:
-        for step, seconds in zip(steps, steps_seconds(plan, steps, phase, sequences),
-                                 strict=True):
-            category = step_category(step)
-            out[category] = out[category] + repeat * seconds
-    return out
-
-
-def _phase_seconds(plan: Plan, rows: int, context: np.ndarray, output: bool = True,
-                   sequences: int = 1) -> dict[str, np.ndarray]:
-    """Seconds by category for `rows` new tokens of each of `sequences` at each context
-    length: embedding for all rows, every block `layers` times, then (if `output`) the
-    output ops on each sequence's last row. One new token of a sliding-window model (plans
-    have it in every layer or refuse it) attends to the last `window` keys only; a prompt
-    pass still attends in full."""
-    phase, window = Phase(rows, context), plan.spec.sliding_window
-    block = phase if rows > 1 or window is None else Phase(1, np.minimum(context, window))
-    parts: list[Part] = [(plan.embed_steps, phase, 1),
-                         (plan.block_steps, block, plan.spec.layers)]
-    if output:
-        parts.append((plan.output_steps, Phase(1, context), 1))
-    return _seconds(plan, parts, context.shape, sequences)
-
-
-def _prompt_and_decode(plan: Plan, n_in: int, n_out: int, sequences: int = 1
-                       ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """Seconds by category of the prompts, and of each further token (decode step i feeds
-    token n_in + i - 1; last axis), an engine over variants putting them on a leading axis.
-    The prompts run as one matrix pass, or (engines whose controller runs the model once per
-    token, like DFX) as n_in single-token passes at growing context, with the output ops
-    only after the last one: those passes are decode steps at contexts 1..n_in without the
-    output ops, so one numpy pass costs them and the decode steps together (every cost is
-    elementwise in the context), split after."""
-    last, contexts = np.array([n_in]), n_in + np.arange(1, n_out)
-    if not plan.engine.token_serial_prefill:
-        prompt = _phase_seconds(plan, n_in, last, sequences=sequences)
-        return ({c: v[..., 0] for c, v in prompt.items()},
-                _phase_seconds(plan, 1, contexts, sequences=sequences))
-    passes = _phase_seconds(plan, 1, np.arange(1, n_in + n_out), False, sequences)
-    head = _seconds(plan, [(plan.output_steps, Phase(1, last), 1)], last.shape, sequences)
-    decode = _seconds(plan, [(plan.output_steps, Phase(1, contexts), 1)], contexts.shape,
-                      sequences, start={c: v[..., n_in:] for c, v in passes.items()})
-    return ({c: passes[c][..., :n_in].sum(axis=-1) + head[c][..., 0] for c in CATEGORIES},
-            decode)
-
-
-def kv_cache_bytes(plan: Plan, rank: int, tokens: int, sequences: int = 1) -> float:
-    """Keys and values device `rank` caches: its key/value heads (replicated past the
-    model's count, see `heads.py`) for every layer, token and sequence."""
-    if not plan.spec.is_decoder:
-        return 0.0
-    k = plan.devices[rank].layer_shards["k.weight"]
-    return float(2 * plan.spec.layers * tokens * (k.stop - k.start) * plan.bytes_per_param
-                 * sequences)
-
-
-def device_use(plan: Plan, workload: Generation) -> list[DeviceUse]:
-    units = plan.engine.resources(plan.spec)
-    return [
-        DeviceUse(
-            rank=d.rank, device=d.device.key, units=units,
-            hbm_bytes=d.held_bytes(plan.spec, plan.bytes_per_param, "hbm")
-            + kv_cache_bytes(plan, d.rank, workload.total_tokens, workload.batch),
-            ddr_bytes=d.held_bytes(plan.spec, plan.bytes_per_param, "ddr"),
-        )
-        for d in plan.devices
-    ]
-
-
-def feasibility(plan: Plan, workload: Generation, devices: list[DeviceUse]) -> list[str]:
-    reasons = []
-    if workload.total_tokens > plan.spec.max_positions:
-        reasons.append(f"{workload.total_tokens} tokens exceed the model's "
-                       f"{plan.spec.max_positions} positions")
-    for use, dp in zip(devices, plan.devices, strict=True):
-        dev = dp.device
-        for kind, need in (("hbm", use.hbm_bytes), ("ddr", use.ddr_bytes)):
-            mem = dev.memory(kind)
-            if need and (mem is None or need > mem.capacity_bytes):
-                have = mem.capacity_bytes if mem else 0
-                reasons.append(f"device {use.rank} ({dev.key}): {kind.upper()} needs "
-                               f"{need:.4g} bytes, has {have:.4g} ({need - have:.3g} over)")
-        fabric = plan.fabric(dp.rank)
-        for res in use.total.exceeding(fabric):
-            need, have = getattr(use.total, res), getattr(fabric, res)
-            reasons.append(f"device {use.rank} ({dev.key}): {res.upper()} needs {need}, has "
-                           f"{have} ({need - have:,} over)")
-    return reasons
-
-
-def sequence_turns(plan: Plan, workload: Generation) -> tuple[int, int]:
-    """(sequences per pass, passes) of a batch: all together, or one after another on an
-    engine that runs one sequence at a time."""
-    batch = workload.batch
-    return (1, batch) if batch > 1 and plan.engine.one_sequence else (batch, 1)
-
-
-def generation_seconds(plan: Plan, workload: Generation
-                       ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """Seconds by category of the prefill and of each decode step (last axis), a batch's
-    turns included; an engine over variants puts them on a leading axis of both."""
-    n_in, n_out = workload.input_tokens, workload.output_tokens
-    together, turns = sequence_turns(plan, workload)
-    prompt, decode = _prompt_and_decode(plan, n_in, n_out, together)
-    pre = {c: turns * v for c, v in prompt.items()}
-    dec = {c: turns * v for c, v in decode.items()}
-    return pre, dec
-
-
-def estimate_generation(plan: Plan, workload: Generation) -> Estimate:
+def estimate(plan: StagedPlan, workload: Generation) -> Estimate:
+    """The kind's estimator."""
     n_out, batch = workload.output_tokens, workload.batch
-    note = plan.engine.one_sequence if batch > 1 else None
-    prefill, dec = generation_seconds(plan, workload)
+    program = plan.program
+    note = program.engine.one_sequence if batch > 1 else None
+    prefill: dict[str, np.ndarray] | None = None
+    dec: dict[str, np.ndarray] | None = None
+    stages, devices, uses_by_stage = [], [], []
+    seconds: dict[tuple, tuple[dict[str, np.ndarray], dict[str, np.ndarray]]] = {}
+    held: dict[tuple[int, int], Holdings] = {}
+    for stage in plan.stages:  # the middle stages of a split cost alike: once
+        key = (share(stage), *_same_costs(stage))
+        if key not in seconds:
+            seconds[key] = generation_seconds(stage.program, workload, share(stage))
+        pre_k, dec_k = seconds[key]
+        prefill, dec = _add(prefill, pre_k), _add(dec, dec_k)
+        step = sum(dec_k.values()) if n_out > 1 else np.zeros(0)
+        boards = (id(stage.program.engine), id(stage.program.devices))
+        if boards not in held:
+            held[boards] = Holdings(stage.program)
+        uses = held[boards].device_use(workload, share(stage), stage.nodes[0])
+        uses_by_stage.append(uses)
+        stages.append(StageEstimate(stage, float(sum(pre_k.values())), float(np.sum(step)),
+                                    float(step.mean()) if step.size else 0.0, uses))
+        devices += uses
+    assert prefill is not None and dec is not None  # a plan has a stage
     pre = {c: float(v) for c, v in prefill.items()}
     breakdown = {c: pre[c] + float(dec[c].sum()) for c in CATEGORIES}
     prefill_s = sum(pre.values())
     per_token = sum(dec.values()) if n_out > 1 else np.zeros(0)
+    links = stage_links(plan.cluster, plan.split.tp, len(plan.stages))
+    transfer = 0.0
+    if plan.shows_split:
+        prompt_hops, step_hops = transfer_seconds(program, workload, links)
+        per_token = per_token + step_hops if n_out > 1 else per_token
+        prefill_s += prompt_hops
+        transfer = prompt_hops + float(step_hops.sum())
+        breakdown["transfer"] = transfer
+        pre["transfer"] = prompt_hops
     latency = prefill_s + float(np.sum(per_token))
-    devices = device_use(plan, workload)
-    reasons = feasibility(plan, workload, devices)
+    reasons = stage_reasons(plan.stages, workload, uses_by_stage)
     return Estimate(
         latency_s=latency,
         tokens_per_s=batch * n_out / latency,
@@ -236,23 +138,7 @@ def estimate_generation(plan: Plan, workload: Generation) -> Estimate:
         reasons=reasons,
         batch=batch,
         batch_note=note,
+        stages=stages,
+        transfer_s=transfer,
+        links=links,
     )
-
-
-def decode_seconds(plan: Plan, contexts: np.ndarray) -> np.ndarray:
-    """Time of one generation step at each context length (the KV cache grows with it)."""
-    return sum(_phase_seconds(plan, 1, np.asarray(contexts)).values())
-
-
-class StagedPlan(Protocol):
-    """A plan of stages across rings (pipeline.py): it costs itself from this module's
-    parts, so this module needs not know it."""
-
-    def estimate(self, workload: Generation) -> Any: ...
-
-
-def estimate(plan: Plan | StagedPlan, workload: Generation) -> Any:
-    """The kind's estimator: a single-ring plan here, a staged plan by itself."""
-    if isinstance(plan, Plan):
-        return estimate_generation(plan, workload)
-    return plan.estimate(workload)

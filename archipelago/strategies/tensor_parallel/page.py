@@ -1,6 +1,7 @@
-"""The tensor-parallel kind's report page: charts read from its Plan and generation
-Estimate; the sweeps (decode time against context, tokens/s against device count and
-against batch size) are asked of the estimator here."""
+"""The tensor-parallel kind's report page: charts read from its staged plan and generation
+Estimate (every stage's devices; one ring program's block, roofline and instructions, the
+same in every stage); the sweeps (decode time against context, tokens/s against device
+count and against batch size) are asked of the estimator here."""
 
 from dataclasses import replace
 from typing import Any
@@ -24,20 +25,22 @@ from archipelago.report.charts import (
 )
 from archipelago.report.page import Chart, Headline, KindPage
 from archipelago.report.sweep import device_count_sweep
+from archipelago.strategies.tensor_parallel.costs import (
+    CATEGORIES,
+    TOKEN_ID_BYTES,
+    activation_bytes,
+    decode_seconds,
+    step_category,
+    steps_seconds,
+    transfer_seconds,
+)
 from archipelago.strategies.tensor_parallel.dfx_program.asm import format_instr
 from archipelago.strategies.tensor_parallel.dfx_program.timing import instr_class
 from archipelago.strategies.tensor_parallel.dfx_program.versus import simulate_plan
-from archipelago.strategies.tensor_parallel.estimate import (
-    CATEGORIES,
-    Estimate,
-    decode_seconds,
-    estimate_generation,
-    step_category,
-    steps_seconds,
-)
+from archipelago.strategies.tensor_parallel.estimate import Estimate, estimate, share
 from archipelago.strategies.tensor_parallel.overlap import collective_seconds
 from archipelago.strategies.tensor_parallel.plan import CommStep, ComputeStep, Plan
-from archipelago.strategies.tensor_parallel.rings import one_ring
+from archipelago.strategies.tensor_parallel.staged import Stage, StagedPlan
 
 MS = 1e3
 # Bytes one link carries per byte of a collective's full result, on a ring of N: an
@@ -45,7 +48,7 @@ MS = 1e3
 # all-gather) twice that; an expert combine, each sender's whole vector round the ring
 # (DFX's circulation; LORA's short-way slices carry less), once per sender.
 _LINK_SHARE = {"all_gather": 1.0, "argmax_gather": 1.0, "all_reduce": 2.0, "all_to_all": 1.0}
-_COLOUR_ORDER = (*CATEGORIES, "collective")
+_COLOUR_ORDER = (*CATEGORIES, "collective", "transfer")  # a rack's hops last
 # The instruction types of a DFX core, one FSM each (seeds/001 §V-A): its timeline's rows.
 _FSMS = ("Compute", "Dma", "Router")
 # The batch sweep doubles from 1 while the KV caches fit, up to this many sequences.
@@ -56,25 +59,29 @@ def _mean_decode_context(work: Generation) -> int:
     return work.input_tokens + max(1, work.output_tokens // 2)
 
 
-def _link_bytes_per_token(plan: Plan) -> float:
-    """Bytes each ring link carries for one generated token: every collective of every
-    block, then the output's (e.g. the argmax gather)."""
+def _link_bytes_per_token(stage: Stage) -> float:
+    """Bytes each ring link of a stage carries for one generated token: every collective of
+    every block it runs, then the output's (e.g. the argmax gather) on the last stage."""
+    plan = stage.program
     n = plan.ranks
 
     def on_link(steps: list) -> float:
         return sum(_LINK_SHARE[s.kind] * (s.senders or 1) * (n - 1) / n * s.width
                    * s.value_bytes for s in steps if isinstance(s, CommStep))
 
-    return on_link(plan.block_steps) * plan.spec.layers + on_link(plan.output_steps)
+    return (on_link(plan.block_steps) * len(stage.layers)
+            + (on_link(plan.output_steps) if stage.last else 0.0))
 
 
-def _fractions(plan: Plan, est: Estimate) -> tuple[dict[str, list[float]],
-                                                     dict[str, list[str]]]:
-    """Per device, the share of each capacity used (fabric and off-chip memories)."""
+def _fractions(est: Estimate) -> tuple[dict[str, list[float]], dict[str, list[str]]]:
+    """Per device of every stage, the share of each capacity used (fabric and off-chip
+    memories)."""
     fractions: dict[str, list[float]] = {}
     details: dict[str, list[str]] = {}
-    for use, dp in zip(est.devices, plan.devices, strict=True):
-        have = plan.fabric(dp.rank)
+    pairs = [(use, dp, part.stage.program) for part in est.stages
+             for use, dp in zip(part.devices, part.stage.program.devices, strict=True)]
+    for use, dp, program in pairs:
+        have = program.fabric(dp.rank)
         rows = [(r.upper(), getattr(use.total, r), getattr(have, r), "")
                 for r in ("dsp", "bram", "uram") if getattr(have, r)]
         for kind, need in (("hbm", use.hbm_bytes), ("ddr", use.ddr_bytes)):
@@ -87,20 +94,40 @@ def _fractions(plan: Plan, est: Estimate) -> tuple[dict[str, list[float]],
     return fractions, details
 
 
-def _cluster_chart(plan: Plan, est: Estimate) -> Chart:
-    fractions, _ = _fractions(plan, est)
+def _stage_links(plan: StagedPlan) -> tuple[dict[tuple[int, int], float], float]:
+    """Bytes per generated token on each link inside every stage's ring and between the
+    stages (the hidden vector forward, the token back); the busiest ring link's."""
+    links: dict[tuple[int, int], float] = {}
+    busiest = 0.0
+    for stage in plan.stages:
+        per_link, nodes = _link_bytes_per_token(stage), stage.nodes
+        busiest = max(busiest, per_link)
+        tp = len(nodes)
+        if tp == 2:
+            links[nodes[0], nodes[1]] = 2 * per_link  # both directions of the one pair
+        elif tp > 2:
+            links.update({(nodes[r], nodes[(r + 1) % tp]): per_link for r in range(tp)})
+    program = plan.program
+    row = program.spec.hidden * activation_bytes(program)
+    for a, b in zip(plan.stages, plan.stages[1:], strict=False):
+        links[a.nodes[-1], b.nodes[0]] = row
+    if len(plan.stages) > 1:
+        links[plan.stages[-1].nodes[0], plan.stages[0].nodes[0]] = TOKEN_ID_BYTES
+    return links, busiest
+
+
+def _cluster_chart(plan: StagedPlan, est: Estimate) -> Chart:
+    fractions, _ = _fractions(est)
     nodes = []
     for i, (x, y) in enumerate(ring_positions(plan.ranks)):
         binding = max(fractions, key=lambda r: fractions[r][i])
         nodes.append(Node(f"device {i}", x, y, fractions[binding][i], binding))
-    per_link = _link_bytes_per_token(plan)
-    links = ({(r, (r + 1) % plan.ranks): per_link for r in range(plan.ranks)}
-             if plan.ranks > 1 else {})
-    if plan.ranks == 2:
-        links = {(0, 1): 2 * per_link}  # both directions of the one pair of ports
-    return Chart("the cluster", f"{plan.ranks} {plan.devices[0].device.key} on a "
-                 f"{plan.cluster.topology}; colour = the binding resource's use, link width "
-                 f"= bytes the collectives move per generated token "
+    links, per_link = _stage_links(plan)
+    stages = (f" in {len(plan.stages)} stages of {plan.split.tp}"
+              if len(plan.stages) > 1 else "")
+    return Chart("the cluster", f"{plan.ranks} {plan.program.devices[0].device.key} on a "
+                 f"{plan.cluster.topology}{stages}; colour = the binding resource's use, "
+                 f"link width = bytes the collectives move per generated token "
                  f"({per_link:,.0f} bytes per link).",
                  cluster_graph(nodes, links, "token",
                                ("position round the ring (layout only)",
@@ -197,9 +224,19 @@ def _roofline(plan: Plan, work: Generation) -> Chart:
                  roofline(points, engine.peak_ops_per_s, bandwidth, unit, "HBM stream"))
 
 
-def _sweeps(plan: Plan, work: Generation, est: Estimate) -> tuple[list[Chart], list[str]]:
+def _decode_seconds(plan: StagedPlan, work: Generation, est: Estimate,
+                    contexts: np.ndarray) -> np.ndarray:
+    """One generation step at each context: every stage's share, and the hops between."""
+    seconds = sum(decode_seconds(s.program, contexts, share(s)) for s in plan.stages)
+    _, hops = transfer_seconds(plan.program, replace(work, batch=1, output_tokens=2),
+                               est.links)
+    return seconds + (float(hops[0]) if est.links else 0.0)
+
+
+def _sweeps(plan: StagedPlan, work: Generation, est: Estimate
+            ) -> tuple[list[Chart], list[str]]:
     contexts = np.unique(np.geomspace(1, plan.spec.max_positions, 48).astype(int))
-    per_token = decode_seconds(plan, contexts) * MS
+    per_token = _decode_seconds(plan, work, est, contexts) * MS
     context_chart = Chart(
         "decode time per token against context length",
         "How one generated token's time grows as the KV cache grows (attention reads more "
@@ -211,20 +248,20 @@ def _sweeps(plan: Plan, work: Generation, est: Estimate) -> tuple[list[Chart], l
     scale_chart = Chart(
         "tokens/s against device count",
         f"The same strategy and engine re-planned on 1, 2, 4 and 8 "
-        f"{plan.devices[0].device.key} at {work.input_tokens}:{work.output_tokens} tokens: "
+        f"{plan.program.devices[0].device.key} at {work.input_tokens}:{work.output_tokens} tokens: "
         "how far tensor parallelism scales before the collectives dominate.",
         sweep_lines(counts, {plan.strategy: rates}, "devices", "output tokens per second",
                     mark=(plan.ranks, est.tokens_per_s)))
     return [context_chart, scale_chart], refused
 
 
-def batch_sweep(plan: Plan, work: Generation) -> list[tuple[int, Estimate]]:
+def batch_sweep(plan: StagedPlan, work: Generation) -> list[tuple[int, Estimate]]:
     """(batch, estimate) at 1, 2, 4, ... sequences while the plan fits (the KV caches grow
     with the batch), at most MAX_SWEPT_BATCH; batch 1 always."""
     points = []
     batch = 1
     while batch <= MAX_SWEPT_BATCH:
-        est = estimate_generation(plan, replace(work, batch=batch))
+        est = estimate(plan, replace(work, batch=batch))
         if points and not est.feasible:
             break
         points.append((batch, est))
@@ -232,7 +269,7 @@ def batch_sweep(plan: Plan, work: Generation) -> list[tuple[int, Estimate]]:
     return points
 
 
-def _batch_charts(plan: Plan, work: Generation, est: Estimate) -> list[Chart]:
+def _batch_charts(plan: StagedPlan, work: Generation, est: Estimate) -> list[Chart]:
     points = batch_sweep(plan, work)
     batches = [b for b, _ in points]
     note = f" {points[-1][1].batch_note}." if points[-1][1].batch_note else ""
@@ -256,17 +293,18 @@ def _batch_charts(plan: Plan, work: Generation, est: Estimate) -> list[Chart]:
     return [rates, latency]
 
 
-def page(plan: Plan, work: Generation, est: Estimate, summary: dict[str, Any]) -> KindPage:
-    """The tensor-parallel kind's `page` hook."""
-    plan = one_ring(plan, "the report page")
-    decode = {c: est.breakdown_s[c] - est.prefill_breakdown_s[c] for c in CATEGORIES}
+def page(plan: StagedPlan, work: Generation, est: Estimate, summary: dict[str, Any]
+         ) -> KindPage:
+    """The tensor-parallel kind's `page` hook: a rack's breakdown gains its transfers."""
+    program = plan.program
+    decode = {c: est.breakdown_s[c] - est.prefill_breakdown_s[c] for c in est.breakdown_s}
     breakdown = Chart(
         "where the time goes",
         "End-to-end time split into the prompt (prefill) and the generated tokens (decode), "
         "by part of the model; 'sync' is collective time compute could not hide.",
         stacked_breakdown({"prefill": est.prefill_breakdown_s, "decode": decode}, MS, "ms",
                           "phase", _COLOUR_ORDER))
-    fractions, details = _fractions(plan, est)
+    fractions, details = _fractions(est)
     resources = Chart(
         "per-device resources against capacity",
         "Each device's DSP, BRAM, URAM, HBM and DDR use as a share of what it has; the "
@@ -280,6 +318,8 @@ def page(plan: Plan, work: Generation, est: Estimate, summary: dict[str, Any]) -
                   Headline("decode per token (mean)", "decode_s_per_token", "ms", MS, 3)],
         charts=[breakdown, _cluster_chart(plan, est), resources, *sweeps,
                 *_batch_charts(plan, work, est),
-                _roofline(plan, work), _block_timeline(plan, _mean_decode_context(work)),
-                *([_simulated_layer(plan, work)] if plan.engine.instruction_set else [])],
+                _roofline(program, work),
+                _block_timeline(program, _mean_decode_context(work)),
+                *([_simulated_layer(program, work)] if program.engine.instruction_set
+                  else [])],
         notes=[f"not in the device-count sweep: {r}" for r in refused])

@@ -4,7 +4,6 @@ A tensor-parallel plan is an SPMD program: every device runs the same `block_ste
 own weight shards, and the communication steps say exactly where data is exchanged.
 """
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import ClassVar, Literal, Protocol
 
@@ -126,16 +125,17 @@ class DevicePlan:
         table = self.other_shards if tensor.layer is None else self.layer_shards
         return table[tensor.role]
 
+    def layer_elements(self, spec: ModelSpec, memory: MemoryKind) -> int:
+        """Elements of one layer's tensors this device keeps in `memory` (every layer shares
+        one shard template)."""
+        block, _ = template_weights(spec)
+        return sum(self.layer_shards[t.role].numel_in(t, memory) for t in block)
+
     def held_bytes(self, spec: ModelSpec, bytes_per_param: float, memory: MemoryKind) -> float:
-        """Bytes this device keeps in `memory`; every layer shares one shard template."""
-
-        def held(tensors: Iterable[WeightTensor], shards: dict[str, Shard]) -> int:
-            return sum(shards[t.role].numel_in(t, memory) for t in tensors)
-
-        block, outside = template_weights(spec)  # `shard_for`'s two tables
-        per_layer = held(block, self.layer_shards)
-        other = held(outside, self.other_shards)
-        return (per_layer * spec.layers + other) * bytes_per_param
+        """Bytes this device keeps in `memory`: every layer's and the others'."""
+        _, outside = template_weights(spec)  # `shard_for`'s other table
+        other = sum(self.other_shards[t.role].numel_in(t, memory) for t in outside)
+        return (self.layer_elements(spec, memory) * spec.layers + other) * bytes_per_param
 
 
 class StepEngine(Engine, Protocol):

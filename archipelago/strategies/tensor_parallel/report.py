@@ -14,9 +14,11 @@ from archipelago.estimate.tables import (
     timing_dict,
 )
 from archipelago.estimate.workload import Generation
+from archipelago.models.weights import parameter_count
+from archipelago.strategies.tensor_parallel.costs import DeviceUse
 from archipelago.strategies.tensor_parallel.efficiency import DecodeEfficiency, decode_efficiency
-from archipelago.strategies.tensor_parallel.estimate import DeviceUse, Estimate
-from archipelago.strategies.tensor_parallel.plan import Plan
+from archipelago.strategies.tensor_parallel.estimate import Estimate
+from archipelago.strategies.tensor_parallel.staged import StagedPlan
 
 
 def efficiency_to_dict(eff: DecodeEfficiency | None) -> dict[str, Any]:
@@ -42,9 +44,39 @@ def device_to_dict(d: DeviceUse) -> dict[str, Any]:
     }
 
 
-def estimate_to_dict(plan: Plan, workload: Generation, est: Estimate) -> dict[str, Any]:
-    if not isinstance(plan, Plan):  # a plan of stages across rings reports itself
-        return plan.report_dict(workload, est)
+def _split_dict(plan: StagedPlan) -> dict[str, Any]:
+    split = plan.split
+    return {"tp": split.tp, "pp": split.pp, "layers": list(split.layers or ()),
+            "devices": split.tp * split.pp, "chosen": plan.chosen,
+            "tp_refused": {str(tp): why for tp, why in plan.refused.items()},
+            **({"ep": split.ep} if plan.spec.moe else {})}
+
+
+def stage_dict(plan: StagedPlan, est: Estimate, s: int) -> dict[str, Any]:
+    """One stage's row: its layers, boards, times, the fullest device's memory, its core and
+    the link to the next stage."""
+    part = est.stages[s]
+    stage = part.stage
+    link = est.links[s] if s < len(est.stages) - 1 else None
+    worst = {k: max(getattr(d, k) for d in part.devices) for k in ("hbm_bytes", "ddr_bytes")}
+    total = part.devices[0].total
+    return {
+        "stage": s, "layers": [stage.layers.start, stage.layers.stop],
+        "nodes": [plan.cluster.nodes[i].name for i in stage.nodes],
+        "prefill_s": part.prefill_s, "decode_s_per_token": part.decode_s_per_token,
+        "busy_s": part.busy_s, "dsp": total.dsp, "bram": total.bram, "uram": total.uram,
+        **worst,
+        "link_to_next": None if link is None else {"latency_s": link.latency_s,
+                                                   "bandwidth_Bps": link.bandwidth_Bps},
+        "ranks": [{**device_to_dict(d), "rank": tp_rank}  # its rank in the stage's ring
+                  for tp_rank, d in enumerate(part.devices)],
+    }
+
+
+def estimate_to_dict(plan: StagedPlan, workload: Generation, est: Estimate) -> dict[str, Any]:
+    """A ring's figures; a plan that shows its split adds it, the transfers between its
+    stages and a row per stage."""
+    shown = plan.shows_split
     return {
         "model": plan.spec.name,
         "cluster": plan.cluster.name,
@@ -52,10 +84,15 @@ def estimate_to_dict(plan: Plan, workload: Generation, est: Estimate) -> dict[st
         "tokens": {"input": workload.input_tokens, "output": workload.output_tokens},
         "batch": est.batch,
         "batch_note": est.batch_note,
+        **({"parameters": parameter_count(plan.spec), "split": _split_dict(plan)}
+           if shown else {}),
         **timing_dict(est, len(est.devices)),
+        **({"transfer_s": est.transfer_s} if shown else {}),
         "prefill_breakdown_s": est.prefill_breakdown_s,
         **efficiency_to_dict(decode_efficiency(plan, workload, est)),
         "devices": [device_to_dict(d) for d in est.devices],
+        **({"stages": [stage_dict(plan, est, s) for s in range(len(est.stages))]}
+           if shown else {}),
         "feasible": est.feasible,
         "reasons": est.reasons,
     }
@@ -65,16 +102,40 @@ def _pct(used: float, have: float, fmt: str = ",.0f") -> str:
     return f"{used:{fmt}} ({100 * used / have:.0f}%)" if have else f"{used:{fmt}}"
 
 
-def print_estimate(plan: Plan, workload: Generation, est: Estimate, console: Console) -> None:
-    if not isinstance(plan, Plan):  # a plan of stages across rings reports itself
-        plan.print_report(workload, est, console)
-        return
+def _split_rows(plan: StagedPlan, est: Estimate, head: Table) -> None:
+    split = plan.split
+    experts = f", ep={split.ep}" if plan.spec.moe else ""
+    head.add_row("parameters", f"{parameter_count(plan.spec) / 1e9:,.2f} B")
+    head.add_row(f"split ({plan.chosen})", f"tp={split.tp} x pp={split.pp}{experts} "
+                 f"({split.tp * split.pp} of {plan.cluster.size} devices)")
+    head.add_row("inter-stage transfers (whole run)", f"{est.transfer_s * 1e3:,.3f} ms")
+
+
+def _stage_table(plan: StagedPlan, est: Estimate) -> Table:
+    stages = Table(title="per stage (the fullest device of each)")
+    for col in ("stage", "layers", "devices", "prefill ms", "decode ms/tok", "HBM GB",
+                "DDR GB"):
+        stages.add_column(col, justify="right")
+    for s, part in enumerate(est.stages):
+        row = stage_dict(plan, est, s)
+        nodes = part.stage.nodes
+        stages.add_row(str(s), f"{row['layers'][0]}-{row['layers'][1] - 1}",
+                       f"{nodes[0]}-{nodes[-1]}", f"{part.prefill_s * 1e3:,.1f}",
+                       f"{part.decode_s_per_token * 1e3:,.3f}",
+                       f"{row['hbm_bytes'] / 1e9:,.2f}", f"{row['ddr_bytes'] / 1e9:,.2f}")
+    return stages
+
+
+def print_estimate(plan: StagedPlan, workload: Generation, est: Estimate,
+                   console: Console) -> None:
     print_reasons(est.reasons, console)
     head = generation_head(f"{plan.spec.name} on {plan.cluster.name} · strategy "
                            f"{plan.strategy}", workload, est)
     if est.batch > 1:
         head.add_row("tokens/s per device", f"{est.tokens_per_s_per_device:,.2f}")
     add_phase_rows(head, est)
+    if plan.shows_split:
+        _split_rows(plan, est, head)
     eff = decode_efficiency(plan, workload, est)
     if eff is not None:
         head.add_row("decode streams (of the boards' memory)",
@@ -89,19 +150,22 @@ def print_estimate(plan: Plan, workload: Generation, est: Estimate, console: Con
         console.print(f"note: {est.batch_note}")
 
     console.print(time_table(est.breakdown_s, est.latency_s))
+    if plan.shows_split:
+        console.print(_stage_table(plan, est))
 
     use = Table(title="per device")
     for col in ("rank", "device", "DSP", "BRAM", "URAM", "HBM GB", "DDR GB"):
         use.add_column(col, justify="right")
-    for d, dp in zip(est.devices, plan.devices, strict=True):
-        res = plan.fabric(dp.rank)
-        hbm = dp.device.memory("hbm")
-        use.add_row(
-            str(d.rank), d.device, _pct(d.total.dsp, res.dsp), _pct(d.total.bram, res.bram),
-            _pct(d.total.uram, res.uram),
-            _pct(d.hbm_bytes / 1e9, hbm.capacity_bytes / 1e9 if hbm else 0, ",.2f"),
-            f"{d.ddr_bytes / 1e9:,.2f}",
-        )
+    for part in est.stages:
+        for d, dp in zip(part.devices, part.stage.program.devices, strict=True):
+            res = part.stage.program.fabric(dp.rank)
+            hbm = dp.device.memory("hbm")
+            use.add_row(
+                str(d.rank), d.device, _pct(d.total.dsp, res.dsp),
+                _pct(d.total.bram, res.bram), _pct(d.total.uram, res.uram),
+                _pct(d.hbm_bytes / 1e9, hbm.capacity_bytes / 1e9 if hbm else 0, ",.2f"),
+                f"{d.ddr_bytes / 1e9:,.2f}",
+            )
     console.print(use)
 
 

@@ -1,17 +1,15 @@
-"""Which plan shapes a hook takes: the report page and the design search run a single-ring
-`Plan`; a plan of stages across rings (pipeline.py) is estimated, reported and emulated
-(emulate/pipeline.py), and the others say so in one line."""
-
-from typing import Any
+"""Hooks that run one ring program (the design search, build files, program simulation)
+take a staged plan of one stage; a plan of several stages gets a one-line refusal."""
 
 from archipelago.errors import PartitionError
 from archipelago.strategies.tensor_parallel.plan import Plan
+from archipelago.strategies.tensor_parallel.staged import StagedPlan
 
 
-def one_ring(plan: Any, what: str) -> Plan:
-    """`plan` if it runs on one ring; a one-line refusal naming `what` otherwise."""
-    if isinstance(plan, Plan):
-        return plan
+def one_ring(plan: StagedPlan, what: str) -> Plan:
+    """The ring program of a one-stage plan; a one-line refusal naming `what` otherwise."""
+    if len(plan.stages) == 1 and plan.replicas == 1:
+        return plan.program
     cluster = plan.cluster
     raise PartitionError(f"{what} runs one ring; '{cluster.name}' plans stages of rings "
                          f"(estimate it with `archi plan`, or name one ring such as "

@@ -7,15 +7,12 @@ from archipelago.estimate.generation import Traits
 from archipelago.estimate.workload import Generation
 from archipelago.strategies.tensor_parallel.efficiency import DecodeEfficiency, decode_efficiency
 from archipelago.strategies.tensor_parallel.estimate import Estimate
-from archipelago.strategies.tensor_parallel.pipeline import PipelinePlan
-from archipelago.strategies.tensor_parallel.pipeline_estimate import PipelineEstimate
-from archipelago.strategies.tensor_parallel.pipeline_report import pipeline_efficiency
-from archipelago.strategies.tensor_parallel.plan import Plan
+from archipelago.strategies.tensor_parallel.staged import StagedPlan
 
 _NETWORK = ("sync", "transfer")  # collectives inside a ring, hops between stages
 
 
-def _network_share(est: Estimate | PipelineEstimate) -> float:
+def _network_share(est: Estimate) -> float:
     """The decode steps' collective and transfer time over their whole time."""
     decode_s = est.latency_s - est.prefill_s
     if decode_s <= 0:
@@ -31,17 +28,11 @@ def _shares(eff: DecodeEfficiency | None, memory: str, network: float) -> dict[s
     return {f"{memory} bandwidth": eff.bandwidth, "compute": eff.compute, "network": network}
 
 
-def traits(plan: Plan | PipelinePlan, workload: Generation,
-           est: Estimate | PipelineEstimate) -> Traits:
-    if isinstance(plan, PipelinePlan):
-        assert isinstance(est, PipelineEstimate)  # a staged plan estimates itself so
-        split = est.split
-        text = f"tp={split.tp},pp={split.pp}" + (f",ep={split.ep}" if plan.spec.moe else "")
-        eff = pipeline_efficiency(plan, est, workload)
-        device = plan.rings[split.tp, split.ep].devices[0].device
-    else:
-        assert isinstance(est, Estimate)
-        text, eff, device = f"tp={plan.ranks}", decode_efficiency(plan, workload, est), \
-            plan.devices[0].device
+def traits(plan: StagedPlan, workload: Generation, est: Estimate) -> Traits:
+    split = plan.split
+    text = (f"tp={split.tp},pp={split.pp}" + (f",ep={split.ep}" if plan.spec.moe else "")
+            if plan.shows_split else f"tp={plan.ranks}")
+    device = plan.program.devices[0].device
     memory = "HBM" if device.memory("hbm") is not None else "DDR"
+    eff = decode_efficiency(plan, workload, est)
     return Traits(text, _shares(eff, memory, _network_share(est)))

@@ -8,16 +8,17 @@ import numpy as np
 from archipelago.strategies.tensor_parallel.estimate import Estimate
 from archipelago.strategies.tensor_parallel.plan import Plan
 from archipelago.strategies.tensor_parallel.rings import one_ring
+from archipelago.strategies.tensor_parallel.staged import StagedPlan
 
 # The fabric resources the search limits (an engine here uses no AI Engines).
 LIMITED = ("dsp", "bram", "uram")
 Number = int | float | np.ndarray
 
 
-def utilization(plan: Plan, est: Estimate) -> dict[str, float]:
+def utilization(staged: StagedPlan, est: Estimate) -> dict[str, float]:
     """Worst-device fraction used of each limited resource (memory capacity and the HBM
     bandwidth the engine streams at included)."""
-    plan = one_ring(plan, "the design search")
+    plan = one_ring(staged, "the design search")
     uses = [(vars(use.total), use.hbm_bytes) for use in est.devices]
     return {limit: float(used) for limit, used in worst_use(plan, uses, LIMITED).items()}
 

@@ -28,12 +28,13 @@ from archipelago.hardware.device import FABRIC
 from archipelago.models.spec import ModelSpec
 from archipelago.models.zoo import resolve_model
 from archipelago.strategies.registry import Strategy, get_strategy
-from archipelago.strategies.tensor_parallel.estimate import (
+from archipelago.strategies.tensor_parallel.costs import (
     device_use,
-    estimate,
     feasibility,
     generation_seconds,
+    positions_reason,
 )
+from archipelago.strategies.tensor_parallel.estimate import estimate
 from archipelago.strategies.tensor_parallel.plan import Plan
 from archipelago.strategies.tensor_parallel.rings import one_ring
 from archipelago.strategies.tensor_parallel.utilization import LIMITED, Number, worst_use
@@ -115,7 +116,7 @@ def evaluate_variants(model: str, cluster: str, strategy: str, workload: Generat
         rows = [row for row, _ in members]
         try:
             if _varied(members[0][1]):
-                plan = one_ring(chosen.plan(spec, ring, engines[rows[0]]), SEARCH)
+                plan = one_ring(chosen.plan(spec, ring, engines[rows[0]], workload), SEARCH)
                 assert isinstance(plan.engine, VariantEngine), type(plan.engine)
                 table.fill(rows, _together(plan, workload, [c for _, c in members], where))
             else:
@@ -151,14 +152,15 @@ def _together(plan: Plan, workload: Generation, configs: list[Any], where: str
     # The memory a design holds does not depend on its varied parameters: the first
     # design's shows the group's, checked without any engine's resources.
     held = device_use(plan, workload)
-    fits = not feasibility(plan, workload, [replace(use, units={}) for use in held])
+    fits = not (positions_reason(plan, workload)
+                + feasibility(plan, [replace(use, units={}) for use in held]))
     return finite_estimate(lambda _, work: _figures(many, work, held, fits), plan, workload,
                            where)
 
 
 def _figures(many: Plan, workload: Generation, held: list[Any], fits: bool
              ) -> dict[str, Number]:
-    """Latency and tokens/s as `estimate_generation` sums them, fit as `feasibility` and
+    """Latency and tokens/s as the estimator (estimate.py) sums them, fit as `feasibility` and
     the utilization hook judge it, for every design of `many`'s engine."""
     pre, dec = generation_seconds(many, workload)
     latency = sum(pre.values()) + np.sum(sum(dec.values()), axis=-1)
@@ -178,8 +180,9 @@ def _one_by_one(table: _Table, chosen: Strategy, spec: ModelSpec, ring: Cluster,
                 where: str) -> None:
     """Designs of an engine that varies nothing at once, each through the estimator."""
     for row, engine in designs:
-        plan = one_ring(chosen.plan(spec, ring, engine), SEARCH)
-        est = finite_estimate(estimate, plan, workload, where)
+        staged = chosen.plan(spec, ring, engine, workload)
+        plan = one_ring(staged, SEARCH)
+        est = finite_estimate(estimate, staged, workload, where)
         uses = [(use.total.model_dump(), use.hbm_bytes) for use in est.devices]
         table.fill([row], {"latency_s": est.latency_s, "tokens_per_s": est.tokens_per_s,
                            "feasible": est.feasible, **worst_use(plan, uses, FABRIC)})

@@ -1,0 +1,322 @@
+"""Costs of a ring program (plan.Plan) running a share of the model: its layers, with or
+without the embedding and the output ops. The one estimator (estimate.py) walks a staged
+plan's stages through these; the planner (planner.py) asks them when it chooses a split.
+
+A batch of B sequences runs in lockstep: every step of a prefill or decode carries B
+sequences' rows (`ComputeStep.sequences`), each sequence attending to its own KV cache,
+every collective B times the rows. An engine that runs one sequence at a time
+(`StepEngine.one_sequence`) runs them in turn: each phase B times one sequence's.
+
+An engine built over many variants of its parameters at once (variants.py) gives every
+step's seconds a leading axis over them; `generation_seconds` keeps that axis.
+"""
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from archipelago.engines.base import add_resources
+from archipelago.estimate.workload import Generation
+from archipelago.hardware.cluster import Cluster
+from archipelago.hardware.device import Link, Resources
+from archipelago.models.graph import Phase
+from archipelago.models.weights import embedding_weights, output_weights
+from archipelago.strategies.tensor_parallel.overlap import exposed_seconds
+from archipelago.strategies.tensor_parallel.plan import (
+    CommStep,
+    ComputeStep,
+    DevicePlan,
+    MemoryKind,
+    Plan,
+    Step,
+)
+
+# Where each op's time is reported (the DFX paper's Fig. 15 breakdown categories).
+_CATEGORY = {
+    "embedding": "embedding", "lm_head": "lm_head", "norm": "layernorm_residual",
+    "residual": "layernorm_residual", "attn_score": "attention", "softmax": "attention",
+    "attn_context": "attention", "activation": "ffn", "gated_activation": "ffn",
+}
+_ATTENTION_LINEARS = frozenset({"q", "k", "v", "attn_out"})
+CATEGORIES = ("embedding", "attention", "ffn", "layernorm_residual", "sync", "lm_head")
+TOKEN_ID_BYTES = 4  # the sampled token travels between stages as an int32
+FP16_BYTES = 2.0
+
+
+@dataclass(frozen=True)
+class Share:
+    """The part of the model a stage runs: `layers` blocks, the embedding if `first`, the
+    final norm and LM head if `last`."""
+
+    layers: int
+    first: bool = True
+    last: bool = True
+
+
+def whole(plan: Plan) -> Share:
+    return Share(plan.spec.layers)
+
+
+def step_category(step: Step) -> str:
+    if isinstance(step, CommStep):
+        return "sync"
+    op = step.op
+    if op.kind == "linear":
+        return "attention" if op.name in _ATTENTION_LINEARS else "ffn"
+    return _CATEGORY[op.kind]
+
+
+@dataclass
+class DeviceUse:
+    rank: int
+    device: str
+    units: dict[str, Resources]
+    hbm_bytes: float
+    ddr_bytes: float
+
+    @property
+    def total(self) -> Resources:
+        return add_resources(*self.units.values())
+
+
+def batched(steps: list[Step], sequences: int) -> list[Step]:
+    """The steps with `sequences` sequences' rows in every compute step."""
+    if sequences == 1:
+        return steps
+    return [replace(s, sequences=sequences) if isinstance(s, ComputeStep) else s
+            for s in steps]
+
+
+def steps_seconds(plan: Plan, steps: list[Step], phase: Phase,
+                  sequences: int = 1) -> list[np.ndarray]:
+    """Seconds of each step on the critical path, `sequences` running together: compute
+    from the engine, collectives (of every sequence's rows) from what their overlap mode
+    leaves exposed."""
+    steps = batched(steps, sequences)
+    zeros = np.zeros(phase.context.shape)
+    compute = [plan.engine.seconds(s, phase) if isinstance(s, ComputeStep) else zeros
+               for s in steps]
+    rows = phase.new_tokens * sequences
+    return [exposed_seconds(plan, steps, i, rows, compute)
+            if isinstance(s, CommStep) else compute[i] for i, s in enumerate(steps)]
+
+
+Part = tuple[list[Step], Phase, int]
+
+
+def seconds_by_category(plan: Plan, parts: list[Part], shape: tuple[int, ...],
+                        sequences: int = 1, start: dict[str, np.ndarray] | None = None
+                        ) -> dict[str, np.ndarray]:
+    """Seconds by category of each (steps, phase, repeat) part, summed (onto `start`; over
+    the engine's variants too, where it has them)."""
+    out = {c: np.zeros(shape) if start is None else start[c] for c in CATEGORIES}
+    for steps, phase, repeat in parts:
+        for step, seconds in zip(steps, steps_seconds(plan, steps, phase, sequences),
+                                 strict=True):
+            category = step_category(step)
+            out[category] = out[category] + repeat * seconds
+    return out
+
+
+def phase_seconds(plan: Plan, rows: int, context: np.ndarray, share: Share,
+                  output: bool = True, sequences: int = 1) -> dict[str, np.ndarray]:
+    """Seconds by category for `rows` new tokens of each of `sequences` at each context
+    length over `share` of the model: the embedding for all rows, the block once per layer,
+    then (if `output`) the output ops on each sequence's last row. One new token of a
+    sliding-window model (plans have it in every layer or refuse it) attends to the last
+    `window` keys only; a prompt pass still attends in full."""
+    phase, window = Phase(rows, context), plan.spec.sliding_window
+    block = phase if rows > 1 or window is None else Phase(1, np.minimum(context, window))
+    parts: list[Part] = [(plan.embed_steps, phase, 1)] if share.first else []
+    parts.append((plan.block_steps, block, share.layers))
+    if output and share.last:
+        parts.append((plan.output_steps, Phase(1, context), 1))
+    return seconds_by_category(plan, parts, context.shape, sequences)
+
+
+def _prompt_and_decode(plan: Plan, n_in: int, n_out: int, share: Share, sequences: int = 1
+                       ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Seconds by category of the prompts, and of each further token (decode step i feeds
+    token n_in + i - 1; last axis), an engine over variants putting them on a leading axis.
+    The prompts run as one matrix pass, or (engines whose controller runs the model once per
+    token, like DFX) as n_in single-token passes at growing context, with the output ops
+    only after the last one: those passes are decode steps at contexts 1..n_in without the
+    output ops, so one numpy pass costs them and the decode steps together (every cost is
+    elementwise in the context), split after."""
+    last, contexts = np.array([n_in]), n_in + np.arange(1, n_out)
+    if not plan.engine.token_serial_prefill:
+        prompt = phase_seconds(plan, n_in, last, share, sequences=sequences)
+        return ({c: v[..., 0] for c, v in prompt.items()},
+                phase_seconds(plan, 1, contexts, share, sequences=sequences))
+    passes = phase_seconds(plan, 1, np.arange(1, n_in + n_out), share, False, sequences)
+    output = [(plan.output_steps, Phase(1, last), 1)] if share.last else []
+    head = seconds_by_category(plan, output, last.shape, sequences)
+    output = [(plan.output_steps, Phase(1, contexts), 1)] if share.last else []
+    decode = seconds_by_category(plan, output, contexts.shape, sequences,
+                                 start={c: v[..., n_in:] for c, v in passes.items()})
+    return ({c: passes[c][..., :n_in].sum(axis=-1) + head[c][..., 0] for c in CATEGORIES},
+            decode)
+
+
+def sequence_turns(plan: Plan, workload: Generation) -> tuple[int, int]:
+    """(sequences per pass, passes) of a batch: all together, or one after another on an
+    engine that runs one sequence at a time."""
+    batch = workload.batch
+    return (1, batch) if batch > 1 and plan.engine.one_sequence else (batch, 1)
+
+
+def generation_seconds(plan: Plan, workload: Generation, share: Share | None = None
+                       ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Seconds by category of the prefill and of each decode step (last axis) of `share`
+    (all of the model where None), a batch's turns included; an engine over variants puts
+    them on a leading axis of both."""
+    n_in, n_out = workload.input_tokens, workload.output_tokens
+    together, turns = sequence_turns(plan, workload)
+    prompt, decode = _prompt_and_decode(plan, n_in, n_out, share or whole(plan), together)
+    pre = {c: turns * v for c, v in prompt.items()}
+    dec = {c: turns * v for c, v in decode.items()}
+    return pre, dec
+
+
+def decode_seconds(plan: Plan, contexts: np.ndarray, share: Share | None = None
+                   ) -> np.ndarray:
+    """Time of one generation step at each context length (the KV cache grows with it)."""
+    return sum(phase_seconds(plan, 1, np.asarray(contexts), share or whole(plan)).values())
+
+
+def kv_cache_bytes(plan: Plan, rank: int, tokens: int, sequences: int = 1,
+                   layers: int | None = None) -> float:
+    """Keys and values device `rank` caches: its key/value heads (replicated past the
+    model's count, see `heads.py`) for every layer (of `layers`), token and sequence."""
+    if not plan.spec.is_decoder:
+        return 0.0
+    k = plan.devices[rank].layer_shards["k.weight"]
+    count = plan.spec.layers if layers is None else layers
+    return float(2 * count * tokens * (k.stop - k.start) * plan.bytes_per_param * sequences)
+
+
+def _end_elements(dp: DevicePlan, plan: Plan, memory: MemoryKind) -> tuple[int, int]:
+    """Elements of the tensors outside the layers a device keeps in `memory` on the first
+    stage (the embedding's) and on the last (the output ops'; a tied head's copy, the
+    embedding's mirror, seeds/001 §IV-B, goes with the head)."""
+    spec = plan.spec
+    head = "embed_tokens.weight" if spec.tied_embeddings else None
+    first = last = 0
+    for tensor in embedding_weights(spec):
+        shard = dp.shard_for(tensor)
+        if shard.memory == memory:
+            first += shard.numel_in(tensor, memory)
+        if shard.mirror == memory:
+            count = shard.numel_in(tensor, memory)
+            first, last = (first, last + count) if tensor.role == head else (first + count, last)
+    last += sum(dp.shard_for(t).numel_in(t, memory) for t in output_weights(spec))
+    return first, last
+
+
+_MEMORIES: tuple[MemoryKind, ...] = ("hbm", "ddr")
+
+
+class Holdings:
+    """What each board of a ring program holds, counted once: its core's units, and in each
+    memory the elements of one layer and of either end's tensors. Any share of the model is
+    then arithmetic (a split's search asks for many)."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self.units = plan.engine.resources(plan.spec)
+        self.per_layer = {m: [dp.layer_elements(plan.spec, m) for dp in plan.devices]
+                          for m in _MEMORIES}
+        self.ends = {m: [_end_elements(dp, plan, m) for dp in plan.devices]
+                     for m in _MEMORIES}
+
+    def held_bytes(self, rank: int, memory: MemoryKind, share: Share) -> float:
+        """Bytes board `rank` keeps in `memory` for `share`; every layer shares one
+        template (DevicePlan.held_bytes, for all of the model)."""
+        first, last = self.ends[memory][rank]
+        return ((self.per_layer[memory][rank] * share.layers + first * share.first
+                 + last * share.last) * self.plan.bytes_per_param)
+
+    def device_use(self, workload: Generation, share: Share | None = None,
+                   first_rank: int = 0) -> list[DeviceUse]:
+        """Each board's core and the bytes it holds for `share` (the batch's KV caches of
+        its layers included); ranks numbered from `first_rank`."""
+        plan, share = self.plan, share or whole(self.plan)
+        return [
+            DeviceUse(
+                rank=first_rank + d.rank, device=d.device.key, units=self.units,
+                hbm_bytes=self.held_bytes(d.rank, "hbm", share)
+                + kv_cache_bytes(plan, d.rank, workload.total_tokens, workload.batch,
+                                 share.layers),
+                ddr_bytes=self.held_bytes(d.rank, "ddr", share),
+            )
+            for d in plan.devices
+        ]
+
+
+def device_use(plan: Plan, workload: Generation, share: Share | None = None,
+               first_rank: int = 0) -> list[DeviceUse]:
+    """`Holdings.device_use` of a program asked once."""
+    return Holdings(plan).device_use(workload, share, first_rank)
+
+
+def feasibility(plan: Plan, devices: list[DeviceUse], where: str = "") -> list[str]:
+    """Every device short of memory or fabric: which, which resource and by how much
+    (`where` names a stage's place in the rack)."""
+    reasons = []
+    for use, dp in zip(devices, plan.devices, strict=True):
+        dev = dp.device
+        name = f"device {use.rank} ({dev.key}{where})"
+        for kind, need in (("hbm", use.hbm_bytes), ("ddr", use.ddr_bytes)):
+            mem = dev.memory(kind)
+            if need and (mem is None or need > mem.capacity_bytes):
+                have = mem.capacity_bytes if mem else 0
+                reasons.append(f"{name}: {kind.upper()} needs {need:.4g} bytes, has "
+                               f"{have:.4g} ({need - have:.3g} over)")
+        fabric = plan.fabric(dp.rank)
+        for res in use.total.exceeding(fabric):
+            need, have = getattr(use.total, res), getattr(fabric, res)
+            reasons.append(f"{name}: {res.upper()} needs {need}, has {have} "
+                           f"({need - have:,} over)")
+    return reasons
+
+
+def positions_reason(plan: Plan, workload: Generation) -> list[str]:
+    if workload.total_tokens > plan.spec.max_positions:
+        return [f"{workload.total_tokens} tokens exceed the model's "
+                f"{plan.spec.max_positions} positions"]
+    return []
+
+
+def activation_bytes(plan: Plan) -> float:
+    """Bytes of one activation value between boards: what the plan's all-gathers carry."""
+    return next((s.value_bytes for s in plan.block_steps
+                 if isinstance(s, CommStep) and s.kind == "all_gather"), FP16_BYTES)
+
+
+def transfer_seconds(plan: Plan, workload: Generation, links: list[Link]
+                     ) -> tuple[float, np.ndarray]:
+    """Seconds between stages (`links`: stage k to k + 1, then the last back to the first;
+    none for one stage) of the prompt, and of each decode step: the hidden vector of every
+    row forward at the activations' width (seeds/002 §III's all-gather width), the sampled
+    token (an int32) back. A batch moves its rows together, or in turn on an engine that
+    runs its sequences so."""
+    n_in, n_out = workload.input_tokens, workload.output_tokens
+    together, turns = sequence_turns(plan, workload)
+    row = together * plan.spec.hidden * activation_bytes(plan)
+    prompt = 0.0
+    for link in links[:-1]:
+        prompt += (n_in * link.transfer_s(row) if plan.engine.token_serial_prefill
+                   else link.transfer_s(n_in * row))
+    step = sum(link.transfer_s(row) for link in links[:-1])
+    if links:
+        step += links[-1].transfer_s(together * TOKEN_ID_BYTES)
+    return turns * prompt, np.full(max(n_out - 1, 0), turns * step)
+
+
+def stage_links(cluster: Cluster, tp: int, pp: int) -> list[Link]:
+    """The links a token crosses between `pp` stages of `tp` boards: stage k's last board to
+    stage k + 1's first, then the last stage's first board back to the first stage's."""
+    if pp == 1:
+        return []
+    hops = [cluster.link(k * tp + tp - 1, (k + 1) * tp) for k in range(pp - 1)]
+    return [*hops, cluster.link((pp - 1) * tp, 0)]

@@ -1,0 +1,189 @@
+"""What every emulated rank of a tensor-parallel plan needs: the checks before any process
+starts, its shard loaded into its state, the weights every rank reads, and the report head
+rank 0 writes against transformers (program.py walks the stages with them)."""
+
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from archipelago.emulate.errors import EmulationError
+from archipelago.emulate.exchange import Exchange
+from archipelago.emulate.job import EmulationJob
+from archipelago.models.hf_state_dict import named_archs, state_dict_names
+from archipelago.models.spec import ModelSpec
+from archipelago.models.weights import WeightTensor, all_weights
+from archipelago.models.zoo import resolve_model
+from archipelago.strategies.registry import feature_refusal
+from archipelago.strategies.tensor_parallel.emulate.checkpoint import CheckpointReader, load_shard
+from archipelago.strategies.tensor_parallel.emulate.comm_steps import COMM
+from archipelago.strategies.tensor_parallel.emulate.compute import ACTIVATIONS, COMPUTE
+from archipelago.strategies.tensor_parallel.emulate.numerics import numerics
+from archipelago.strategies.tensor_parallel.emulate.quantized import read_scales
+from archipelago.strategies.tensor_parallel.emulate.state import RankState
+from archipelago.strategies.tensor_parallel.emulate.w8a8 import quantize
+from archipelago.strategies.tensor_parallel.heads import even
+from archipelago.strategies.tensor_parallel.plan import CommStep, ComputeStep, DevicePlan, Plan
+
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
+
+
+def prompt_ids(spec: ModelSpec, length: int, seed: int) -> torch.Tensor:
+    """Prompt token ids drawn from `seed` alone, so every rank and the reference agree."""
+    return torch.randint(spec.vocab, (length,), generator=torch.Generator().manual_seed(seed))
+
+
+def _check_checkpoint(spec: ModelSpec, directory: Path) -> None:
+    if not directory.is_dir():
+        raise EmulationError(f"--checkpoint {directory}: not a directory")
+    saved = resolve_model(str(directory))
+    fields = {"name", "hf_config"}
+    if saved.model_dump(exclude=fields) != spec.model_dump(exclude=fields) or (
+            numerics(saved) != numerics(spec)):
+        raise EmulationError(f"--checkpoint {directory}: its config.json describes a different "
+                             f"model than {spec.name}; pass the checkpoint directory as MODEL")
+    with CheckpointReader(directory) as reader:  # opened here: a bad file is named now
+        reader.check(spec)
+
+
+def check(plan: Plan, job: EmulationJob) -> None:
+    """Everything that would stop a rank, found before any process starts."""
+    spec = plan.spec
+    if not spec.is_decoder or state_dict_names(spec) is None:
+        raise EmulationError(f"{spec.name}: generation is emulated for "
+                             f"{', '.join(named_archs())} decoders, not '{spec.arch}'")
+    refused = feature_refusal(spec, plan.strategy, "emulate")
+    if refused:  # e.g. an unknown model_type read as a llama
+        raise EmulationError(refused)
+    if spec.moe and plan.numerics == "w8a8":
+        raise EmulationError(f"{spec.name}: W8A8 experts not emulated")
+    if spec.embed_proj_dim:
+        raise EmulationError(f"{spec.name}: word_embed_proj_dim {spec.embed_proj_dim} != hidden "
+                             "size needs project_in/project_out ops the plan does not have")
+    if spec.activation not in ACTIVATIONS:
+        raise EmulationError(f"{spec.name}: activation '{spec.activation}' is not emulated; "
+                             f"known: {', '.join(ACTIVATIONS)}")
+    if not even(spec, plan.ranks):
+        raise EmulationError(f"{spec.name} on {plan.ranks} ranks: emulation runs even splits "
+                             f"only (heads {spec.heads}, key/value heads {spec.kv_heads}, hidden "
+                             f"{spec.hidden}, FFN {spec.ffn} each a multiple of the ranks, or "
+                             "the ranks a multiple of the key/value heads); the estimate costs "
+                             "uneven splits")
+    numerics(spec)
+    steps = [*plan.embed_steps, *plan.block_steps, *plan.output_steps]
+    missing = sorted({s.op.kind for s in steps if isinstance(s, ComputeStep)} - set(COMPUTE)
+                     | {s.kind for s in steps if isinstance(s, CommStep)} - set(COMM))
+    if missing:
+        raise EmulationError(f"plan '{plan.scheme}' uses step kinds with no emulator handler: "
+                             f"{', '.join(missing)}")
+    gathers = any(isinstance(s, CommStep) and s.kind == "argmax_gather"
+                  for s in plan.output_steps)
+    whole = all(d.vocab_slice == (0, spec.vocab) for d in plan.devices)
+    if not (gathers or whole):
+        raise EmulationError(f"plan '{plan.scheme}' splits the vocabulary but has no "
+                             "argmax_gather to pick tokens with")
+    work = job.workload
+    if work.total_tokens > spec.max_positions:
+        raise EmulationError(f"--tokens {work.input_tokens}:{work.output_tokens}: "
+                             f"{work.total_tokens} tokens exceed "
+                             f"{spec.name}'s {spec.max_positions} positions")
+    if job.checkpoint is not None:
+        _check_checkpoint(spec, Path(job.checkpoint))
+
+
+def _converter(dtype: torch.dtype, scales: dict[str, tuple[float, float]] | None
+               ) -> Callable[[WeightTensor, torch.Tensor], torch.Tensor]:
+    """Block matrices of a W8A8 plan become int8 with their whole tensor's scale; every
+    other tensor takes the run's dtype."""
+
+    def convert(tensor: WeightTensor, data: torch.Tensor) -> torch.Tensor:
+        if scales is not None and tensor.name in scales:
+            return quantize(data, scales[tensor.name][0])
+        return data.to(dtype)
+
+    return convert
+
+
+def rank_state(plan: Plan, job: EmulationJob, device: DevicePlan, exchange: Exchange,
+               tensors: Iterable[WeightTensor] | None = None
+               ) -> tuple[RankState, dict[str, int]]:
+    """`device`'s shard loaded (of `tensors` only, when given: a pipeline stage's) and the
+    state a rank interprets the plan with; and the bytes it holds in each memory."""
+    spec, directory = plan.spec, Path(job.weights_dir)
+    scales = read_scales(directory) if plan.numerics == "w8a8" else None
+    with CheckpointReader(directory) as reader:
+        shard = load_shard(spec, device, reader, _converter(DTYPES[job.precision], scales),
+                           tensors)
+    offsets = {t.name: device.shard_for(t).start for t in all_weights(spec)
+               if scales is not None and t.name in scales}
+    rs = RankState(spec, shard.weights, numerics(spec), exchange, device.vocab_slice,
+                   device.columns(spec.hidden), device.ranks, scales, offsets)
+    return rs, shard.bytes_by_memory
+
+
+def report_head(plan: Plan, job: EmulationJob, ranks: list[dict[str, Any]],
+                scorers: list[dict[str, Any]]) -> dict[str, Any]:
+    """What every emulation report opens with: the run, the generated tokens and logits of
+    the ranks that scored them (`scorers`) against the unsplit transformers model with the
+    same weights (greedy tokens from generate(), fp32 reference logits along the emulated
+    token path), and the bytes each rank held."""
+    from archipelago.strategies.tensor_parallel.emulate import (
+        reference,  # transformers loads only where results meet
+    )
+
+    tokens = scorers[0]["tokens"]
+    slices = {tuple(r["vocab_slice"]): r["logits"] for r in scorers}  # a whole head: one
+    logits = torch.cat([slices[k] for k in sorted(slices)], dim=-1)
+    assert logits.shape[-1] == plan.spec.vocab, tuple(logits.shape)
+    work = job.workload
+    prompt = prompt_ids(plan.spec, work.input_tokens, job.seed)
+    model = reference.load_model(Path(job.weights_dir))
+    expected = reference.greedy_generate(model, prompt, work.output_tokens)
+    along = reference.logits_along(model, prompt, tokens)
+    return {
+        "model": plan.spec.name, "cluster": plan.cluster.name, "strategy": plan.strategy,
+        "ranks": plan.ranks, "precision": job.precision, "numerics": plan.numerics,
+        "integer_checksum": (f"{sum(r['integer_checksum'] for r in ranks) % 2 ** 64:016x}"
+                             if plan.numerics == "w8a8" else None),
+        "weights": job.checkpoint or f"random, seed {job.seed}",
+        "prompt": prompt.tolist(), "generated": tokens, "reference": expected,
+        "tokens_match": tokens == expected, "agrees": tokens == expected,
+        "max_abs_logit_diff": float((logits - along).abs().max()),
+        "bytes_per_rank": [sum(r["bytes_by_memory"].values()) for r in ranks],
+        "bytes_per_rank_by_memory": [r["bytes_by_memory"] for r in ranks],
+    }
+
+
+def busiest_links(ranks: list[dict[str, Any]], kinds: Iterable[str]) -> dict[str, float]:
+    """Bytes one link carried over the whole run, by kind: the busiest rank's outgoing link
+    (exchange.py says how a ring moves each collective kind)."""
+    return {kind: max(r["link_bytes"].get(kind, 0) for r in ranks) for kind in kinds}
+
+
+def provide_weights(plan: Plan, job: EmulationJob, run_dir: Path | None) -> EmulationJob:
+    """The job reading the user's checkpoint or seeded weights, W8A8-prepared where the plan
+    runs int8: written under `run_dir` when this machine starts the ranks, into the shared
+    cache under torchrun (`run_dir` None), where every rank prepares the same files."""
+    from archipelago.strategies.tensor_parallel.emulate.quantized import prepare_w8a8
+    from archipelago.strategies.tensor_parallel.emulate.reference import (
+        cached_directory,
+        cached_seeded_checkpoint,
+        save_seeded_checkpoint,
+    )
+
+    if job.checkpoint is not None:
+        weights = Path(job.checkpoint)
+    elif run_dir is None:
+        weights = cached_seeded_checkpoint(plan.spec, job.seed)
+    else:
+        weights = save_seeded_checkpoint(plan.spec, job.seed, run_dir / "weights")
+    if plan.numerics == "w8a8":
+        if run_dir is None:
+            source = weights
+            weights = cached_directory("w8a8", [str(source.resolve()), job.seed],
+                                       lambda d: prepare_w8a8(plan.spec, source, d, job.seed))
+        else:
+            weights = prepare_w8a8(plan.spec, weights, run_dir / "w8a8", job.seed)
+    return replace(job, weights_dir=str(weights))

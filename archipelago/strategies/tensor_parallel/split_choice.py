@@ -1,0 +1,167 @@
+"""The split of a staged plan: the user's checked and completed, or (`auto`) chosen for the
+workload, from the costs of the candidate ring programs (costs.py).
+
+The stages run one after another (no micro-batching across them yet): a token's latency is
+every stage's time plus the transfers between them, so "auto" tries every tensor-parallel
+degree (and expert placement) with every stage count and keeps the fastest split that fits
+(the fewer devices on a tie) or, when none fits, the one using the most devices, whose
+refusal the estimate reports. A given split without `ep` keeps the placement that fits and
+is faster; without `layers`, its boundaries balance the stages' times (stages.py).
+"""
+
+from dataclasses import dataclass, replace
+
+from archipelago.errors import ArchipelagoError
+from archipelago.estimate.workload import Generation
+from archipelago.hardware.cluster import Cluster
+from archipelago.models.spec import ModelSpec
+from archipelago.strategies.tensor_parallel.costs import (
+    DeviceUse,
+    Holdings,
+    Share,
+    feasibility,
+    generation_seconds,
+    positions_reason,
+    stage_links,
+    transfer_seconds,
+)
+from archipelago.strategies.tensor_parallel.experts import check_ep
+from archipelago.strategies.tensor_parallel.plan import Plan
+from archipelago.strategies.tensor_parallel.staged import Stage
+from archipelago.strategies.tensor_parallel.stages import Split, balanced_layers
+
+
+def degrees(cluster: Cluster) -> list[int]:
+    """Tensor-parallel degrees a stage can have: divisors of the ring size, largest first."""
+    size = cluster.ring_size
+    return [t for t in range(size, 0, -1) if size % t == 0]
+
+
+def check_given(split: Split, spec: ModelSpec, cluster: Cluster) -> None:
+    """A one-line refusal of a split the cluster or model cannot run."""
+    valid = degrees(cluster)
+    if split.tp not in valid:
+        raise ArchipelagoError(f"--split tp={split.tp}: a stage's boards sit in one ring of "
+                               f"{cluster.ring_size} on '{cluster.name}'; valid tp: "
+                               f"{', '.join(map(str, sorted(valid)))}")
+    most = min(cluster.size // split.tp, spec.layers)
+    if split.pp > most:
+        raise ArchipelagoError(f"--split pp={split.pp}: {cluster.size} devices at tp="
+                               f"{split.tp} and {spec.layers} layers allow pp 1..{most}")
+    if split.layers is not None and sum(split.layers) != spec.layers:
+        raise ArchipelagoError(f"--split layers={'+'.join(map(str, split.layers))}: the "
+                               f"stages hold {sum(split.layers)} layers; {spec.name} has "
+                               f"{spec.layers}")
+    if split.ep is not None:
+        check_ep(spec, split.tp, split.ep)
+
+
+def _total(program: Plan, workload: Generation, share: Share) -> float:
+    pre, dec = generation_seconds(program, workload, share)
+    return float(sum(pre.values()) + sum(dec.values()).sum())
+
+
+@dataclass
+class Candidate:
+    """A ring program of `tp` boards with experts placed `ep`, and what every split of it
+    needs: the seconds of one block, of the embedding and of the output ops."""
+
+    program: Plan
+    tp: int
+    ep: int
+    cluster: Cluster
+    workload: Generation
+
+    def __post_init__(self) -> None:
+        work = self.workload
+        self.block_s = _total(self.program, work, Share(1, False, False))
+        self.embed_s = _total(self.program, work, Share(0, True, False))
+        self.output_s = _total(self.program, work, Share(0, False, True))
+        self.holdings = Holdings(self.program)  # every stage's boards hold alike
+        self._programs = {0: self.program}  # by stage: each on its group's cluster
+
+    def counts(self, split: Split) -> tuple[int, ...]:
+        if split.layers is not None:
+            return split.layers
+        return balanced_layers(self.program.spec.layers, split.pp, self.block_s,
+                               self.embed_s, self.output_s)
+
+    def split(self, pp: int, layers: tuple[int, ...] | None = None) -> Split:
+        return Split(self.tp, pp, self.counts(Split(self.tp, pp, layers)), self.ep)
+
+    def stages(self, split: Split) -> list[Stage]:
+        """Stage k on boards [k tp, (k + 1) tp), each its group's copy of the program."""
+        out, start = [], 0
+        for k, count in enumerate(split.layers or ()):
+            nodes = tuple(range(k * self.tp, (k + 1) * self.tp))
+            if k not in self._programs:
+                group = self.cluster.group(k * self.tp, self.tp)
+                self._programs[k] = replace(self.program, cluster=group)
+            out.append(Stage(k, range(start, start + count), nodes, self._programs[k],
+                             self.ep))
+            start += count
+        return out
+
+    def reasons(self, split: Split) -> list[str]:
+        stages = self.stages(split)
+        uses = [self.holdings.device_use(self.workload, Share(len(s.layers), s.first, s.last),
+                                         s.nodes[0]) for s in stages]
+        return stage_reasons(stages, self.workload, uses)
+
+    def latency_s(self, pp: int) -> float:
+        """Every stage's time and the transfers: each part once, the block per layer."""
+        layers = self.program.spec.layers
+        prompt, steps = transfer_seconds(self.program, self.workload,
+                                         stage_links(self.cluster, self.tp, pp))
+        return (self.embed_s + self.block_s + self.output_s + (layers - 1) * self.block_s
+                + prompt + float(steps.sum()))
+
+
+def stage_where(stage: Stage, stages: int) -> str:
+    """A stage's place in the rack, for its devices' refusals (nothing for one stage)."""
+    if stages == 1:
+        return ""
+    return f", stage {stage.index}, layers {stage.layers.start}-{stage.layers.stop - 1}"
+
+
+def stage_reasons(stages: list[Stage], workload: Generation,
+                  uses: list[list[DeviceUse]]) -> list[str]:
+    """Why the stages do not fit: too many tokens, or a device short of memory or fabric
+    (`uses`: each stage's devices' use)."""
+    reasons = positions_reason(stages[0].program, workload)
+    for stage, used in zip(stages, uses, strict=True):
+        reasons += feasibility(stage.program, used, stage_where(stage, len(stages)))
+    return reasons
+
+
+def choose_given(candidates: list[Candidate], given: Split) -> tuple[Candidate, Split]:
+    """The given split on each expert placement offered; the one that fits, faster."""
+    options = []
+    for cand in candidates:
+        split = cand.split(given.pp, given.layers)
+        options.append((bool(cand.reasons(split)), cand.latency_s(given.pp), cand, split))
+    _, _, cand, split = min(options, key=lambda o: (o[0], o[1]))
+    return cand, split
+
+
+def choose_auto(candidates: list[Candidate]) -> tuple[Candidate, Split]:
+    """The fastest split that fits (fewer devices on a tie), else the one using the most
+    devices; at batch 1 more stages of one degree only add transfers, so the first stage
+    count that fits ends that degree's search."""
+    best: tuple | None = None
+    fallback: tuple | None = None
+    for cand in candidates:
+        layers = cand.program.spec.layers
+        for pp in range(1, min(cand.cluster.size // cand.tp, layers) + 1):
+            split = cand.split(pp)
+            latency = cand.latency_s(pp)
+            if not cand.reasons(split):
+                key = (latency, cand.tp * pp)
+                if best is None or key < best[0]:
+                    best = (key, cand, split)
+                break
+            key = (-cand.tp * pp, latency)
+            if fallback is None or key < fallback[0]:
+                fallback = (key, cand, split)
+    _, cand, split = best or fallback  # type: ignore[misc]
+    return cand, split

@@ -1,0 +1,60 @@
+"""A rack (`2x2xu280 --split tp=2,pp=2`) reports as a ring does, plus its split and a row per
+stage: the same `--json` keys, table rows and report page, figures that add up over the
+stages, and a page whose cluster chart joins the stages by their hops."""
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from archipelago.api import plan_and_estimate
+from archipelago.cli import app
+from archipelago.strategies.tensor_parallel.report import estimate_to_dict
+
+RACK = ("gpt2-345m", "2x2xu280", "dfx")
+WORK = {"tokens": "16:16", "split": "tp=2,pp=2"}
+# What a rack adds to a ring's keys: its split, the transfers between stages, a row each.
+RACK_ONLY = {"parameters", "split", "transfer_s", "stages"}
+
+
+def archi(*args: str):
+    return CliRunner().invoke(app, list(args))
+
+
+def test_a_rack_has_every_key_a_ring_has_and_its_stages() -> None:
+    rack = estimate_to_dict(*plan_and_estimate(*RACK, WORK))
+    ring = estimate_to_dict(*plan_and_estimate("gpt2-345m", "2xu280", "dfx",
+                                               {"tokens": "16:16"}))
+    assert set(rack) - set(ring) == RACK_ONLY and set(ring) <= set(rack)
+    assert [d["rank"] for d in rack["devices"]] == [0, 1, 2, 3]
+    assert rack["tokens_per_s_per_device"] == pytest.approx(rack["tokens_per_s"] / 4)
+    assert rack["time_to_first_token_s"] == rack["prefill_s"]
+    # the stages' busy time and the hops are the whole run
+    busy = sum(s["busy_s"] for s in rack["stages"])
+    assert busy + rack["transfer_s"] == pytest.approx(rack["latency_s"], rel=1e-12)
+    # each device holds what its stage's row says the fullest of them holds
+    for stage in rack["stages"]:
+        held = [d["hbm_bytes"] for d in rack["devices"][2 * stage["stage"]:][:2]]
+        assert max(held) == stage["hbm_bytes"]
+
+
+def test_a_rack_plan_prints_the_ring_table_and_its_stages() -> None:
+    out = archi("plan", *RACK[:1], "--cluster", RACK[1], "--strategy", RACK[2],
+                "--tokens", "16:16", "--split", "tp=2,pp=2")
+    assert out.exit_code == 0, out.output
+    for row in ("decode first → last token", "split (given)", "per stage", "per device",
+                "inter-stage transfers"):
+        assert row in out.output
+
+
+def test_archi_report_of_a_rack_writes_its_page(tmp_path: Path) -> None:
+    page = tmp_path / "rack.html"
+    out = archi("report", RACK[0], "--cluster", RACK[1], "--strategy", RACK[2],
+                "--tokens", "16:16", "--split", "tp=2,pp=2", "--out", str(page))
+    assert out.exit_code == 0, out.output
+    text = page.read_text()
+    assert text.startswith("<!DOCTYPE html>") and text.count('class="plot"') == 10
+    data = json.loads(archi("plan", RACK[0], "--cluster", RACK[1], "--strategy", RACK[2],
+                            "--tokens", "16:16", "--split", "tp=2,pp=2", "--json").output)
+    assert data["split"]["pp"] == 2 and len(data["stages"]) == 2
