@@ -14,7 +14,7 @@ from pathlib import Path
 from archipelago.api import plan_and_estimate
 from archipelago.models.zoo import resolve_model
 from archipelago.strategies.tensor_parallel.efficiency import decode_efficiency
-from archipelago.strategies.tensor_parallel.experts import ep_degrees
+from archipelago.strategies.tensor_parallel.planning.experts import ep_degrees
 
 DATA = Path(__file__).parent.parent / "tests" / "data"
 LLAMA_70B = str(DATA / "llama-2-70b" / "config.json")

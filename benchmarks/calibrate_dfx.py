@@ -13,7 +13,7 @@ from archipelago.estimate.workload import Generation
 from archipelago.hardware.cluster import resolve_cluster
 from archipelago.models.zoo import resolve_model
 from archipelago.strategies.registry import get_strategy
-from archipelago.strategies.tensor_parallel import dfx, router
+from archipelago.strategies.tensor_parallel.engines import dfx, router
 from archipelago.strategies.tensor_parallel.estimate import estimate
 
 MODEL, WORKLOAD = "gpt2-345m", Generation(64, 64)

@@ -3,7 +3,7 @@ gpt2-345m at 32:256 tokens on one U280 in 678.4 ms end to end (seeds/002 Table I
 workload), at the design point the project's own search picks for it, as the paper's
 prototype was picked by its own (§V-D). The efficiency moves the searched point, so search
 and fit alternate until the searched design no longer changes. Prints the value to paste
-into archipelago/strategies/tensor_parallel/systolic.py; tests/test_lora.py checks the
+into archipelago/strategies/tensor_parallel/engines/systolic.py; tests/test_lora.py checks the
 pasted value reproduces the point.
 
     python -m benchmarks.calibrate_lora [--trials 10000]
@@ -18,8 +18,8 @@ from archipelago.api import make_plan
 from archipelago.estimate.workload import Generation
 from archipelago.explore.search import SearchRequest, run_search
 from archipelago.models.graph import Phase
-from archipelago.strategies.tensor_parallel import systolic
 from archipelago.strategies.tensor_parallel.costs import decode_seconds
+from archipelago.strategies.tensor_parallel.engines import systolic
 from archipelago.strategies.tensor_parallel.estimate import estimate
 from archipelago.strategies.tensor_parallel.plan import ComputeStep
 

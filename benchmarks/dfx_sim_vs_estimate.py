@@ -20,13 +20,13 @@ from archipelago.models.hf_config import spec_from_hf_config
 from archipelago.models.spec import ModelSpec
 from archipelago.models.zoo import resolve_model
 from archipelago.strategies.registry import get_strategy
-from archipelago.strategies.tensor_parallel import dfx, router
 from archipelago.strategies.tensor_parallel.dfx_program.versus import (
     GROUPS,
     estimated_groups,
     simulate_plan,
     simulated_groups,
 )
+from archipelago.strategies.tensor_parallel.engines import dfx, router
 from archipelago.strategies.tensor_parallel.plan import Plan
 
 # Two small GPT-2 shapes beside the paper's three (HF config fields).

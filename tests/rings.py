@@ -5,7 +5,7 @@ from typing import Any
 
 from archipelago.api import make_plan
 from archipelago.strategies.tensor_parallel.plan import Plan
-from archipelago.strategies.tensor_parallel.rings import one_ring
+from archipelago.strategies.tensor_parallel.planning.rings import one_ring
 
 
 def make_ring(*args: Any, **kwargs: Any) -> Plan:

@@ -7,11 +7,11 @@ from archipelago.api import plan_and_estimate
 from archipelago.hardware.cluster import resolve_cluster
 from archipelago.models.graph import Op, Phase
 from archipelago.models.zoo import resolve_model
-from archipelago.strategies.tensor_parallel import dfx
-from archipelago.strategies.tensor_parallel.dfx import DFXConfig, DFXEngine
+from archipelago.strategies.tensor_parallel.engines import dfx
+from archipelago.strategies.tensor_parallel.engines.dfx import DFXConfig, DFXEngine
+from archipelago.strategies.tensor_parallel.engines.router import dfx_all_gather_s
 from archipelago.strategies.tensor_parallel.estimate import Estimate
 from archipelago.strategies.tensor_parallel.plan import ComputeStep
-from archipelago.strategies.tensor_parallel.router import dfx_all_gather_s
 
 ENGINE = DFXEngine()
 ONE = Phase(1, np.array([100]))

@@ -6,12 +6,12 @@ import itertools
 import numpy as np
 import pytest
 
-from archipelago.strategies.tensor_parallel.dfx import DFXConfig
 from archipelago.strategies.tensor_parallel.dfx_program.layout import (
     VALUE_BYTES,
     Tiling,
     memory_map,
 )
+from archipelago.strategies.tensor_parallel.engines.dfx import DFXConfig
 from tests.rings import make_ring
 
 # d = 4, l = 2: d x d blocks of two tiles; two channels of 8-byte beats carry one tile.

@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 
 from archipelago.hardware.cluster import resolve_cluster
-from archipelago.strategies.tensor_parallel.dfx import DFXConfig
 from archipelago.strategies.tensor_parallel.dfx_program.isa import (
     Compute,
     Dma,
@@ -22,7 +21,8 @@ from archipelago.strategies.tensor_parallel.dfx_program.isa import (
 )
 from archipelago.strategies.tensor_parallel.dfx_program.timing import Simulator
 from archipelago.strategies.tensor_parallel.dfx_program.units import UnitModel
-from archipelago.strategies.tensor_parallel.router import dfx_hop_s
+from archipelago.strategies.tensor_parallel.engines.dfx import DFXConfig
+from archipelago.strategies.tensor_parallel.engines.router import dfx_hop_s
 
 U280_CHANNEL_BPS = 460e9 / 32  # seeds/001 §IV-B: 460 GB/s over 32 channels
 

@@ -12,11 +12,11 @@ from archipelago.api import make_plan
 from archipelago.errors import ArchipelagoError
 from archipelago.estimate.workload import Generation
 from archipelago.models.spec import MoE
+from archipelago.strategies.tensor_parallel.engines.router import DFX_SYNC_OVERHEAD_S
 from archipelago.strategies.tensor_parallel.estimate import estimate
-from archipelago.strategies.tensor_parallel.experts import expected_busiest
 from archipelago.strategies.tensor_parallel.page import _link_bytes_per_token
 from archipelago.strategies.tensor_parallel.plan import CommStep, Plan
-from archipelago.strategies.tensor_parallel.router import DFX_SYNC_OVERHEAD_S
+from archipelago.strategies.tensor_parallel.planning.experts import expected_busiest
 from archipelago.strategies.tensor_parallel.staged import Stage
 
 HIDDEN, EXPERTS, TOP_K, BOARDS = 64, 8, 2, 4

@@ -11,10 +11,14 @@ from archipelago.api import make_plan, plan_and_estimate
 from archipelago.hardware.catalog import get_device
 from archipelago.models.graph import Op, Phase
 from archipelago.models.zoo import resolve_model
-from archipelago.strategies.tensor_parallel import systolic
-from archipelago.strategies.tensor_parallel.overlap import collective_seconds, exposed_seconds
+from archipelago.strategies.tensor_parallel.engines import systolic
+from archipelago.strategies.tensor_parallel.engines.overlap import (
+    collective_seconds,
+    exposed_seconds,
+)
+from archipelago.strategies.tensor_parallel.engines.systolic import SystolicEngine
+from archipelago.strategies.tensor_parallel.engines.systolic_config import SystolicConfig
 from archipelago.strategies.tensor_parallel.plan import CommStep, ComputeStep
-from archipelago.strategies.tensor_parallel.systolic import SystolicConfig, SystolicEngine
 
 SPEC = resolve_model("gpt2-345m")
 

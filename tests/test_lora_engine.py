@@ -10,10 +10,11 @@ from archipelago.explore.search import SearchRequest, run_search
 from archipelago.hardware.catalog import get_device
 from archipelago.models.graph import Op, Phase
 from archipelago.models.zoo import resolve_model
-from archipelago.strategies.tensor_parallel import systolic
+from archipelago.strategies.tensor_parallel.engines import systolic
+from archipelago.strategies.tensor_parallel.engines.systolic import SystolicEngine
+from archipelago.strategies.tensor_parallel.engines.systolic_config import SystolicConfig
 from archipelago.strategies.tensor_parallel.estimate import estimate as estimate_plan
 from archipelago.strategies.tensor_parallel.plan import ComputeStep
-from archipelago.strategies.tensor_parallel.systolic import SystolicConfig, SystolicEngine
 from benchmarks import calibrate_lora
 
 SPEC = resolve_model("gpt2-345m")

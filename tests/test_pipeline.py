@@ -17,15 +17,15 @@ from archipelago.hardware.cluster import resolve_cluster
 from archipelago.models.zoo import resolve_model
 from archipelago.strategies.registry import get_kind
 from archipelago.strategies.tensor_parallel.estimate import estimate
-from archipelago.strategies.tensor_parallel.report import print_estimate
-from archipelago.strategies.tensor_parallel.rings import one_ring
-from archipelago.strategies.tensor_parallel.split_choice import Candidate
-from archipelago.strategies.tensor_parallel.stages import (
+from archipelago.strategies.tensor_parallel.planning.rings import one_ring
+from archipelago.strategies.tensor_parallel.planning.stages import (
     Split,
     balanced_layers,
     parse_split,
     stage_seconds,
 )
+from archipelago.strategies.tensor_parallel.report import print_estimate
+from archipelago.strategies.tensor_parallel.split_choice import Candidate
 
 LLAMA_70B = str(Path(__file__).parent / "data" / "llama-2-70b" / "config.json")
 U280_HBM = 8 * 2**30  # catalog: 8 GiB of HBM2 (seeds/002 §V-A)

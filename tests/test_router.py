@@ -4,7 +4,7 @@ import pytest
 
 from archipelago.hardware.cluster import resolve_cluster
 from archipelago.hardware.device import Link
-from archipelago.strategies.tensor_parallel.router import (
+from archipelago.strategies.tensor_parallel.engines.router import (
     DFX_SYNC_OVERHEAD_S,
     dfx_all_gather_s,
     dfx_hop_s,

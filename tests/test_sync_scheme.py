@@ -17,8 +17,8 @@ from archipelago.strategies.tensor_parallel.planner import (
     staged,
     systolic_ring,
 )
+from archipelago.strategies.tensor_parallel.planning.sync import Scheme, register_scheme
 from archipelago.strategies.tensor_parallel.report import estimate_to_dict
-from archipelago.strategies.tensor_parallel.sync import Scheme, register_scheme
 from tests.test_emulate import (
     FP32_REL_TOL,
     LLAMA,

@@ -197,7 +197,7 @@ def test_an_installed_package_registers_through_the_entry_point(tmp_path: Path) 
     """A distribution on the path whose `archipelago.strategies` entry names a module: the
     module registers a strategy (of an existing kind) when the registry loads."""
     (tmp_path / "toyplug.py").write_text(textwrap.dedent("""
-        from archipelago.strategies.tensor_parallel.dfx import DFXConfig
+        from archipelago.strategies.tensor_parallel.engines.dfx import DFXConfig
         from archipelago.strategies.registry import register
         from archipelago.strategies.tensor_parallel.planner import plan_dfx
 

@@ -15,9 +15,10 @@ from archipelago.estimate.workload import parse_generation
 from archipelago.hardware.catalog import get_device
 from archipelago.models.graph import Phase, build_graph
 from archipelago.models.zoo import resolve_model
+from archipelago.strategies.tensor_parallel.engines.systolic import SystolicEngine
+from archipelago.strategies.tensor_parallel.engines.systolic_config import SystolicConfig
 from archipelago.strategies.tensor_parallel.page import batch_sweep
 from archipelago.strategies.tensor_parallel.plan import ComputeStep
-from archipelago.strategies.tensor_parallel.systolic import SystolicConfig, SystolicEngine
 
 
 def test_dfx_runs_a_batch_one_sequence_after_another() -> None:

@@ -1,5 +1,5 @@
 """Intra-layer tensor parallelism over a ring of identical HBM FPGAs (DFX's and LORA's sync
-schemes, sync_schemes.py), in pipeline stages across rings (the plan: staged.py).
+schemes, planning/sync_schemes.py), in pipeline stages across rings (the plan: staged.py).
 
 This module is the kind's registration only: its workload, its hooks and its strategies,
 each planner and engine config named as a `module:attribute` path that the registry imports
@@ -14,7 +14,7 @@ from archipelago.strategies.registry import PlanKind, register, register_kind
 # emulates). Left out of the plans: norms over a split width or after each sublayer (where
 # would DFX's and LORA's syncs go?), DeepSeek's latent attention, and layers of two kinds,
 # since a plan repeats one block template. A mixture of experts splits like any FFN
-# (experts.py places whole experts instead); parallel blocks' sublayers each split as their
+# (planning/experts.py places whole experts instead); parallel blocks' sublayers each split as their
 # sequential twin.
 SPLITS = F.BUILTIN - {F.WIDTH_QK_NORMS, F.OUTPUT_NORMS, F.BOTH_NORMS, F.LATENT_ATTENTION,
                       F.MIXED_SLIDING, F.MIXED_DENSE_MOE}
@@ -49,7 +49,8 @@ register_kind(PlanKind(
     writers="archipelago.strategies.tensor_parallel.emit:write_build",
     batch_evaluator="archipelago.strategies.tensor_parallel.variants:evaluate_variants",
     traits="archipelago.strategies.tensor_parallel.traits:traits",
-    commands={"simulate": "archipelago.strategies.tensor_parallel.simulate_command:simulate"},
+    commands={"simulate":
+              "archipelago.strategies.tensor_parallel.dfx_program.simulate_command:simulate"},
     supports=SPLITS, emulates=EMULATES))
 
 _PLANNER = "archipelago.strategies.tensor_parallel.planner"  # planners, engine configs

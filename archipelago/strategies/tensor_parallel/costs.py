@@ -21,7 +21,7 @@ from archipelago.hardware.cluster import Cluster
 from archipelago.hardware.device import Link, Resources
 from archipelago.models.graph import Phase
 from archipelago.models.weights import embedding_weights, output_weights
-from archipelago.strategies.tensor_parallel.overlap import exposed_seconds
+from archipelago.strategies.tensor_parallel.engines.overlap import exposed_seconds
 from archipelago.strategies.tensor_parallel.plan import (
     CommStep,
     ComputeStep,

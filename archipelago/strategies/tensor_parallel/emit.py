@@ -34,7 +34,7 @@ from archipelago.strategies.tensor_parallel.dfx_program.isa import (
 )
 from archipelago.strategies.tensor_parallel.dfx_program.layout import MemoryMap, ceil_div
 from archipelago.strategies.tensor_parallel.plan import Plan
-from archipelago.strategies.tensor_parallel.rings import one_ring
+from archipelago.strategies.tensor_parallel.planning.rings import one_ring
 
 
 def _sections(program: Program) -> dict[str, dict[str, int]]:

@@ -37,8 +37,8 @@ from archipelago.strategies.tensor_parallel.costs import (
 from archipelago.strategies.tensor_parallel.dfx_program.asm import format_instr
 from archipelago.strategies.tensor_parallel.dfx_program.timing import instr_class
 from archipelago.strategies.tensor_parallel.dfx_program.versus import simulate_plan
+from archipelago.strategies.tensor_parallel.engines.overlap import collective_seconds
 from archipelago.strategies.tensor_parallel.estimate import Estimate, estimate, share
-from archipelago.strategies.tensor_parallel.overlap import collective_seconds
 from archipelago.strategies.tensor_parallel.plan import CommStep, ComputeStep, Plan
 from archipelago.strategies.tensor_parallel.staged import Stage, StagedPlan
 

@@ -78,7 +78,7 @@ class CommStep:
     `overlap` says what hides it: `none` stalls compute (DFX); `matmul_blocks` is hidden
     behind the consuming matmuls traversed column-major, local block first (seeds/002
     Eq. 4, 9); `row_groups` pipelines LayerNorm partial sums in packed row groups (Eq. 3).
-    An `all_to_all` combines expert outputs (experts.py): `senders` boards each send their
+    An `all_to_all` combines expert outputs (planning/experts.py): `senders` boards each send their
     `width` values to every other board.
     """
 

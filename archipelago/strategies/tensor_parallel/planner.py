@@ -1,11 +1,11 @@
 """The tensor-parallel kind's planners: a strategy's ring program (a synchronization scheme,
-sync.py, run by its engine) over every stage of the split the planner makes.
+planning/sync.py, run by its engine) over every stage of the split the planner makes.
 
 Decoders beyond GPT-2/OPT/LLaMA (models/hf_families/) split the same way: query heads of
 any head_dim and GQA key/value heads head-wise, per-head q/k norms with their heads, parallel
 blocks' sublayers each as their sequential twin. A mixture of experts is split here like
 any FFN: every expert's columns across the ring (the router whole on every device), with
-a token's active experts as one FFN of `MoE.active_ffn` columns; experts.py places whole
+a token's active experts as one FFN of `MoE.active_ffn` columns; planning/experts.py places whole
 experts on each board instead (`--split ...,ep=`), with the all-to-all combine that needs.
 Features whose synchronization neither paper defines are refused (the kind declares what
 it splits in __init__.py).
@@ -28,11 +28,15 @@ from archipelago.hardware.device import Device
 from archipelago.models.spec import ModelSpec
 from archipelago.models.weights import template_weights
 from archipelago.strategies.registry import feature_refusal
-from archipelago.strategies.tensor_parallel import sync_schemes  # noqa: F401 (registers)
-from archipelago.strategies.tensor_parallel.dfx import DFXConfig, DFXEngine
-from archipelago.strategies.tensor_parallel.experts import ep_degrees, expert_parallel
-from archipelago.strategies.tensor_parallel.heads import check_heads
+from archipelago.strategies.tensor_parallel.engines.dfx import DFXConfig, DFXEngine
+from archipelago.strategies.tensor_parallel.engines.systolic import SystolicEngine
+from archipelago.strategies.tensor_parallel.engines.systolic_config import SystolicConfig
 from archipelago.strategies.tensor_parallel.plan import Plan
+from archipelago.strategies.tensor_parallel.planning import sync_schemes  # noqa: F401 (registers)
+from archipelago.strategies.tensor_parallel.planning.experts import ep_degrees, expert_parallel
+from archipelago.strategies.tensor_parallel.planning.heads import check_heads
+from archipelago.strategies.tensor_parallel.planning.stages import Split, parse_split
+from archipelago.strategies.tensor_parallel.planning.sync import Scheme, get_scheme, ring_program
 from archipelago.strategies.tensor_parallel.split_choice import (
     Candidate,
     check_given,
@@ -41,9 +45,6 @@ from archipelago.strategies.tensor_parallel.split_choice import (
     degrees,
 )
 from archipelago.strategies.tensor_parallel.staged import Stage, StagedPlan
-from archipelago.strategies.tensor_parallel.stages import Split, parse_split
-from archipelago.strategies.tensor_parallel.sync import Scheme, get_scheme, ring_program
-from archipelago.strategies.tensor_parallel.systolic import SystolicConfig, SystolicEngine
 
 FP16_BYTES = 2
 # A strategy's ring program: its scheme run by its engine on one ring.

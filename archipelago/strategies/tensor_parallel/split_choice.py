@@ -25,10 +25,10 @@ from archipelago.strategies.tensor_parallel.costs import (
     stage_links,
     transfer_seconds,
 )
-from archipelago.strategies.tensor_parallel.experts import check_ep
 from archipelago.strategies.tensor_parallel.plan import Plan
+from archipelago.strategies.tensor_parallel.planning.experts import check_ep
+from archipelago.strategies.tensor_parallel.planning.stages import Split, balanced_layers
 from archipelago.strategies.tensor_parallel.staged import Stage
-from archipelago.strategies.tensor_parallel.stages import Split, balanced_layers
 
 
 def degrees(cluster: Cluster) -> list[int]:

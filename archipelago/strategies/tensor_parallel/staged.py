@@ -4,7 +4,7 @@ Every plan of the kind is a `StagedPlan`. Stage k runs a contiguous run of layer
 first stage also the embedding, the last the final norm and LM head) on `tp` boards of one
 ring, as the ring program `Plan` (plan.py: the steps every board runs and its shards) over
 the group's own cluster; its mixture of experts is split column-wise (`ep` 1) or as whole
-experts (`ep` = tp, experts.py). Between stages each token's hidden vector crosses one
+experts (`ep` = tp, planning/experts.py). Between stages each token's hidden vector crosses one
 link (the ring's own inside a ring, the switch port between rings) and the sampled token
 returns to the first stage. A single ring is one stage of one replica.
 
@@ -19,7 +19,7 @@ from typing import Literal
 from archipelago.hardware.cluster import Cluster
 from archipelago.models.spec import ModelSpec
 from archipelago.strategies.tensor_parallel.plan import Plan, StepEngine
-from archipelago.strategies.tensor_parallel.stages import Split
+from archipelago.strategies.tensor_parallel.planning.stages import Split
 
 # Where the split came from: the cluster's own shape (one ring, no --split), the user's
 # --split, or the planner's choice for the workload (--split auto, or several rings).

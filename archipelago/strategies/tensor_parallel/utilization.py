@@ -7,7 +7,7 @@ import numpy as np
 
 from archipelago.strategies.tensor_parallel.estimate import Estimate
 from archipelago.strategies.tensor_parallel.plan import Plan
-from archipelago.strategies.tensor_parallel.rings import one_ring
+from archipelago.strategies.tensor_parallel.planning.rings import one_ring
 from archipelago.strategies.tensor_parallel.staged import StagedPlan
 
 # The fabric resources the search limits (an engine here uses no AI Engines).

@@ -36,7 +36,7 @@ from archipelago.strategies.tensor_parallel.costs import (
 )
 from archipelago.strategies.tensor_parallel.estimate import estimate
 from archipelago.strategies.tensor_parallel.plan import Plan
-from archipelago.strategies.tensor_parallel.rings import one_ring
+from archipelago.strategies.tensor_parallel.planning.rings import one_ring
 from archipelago.strategies.tensor_parallel.utilization import LIMITED, Number, worst_use
 
 SEARCH = "the design search"  # what a plan of stages is refused for (rings.one_ring)

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field, replace
 
 from archipelago.errors import PartitionError
 from archipelago.models.graph import Op as GraphOp
-from archipelago.strategies.tensor_parallel.dfx import DFXConfig
 from archipelago.strategies.tensor_parallel.dfx_program.isa import (
     RMAX_REG,
     Compute,
@@ -37,6 +36,7 @@ from archipelago.strategies.tensor_parallel.dfx_program.isa import (
     SystemConfig,
 )
 from archipelago.strategies.tensor_parallel.dfx_program.layout import MemoryMap, memory_map
+from archipelago.strategies.tensor_parallel.engines.dfx import DFXConfig
 from archipelago.strategies.tensor_parallel.plan import CommStep, ComputeStep, Plan, Step
 
 # Scalar registers (SRF addresses); RMAX_REG (0) is SFU_M's reduce-max result.

@@ -24,8 +24,8 @@ from typing import Any, Literal
 
 from archipelago.errors import PartitionError
 from archipelago.models.weights import template_weights
-from archipelago.strategies.tensor_parallel.dfx import DFXConfig
 from archipelago.strategies.tensor_parallel.dfx_program.isa import DDR_BYTES, HBM_BYTES
+from archipelago.strategies.tensor_parallel.engines.dfx import DFXConfig
 from archipelago.strategies.tensor_parallel.plan import Plan
 
 Memory = Literal["hbm", "ddr"]

@@ -18,7 +18,7 @@ Every figure is a mechanism of the paper, none is fitted:
     d-chunk in SFU_V's adder tree and adds the chunk sums on one scalar adder, each add
     waiting for the previous (§V-C); recip / recip_sqrt are one scalar on SFU_V;
   - dma moves HBM data at the tile stream's rate and DDR data through one channel-wide port
-    (§V-B); the router hop is router.py's store-and-forward model of §V-E.
+    (§V-B); the router hop is engines/router.py's store-and-forward model of §V-E.
 """
 
 from dataclasses import dataclass
@@ -33,11 +33,6 @@ from archipelago.engines.base import (
     FP16_RECIP_CYCLES,
 )
 from archipelago.hardware.cluster import Cluster
-from archipelago.strategies.tensor_parallel.dfx import (
-    BYPASS_CYCLES,
-    COMPARE_LEVEL_CYCLES,
-    DFXConfig,
-)
 from archipelago.strategies.tensor_parallel.dfx_program.isa import (
     Compute,
     Dma,
@@ -45,10 +40,15 @@ from archipelago.strategies.tensor_parallel.dfx_program.isa import (
     Loc,
     Op,
 )
-from archipelago.strategies.tensor_parallel.router import dfx_hop_s
+from archipelago.strategies.tensor_parallel.engines.dfx import (
+    BYPASS_CYCLES,
+    COMPARE_LEVEL_CYCLES,
+    DFXConfig,
+)
+from archipelago.strategies.tensor_parallel.engines.router import dfx_hop_s
 
 # Not stated in seeds/001: the DMA's per-channel burst FIFOs, 512 deep (the same assumption
-# sizes them in dfx.py's resources); 32 of them hold 512 beats of the 32 x 512-bit stream,
+# sizes them in engines/dfx.py's resources); 32 of them hold 512 beats of the 32 x 512-bit stream,
 # i.e. 512 tiles, how far the weight stream may run ahead of the MFU.
 DMA_FIFO_DEPTH = 512
 
@@ -142,7 +142,7 @@ class UnitModel:
         return Cost(cycles, 0.0, np.ones_like(cycles))
 
     def hop_cycles(self, xfer: int) -> float:
-        """One store-and-forward ring hop of `xfer` values (router.py, §V-E)."""
+        """One store-and-forward ring hop of `xfer` values (engines/router.py, §V-E)."""
         c = self.config
         return dfx_hop_s(xfer, self.cluster.link(0, 1), c.clock_hz, c.data_bits) * c.clock_hz
 

@@ -17,11 +17,11 @@ import numpy as np
 
 from archipelago.estimate.workload import Generation
 from archipelago.models.graph import Phase
-from archipelago.strategies.tensor_parallel import dfx, router
 from archipelago.strategies.tensor_parallel.costs import steps_seconds
 from archipelago.strategies.tensor_parallel.dfx_program.compile import compile_plan
 from archipelago.strategies.tensor_parallel.dfx_program.timing import SimResult, Simulator
 from archipelago.strategies.tensor_parallel.dfx_program.units import UnitModel
+from archipelago.strategies.tensor_parallel.engines import dfx, router
 from archipelago.strategies.tensor_parallel.estimate import Estimate
 from archipelago.strategies.tensor_parallel.plan import CommStep, Plan, Step
 

@@ -24,8 +24,8 @@ from archipelago.strategies.tensor_parallel.emulate.numerics import numerics
 from archipelago.strategies.tensor_parallel.emulate.quantized import read_scales
 from archipelago.strategies.tensor_parallel.emulate.state import RankState
 from archipelago.strategies.tensor_parallel.emulate.w8a8 import quantize
-from archipelago.strategies.tensor_parallel.heads import even
 from archipelago.strategies.tensor_parallel.plan import CommStep, ComputeStep, DevicePlan, Plan
+from archipelago.strategies.tensor_parallel.planning.heads import even
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
 

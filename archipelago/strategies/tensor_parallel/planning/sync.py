@@ -16,7 +16,6 @@ from archipelago.memo import by_content
 from archipelago.models.graph import Graph, Op, build_graph
 from archipelago.models.spec import ModelSpec
 from archipelago.split import split_bounds
-from archipelago.strategies.tensor_parallel.heads import busiest
 from archipelago.strategies.tensor_parallel.plan import (
     CommStep,
     ComputeStep,
@@ -24,7 +23,12 @@ from archipelago.strategies.tensor_parallel.plan import (
     Plan,
     Step,
 )
-from archipelago.strategies.tensor_parallel.shards import HEAD_LOCAL, REPLICATED, device_plans
+from archipelago.strategies.tensor_parallel.planning.heads import busiest
+from archipelago.strategies.tensor_parallel.planning.shards import (
+    HEAD_LOCAL,
+    REPLICATED,
+    device_plans,
+)
 
 # LayerNorm partial sums travel as FP32 pairs (sum, sum of squares) per row.
 STATS_VALUES, STATS_BYTES = 2, 4

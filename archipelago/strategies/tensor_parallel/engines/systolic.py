@@ -43,25 +43,16 @@ variants (`SystolicVariants`), every formula broadcasting that axis against the 
 """
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import ClassVar
 
 import numpy as np
-from pydantic import Field, model_validator
 
 from archipelago.engines.base import (
     FP16_ADD_CYCLES,
     FP16_EXP_CYCLES,
     FP16_MUL_CYCLES,
     FP16_RECIP_CYCLES,
-    MAX_BITS,
-    MAX_CHANNELS,
-    MAX_CLOCK_HZ,
-    MAX_DIM,
-    MAX_TOKENS,
-    MIN_CLOCK_HZ,
     CycleHandler,
-    EngineConfig,
     ceil_div,
     dispatch_cycles,
 )
@@ -70,16 +61,19 @@ from archipelago.hardware.cluster import Cluster
 from archipelago.hardware.device import Device, Resources
 from archipelago.models.graph import Phase
 from archipelago.models.spec import ModelSpec
-from archipelago.strategies.tensor_parallel.heads import busiest
-from archipelago.strategies.tensor_parallel.plan import CommStep, ComputeStep
-from archipelago.strategies.tensor_parallel.router import (
+from archipelago.strategies.tensor_parallel.engines.router import (
     lora_all_gather_s,
     lora_all_reduce_s,
     lora_all_to_all_s,
     lora_link,
 )
-
-Precision = Literal["fp16", "w8a8"]
+from archipelago.strategies.tensor_parallel.engines.systolic_config import (
+    LINK_PORT_BITS,
+    SystolicConfig,
+    SystolicVariants,
+)
+from archipelago.strategies.tensor_parallel.plan import CommStep, ComputeStep
+from archipelago.strategies.tensor_parallel.planning.heads import busiest
 
 # DSP cost of one operator (Table II's Psi), from the FP16 operator mapping of the same
 # board's DFX core (seeds/001 §V-C: multiplier 1 DSP, adder 2 DSPs, exponential 2 DSPs).
@@ -95,9 +89,6 @@ URAM_READ_BYTES = 72 // 8
 # Read latency of an on-chip buffer access (L_buf for on-chip operands): two cycles for a
 # registered BRAM read (UG573).
 ONCHIP_READ_CYCLES = 2
-# Aurora stream port width that packs d rows per transfer (seeds/002 §VI-C: "Given the
-# 256-bit data width of the communication IP, up to 16 input rows can be packed").
-LINK_PORT_BITS = 256
 # A decode iteration: the T_m vector crosses each 1D array, then its last PE drains
 # (seeds/002 §V-C's "around 190 GB/s" for 32 x 32 at 200 MHz; see the module doc).
 DECODE_WAVEFRONT_PASSES = 2
@@ -111,86 +102,6 @@ DECODE_WAVEFRONT_PASSES = 2
 # checked by tests/test_lora_engine.py. There, decode streams 297 GB/s (65% of peak): the
 # rest is Eq. 8's first load and last compute per matrix, tile padding and the VFU.
 HBM_EFFICIENCY = 0.6885
-# The hardware parameters a design search varies together (§V-D's "candidate values for
-# each hardware parameter"): `SystolicVariants` holds each as an array over the variants.
-VARIED = ("clock_hz", "d_sa", "t_m", "t_v", "n_acc", "hbm_axi_bits", "hbm_channels",
-          "kv_uram", "token_window")
-
-
-class SystolicConfig(EngineConfig):
-    """Design parameters of one LORA core (the variables the §V-D search explores)."""
-
-    precision: Precision = "fp16"
-    # LORA-F 200 MHz, LORA-Q 250 MHz (seeds/002 Table IV)
-    clock_hz: float = Field(200e6, ge=MIN_CLOCK_HZ, le=MAX_CLOCK_HZ)
-    d_sa: int = Field(32, ge=1, le=MAX_DIM)  # systolic array side (seeds/002 §V-C example: 32 x 32)
-    t_m: int = Field(32, ge=1, le=MAX_DIM)  # matrix tile side (Fig. 3b)
-    t_v: int = Field(32, ge=1, le=MAX_DIM)  # tiles per vector-matrix iteration (Fig. 8)
-    n_acc: int = Field(64, ge=1, le=MAX_DIM)  # VFU accumulators (Eq. 2, 7)
-    hbm_axi_bits: int = Field(512, ge=8, le=MAX_BITS)  # per-channel AXI width at the kernel clock
-    # U280 HBM pseudo-channels (seeds/001 §V-B)
-    hbm_channels: int = Field(32, ge=1, le=MAX_CHANNELS)
-    # URAMs for the KV cache (seeds/002 §VI-A-d: "All 864")
-    kv_uram: int = Field(864, ge=0, le=MAX_DIM)
-    # rows of activations buffered on chip for prefill
-    token_window: int = Field(64, ge=1, le=MAX_TOKENS)
-    # What designs costed together may differ in (`SystolicEngine.variants`).
-    varied: ClassVar[tuple[str, ...]] = VARIED
-
-    @model_validator(mode="after")
-    def _tiles_fit_the_array(self) -> "SystolicConfig":
-        if self.t_m < self.d_sa or self.t_m % self.d_sa:
-            raise ValueError(f"t_m must be a positive multiple of d_sa (t_m {self.t_m}, "
-                             f"d_sa {self.d_sa})")
-        if self.t_v * self.t_m > self.d_sa ** 2:
-            raise ValueError(f"t_v x t_m ({self.t_v} x {self.t_m}) must not exceed the "
-                             f"d_sa^2 = {self.d_sa ** 2} processing elements")
-        return self
-
-    @property
-    def weight_bytes(self) -> float:
-        return precision_bytes(self.precision)
-
-    @property
-    def pack_rows(self) -> int:
-        """Rows packed per transfer: the link port width over the activation width (§III-B)."""
-        return LINK_PORT_BITS // (8 * int(self.weight_bytes))
-
-
-def precision_bytes(precision: Precision) -> float:
-    """Bytes of a weight or activation in the datapath: FP16, or int8 under W8A8 (§V-A)."""
-    return 1.0 if precision == "w8a8" else 2.0
-
-
-@dataclass(frozen=True)
-class SystolicVariants:
-    """N LORA cores of one precision differing in the VARIED parameters, each an (N, 1)
-    array so that the engine's figures come out with the variants on their first axis."""
-
-    precision: Precision
-    clock_hz: np.ndarray
-    d_sa: np.ndarray
-    t_m: np.ndarray
-    t_v: np.ndarray
-    n_acc: np.ndarray
-    hbm_axi_bits: np.ndarray
-    hbm_channels: np.ndarray
-    kv_uram: np.ndarray
-    token_window: np.ndarray
-
-    @classmethod
-    def of(cls, configs: Sequence[SystolicConfig]) -> "SystolicVariants":
-        """The variants `configs` (validated, all of one precision) describe."""
-        assert len({c.precision for c in configs}) == 1, "variants share their precision"
-        return cls(configs[0].precision,
-                   **{name: np.array([getattr(c, name) for c in configs])[:, None]
-                      for name in VARIED})
-
-    @property
-    def weight_bytes(self) -> float:
-        return precision_bytes(self.precision)
-
-
 Number = int | float | np.ndarray
 
 

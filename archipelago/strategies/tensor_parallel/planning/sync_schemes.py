@@ -14,7 +14,7 @@ broadcast of SmulV's output head by head (§III-B) and column-major traversal. M
 mirrored in DDR for the prefill (§V-C).
 """
 
-from archipelago.strategies.tensor_parallel.sync import Scheme, register_scheme
+from archipelago.strategies.tensor_parallel.planning.sync import Scheme, register_scheme
 
 DFX = register_scheme(Scheme(
     "dfx", gather_after=("attn_context", "attn_out", "ffn_act", "ffn_down")))

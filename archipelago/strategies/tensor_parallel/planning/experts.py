@@ -17,7 +17,7 @@ activation and after FFN2) with one `all_to_all` step: each board that ran some 
 token's experts sends its gate-weighted sum of their outputs (`hidden` values) to every
 other board, and each board adds what it receives (DFX keeps the residual whole on every
 board; LORA keeps it column-split, so each board receives only its slice). The routers cost
-it as they move data (router.py): DFX circulates each sender's vector round its one-way
+it as they move data (engines/router.py): DFX circulates each sender's vector round its one-way
 ring, N - 1 store-and-forward hops in step (seeds/001 §V-E); LORA sends each board its
 slice the short way round (seeds/002 §IV-C), the busiest link carrying the slices of every
 sender whose short path crosses it.

@@ -38,7 +38,7 @@ def simulate(
     """Run every core's program of MODEL's plan on the timing simulator, beside the estimate."""
     from archipelago.api import choose, plan_and_estimate
     from archipelago.strategies.tensor_parallel.dfx_program.versus import side_by_side
-    from archipelago.strategies.tensor_parallel.rings import one_ring
+    from archipelago.strategies.tensor_parallel.planning.rings import one_ring
 
     strategy, cluster = choose("simulate", strategy, cluster)
     check_instruction_set(strategy)

@@ -51,8 +51,8 @@ from archipelago.hardware.cluster import Cluster
 from archipelago.hardware.device import Resources
 from archipelago.models.graph import Phase
 from archipelago.models.spec import ModelSpec
+from archipelago.strategies.tensor_parallel.engines.router import dfx_all_gather_s
 from archipelago.strategies.tensor_parallel.plan import CommStep, ComputeStep
-from archipelago.strategies.tensor_parallel.router import dfx_all_gather_s
 
 # Load/store bypass the VFU execution stage: one cycle (seeds/001 §V-C).
 BYPASS_CYCLES = 1

@@ -14,8 +14,8 @@ from archipelago.memo import by_content
 from archipelago.models.spec import ModelSpec
 from archipelago.models.weights import template_weights
 from archipelago.split import split_bounds
-from archipelago.strategies.tensor_parallel.heads import HeadShare, head_share
 from archipelago.strategies.tensor_parallel.plan import DevicePlan, MemoryKind, Shard
+from archipelago.strategies.tensor_parallel.planning.heads import HeadShare, head_share
 
 # Per-layer tensors whose output columns are split across ranks (everything but norms).
 COLUMN_SPLIT = frozenset({"q", "k", "v", "attn_out", "ffn_gate", "ffn_up", "ffn_down",

@@ -1,0 +1,104 @@
+"""A LORA core's design parameters (seeds/002 §V-D's search variables), one core's
+(`SystolicConfig`) or many cores' at once (`SystolicVariants`); the engine that costs them
+is systolic.py."""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+import numpy as np
+from pydantic import Field, model_validator
+
+from archipelago.engines.base import (
+    MAX_BITS,
+    MAX_CHANNELS,
+    MAX_CLOCK_HZ,
+    MAX_DIM,
+    MAX_TOKENS,
+    MIN_CLOCK_HZ,
+    EngineConfig,
+)
+
+Precision = Literal["fp16", "w8a8"]
+
+# Aurora stream port width that packs d rows per transfer (seeds/002 §VI-C: "Given the
+# 256-bit data width of the communication IP, up to 16 input rows can be packed").
+LINK_PORT_BITS = 256
+# The hardware parameters a design search varies together (§V-D's "candidate values for
+# each hardware parameter"): `SystolicVariants` holds each as an array over the variants.
+VARIED = ("clock_hz", "d_sa", "t_m", "t_v", "n_acc", "hbm_axi_bits", "hbm_channels",
+          "kv_uram", "token_window")
+
+
+class SystolicConfig(EngineConfig):
+    """Design parameters of one LORA core (the variables the §V-D search explores)."""
+
+    precision: Precision = "fp16"
+    # LORA-F 200 MHz, LORA-Q 250 MHz (seeds/002 Table IV)
+    clock_hz: float = Field(200e6, ge=MIN_CLOCK_HZ, le=MAX_CLOCK_HZ)
+    d_sa: int = Field(32, ge=1, le=MAX_DIM)  # systolic array side (seeds/002 §V-C example: 32 x 32)
+    t_m: int = Field(32, ge=1, le=MAX_DIM)  # matrix tile side (Fig. 3b)
+    t_v: int = Field(32, ge=1, le=MAX_DIM)  # tiles per vector-matrix iteration (Fig. 8)
+    n_acc: int = Field(64, ge=1, le=MAX_DIM)  # VFU accumulators (Eq. 2, 7)
+    hbm_axi_bits: int = Field(512, ge=8, le=MAX_BITS)  # per-channel AXI width at the kernel clock
+    # U280 HBM pseudo-channels (seeds/001 §V-B)
+    hbm_channels: int = Field(32, ge=1, le=MAX_CHANNELS)
+    # URAMs for the KV cache (seeds/002 §VI-A-d: "All 864")
+    kv_uram: int = Field(864, ge=0, le=MAX_DIM)
+    # rows of activations buffered on chip for prefill
+    token_window: int = Field(64, ge=1, le=MAX_TOKENS)
+    # What designs costed together may differ in (`SystolicEngine.variants`).
+    varied: ClassVar[tuple[str, ...]] = VARIED
+
+    @model_validator(mode="after")
+    def _tiles_fit_the_array(self) -> "SystolicConfig":
+        if self.t_m < self.d_sa or self.t_m % self.d_sa:
+            raise ValueError(f"t_m must be a positive multiple of d_sa (t_m {self.t_m}, "
+                             f"d_sa {self.d_sa})")
+        if self.t_v * self.t_m > self.d_sa ** 2:
+            raise ValueError(f"t_v x t_m ({self.t_v} x {self.t_m}) must not exceed the "
+                             f"d_sa^2 = {self.d_sa ** 2} processing elements")
+        return self
+
+    @property
+    def weight_bytes(self) -> float:
+        return precision_bytes(self.precision)
+
+    @property
+    def pack_rows(self) -> int:
+        """Rows packed per transfer: the link port width over the activation width (§III-B)."""
+        return LINK_PORT_BITS // (8 * int(self.weight_bytes))
+
+
+def precision_bytes(precision: Precision) -> float:
+    """Bytes of a weight or activation in the datapath: FP16, or int8 under W8A8 (§V-A)."""
+    return 1.0 if precision == "w8a8" else 2.0
+
+
+@dataclass(frozen=True)
+class SystolicVariants:
+    """N LORA cores of one precision differing in the VARIED parameters, each an (N, 1)
+    array so that the engine's figures come out with the variants on their first axis."""
+
+    precision: Precision
+    clock_hz: np.ndarray
+    d_sa: np.ndarray
+    t_m: np.ndarray
+    t_v: np.ndarray
+    n_acc: np.ndarray
+    hbm_axi_bits: np.ndarray
+    hbm_channels: np.ndarray
+    kv_uram: np.ndarray
+    token_window: np.ndarray
+
+    @classmethod
+    def of(cls, configs: Sequence[SystolicConfig]) -> "SystolicVariants":
+        """The variants `configs` (validated, all of one precision) describe."""
+        assert len({c.precision for c in configs}) == 1, "variants share their precision"
+        return cls(configs[0].precision,
+                   **{name: np.array([getattr(c, name) for c in configs])[:, None]
+                      for name in VARIED})
+
+    @property
+    def weight_bytes(self) -> float:
+        return precision_bytes(self.precision)
