@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from archipelago.api import plan_and_estimate
 from archipelago.cli import app
-from archipelago.strategies.tensor_parallel.report import estimate_to_dict
+from archipelago.strategies.tensor_parallel.report import summarize
 
 RACK = ("gpt2-345m", "2x2xu280", "dfx")
 WORK = {"tokens": "16:16", "split": "tp=2,pp=2"}
@@ -23,9 +23,9 @@ def archi(*args: str):
 
 
 def test_a_rack_has_every_key_a_ring_has_and_its_stages() -> None:
-    rack = estimate_to_dict(*plan_and_estimate(*RACK, WORK))
-    ring = estimate_to_dict(*plan_and_estimate("gpt2-345m", "2xu280", "dfx",
-                                               {"tokens": "16:16"}))
+    rack = summarize(*plan_and_estimate(*RACK, WORK)).as_json()
+    ring = summarize(*plan_and_estimate("gpt2-345m", "2xu280", "dfx",
+                                        {"tokens": "16:16"})).as_json()
     assert set(rack) - set(ring) == RACK_ONLY and set(ring) <= set(rack)
     assert [d["rank"] for d in rack["devices"]] == [0, 1, 2, 3]
     assert rack["tokens_per_s_per_device"] == pytest.approx(rack["tokens_per_s"] / 4)
