@@ -153,7 +153,6 @@ def plan(
 ) -> None:
     from archipelago.api import choose, listed_parameters, plan_and_estimate
     from archipelago.strategies.registry import get_strategy
-    from archipelago.strategies.summaries import estimate_summary
 
     strategy, cluster = choose("plan", strategy, cluster)
     kind = get_strategy(strategy).plan_kind
@@ -164,7 +163,7 @@ def plan(
         check_target(report_file, force, "--report")
     result = plan_and_estimate(model, cluster, strategy, workload_options(ctx),
                                load_engine_config(engine_config, strategy))
-    summary = estimate_summary(kind, result)
+    summary = kind.hook("report").summarize(*result)
     parameters = listed_parameters(model)
     if as_json:
         figures = summary.as_json()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from archipelago.api import plan_and_estimate
 from archipelago.errors import ArchipelagoError
-from archipelago.strategies.tensor_parallel.report import estimate_to_dict
+from archipelago.strategies.tensor_parallel.report import summarize
 
 DATA = Path(__file__).parent.parent / "tests" / "data"
 MODELS = {"llama-2-7b": "llama2-7b",
@@ -31,7 +31,7 @@ def cell(model: str, cluster: str, strategy: str) -> str:
     split = getattr(est, "split", None)
     experts = f" ep{split.ep}" if split and plan.spec.moe else ""
     where = f"tp{split.tp} pp{split.pp}{experts}" if split else "one ring"
-    eff = estimate_to_dict(plan, work, est)["bandwidth_efficiency"]
+    eff = summarize(plan, work, est).as_json()["bandwidth_efficiency"]
     return (f"{where:11} {est.latency_s:7.3f} s {est.tokens_per_s:7.1f} tok/s "
             f"bw {eff:4.2f}")
 

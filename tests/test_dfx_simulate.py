@@ -138,7 +138,7 @@ def test_only_strategies_with_an_instruction_set_are_named() -> None:
 def _timeline(model: str, cluster: str, strategy: str = "dfx"):
     result = plan_and_estimate(model, cluster, strategy, {"tokens": "8:8"}, command="report")
     kind = get_strategy(strategy).plan_kind
-    page = kind.hook("page")(*result, kind.hook("report").estimate_to_dict(*result))
+    page = kind.hook("page")(*result, kind.hook("report").summarize(*result).as_json())
     charts = [c for c in page.charts if c.title == TIMELINE]
     return result.plan, charts
 

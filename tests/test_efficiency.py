@@ -6,7 +6,7 @@ from archipelago.api import make_plan
 from archipelago.estimate.workload import Generation
 from archipelago.strategies.tensor_parallel.efficiency import decode_efficiency
 from archipelago.strategies.tensor_parallel.estimate import estimate as estimate_plan
-from archipelago.strategies.tensor_parallel.report import estimate_to_dict
+from archipelago.strategies.tensor_parallel.report import summarize
 
 # gpt2-345m: 24 layers, hidden 1024, FFN 4096, 16 heads, vocabulary 50257, tied LM head.
 H, L, F, V, HEADS = 1024, 24, 4096, 50257, 16
@@ -46,8 +46,8 @@ def test_w8a8_reads_one_byte_per_weight() -> None:
 def test_json_carries_the_efficiencies_and_none_without_decode() -> None:
     plan = make_plan("gpt2-345m", "1xu280", "dfx")
     one = Generation(16, 1)
-    out = estimate_to_dict(plan, one, estimate_plan(plan, one))
+    out = summarize(plan, one, estimate_plan(plan, one)).as_json()
     assert out["bandwidth_efficiency"] is None and out["decode_roofline"] is None
     two = Generation(16, 16)
-    out = estimate_to_dict(plan, two, estimate_plan(plan, two))
+    out = summarize(plan, two, estimate_plan(plan, two)).as_json()
     assert 0 < out["bandwidth_efficiency"] < 1 and 0 < out["compute_efficiency"] < 1

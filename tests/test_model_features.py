@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
-from rich.console import Console
 from typer.testing import CliRunner
 
 from archipelago.cli import app
 from archipelago.emulate.errors import EmulationError
 from archipelago.engines.base import EngineConfig
 from archipelago.errors import PartitionError
+from archipelago.estimate.summary import Figure, Summary
 from archipelago.hardware.cluster import Cluster, resolve_cluster
 from archipelago.models import features as F
 from archipelago.models.hf_config import spec_from_hf_config
@@ -62,12 +62,11 @@ def estimate(plan: ToyPlan, workload: int) -> dict[str, Any]:
     return {"parameters_per_device": parameter_count(plan.spec) // plan.devices}
 
 
-def estimate_to_dict(plan: ToyPlan, workload: int, est: dict) -> dict[str, Any]:
-    return {"model": plan.spec.name, "strategy": plan.strategy, **est}
-
-
-def print_estimate(plan: ToyPlan, workload: int, est: dict, console: Console) -> None:
-    console.print(f"{plan.spec.name}: {est['parameters_per_device']} parameters per device")
+def summarize(plan: ToyPlan, workload: int, est: dict) -> Summary:
+    share = est["parameters_per_device"]
+    return Summary([Figure("model", plan.spec.name), Figure("strategy", plan.strategy),
+                    Figure("parameters_per_device", share)],
+                   notes=[f"{plan.spec.name}: {share} parameters per device"])
 
 
 def plan_rotating(spec: ModelSpec, cluster: Cluster, config: EngineConfig,

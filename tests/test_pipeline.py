@@ -24,7 +24,7 @@ from archipelago.strategies.tensor_parallel.planning.stages import (
     parse_split,
     stage_seconds,
 )
-from archipelago.strategies.tensor_parallel.report import print_estimate
+from archipelago.strategies.tensor_parallel.report import summarize
 from archipelago.strategies.tensor_parallel.split_choice import Candidate
 
 LLAMA_70B = str(Path(__file__).parent / "data" / "llama-2-70b" / "config.json")
@@ -206,7 +206,7 @@ def test_memory_refusal_names_stage_rank_memory_and_shortfall() -> None:
         f"device {rank} (u280, stage 0, layers 0-39): HBM needs {need:.4g} bytes, "
         f"has {U280_HBM:.4g} ({need - U280_HBM:.3g} over)" for rank in range(4)]
     console = Console(record=True, width=200)
-    print_estimate(result.plan, result.workload, est, console)
+    summarize(*result).print(console)
     assert console.export_text().startswith("does not fit: device 0 (u280, stage 0")
 
 

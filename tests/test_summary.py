@@ -20,6 +20,7 @@ from archipelago.estimate.summary import (
     row,
     verdict,
 )
+from archipelago.strategies.registry import kinds
 
 
 def _small() -> Summary:
@@ -111,6 +112,11 @@ CASES = [  # one plan per converted kind, with the headline keys its page shows
      ["latency_s", "comm_ratio", "layers"]),
     (("nmt-luong", "--cluster", "2xs10-2800", "--strategy", "persistent", "--steps", "3",
       "--hidden", "64", "--vocab", "64"), ["cards", "steps", "latency_s", "setup_s"]),
+    (("gpt2-345m", "--cluster", "2xu280", "--strategy", "lora-f", "--tokens", "16:16"),
+     ["latency_s", "tokens_per_s", "prefill_s", "decode_s_per_token"]),
+    (("gpt2-345m", "--cluster", "2x2xu280", "--strategy", "dfx", "--tokens", "16:16",
+      "--split", "tp=2,pp=2"), ["latency_s", "tokens_per_s", "prefill_s",
+                                "decode_s_per_token"]),
 ]
 
 
@@ -128,3 +134,9 @@ def test_each_kind_s_json_and_page_headline_come_from_its_summary(
     assert keys == headline
     for key in headline:
         assert f'data-key="{key}" data-value="{json.dumps(data[key])}"' in text
+
+
+def test_every_kind_s_report_gives_one_summary() -> None:
+    """`archi plan` and `archi report` call `summarize` on whatever kind they plan."""
+    for kind in kinds().values():
+        assert callable(getattr(kind.hook("report"), "summarize", None)), kind.name

@@ -18,7 +18,7 @@ from archipelago.strategies.tensor_parallel.planner import (
     systolic_ring,
 )
 from archipelago.strategies.tensor_parallel.planning.sync import Scheme, register_scheme
-from archipelago.strategies.tensor_parallel.report import estimate_to_dict
+from archipelago.strategies.tensor_parallel.report import summarize
 from tests.test_emulate import (
     FP32_REL_TOL,
     LLAMA,
@@ -65,7 +65,7 @@ def test_the_scheme_is_estimated_and_reported_as_any_ring(toy: str, tmp_path: Pa
     plan, work, est = plan_and_estimate(config, "2xu280", toy, {"tokens": TOKENS})
     ring = plan_and_estimate(config, "2xu280", "lora-f", {"tokens": TOKENS})
     assert est.breakdown_s["sync"] > 0 and est.feasible
-    ours, theirs = estimate_to_dict(plan, work, est), estimate_to_dict(*ring)
+    ours, theirs = summarize(plan, work, est).as_json(), summarize(*ring).as_json()
     assert list(ours) == list(theirs) and ours["strategy"] == toy
     # LORA syncs six times a block (four gathers, two norm all-reduces), this scheme twice
     assert est.breakdown_s["sync"] < ring.estimate.breakdown_s["sync"]

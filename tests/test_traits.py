@@ -15,7 +15,7 @@ def _traits(model: str, cluster: str, strategy: str, workload: dict[str, str]):
 
 def test_a_single_fpga_decode_is_bound_by_hbm_and_matches_the_plan_roofline() -> None:
     result, traits = _traits("gpt2-1.5b", "1xu280", "lora-q", {"tokens": "64:64"})
-    report = get_strategy("lora-q").plan_kind.hook("report").estimate_to_dict(*result)
+    report = get_strategy("lora-q").plan_kind.hook("report").summarize(*result).as_json()
     assert traits.split == "tp=1" and traits.binding == "HBM bandwidth"
     assert traits.shares["HBM bandwidth"] == pytest.approx(report["bandwidth_efficiency"])
     assert traits.shares["compute"] == pytest.approx(report["compute_efficiency"])

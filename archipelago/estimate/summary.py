@@ -10,7 +10,7 @@ shares, a figure keyed `reasons` (why the plan does not fit) is printed first. r
 imported only when a table is printed.
 """
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -121,12 +121,18 @@ class Summary:
 
     def print(self, console: "Console") -> None:
         """Why the plan does not fit, then the tables, then the notes."""
-        for reason in self.as_json().get("reasons", ()):
-            console.print(f"[red]does not fit:[/red] {reason}", soft_wrap=True)
+        print_reasons(self.as_json().get("reasons", ()), console)
         for table in self.tables():
             console.print(table)
         for note in self.notes:
             console.print(note)
+
+
+def print_reasons(reasons: Iterable[str], console: "Console") -> None:
+    """Why a plan does not fit, one line per device and memory or resource with how far
+    over, printed before any figure."""
+    for reason in reasons:
+        console.print(f"[red]does not fit:[/red] {reason}", soft_wrap=True)
 
 
 def head_rows(figures: Sequence[Figure]) -> list[tuple[str, ...]]:

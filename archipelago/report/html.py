@@ -10,7 +10,6 @@ from archipelago.estimate.summary import Figure, Unit
 from archipelago.output_file import check_output_file, write_atomically
 from archipelago.report.page import Headline, render
 from archipelago.strategies.registry import get_strategy
-from archipelago.strategies.summaries import estimate_summary
 
 
 def report_html(subject: str, strategy: str, result: tuple[Any, Any, Any]) -> str:
@@ -18,7 +17,7 @@ def report_html(subject: str, strategy: str, result: tuple[Any, Any, Any]) -> st
     `subject` says what was planned where (the user's model and cluster)."""
     kind = get_strategy(strategy).plan_kind
     page_hook = kind.hook("page")  # a kind without one says so before any work
-    summarized = estimate_summary(kind, result)
+    summarized = kind.hook("report").summarize(*result)
     summary = summarized.as_json()
     page = page_hook(*result, summary)
     headline = [_headline(f) for f in summarized.headline()]

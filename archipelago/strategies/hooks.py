@@ -18,10 +18,9 @@ class Estimator(Protocol):
 
 class ReportModule(Protocol):
     """The kind's `report` module: an estimate's figures as one `estimate.summary.Summary`,
-    from which the CLI renders the table and `--json` and the report page its headline
-    (a report not converted yet gives `estimate_to_dict` and `print_estimate` instead:
-    strategies.summaries). A kind with an emulator, writers, an explorer or commands adds
-    `print_emulation`, `print_build`, `print_explore`, ... (each `(summary dict, console)`)."""
+    from which the CLI renders the table and `--json` and the report page its headline.
+    A kind with an emulator, writers, an explorer or commands adds `print_emulation`,
+    `print_build`, `print_explore`, ... (each `(summary dict, console)`)."""
 
     def summarize(self, plan: Any, workload: Any, est: Any, /) -> "Summary": ...
 

@@ -15,7 +15,6 @@ from archipelago.emulate.torchrun import torchrun_place
 from archipelago.errors import ArchipelagoError
 from archipelago.strategies.host_offload.proxies import load_profile
 from archipelago.strategies.registry import get_strategy
-from archipelago.strategies.summaries import estimate_summary
 from tests.fuzz import inputs
 from tests.fuzz.pt2_inputs import MARKER
 
@@ -31,7 +30,7 @@ FAMILY_STRATEGY = {"gpt2": "dfx", "opt": "lora-f", "llama": "lora-q", "bert": "g
 def figures(model: str, cluster: str, strategy: str, engine: dict[str, Any] | None = None,
             workload: dict[str, str] | None = None) -> dict[str, Any]:
     result = plan_and_estimate(model, cluster, strategy, workload, engine)
-    return estimate_summary(get_strategy(strategy).plan_kind, result).as_json()
+    return get_strategy(strategy).plan_kind.hook("report").summarize(*result).as_json()
 
 
 def engine_case(strategy: str, config: dict[str, Any], tmp: Path) -> dict[str, Any]:

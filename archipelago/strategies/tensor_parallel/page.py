@@ -23,7 +23,7 @@ from archipelago.report.charts import (
     stacked_breakdown,
     sweep_lines,
 )
-from archipelago.report.page import Chart, Headline, KindPage
+from archipelago.report.page import Chart, KindPage
 from archipelago.report.sweep import device_count_sweep
 from archipelago.strategies.tensor_parallel.costs import (
     CATEGORIES,
@@ -312,10 +312,6 @@ def page(plan: StagedPlan, work: Generation, est: Estimate, summary: dict[str, A
         resource_bars([f"device {d.rank}" for d in est.devices], fractions, details))
     sweeps, refused = _sweeps(plan, work, est)
     return KindPage(
-        headline=[Headline("end-to-end latency", "latency_s", "ms", MS, 2),
-                  Headline("tokens/s", "tokens_per_s", "tokens/s", 1, 2),
-                  Headline("prefill", "prefill_s", "ms", MS, 2),
-                  Headline("decode per token (mean)", "decode_s_per_token", "ms", MS, 3)],
         charts=[breakdown, _cluster_chart(plan, est), resources, *sweeps,
                 *_batch_charts(plan, work, est),
                 _roofline(program, work),

@@ -1,18 +1,21 @@
-"""The tensor-parallel kind's report: a generation estimate or emulation as a rich table
-for people, one JSON object for programs (an emulation's JSON is its report dict)."""
+"""The tensor-parallel kind's report: a generation estimate as one summary (the table for
+people, the JSON object for programs and the report page's headline are rendered from it by
+estimate.summary); an emulation's or a build's report dict as a table."""
 
+from dataclasses import replace
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-from archipelago.estimate.tables import (
-    add_phase_rows,
-    generation_head,
-    print_reasons,
-    time_table,
-    timing_dict,
+from archipelago.estimate.generation_figures import (
+    HEAD,
+    MS3,
+    generation_title,
+    time_section,
+    timing_figures,
 )
+from archipelago.estimate.summary import Column, Figure, Section, Summary, Unit, row, verdict
 from archipelago.estimate.workload import Generation
 from archipelago.models.weights import parameter_count
 from archipelago.strategies.tensor_parallel.costs import DeviceUse
@@ -21,18 +24,27 @@ from archipelago.strategies.tensor_parallel.estimate import Estimate
 from archipelago.strategies.tensor_parallel.staged import StagedPlan
 
 
-def efficiency_to_dict(eff: DecodeEfficiency | None) -> dict[str, Any]:
+def _efficiency_figures(eff: DecodeEfficiency | None) -> list[Figure]:
+    """How much of the boards' memory bandwidth and matrix units one decode token uses
+    (None: nothing decoded)."""
     if eff is None:
-        return {"bandwidth_efficiency": None, "compute_efficiency": None, "decode_roofline": None}
-    return {
-        "bandwidth_efficiency": eff.bandwidth,
-        "compute_efficiency": eff.compute,
-        "decode_roofline": {
+        return [Figure("bandwidth_efficiency"), Figure("compute_efficiency"),
+                Figure("decode_roofline")]
+    streams = (f"{eff.streamed_Bps / 1e9:,.1f} of {eff.memory_Bps / 1e9:,.0f} GB/s "
+               f"({100 * eff.bandwidth:.0f}%)")
+    compute = (f"{eff.flops_per_token / eff.seconds_per_token / 1e9:,.1f} of "
+               f"{eff.peak_ops_per_s / 1e9:,.0f} GFLOPS ({100 * eff.compute:.0f}%)")
+    return [
+        Figure("bandwidth_efficiency", eff.bandwidth),
+        Figure("compute_efficiency", eff.compute),
+        Figure("decode_roofline", {
             "context": eff.context, "bytes_per_token": eff.bytes_per_token,
             "flops_per_token": eff.flops_per_token, "streamed_Bps": eff.streamed_Bps,
             "memory_Bps": eff.memory_Bps, "peak_ops_per_s": eff.peak_ops_per_s,
-        },
-    }
+        }),
+        row("decode streams (of the boards' memory)", streams),
+        row("decode compute (of the matrix units' peak)", compute),
+    ]
 
 
 def device_to_dict(d: DeviceUse) -> dict[str, Any]:
@@ -73,100 +85,85 @@ def stage_dict(plan: StagedPlan, est: Estimate, s: int) -> dict[str, Any]:
     }
 
 
-def estimate_to_dict(plan: StagedPlan, workload: Generation, est: Estimate) -> dict[str, Any]:
+def summarize(plan: StagedPlan, workload: Generation, est: Estimate) -> Summary:
     """A ring's figures; a plan that shows its split adds it, the transfers between its
-    stages and a row per stage."""
+    stages and a table per stage."""
     shown = plan.shows_split
-    return {
-        "model": plan.spec.name,
-        "cluster": plan.cluster.name,
-        "strategy": plan.strategy,
-        "tokens": {"input": workload.input_tokens, "output": workload.output_tokens},
-        "batch": est.batch,
-        "batch_note": est.batch_note,
-        **({"parameters": parameter_count(plan.spec), "split": _split_dict(plan)}
-           if shown else {}),
-        **timing_dict(est, len(est.devices)),
-        **({"transfer_s": est.transfer_s} if shown else {}),
-        "prefill_breakdown_s": est.prefill_breakdown_s,
-        **efficiency_to_dict(decode_efficiency(plan, workload, est)),
-        "devices": [device_to_dict(d) for d in est.devices],
-        **({"stages": [stage_dict(plan, est, s) for s in range(len(est.stages))]}
-           if shown else {}),
-        "feasible": est.feasible,
-        "reasons": est.reasons,
-    }
+    stages = [stage_dict(plan, est, s) for s in range(len(est.stages))] if shown else []
+    return Summary([
+        Figure("model", plan.spec.name), Figure("cluster", plan.cluster.name),
+        Figure("strategy", plan.strategy),
+        Figure("tokens", {"input": workload.input_tokens, "output": workload.output_tokens}),
+        Figure("batch", est.batch), Figure("batch_note", est.batch_note),
+        *([Figure("parameters", parameter_count(plan.spec)), Figure("split", _split_dict(plan))]
+          if shown else []),
+        *_timing_figures(est),
+        *(_split_rows(plan, est) if shown else []),
+        Figure("prefill_breakdown_s", est.prefill_breakdown_s),
+        *_efficiency_figures(decode_efficiency(plan, workload, est)),
+        Figure("devices", [device_to_dict(d) for d in est.devices]),
+        *([Figure("stages", stages)] if shown else []),
+        *verdict(est.feasible, est.reasons),
+    ], generation_title(f"{plan.spec.name} on {plan.cluster.name} · strategy {plan.strategy}",
+                        workload, est.feasible), HEAD,
+        [time_section(est.breakdown_s, est.latency_s),
+         *([_stage_section(est, stages)] if shown else []), _device_section(est)],
+        [f"note: {est.batch_note}"] if est.batch_note else [], dim=not est.feasible)
+
+
+def _timing_figures(est: Estimate) -> list[Figure]:
+    """The shared timing figures; a batch's tokens/s per device is a row of the table too."""
+    figures = timing_figures(est, len(est.devices))
+    if est.batch == 1:
+        return figures
+    return [replace(f, label="tokens/s per device", unit=Unit(digits=2))
+            if f.key == "tokens_per_s_per_device" else f for f in figures]
+
+
+def _split_rows(plan: StagedPlan, est: Estimate) -> list[Figure]:
+    """The parameters and the split as rows (their JSON figures come before the timing),
+    then the transfers between stages."""
+    split = plan.split
+    experts = f", ep={split.ep}" if plan.spec.moe else ""
+    return [
+        row("parameters", f"{parameter_count(plan.spec) / 1e9:,.2f} B"),
+        row(f"split ({plan.chosen})", f"tp={split.tp} x pp={split.pp}{experts} "
+            f"({split.tp * split.pp} of {plan.cluster.size} devices)"),
+        Figure("transfer_s", est.transfer_s, "inter-stage transfers (whole run)", unit=MS3),
+    ]
+
+
+def _stage_section(est: Estimate, stages: list[dict[str, Any]]) -> Section:
+    """Each stage's layers, boards, times and fullest device's memory."""
+    rows = []
+    for part, stage in zip(est.stages, stages, strict=True):
+        nodes, (start, stop) = part.stage.nodes, stage["layers"]
+        rows.append((str(stage["stage"]), f"{start}-{stop - 1}", f"{nodes[0]}-{nodes[-1]}",
+                     f"{part.prefill_s * 1e3:,.1f}", f"{part.decode_s_per_token * 1e3:,.3f}",
+                     f"{stage['hbm_bytes'] / 1e9:,.2f}", f"{stage['ddr_bytes'] / 1e9:,.2f}"))
+    columns = ("stage", "layers", "devices", "prefill ms", "decode ms/tok", "HBM GB", "DDR GB")
+    return Section("per stage (the fullest device of each)", tuple(map(Column, columns)), rows)
 
 
 def _pct(used: float, have: float, fmt: str = ",.0f") -> str:
     return f"{used:{fmt}} ({100 * used / have:.0f}%)" if have else f"{used:{fmt}}"
 
 
-def _split_rows(plan: StagedPlan, est: Estimate, head: Table) -> None:
-    split = plan.split
-    experts = f", ep={split.ep}" if plan.spec.moe else ""
-    head.add_row("parameters", f"{parameter_count(plan.spec) / 1e9:,.2f} B")
-    head.add_row(f"split ({plan.chosen})", f"tp={split.tp} x pp={split.pp}{experts} "
-                 f"({split.tp * split.pp} of {plan.cluster.size} devices)")
-    head.add_row("inter-stage transfers (whole run)", f"{est.transfer_s * 1e3:,.3f} ms")
-
-
-def _stage_table(plan: StagedPlan, est: Estimate) -> Table:
-    stages = Table(title="per stage (the fullest device of each)")
-    for col in ("stage", "layers", "devices", "prefill ms", "decode ms/tok", "HBM GB",
-                "DDR GB"):
-        stages.add_column(col, justify="right")
-    for s, part in enumerate(est.stages):
-        row = stage_dict(plan, est, s)
-        nodes = part.stage.nodes
-        stages.add_row(str(s), f"{row['layers'][0]}-{row['layers'][1] - 1}",
-                       f"{nodes[0]}-{nodes[-1]}", f"{part.prefill_s * 1e3:,.1f}",
-                       f"{part.decode_s_per_token * 1e3:,.3f}",
-                       f"{row['hbm_bytes'] / 1e9:,.2f}", f"{row['ddr_bytes'] / 1e9:,.2f}")
-    return stages
-
-
-def print_estimate(plan: StagedPlan, workload: Generation, est: Estimate,
-                   console: Console) -> None:
-    print_reasons(est.reasons, console)
-    head = generation_head(f"{plan.spec.name} on {plan.cluster.name} · strategy "
-                           f"{plan.strategy}", workload, est)
-    if est.batch > 1:
-        head.add_row("tokens/s per device", f"{est.tokens_per_s_per_device:,.2f}")
-    add_phase_rows(head, est)
-    if plan.shows_split:
-        _split_rows(plan, est, head)
-    eff = decode_efficiency(plan, workload, est)
-    if eff is not None:
-        head.add_row("decode streams (of the boards' memory)",
-                     f"{eff.streamed_Bps / 1e9:,.1f} of {eff.memory_Bps / 1e9:,.0f} GB/s "
-                     f"({100 * eff.bandwidth:.0f}%)")
-        head.add_row("decode compute (of the matrix units' peak)",
-                     f"{eff.flops_per_token / eff.seconds_per_token / 1e9:,.1f} of "
-                     f"{eff.peak_ops_per_s / 1e9:,.0f} GFLOPS ({100 * eff.compute:.0f}%)")
-    head.add_row("feasible", "yes" if est.feasible else "[red]no[/red]")
-    console.print(head)
-    if est.batch_note:
-        console.print(f"note: {est.batch_note}")
-
-    console.print(time_table(est.breakdown_s, est.latency_s))
-    if plan.shows_split:
-        console.print(_stage_table(plan, est))
-
-    use = Table(title="per device")
-    for col in ("rank", "device", "DSP", "BRAM", "URAM", "HBM GB", "DDR GB"):
-        use.add_column(col, justify="right")
+def _device_section(est: Estimate) -> Section:
+    """Each device's fabric and memory use, against what its board has."""
+    rows = []
     for part in est.stages:
         for d, dp in zip(part.devices, part.stage.program.devices, strict=True):
             res = part.stage.program.fabric(dp.rank)
             hbm = dp.device.memory("hbm")
-            use.add_row(
+            rows.append((
                 str(d.rank), d.device, _pct(d.total.dsp, res.dsp),
                 _pct(d.total.bram, res.bram), _pct(d.total.uram, res.uram),
                 _pct(d.hbm_bytes / 1e9, hbm.capacity_bytes / 1e9 if hbm else 0, ",.2f"),
                 f"{d.ddr_bytes / 1e9:,.2f}",
-            )
-    console.print(use)
+            ))
+    columns = ("rank", "device", "DSP", "BRAM", "URAM", "HBM GB", "DDR GB")
+    return Section("per device", tuple(map(Column, columns)), rows)
 
 
 def print_emulation(report: dict[str, Any], console: Console) -> None:

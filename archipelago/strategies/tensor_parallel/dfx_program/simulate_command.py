@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from archipelago.errors import ArchipelagoError
+from archipelago.estimate.summary import print_reasons
 
 # As `archi plan`: the figures of a plan that does not fit are printed, with status 1.
 INFEASIBLE = 1
@@ -71,8 +72,6 @@ def _ratio(a: float, b: float) -> str:
 
 def print_simulation(summary: dict[str, Any], console: Console) -> None:
     """The figures, the cycles per class and the simulated instruction classes as tables."""
-    from archipelago.estimate.tables import print_reasons
-
     print_reasons(summary["reasons"], console)
     sim, est = summary["simulated"], summary["estimated"]
     tokens = summary["tokens"]
