@@ -12,12 +12,8 @@ from archipelago.errors import ArchipelagoError, PartitionError
 from archipelago.hardware.cluster import resolve_cluster
 from archipelago.strategies.galapagos.aie import AIEEngine
 from archipelago.strategies.galapagos.gmi import HOST, gateway_name
-from archipelago.strategies.galapagos.hls_stream import (
-    HLSStreamEngine,
-    KernelJob,
-    OpKind,
-    multiplier_dsp,
-)
+from archipelago.strategies.galapagos.hls_stream import HLSStreamEngine
+from archipelago.strategies.galapagos.kernel_design import KernelJob, OpKind, multiplier_dsp
 
 
 def test_one_port_fpgas_hang_off_chained_switches() -> None:

@@ -24,6 +24,7 @@ from archipelago.models.dag import ModelDAG  # noqa: E402
 from archipelago.models.torch_import import dag_from_module  # noqa: E402
 from archipelago.strategies.chef.emulate.dag_torch import run_dag  # noqa: E402
 from tests.test_torch_import import module_weights  # noqa: E402
+from tests.torch_dag import both  # noqa: E402
 
 
 class Net(nn.Module):
@@ -139,16 +140,6 @@ class BiLSTM(nn.Module):
         return self.gru(h)[0]
 
 
-def _both(module: nn.Module, example: torch.Tensor) -> ModelDAG:
-    """The DAG torch.fx traces, checked equal to torch.export's."""
-    module.eval()
-    traced, _ = dag_from_module(module, (example,), "net")
-    exported, _ = dag_from_module(torch.export.export(module, (example,)).module(),
-                                  (example,), "net")
-    assert exported == traced
-    return traced
-
-
 def _params(dag: ModelDAG) -> int:
     return sum(layer.weight_elements for layer in dag.layers)
 
@@ -156,7 +147,7 @@ def _params(dag: ModelDAG) -> int:
 def test_cifar10_tutorial_net_reuses_its_pool_and_plans(tmp_path) -> None:
     net = Net().eval()
     image = torch.randn(1, 3, 32, 32)
-    dag = _both(net, image)
+    dag = both(net, image)
     assert [la.name for la in dag.layers] == ["conv1", "pool", "conv2", "pool_1", "fc1",
                                               "fc2", "fc3"]
     _, params = dag_from_module(net, (image,))
@@ -182,7 +173,7 @@ def test_cifar10_tutorial_net_reuses_its_pool_and_plans(tmp_path) -> None:
 
 
 def test_mobilenet_block_folds_batchnorm_and_keeps_depthwise_groups() -> None:
-    dag = _both(MobileNetish(), torch.randn(1, 3, 16, 16))
+    dag = both(MobileNetish(), torch.randn(1, 3, 16, 16))
     types = [la.type for la in dag.layers]
     assert types.count("conv") == 7 and types.count("elementwise") == 1
     depthwise = dag.by_name["block_conv_3"]
@@ -204,7 +195,7 @@ def test_mobilenet_block_folds_batchnorm_and_keeps_depthwise_groups() -> None:
 
 
 def test_vit_block_imports_token_wise_linears_and_attention_products() -> None:
-    dag = _both(ViTBlock(), torch.randn(1, 3, 16, 16))
+    dag = both(ViTBlock(), torch.randn(1, 3, 16, 16))
     tokens, dim, heads = 16, 32, 4
     scores, context = dag.by_name["matmul"], dag.by_name["matmul_1"]
     assert (scores.batch, scores.rows, scores.inner, scores.cols) == (heads, tokens, 8, tokens)
@@ -238,7 +229,7 @@ def test_multihead_attention_module_expands_into_its_computation() -> None:
             return x + self.attn(y, y, y)[0]
 
     module = Block()
-    dag = _both(module, torch.randn(1, 6, 32))
+    dag = both(module, torch.randn(1, 6, 32))
     assert [la.name for la in dag.layers][2:] == [
         "attn_q", "attn_k", "attn_v", "attn_scores", "attn_softmax", "attn_context",
         "attn_out", "add"]
@@ -247,7 +238,7 @@ def test_multihead_attention_module_expands_into_its_computation() -> None:
 
 def test_bidirectional_lstm_stack_on_a_sequence_input() -> None:
     module = BiLSTM()
-    dag = _both(module, torch.randn(7, 10))  # (T, E): torch's unbatched sequence
+    dag = both(module, torch.randn(7, 10))  # (T, E): torch's unbatched sequence
     first, second, gru = dag.layers
     assert (first.name, first.directions, first.embed, first.cells) == ("lstm", 2, 10, 7)
     assert (second.name, second.deps, second.embed) == ("lstm_l1", ("lstm",), 32)
@@ -257,60 +248,6 @@ def test_bidirectional_lstm_stack_on_a_sequence_input() -> None:
     assert [la.macs for la in dag.layers] == [2 * 7 * 4 * 16 * 26, 2 * 7 * 4 * 16 * 48,
                                               7 * 3 * 8 * 40]
     assert _params(dag) == sum(p.numel() for p in module.parameters())
-
-
-def test_activation_read_twice_is_its_own_layer_and_batchnorm_after_it_too() -> None:
-    """The fusion rule: only an operator that alone consumes a layer's output fuses."""
-    class Twice(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.conv, self.bn = nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4)
-            self.other = nn.Conv2d(3, 4, 3)
-
-        def forward(self, x):
-            y = self.conv(x)
-            z = self.bn(F.relu(self.other(x)))  # BatchNorm after a ReLU cannot fold
-            return torch.sigmoid(y) + y + z
-
-    dag = _both(Twice(), torch.randn(1, 3, 8, 8))
-    assert dag.by_name["sigmoid"].deps == ("conv",) and dag.by_name["conv"].fused == ()
-    assert dag.by_name["other"].relu and dag.by_name["bn"].op == "BatchNormalization"
-
-
-def test_untraceable_and_unsupported_calls_are_one_line() -> None:
-    class Branchy(nn.Module):
-        def forward(self, x):
-            if x.sum() > 0:
-                return x
-            return -x
-
-    with pytest.raises(ConfigError) as err:
-        dag_from_module(Branchy(), (torch.randn(1, 3),))
-    assert "\n" not in str(err.value)
-    assert "torch.fx cannot trace" in str(err.value) and "if x.sum() > 0" in str(err.value)
-
-    class State(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.lstm = nn.LSTM(4, 8)
-
-        def forward(self, x):
-            return self.lstm(x)[1][0]
-
-    with pytest.raises(ConfigError, match=r"'getitem': module lstm \(LSTM\): its output 1 "
-                       r"\(an LSTM's final state"):
-        dag_from_module(State(), (torch.randn(5, 4),))
-
-    class Cumulative(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.fc = nn.Linear(4, 4)
-
-        def forward(self, x):
-            return torch.cumsum(self.fc(x), 1)
-
-    with pytest.raises(ConfigError, match="function cumsum is not supported"):
-        dag_from_module(Cumulative(), (torch.randn(1, 4),))
 
 
 @pytest.mark.parametrize(("module", "example"), [
@@ -332,90 +269,3 @@ def test_onnx_export_of_the_same_module_agrees(tmp_path, module, example) -> Non
         pytest.skip(f"the ONNX importer does not read this export yet: {err}")
     assert len(imported.layers) == len(traced.layers)
     assert sum(la.macs for la in imported.layers) == sum(la.macs for la in traced.layers)
-
-
-# Each operator as users write it -> (the Elementwise op it becomes, its ops per element),
-# or None for a reshape that passes values through.
-_POINTWISE = {
-    "F.relu": (F.relu, ("Relu", 1)), "torch.relu": (torch.relu, ("Relu", 1)),
-    "x.relu": (lambda x: x.relu(), ("Relu", 1)), "F.relu6": (F.relu6, ("Clip", 2)),
-    "nn.ReLU6": (nn.ReLU6(), ("Clip", 2)), "F.hardtanh": (F.hardtanh, ("Clip", 2)),
-    "F.silu": (F.silu, ("SiLU", 5)), "nn.SiLU": (nn.SiLU(), ("SiLU", 5)),
-    "torch.sigmoid": (torch.sigmoid, ("Sigmoid", 4)), "nn.Sigmoid": (nn.Sigmoid(),
-                                                                      ("Sigmoid", 4)),
-    "F.hardswish": (F.hardswish, ("HardSwish", 5)),
-    "nn.Hardswish": (nn.Hardswish(), ("HardSwish", 5)),
-    "F.hardsigmoid": (F.hardsigmoid, ("HardSigmoid", 4)), "F.gelu": (F.gelu, ("Gelu", 5)),
-    "nn.GELU": (nn.GELU(), ("Gelu", 5)), "torch.tanh": (torch.tanh, ("Tanh", 1)),
-    "F.softmax": (lambda x: F.softmax(x, dim=1), ("Softmax", 5)),
-    "nn.Softmax": (nn.Softmax(dim=1), ("Softmax", 5)),
-    "nn.LocalResponseNorm": (nn.LocalResponseNorm(3), ("LRN", 10)),
-    "x * 0.5": (lambda x: x * 0.5, ("Mul", 1)),
-    "torch.flatten": (lambda x: torch.flatten(x, 1), None),
-    "x.view": (lambda x: x.view(1, -1), None), "x.permute": (lambda x: x.permute(0, 2, 3, 1),
-                                                             None),
-    "x.transpose": (lambda x: x.transpose(2, 3), None),
-    "F.dropout": (lambda x: F.dropout(x, 0.1, training=False), None),
-    "nn.Dropout": (nn.Dropout(), None), "nn.Identity": (nn.Identity(), None),
-    "nn.Flatten": (nn.Flatten(), None),
-}
-
-
-class _Applied(nn.Module):
-    """conv -> op, the conv's output returned too when `twice` (so the op cannot fuse)."""
-
-    def __init__(self, op, twice: bool) -> None:
-        super().__init__()
-        self.conv, self.twice = nn.Conv2d(3, 4, 3, padding=1), twice
-        self.op = op if isinstance(op, nn.Module) else None
-        self.fn = op
-
-    def forward(self, x):
-        y = self.conv(x)
-        z = self.op(y) if self.op is not None else self.fn(y)
-        return (z, y) if self.twice else z
-
-
-@pytest.mark.parametrize("written", sorted(_POINTWISE))
-def test_each_pointwise_operator_fuses_when_alone_else_is_its_own_layer(written) -> None:
-    op, expected = _POINTWISE[written]
-    example = torch.randn(1, 3, 8, 8)
-    alone, _ = dag_from_module(_Applied(op, False).eval(), (example,))
-    twice = _both(_Applied(op, True), example)
-    if expected is None:
-        assert [la.name for la in alone.layers] == [la.name for la in twice.layers] == ["conv"]
-        return
-    assert len(alone.layers) == 1 and len(alone.by_name["conv"].fused) == 1
-    assert alone.by_name["conv"].relu == (expected[0] == "Relu")
-    conv, layer = twice.layers
-    assert conv.fused == () and layer.deps == ("conv",)
-    assert (layer.op, layer.ops_per_element, layer.shape) == (*expected, (4, 8, 8))
-
-
-def test_windows_keep_their_shapes_and_borders() -> None:
-    """Non-square kernels and strides, padding tuples, 'same' padding of an even kernel
-    (torch pads the extra row and column at the bottom and right), ceil_mode pooling,
-    adaptive pooling to a divisor and channel concatenation."""
-    class Windows(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.wide = nn.Conv2d(3, 8, (3, 5), stride=(1, 2), padding=(1, 2))
-            self.same = nn.Conv2d(3, 8, 4, padding="same")
-
-        def forward(self, x):
-            a = F.max_pool2d(self.wide(x), 3, 2, ceil_mode=True)
-            b = F.avg_pool2d(self.same(x), (2, 4), (2, 4))
-            return F.adaptive_avg_pool2d(torch.cat([a, b], dim=1), (5, 2))
-
-    module = Windows().eval()
-    example = torch.randn(1, 3, 10, 16)
-    dag = _both(module, example)
-    wide, same = dag.by_name["wide"], dag.by_name["same"]
-    assert (wide.window, wide.strides, wide.borders) == ((3, 5), (1, 2), (1, 2, 1, 2))
-    assert same.borders == (1, 1, 2, 2)
-    padded = F.conv2d(F.pad(example, (1, 2, 1, 2)), module.same.weight, module.same.bias)
-    torch.testing.assert_close(padded, module.same(example))
-    pool = dag.by_name["max_pool"]  # 10x8 -> ceil: 5x4, one more row and column of pad
-    assert (pool.out_rows, pool.out_cols, pool.borders) == (5, 4, (0, 0, 1, 1))
-    assert dag.by_name["adaptive_avg_pool"].deps == ("max_pool", "avg_pool")
-    assert dag.by_name["adaptive_avg_pool"].window == (1, 2)  # 5x4 to 5x2

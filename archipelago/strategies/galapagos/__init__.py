@@ -15,7 +15,7 @@ The dataflow plan kind's consumers live here too, imported only when a command n
     emulate   libGalapagos-style kernel threads and packet router, bit-exact to IBertModel
 
 This module is the kind's registration; the planner (planner.py) and its engine config
-(hls_stream.py) are named as paths, imported when the strategy plans.
+(kernel_design.py) are named as paths, imported when the strategy plans.
 """
 
 from archipelago.models.features import BIASES, EMBEDDING_NORM, POST_NORM
@@ -40,6 +40,6 @@ register_kind(PlanKind(
 # `archi build` without --strategy; without --cluster, the 72 Sidewinders of seeds/000 §8.
 register("galapagos", "encoder as streaming I-BERT kernels on clusters of clusters, GMI "
                       "collectives, Cluster Builder files (seeds/000)", "dataflow",
-         "archipelago.strategies.galapagos.hls_stream:StreamConfig",
+         "archipelago.strategies.galapagos.kernel_design:StreamConfig",
          default_for=("build",), default_cluster="72xsidewinder",
          )("archipelago.strategies.galapagos.planner:plan_galapagos")

@@ -18,15 +18,17 @@ from archipelago.hardware.device import Resources
 from archipelago.models.spec import ModelSpec
 from archipelago.strategies.galapagos.hls_stream import (
     HLS_KERNELS,
-    SOFTMAX_PASSES,
-    STAGE_DSP,
     ContextKernel,
     HLSStreamEngine,
-    KernelDesign,
-    KernelJob,
     KernelRules,
     LinearKernel,
     ScoreKernel,
+)
+from archipelago.strategies.galapagos.kernel_design import (
+    SOFTMAX_PASSES,
+    STAGE_DSP,
+    KernelDesign,
+    KernelJob,
     StreamConfig,
 )
 

@@ -30,13 +30,8 @@ from archipelago.strategies.galapagos.gmi import (
     rank_fpgas,
     routing_tables,
 )
-from archipelago.strategies.galapagos.hls_stream import (
-    HLSStreamEngine,
-    KernelDesign,
-    KernelJob,
-    fabric,
-    flits,
-)
+from archipelago.strategies.galapagos.hls_stream import HLSStreamEngine, fabric
+from archipelago.strategies.galapagos.kernel_design import KernelDesign, KernelJob, flits
 from archipelago.strategies.galapagos.mapping import cut_clusters, first_fit, fpga_address, spread
 from archipelago.strategies.galapagos.plan import (
     ComputeKernel,

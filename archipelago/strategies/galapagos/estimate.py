@@ -20,7 +20,7 @@ import numpy as np
 from archipelago.estimate.workload import Sequence
 from archipelago.hardware.device import FABRIC
 from archipelago.strategies.galapagos.gmi import HOST, gateway_name
-from archipelago.strategies.galapagos.hls_stream import flits
+from archipelago.strategies.galapagos.kernel_design import flits
 from archipelago.strategies.galapagos.plan import DataflowPlan
 
 

@@ -8,7 +8,8 @@ from archipelago.hardware.cluster import Cluster
 from archipelago.hardware.device import Device, Resources
 from archipelago.models.spec import ModelSpec
 from archipelago.strategies.galapagos.gmi import HOST, Node, RoutingTables, Stream, Transfer
-from archipelago.strategies.galapagos.hls_stream import HLSStreamEngine, KernelDesign
+from archipelago.strategies.galapagos.hls_stream import HLSStreamEngine
+from archipelago.strategies.galapagos.kernel_design import KernelDesign
 
 Role = Literal["q", "k", "v", "score", "context", "attn_out", "ln1", "ffn_up", "ffn_down",
                "ln2"]

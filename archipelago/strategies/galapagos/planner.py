@@ -6,7 +6,8 @@ from archipelago.hardware.cluster import Cluster
 from archipelago.models.spec import ModelSpec
 from archipelago.strategies.galapagos.aie import AIEEngine
 from archipelago.strategies.galapagos.builder import build_plan
-from archipelago.strategies.galapagos.hls_stream import HLSStreamEngine, StreamConfig
+from archipelago.strategies.galapagos.hls_stream import HLSStreamEngine
+from archipelago.strategies.galapagos.kernel_design import StreamConfig
 from archipelago.strategies.galapagos.plan import DataflowPlan
 from archipelago.strategies.registry import feature_refusal
 

@@ -17,7 +17,8 @@ from archipelago.hardware.device import Device
 from archipelago.models.spec import ModelSpec
 from archipelago.split import split_bounds
 from archipelago.strategies.galapagos.gmi import HOST, Transfer
-from archipelago.strategies.galapagos.hls_stream import HLSStreamEngine, KernelDesign, KernelJob
+from archipelago.strategies.galapagos.hls_stream import HLSStreamEngine
+from archipelago.strategies.galapagos.kernel_design import KernelDesign, KernelJob
 from archipelago.strategies.galapagos.plan import ComputeKernel
 
 INT8, INT16, INT32 = 1, 2, 4  # bytes per streamed element: activations, probabilities,
