@@ -24,7 +24,7 @@ from archipelago.strategies.tensor_parallel.costs import (
     stage_links,
     transfer_seconds,
 )
-from archipelago.strategies.tensor_parallel.split_choice import stage_reasons
+from archipelago.strategies.tensor_parallel.split_choice import stage_reasons, stages_key
 from archipelago.strategies.tensor_parallel.staged import Stage, StagedPlan
 
 
@@ -93,17 +93,24 @@ def estimate(plan: StagedPlan, workload: Generation) -> Estimate:
     stages, devices, uses_by_stage = [], [], []
     seconds: dict[tuple, tuple[dict[str, np.ndarray], dict[str, np.ndarray]]] = {}
     held: dict[tuple[int, int], Holdings] = {}
-    for stage in plan.stages:  # the middle stages of a split cost alike: once
+    checked = plan.costed  # the planner's, where it checked these stages for this workload
+    if checked.workload != workload or checked.stages != stages_key(plan.stages):
+        checked = None
+    for k, stage in enumerate(plan.stages):  # the middle stages of a split cost alike: once
         key = (share(stage), *_same_costs(stage))
         if key not in seconds:
-            seconds[key] = generation_seconds(stage.program, workload, share(stage))
+            seconds[key] = generation_seconds(stage.program, workload, share(stage),
+                                              plan.costed.times)
         pre_k, dec_k = seconds[key]
         prefill, dec = _add(prefill, pre_k), _add(dec, dec_k)
         step = sum(dec_k.values()) if n_out > 1 else np.zeros(0)
-        boards = (id(stage.program.engine), id(stage.program.devices))
-        if boards not in held:
-            held[boards] = Holdings(stage.program)
-        uses = held[boards].device_use(workload, share(stage), stage.nodes[0])
+        if checked is not None:
+            uses = checked.uses[k]
+        else:
+            boards = (id(stage.program.engine), id(stage.program.devices))
+            if boards not in held:
+                held[boards] = Holdings(stage.program)
+            uses = held[boards].device_use(workload, share(stage), stage.nodes[0])
         uses_by_stage.append(uses)
         stages.append(StageEstimate(stage, float(sum(pre_k.values())), float(np.sum(step)),
                                     float(step.mean()) if step.size else 0.0, uses))
@@ -123,7 +130,8 @@ def estimate(plan: StagedPlan, workload: Generation) -> Estimate:
         breakdown["transfer"] = transfer
         pre["transfer"] = prompt_hops
     latency = prefill_s + float(np.sum(per_token))
-    reasons = stage_reasons(plan.stages, workload, uses_by_stage)
+    reasons = (list(checked.reasons) if checked is not None
+               else stage_reasons(plan.stages, workload, uses_by_stage))
     return Estimate(
         latency_s=latency,
         tokens_per_s=batch * n_out / latency,
