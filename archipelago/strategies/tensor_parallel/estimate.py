@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from archipelago.estimate.figures import INPUTS
 from archipelago.estimate.generation import GenerationTiming
 from archipelago.estimate.workload import Generation
 from archipelago.hardware.device import Link
@@ -33,7 +34,7 @@ class StageEstimate:
     """One stage's share of the run: its prompt seconds, its decode seconds (all steps, and
     per step), and its devices' use."""
 
-    stage: Stage
+    stage: Stage = field(metadata={INPUTS: True})  # the plan's, not figures to check
     prefill_s: float
     decode_s: float
     decode_s_per_token: float
