@@ -5,7 +5,9 @@ the stages run one after another (no micro-batching across them yet), so a token
 the sum of theirs plus the transfers between stages (none for one stage). Prefill, per-token
 decode and the breakdown by category add up over the stages ("transfer" joins the
 categories where the plan shows its split); every device of every stage reports its
-memory and core, and every one short of either says why.
+memory and core, and every one short of either says why. What the planner costed while
+choosing the split (`StagedPlan.costed`: the steps' seconds, and the stages' use and
+refusals for its workload) is read, not computed again.
 """
 
 from dataclasses import dataclass, field
