@@ -3,22 +3,38 @@ a valid plan that does not fit on its cluster is reported (reasons first) with s
 
 The commands name no strategy, plan kind or device: which strategy a command runs and on
 which cluster when the user leaves them out, the options a kind adds, the commands a kind
-adds (attached by `cli_group`) and the help that lists them all come from the registry."""
+adds (attached by `cli_group`) and the help that lists them all come from the registry. The
+options the commands share, and the console they print on, are in `cli_options`."""
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from archipelago.cli_group import OneLineErrorGroup, user_errors
-from archipelago.errors import ArchipelagoError, ConfigError, elide
-from archipelago.output_file import output_path
-from archipelago.safe_read import load_mapping
-from archipelago.strict_numbers import check_numbers
+from archipelago.cli_options import (
+    DEFAULT_TRIALS,
+    KIND_HELP,
+    KIND_OPTIONS,
+    MAX_SAMPLER_SEED,
+    MAX_TRIALS,
+    MAX_WORKERS,
+    OUTPUT,
+    SEARCH_OPTIONS,
+    ClusterOpt,
+    EngineOpt,
+    ForceReportOpt,
+    JsonOpt,
+    ModelArg,
+    StrategyOpt,
+    console,
+    given_options,
+    load_engine_config,
+    within,
+    workload_options,
+)
+from archipelago.errors import ArchipelagoError
 
 # `archi plan`'s status for a plan that does not fit (its input was valid: not 2).
 INFEASIBLE = 1
@@ -70,70 +86,12 @@ class ArchiGroup(OneLineErrorGroup):
 
 app = typer.Typer(cls=ArchiGroup, add_completion=False, invoke_without_command=True,
                   help="Plan, estimate and verify models split across FPGA clusters.")
-console = Console()
-
-ModelArg = Annotated[str, typer.Argument(
-    help="a built-in model or a model file (`archi catalog` lists the built-ins; an unknown "
-         "name lists every form)")]
-ClusterOpt = Annotated[str | None, typer.Option(
-    help="NxDEVICE shorthand or cluster YAML (see `archi catalog`)", show_default=False)]
-StrategyOpt = Annotated[str | None, typer.Option(
-    help="partitioning strategy (see `archi catalog`)", show_default=False)]
-JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON object")]
-EngineOpt = Annotated[Path | None, typer.Option(help="engine parameters (YAML)")]
-ForceReportOpt = Annotated[bool, typer.Option("--force", help="replace an existing report file")]
-
-
-# Where a command writes: a path, never the empty string.
-OUTPUT = {"parser": output_path, "metavar": "<path>"}
-# The options of the strategy's plan kind (--tokens IN:OUT, --seq-len N, ...): typer passes
-# them through as extra words, and the kind parses or refuses them.
-KIND_OPTIONS = {"allow_extra_args": True, "ignore_unknown_options": True}
-KIND_HELP = ("The strategy's plan kind adds its own options (`archi catalog` lists them); "
-             "each kind's, for this command:")
-
 
 @app.callback()
 def _commands(ctx: typer.Context) -> None:
     """A bare `archi` prints its help (the commands) rather than an error."""
     if ctx.invoked_subcommand is None:
         print(ctx.get_help())
-
-
-def load_engine_config(path: Path | None, strategy: str) -> dict[str, Any]:
-    """An engine-config YAML/JSON file: a mapping of engine design parameters (or a best-of
-    file from `archi explore`, which keeps them under `engine`), checked against
-    `strategy`'s engine here, where a bad value can be blamed on the file."""
-    from archipelago.strategies.registry import get_strategy
-
-    if path is None:
-        return {}
-    data = load_mapping(path, "engine")
-    engine = data.get("engine", data)
-    if not isinstance(engine, dict):
-        raise ConfigError(str(path), "engine", f"must be a mapping of design parameters, got "
-                          f"{type(engine).__name__} {elide(repr(engine), 60)}")
-    check_numbers(engine, get_strategy(strategy).engine_config, str(path))
-    try:
-        get_strategy(strategy).config(engine)
-    except ArchipelagoError as err:
-        raise ArchipelagoError(f"{path}: {err}") from None
-    return engine
-
-
-def workload_options(ctx: typer.Context) -> dict[str, str]:
-    """`--name value` / `--name=value` pairs typer left over, as {name: text}; which names
-    are valid is the plan kind's to say."""
-    words, given = list(ctx.args), {}
-    while words:
-        flag, eq, value = words.pop(0).partition("=")
-        if not flag.startswith("--"):
-            raise ArchipelagoError(f"unexpected argument '{flag}'; options look like --name "
-                                   "value")
-        if not eq:  # a bare flag (nothing after it, or another flag) means "true"
-            value = "true" if not words or words[0].startswith("--") else words.pop(0)
-        given[flag[2:].replace("-", "_")] = value
-    return given
 
 
 @app.command(context_settings=KIND_OPTIONS, help="Split MODEL over CLUSTER and estimate its "
@@ -173,14 +131,14 @@ def plan(
         print(json.dumps(figures, indent=2))
     else:
         if parameters is not None:
-            console.print(f"{parameters:,} parameters ({parameters / 1e9:,.2f} B)")
-        summary.print(console)
+            console().print(f"{parameters:,} parameters ({parameters / 1e9:,.2f} B)")
+        summary.print(console())
     if report_file is not None:
         from archipelago.report.html import write_report
 
         write_report(f"{model} on {cluster}", strategy, result, report_file, force, "--report")
         if not as_json:
-            console.print(f"report page written to {report_file}")
+            console().print(f"report page written to {report_file}")
     if not getattr(result.estimate, "feasible", True):
         raise typer.Exit(INFEASIBLE)
 
@@ -207,7 +165,7 @@ def report(
     result = plan_and_estimate(model, cluster, strategy, workload_options(ctx),
                                load_engine_config(engine_config, strategy), "report")
     path = write_report(f"{model} on {cluster}", strategy, result, out, force)
-    console.print(f"report page written to {path} ({path.stat().st_size / 1e6:.2f} MB)")
+    console().print(f"report page written to {path} ({path.stat().st_size / 1e6:.2f} MB)")
 
 
 @app.command(context_settings=KIND_OPTIONS, help="Run the plan with one process per device "
@@ -234,7 +192,7 @@ def emulate(
     if as_json:
         print(json.dumps(report, indent=2))
     else:
-        get_strategy(strategy).plan_kind.hook("report").print_emulation(report, console)
+        get_strategy(strategy).plan_kind.hook("report").print_emulation(report, console())
     if not report["agrees"]:  # the split run computed something else: a failed check
         raise typer.Exit(DISAGREES)
 
@@ -264,13 +222,15 @@ def build(
     if as_json:
         print(json.dumps(summary, indent=2))
     else:
-        get_strategy(strategy).plan_kind.hook("report").print_build(summary, console)
+        get_strategy(strategy).plan_kind.hook("report").print_build(summary, console())
 
 
 @app.command()
 @user_errors
 def catalog(as_json: JsonOpt = False) -> None:
     """List the model and cluster families' built-ins, devices and strategies."""
+    from rich.table import Table
+
     from archipelago.families import families
     from archipelago.hardware.catalog import catalog as devices
     from archipelago.strategies.registry import kinds, strategies
@@ -292,14 +252,14 @@ def catalog(as_json: JsonOpt = False) -> None:
             table.add_column(col)
         for name, row in t.rows.items():
             table.add_row(name, *(str(value) for value in row))
-        console.print(table)
+        console().print(table)
     table = Table(title="devices")
     for col in ("key", "name", "kind", "DSP", "memories"):
         table.add_column(col)
     for key, d in devices().items():
         mems = ", ".join(f"{k} {m.capacity_bytes / 2**30:.0f} GiB" for k, m in d.memories.items())
         table.add_row(key, d.name, d.kind, str(d.resources.dsp or "-"), mems or "-")
-    console.print(table)
+    console().print(table)
     table = Table(title="strategies")
     for col in ("name", "plan kind", "workload options", "what it does"):
         table.add_column(col)
@@ -307,37 +267,7 @@ def catalog(as_json: JsonOpt = False) -> None:
         options = ", ".join(f"--{o.name.replace('_', '-')} ({o.help}; {o.default})"
                             for o in info.plan_kind.workload.options)
         table.add_row(name, info.kind, options, info.summary)
-    console.print(table)
-
-
-# A bound that still means "search long": 10^5 trials are more than every built-in design
-# space holds (the LORA-Q space has 37,800 gene combinations); a larger count is a typo.
-MAX_TRIALS = 100_000
-# Seconds of work since issue 22, and enough to reach the optimum of an enumeration of the
-# LORA spaces in every case measured (benchmarks/bench_explore.py).
-DEFAULT_TRIALS = 10_000
-MAX_SAMPLER_SEED = 2**32 - 1  # the search's numpy generator: any 32-bit seed
-MAX_WORKERS = 1024  # processes of a local Dask cluster
-SEARCH_OPTIONS = ("trials", "storage", "study", "out", "seed", "force", "workers", "scheduler")
-
-
-def within(low: int, high: int) -> Callable[[int | None], int | None]:
-    """An option callback bounding an integer; the error names the value and the range."""
-
-    def check(value: int | None) -> int | None:
-        if value is not None and not low <= value <= high:
-            shown = str(value) if len(str(value)) <= 24 else f"a {len(str(value))}-digit number"
-            raise typer.BadParameter(f"{shown} is outside {low}..{high}")
-        return value
-
-    return check
-
-
-def given_options(ctx: typer.Context, names: tuple[str, ...]) -> tuple[str, ...]:
-    """Which of `names` the user gave (not left at their defaults)."""
-    sources = {name: ctx.get_parameter_source(name) for name in names}
-    return tuple(name for name, source in sources.items()
-                 if source is not None and source.name != "DEFAULT")  # typer's click enum
+    console().print(table)
 
 
 @app.command(context_settings=KIND_OPTIONS, help="Search engine design parameters (NSGA-II) "
@@ -370,7 +300,7 @@ def explore(
 
     run_explore(ExploreCommand(model, cluster, strategy, workload_options(ctx), trials, storage,
                                study, out, seed, force, workers, scheduler, as_json,
-                               given_options(ctx, SEARCH_OPTIONS)), console)
+                               given_options(ctx, SEARCH_OPTIONS)), console())
 
 
 @app.command(help="Rank every strategy x device x count x batch for MODEL and a workload: "
@@ -410,5 +340,5 @@ def compare(
 
     options = CompareCommand(model, tokens, devices, counts, strategies, batch, latency_target,
                              sort, scheduler, workers, store, as_json, report_file, force)
-    if not run_compare(options, console):
+    if not run_compare(options, console()):
         raise typer.Exit(INFEASIBLE)

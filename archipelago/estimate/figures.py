@@ -23,6 +23,10 @@ from pydantic import BaseModel
 from archipelago.errors import ArchipelagoError
 
 Result = TypeVar("Result")
+# Marks a dataclass field holding inputs an estimate carries along for its readers (a
+# stage's plan), not figures it computed: `field(metadata={INPUTS: True})`, left out of
+# the walk (the plan's engine and cluster figures are checked as inputs, `suspect_inputs`).
+INPUTS = "inputs"
 
 
 class ImpossibleFigure(ArchipelagoError):
@@ -75,8 +79,9 @@ def _fields_owner(value: Any) -> Any:
 # Keyed by classes, whose fields and properties are fixed once defined; a few dozen exist.
 @lru_cache(maxsize=256)
 def _dataclass_names(owner: Any, cls: type, properties: bool) -> tuple[str, ...]:
-    """The fields of dataclass `owner`, then (with `properties`) the properties of `cls`."""
-    names = [f.name for f in fields(owner)]
+    """The fields of dataclass `owner` (but its INPUTS), then (with `properties`) the
+    properties of `cls`."""
+    names = [f.name for f in fields(owner) if not f.metadata.get(INPUTS)]
     if properties:
         names += [n for n, a in vars(cls).items() if isinstance(a, property)]
     return tuple(names)

@@ -86,14 +86,20 @@ def device_from_dict(key: str, entry: dict[str, Any], source: str) -> Device:
 
 @cache
 def catalog() -> dict[str, Device]:
-    return {k: device_from_dict(k, v, "catalog.yaml") for k, v in raw_catalog().items()}
+    return {k: _device(k) for k in raw_catalog()}
+
+
+@cache
+def _device(key: str) -> Device:
+    """One catalog device, validated the first time it is asked for: a plan on U280s
+    builds the U280 only, not the two dozen others (every `archi plan` pays it)."""
+    return device_from_dict(key, raw_catalog()[key], "catalog.yaml")
 
 
 def get_device(key: str) -> Device:
-    devices = catalog()
-    if key.lower() not in devices:
-        raise UnknownNameError("device", key, devices, "archi catalog")
-    return devices[key.lower()]
+    if key.lower() not in raw_catalog():
+        raise UnknownNameError("device", key, raw_catalog(), "archi catalog")
+    return _device(key.lower())
 
 
 @cache

@@ -16,7 +16,8 @@ commands (`PlanKind.commands`, attached to `archi` when it starts).
 
 Built-in strategies register when their modules are imported (`_load`); a package outside
 the repository registers through the `archipelago.strategies` entry point group, whose
-entries name modules that call `register_kind` / `register` when imported.
+entries name modules that call `register_kind` / `register` when imported. The wording of
+the registry's refusals (a model, an option, engine parameters) is in `refusals`.
 """
 
 from collections.abc import Callable
@@ -27,12 +28,13 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from pydantic import BaseModel, ValidationError
 
-from archipelago.errors import ArchipelagoError, UnknownNameError, elide
+from archipelago.errors import ArchipelagoError, UnknownNameError
 from archipelago.models.features import Feature, refusal
 from archipelago.plugins import load_entry_points
 from archipelago.refs import Ref, resolve, resolved
 from archipelago.strategies import hooks
 from archipelago.strategies.options import ROLES, WorkloadType
+from archipelago.strategies.refusals import engine_refusal, unknown_option, wrong_model
 
 if TYPE_CHECKING:  # the spec type is a planner's import, not the registry's
     from archipelago.models.spec import ModelSpec
@@ -204,24 +206,14 @@ class Strategy:
             return self.engine_config.model_validate({**self.engine_defaults,
                                                       **(overrides or {})})
         except ValidationError as err:
-            first = err.errors()[0]
-            names = ", ".join(self.engine_config.model_fields)
-            key = ".".join(map(str, first["loc"]))
-            if first["type"] == "extra_forbidden":
-                raise ArchipelagoError(f"unknown {self.name} engine parameter "
-                                       f"'{elide(key, 80)}' (parameters: {names})") from None
-            problem = first["msg"].removeprefix("Value error, ")
-            where = (f"parameter '{elide(key, 80)}' = {elide(repr(first['input']), 80)}"
-                     if key else "parameters")
-            raise ArchipelagoError(f"{self.name} engine {where}: {problem} "
-                                   f"(parameters: {names})") from None
+            raise ArchipelagoError(engine_refusal(self.name, self.engine_config, err)
+                                   ) from None
 
     def plan(self, spec: Any, cluster: Any, engine: dict[str, Any] | None,
              workload: Any) -> Any:
         if not isinstance(spec, self.models):
-            raise ArchipelagoError(f"strategy '{self.name}' plans {_model_words(self.models)}; "
-                                   f"{spec.name} is a {type(spec).__name__} "
-                                   f"({_planners_of(spec)})")
+            takers = [s.name for s in _STRATEGIES.values() if isinstance(spec, s.models)]
+            raise ArchipelagoError(wrong_model(self.name, self.models, spec, takers))
         return self.planner(spec, cluster, self.config(engine), workload)
 
     def workload(self, given: dict[str, str] | None = None, command: str = "plan") -> Any:
@@ -231,10 +223,8 @@ class Strategy:
         options = self.plan_kind.workload.of(command, *ROLES)
         for name in given or {}:
             if name not in {o.name for o in options}:
-                takes = ", ".join(_flag(o.name) for o in options) or "no options"
-                raise ArchipelagoError(f"{_flag(name)} {_who_takes(name, command)}; "
-                                       f"strategy '{self.name}' takes {takes}"
-                                       + (f" in `archi {command}`" if command else ""))
+                raise ArchipelagoError(unknown_option(name, command, self.name, options,
+                                                      _workloads()))
         return self.plan_kind.workload.from_args(given or {}, command)
 
 
@@ -365,34 +355,11 @@ def feature_refusal(spec: "ModelSpec", strategy: str, action: Action = "split") 
                    f"the {kind.name} {what}", able)
 
 
-def _model_words(models: type | tuple[type, ...]) -> str:
-    types = models if isinstance(models, tuple) else (models,)
-    return " or ".join(t.__name__ for t in types)
-
-
-def _planners_of(spec: Any) -> str:
-    takers = sorted(s.name for s in _STRATEGIES.values() if isinstance(spec, s.models))
-    return f"strategies for it: {', '.join(takers)}" if takers else "no strategy plans it"
-
-
-def _flag(name: str) -> str:
-    return "--" + elide(name.replace("_", "-"), 60)  # a user's unknown option, maybe long
-
-
-def _who_takes(option: str, command: str) -> str:
-    """Which strategies take `option`, and in which commands where `command` is not one."""
-    takers = []
-    for kind in sorted(_KINDS.values(), key=lambda k: k.name):  # not import order
-        for o in kind.workload.options:
-            if o.name != option:
-                continue
-            users = sorted(s.name for s in _STRATEGIES.values() if s.kind == kind.name)
-            where = "" if o.applies(command) else " in " + " and ".join(
-                f"`archi {c}`" for c in o.commands or ())
-            takers.append(f"{kind.workload.name} strategies ({', '.join(users)}){where}")
-    if takers:
-        return f"applies to {' and '.join(takers)}"
-    return "is not an option of any plan kind"
+def _workloads() -> list[tuple[WorkloadType, list[str]]]:
+    """Every kind's workload and its strategies' names, in kind-name order (not import
+    order), for saying who takes an option."""
+    return [(kind.workload, sorted(s.name for s in _STRATEGIES.values() if s.kind == kind.name))
+            for kind in sorted(_KINDS.values(), key=lambda k: k.name)]
 
 
 def builtin_kind_packages() -> list[str]:

@@ -11,7 +11,8 @@ An engine built over many variants of its parameters at once (variants.py) gives
 step's seconds a leading axis over them; `generation_seconds` keeps that axis.
 """
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 import numpy as np
 
@@ -29,6 +30,7 @@ from archipelago.strategies.tensor_parallel.plan import (
     MemoryKind,
     Plan,
     Step,
+    StepEngine,
 )
 
 # Where each op's time is reported (the DFX paper's Fig. 15 breakdown categories).
@@ -76,7 +78,14 @@ class DeviceUse:
 
     @property
     def total(self) -> Resources:
-        return add_resources(*self.units.values())
+        return _summed(tuple(self.units.values()))
+
+
+@lru_cache(maxsize=64)
+def _summed(units: tuple[Resources, ...]) -> Resources:
+    """A core's units added up once: every board of a ring builds the same core, and the
+    fabric check and the walk of an estimate's figures ask each board's."""
+    return add_resources(*units)
 
 
 def batched(steps: list[Step], sequences: int) -> list[Step]:
@@ -104,14 +113,70 @@ def steps_seconds(plan: Plan, steps: list[Step], phase: Phase,
 Part = tuple[list[Step], Phase, int]
 
 
+class PartTimes:
+    """Each step's seconds of a ring program's parts (embedding, block, output ops) in each
+    phase, computed once and kept: a split's stages run the same steps on rings alike, so
+    the planner's candidate (costing the parts to choose the split) and the estimator
+    (costing each stage's share) read the same arrays, added in the same order, to the same
+    figures; the plan keeps its candidate's. The key is what a step's seconds depend on
+    beyond the steps and the engine (both held, so their ids stay theirs): the phase of the
+    workload, the sequences together, the ring's size and link."""
+
+    MAX_KEPT = 64  # a plan estimated for many workloads starts over past this
+
+    def __init__(self) -> None:
+        self._kept: dict[tuple, tuple[StepEngine, list[Step], list[np.ndarray]]] = {}
+        self._rings: dict[int, tuple[Cluster, tuple]] = {}  # each stage's ring, asked once
+
+    def steps_seconds(self, plan: Plan, steps: list[Step], phase: Phase,
+                      sequences: int) -> list[np.ndarray]:
+        """`steps_seconds(plan, steps, phase, sequences)`, computed once."""
+        context = np.asarray(phase.context)
+        key = (id(plan.engine), id(steps), phase.new_tokens, context.dtype.str,
+               context.shape, context.tobytes(), sequences, plan.ranks, *self._ring(plan))
+        kept = self._kept.get(key)
+        if kept is None:
+            if len(self._kept) >= self.MAX_KEPT:
+                self._kept.clear()
+                self._rings.clear()
+            kept = (plan.engine, steps, steps_seconds(plan, steps, phase, sequences))
+            self._kept[key] = kept
+        return kept[2]
+
+    def _ring(self, plan: Plan) -> tuple:
+        """What the collectives' seconds read of the plan's ring: its size and link."""
+        ring = plan.cluster
+        known = self._rings.get(id(ring))
+        if known is None or known[0] is not ring:
+            known = (ring, (ring.size, ring.link(0, 1) if ring.size > 1 else None))
+            self._rings[id(ring)] = known
+        return known[1]
+
+
+@dataclass
+class Costed:
+    """What the planner costed choosing a split, kept with the plan for its estimator:
+    every step's seconds (`times`) and, for the workload and the stages (`split_choice.
+    stages_key`) it chose, each stage's boards' use and why they do not fit (none: they
+    fit)."""
+
+    times: PartTimes = field(default_factory=PartTimes)
+    workload: Generation | None = None
+    stages: tuple[tuple, ...] = ()
+    uses: list[list[DeviceUse]] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+
+
 def seconds_by_category(plan: Plan, parts: list[Part], shape: tuple[int, ...],
-                        sequences: int = 1, start: dict[str, np.ndarray] | None = None
-                        ) -> dict[str, np.ndarray]:
+                        sequences: int = 1, start: dict[str, np.ndarray] | None = None,
+                        times: PartTimes | None = None) -> dict[str, np.ndarray]:
     """Seconds by category of each (steps, phase, repeat) part, summed (onto `start`; over
-    the engine's variants too, where it has them)."""
+    the engine's variants too, where it has them); each part's steps read from `times`
+    where given."""
+    seconds_of = steps_seconds if times is None else times.steps_seconds
     out = {c: np.zeros(shape) if start is None else start[c] for c in CATEGORIES}
     for steps, phase, repeat in parts:
-        for step, seconds in zip(steps, steps_seconds(plan, steps, phase, sequences),
+        for step, seconds in zip(steps, seconds_of(plan, steps, phase, sequences),
                                  strict=True):
             category = step_category(step)
             out[category] = out[category] + repeat * seconds
@@ -119,7 +184,8 @@ def seconds_by_category(plan: Plan, parts: list[Part], shape: tuple[int, ...],
 
 
 def phase_seconds(plan: Plan, rows: int, context: np.ndarray, share: Share,
-                  output: bool = True, sequences: int = 1) -> dict[str, np.ndarray]:
+                  output: bool = True, sequences: int = 1, times: PartTimes | None = None
+                  ) -> dict[str, np.ndarray]:
     """Seconds by category for `rows` new tokens of each of `sequences` at each context
     length over `share` of the model: the embedding for all rows, the block once per layer,
     then (if `output`) the output ops on each sequence's last row. One new token of a
@@ -131,10 +197,11 @@ def phase_seconds(plan: Plan, rows: int, context: np.ndarray, share: Share,
     parts.append((plan.block_steps, block, share.layers))
     if output and share.last:
         parts.append((plan.output_steps, Phase(1, context), 1))
-    return seconds_by_category(plan, parts, context.shape, sequences)
+    return seconds_by_category(plan, parts, context.shape, sequences, times=times)
 
 
-def _prompt_and_decode(plan: Plan, n_in: int, n_out: int, share: Share, sequences: int = 1
+def _prompt_and_decode(plan: Plan, n_in: int, n_out: int, share: Share, sequences: int = 1,
+                       times: PartTimes | None = None
                        ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """Seconds by category of the prompts, and of each further token (decode step i feeds
     token n_in + i - 1; last axis), an engine over variants putting them on a leading axis.
@@ -145,15 +212,17 @@ def _prompt_and_decode(plan: Plan, n_in: int, n_out: int, share: Share, sequence
     elementwise in the context), split after."""
     last, contexts = np.array([n_in]), n_in + np.arange(1, n_out)
     if not plan.engine.token_serial_prefill:
-        prompt = phase_seconds(plan, n_in, last, share, sequences=sequences)
+        prompt = phase_seconds(plan, n_in, last, share, sequences=sequences, times=times)
         return ({c: v[..., 0] for c, v in prompt.items()},
-                phase_seconds(plan, 1, contexts, share, sequences=sequences))
-    passes = phase_seconds(plan, 1, np.arange(1, n_in + n_out), share, False, sequences)
+                phase_seconds(plan, 1, contexts, share, sequences=sequences, times=times))
+    passes = phase_seconds(plan, 1, np.arange(1, n_in + n_out), share, False, sequences,
+                           times)
     output = [(plan.output_steps, Phase(1, last), 1)] if share.last else []
-    head = seconds_by_category(plan, output, last.shape, sequences)
+    head = seconds_by_category(plan, output, last.shape, sequences, times=times)
     output = [(plan.output_steps, Phase(1, contexts), 1)] if share.last else []
     decode = seconds_by_category(plan, output, contexts.shape, sequences,
-                                 start={c: v[..., n_in:] for c, v in passes.items()})
+                                 start={c: v[..., n_in:] for c, v in passes.items()},
+                                 times=times)
     return ({c: passes[c][..., :n_in].sum(axis=-1) + head[c][..., 0] for c in CATEGORIES},
             decode)
 
@@ -165,14 +234,16 @@ def sequence_turns(plan: Plan, workload: Generation) -> tuple[int, int]:
     return (1, batch) if batch > 1 and plan.engine.one_sequence else (batch, 1)
 
 
-def generation_seconds(plan: Plan, workload: Generation, share: Share | None = None
+def generation_seconds(plan: Plan, workload: Generation, share: Share | None = None,
+                       times: PartTimes | None = None
                        ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """Seconds by category of the prefill and of each decode step (last axis) of `share`
     (all of the model where None), a batch's turns included; an engine over variants puts
-    them on a leading axis of both."""
+    them on a leading axis of both. Steps already costed in `times` are read from it."""
     n_in, n_out = workload.input_tokens, workload.output_tokens
     together, turns = sequence_turns(plan, workload)
-    prompt, decode = _prompt_and_decode(plan, n_in, n_out, share or whole(plan), together)
+    prompt, decode = _prompt_and_decode(plan, n_in, n_out, share or whole(plan), together,
+                                        times)
     pre = {c: turns * v for c, v in prompt.items()}
     dec = {c: turns * v for c, v in decode.items()}
     return pre, dec

@@ -5,13 +5,16 @@ the stages run one after another (no micro-batching across them yet), so a token
 the sum of theirs plus the transfers between stages (none for one stage). Prefill, per-token
 decode and the breakdown by category add up over the stages ("transfer" joins the
 categories where the plan shows its split); every device of every stage reports its
-memory and core, and every one short of either says why.
+memory and core, and every one short of either says why. What the planner costed while
+choosing the split (`StagedPlan.costed`: the steps' seconds, and the stages' use and
+refusals for its workload) is read, not computed again.
 """
 
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from archipelago.estimate.figures import INPUTS
 from archipelago.estimate.generation import GenerationTiming
 from archipelago.estimate.workload import Generation
 from archipelago.hardware.device import Link
@@ -24,7 +27,7 @@ from archipelago.strategies.tensor_parallel.costs import (
     stage_links,
     transfer_seconds,
 )
-from archipelago.strategies.tensor_parallel.split_choice import stage_reasons
+from archipelago.strategies.tensor_parallel.split_choice import stage_reasons, stages_key
 from archipelago.strategies.tensor_parallel.staged import Stage, StagedPlan
 
 
@@ -33,7 +36,7 @@ class StageEstimate:
     """One stage's share of the run: its prompt seconds, its decode seconds (all steps, and
     per step), and its devices' use."""
 
-    stage: Stage
+    stage: Stage = field(metadata={INPUTS: True})  # the plan's, not figures to check
     prefill_s: float
     decode_s: float
     decode_s_per_token: float
@@ -93,17 +96,24 @@ def estimate(plan: StagedPlan, workload: Generation) -> Estimate:
     stages, devices, uses_by_stage = [], [], []
     seconds: dict[tuple, tuple[dict[str, np.ndarray], dict[str, np.ndarray]]] = {}
     held: dict[tuple[int, int], Holdings] = {}
-    for stage in plan.stages:  # the middle stages of a split cost alike: once
+    checked = plan.costed  # the planner's, where it checked these stages for this workload
+    if checked.workload != workload or checked.stages != stages_key(plan.stages):
+        checked = None
+    for k, stage in enumerate(plan.stages):  # the middle stages of a split cost alike: once
         key = (share(stage), *_same_costs(stage))
         if key not in seconds:
-            seconds[key] = generation_seconds(stage.program, workload, share(stage))
+            seconds[key] = generation_seconds(stage.program, workload, share(stage),
+                                              plan.costed.times)
         pre_k, dec_k = seconds[key]
         prefill, dec = _add(prefill, pre_k), _add(dec, dec_k)
         step = sum(dec_k.values()) if n_out > 1 else np.zeros(0)
-        boards = (id(stage.program.engine), id(stage.program.devices))
-        if boards not in held:
-            held[boards] = Holdings(stage.program)
-        uses = held[boards].device_use(workload, share(stage), stage.nodes[0])
+        if checked is not None:
+            uses = checked.uses[k]
+        else:
+            boards = (id(stage.program.engine), id(stage.program.devices))
+            if boards not in held:
+                held[boards] = Holdings(stage.program)
+            uses = held[boards].device_use(workload, share(stage), stage.nodes[0])
         uses_by_stage.append(uses)
         stages.append(StageEstimate(stage, float(sum(pre_k.values())), float(np.sum(step)),
                                     float(step.mean()) if step.size else 0.0, uses))
@@ -123,7 +133,8 @@ def estimate(plan: StagedPlan, workload: Generation) -> Estimate:
         breakdown["transfer"] = transfer
         pre["transfer"] = prompt_hops
     latency = prefill_s + float(np.sum(per_token))
-    reasons = stage_reasons(plan.stages, workload, uses_by_stage)
+    reasons = (list(checked.reasons) if checked is not None
+               else stage_reasons(plan.stages, workload, uses_by_stage))
     return Estimate(
         latency_s=latency,
         tokens_per_s=batch * n_out / latency,

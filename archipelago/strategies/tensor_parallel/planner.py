@@ -171,7 +171,8 @@ def staged(strategy: str, scheme: str, ring: RingPlanner) -> Callable[..., Stage
                                          f"tp={tp}: {why}" for tp, why in refused.items()))
             cand, split = choose_auto(candidates)
         return StagedPlan(strategy, spec, cluster, cand.stages(split), split,
-                          "given" if isinstance(request, Split) else "auto", refused)
+                          "given" if isinstance(request, Split) else "auto", refused,
+                          costed=cand.costed(split))
 
     return planner
 

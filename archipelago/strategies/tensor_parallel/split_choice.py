@@ -16,8 +16,10 @@ from archipelago.estimate.workload import Generation
 from archipelago.hardware.cluster import Cluster
 from archipelago.models.spec import ModelSpec
 from archipelago.strategies.tensor_parallel.costs import (
+    Costed,
     DeviceUse,
     Holdings,
+    PartTimes,
     Share,
     feasibility,
     generation_seconds,
@@ -56,15 +58,16 @@ def check_given(split: Split, spec: ModelSpec, cluster: Cluster) -> None:
         check_ep(spec, split.tp, split.ep)
 
 
-def _total(program: Plan, workload: Generation, share: Share) -> float:
-    pre, dec = generation_seconds(program, workload, share)
+def _total(program: Plan, workload: Generation, share: Share, times: PartTimes) -> float:
+    pre, dec = generation_seconds(program, workload, share, times)
     return float(sum(pre.values()) + sum(dec.values()).sum())
 
 
 @dataclass
 class Candidate:
     """A ring program of `tp` boards with experts placed `ep`, and what every split of it
-    needs: the seconds of one block, of the embedding and of the output ops."""
+    needs: the seconds of one block, of the embedding and of the output ops (each step's
+    kept in `times`, for the estimate of the split chosen)."""
 
     program: Plan
     tp: int
@@ -73,12 +76,13 @@ class Candidate:
     workload: Generation
 
     def __post_init__(self) -> None:
-        work = self.workload
-        self.block_s = _total(self.program, work, Share(1, False, False))
-        self.embed_s = _total(self.program, work, Share(0, True, False))
-        self.output_s = _total(self.program, work, Share(0, False, True))
+        work, self.times = self.workload, PartTimes()
+        self.block_s = _total(self.program, work, Share(1, False, False), self.times)
+        self.embed_s = _total(self.program, work, Share(0, True, False), self.times)
+        self.output_s = _total(self.program, work, Share(0, False, True), self.times)
         self.holdings = Holdings(self.program)  # every stage's boards hold alike
         self._programs = {0: self.program}  # by stage: each on its group's cluster
+        self._checked: tuple[Split, list[list[DeviceUse]], list[str]] | None = None
 
     def counts(self, split: Split) -> tuple[int, ...]:
         if split.layers is not None:
@@ -106,7 +110,17 @@ class Candidate:
         stages = self.stages(split)
         uses = [self.holdings.device_use(self.workload, Share(len(s.layers), s.first, s.last),
                                          s.nodes[0]) for s in stages]
-        return stage_reasons(stages, self.workload, uses)
+        reasons = stage_reasons(stages, self.workload, uses)
+        self._checked = (split, uses, reasons)  # the chosen split is the last checked
+        return reasons
+
+    def costed(self, split: Split) -> Costed:
+        """What the choice of `split` costed, for the plan to keep: every step's seconds,
+        and its stages' use and refusals if `split` was the last checked."""
+        if self._checked is None or self._checked[0] != split:
+            return Costed(self.times)
+        _, uses, reasons = self._checked
+        return Costed(self.times, self.workload, stages_key(self.stages(split)), uses, reasons)
 
     def latency_s(self, pp: int) -> float:
         """Every stage's time and the transfers: each part once, the block per layer."""
@@ -115,6 +129,13 @@ class Candidate:
                                          stage_links(self.cluster, self.tp, pp))
         return (self.embed_s + self.block_s + self.output_s + (layers - 1) * self.block_s
                 + prompt + float(steps.sum()))
+
+
+def stages_key(stages: list[Stage]) -> tuple[tuple, ...]:
+    """What a stage's use and refusals depend on besides the workload: its place, layers,
+    boards and expert placement, its engine and its boards' shards."""
+    return tuple((s.index, s.layers, s.nodes, s.ep, id(s.program.engine),
+                  id(s.program.devices)) for s in stages)
 
 
 def stage_where(stage: Stage, stages: int) -> str:

@@ -18,6 +18,7 @@ from typing import Literal
 
 from archipelago.hardware.cluster import Cluster
 from archipelago.models.spec import ModelSpec
+from archipelago.strategies.tensor_parallel.costs import Costed
 from archipelago.strategies.tensor_parallel.plan import Plan, StepEngine
 from archipelago.strategies.tensor_parallel.planning.stages import Split
 
@@ -63,6 +64,8 @@ class StagedPlan:
     refused: dict[int, str] = field(default_factory=dict)
     replicas: int = 1
     micro_batches: int = 1
+    # What its planner costed while choosing the split, for the estimator to read.
+    costed: Costed = field(default_factory=Costed, compare=False, repr=False)
 
     @property
     def program(self) -> Plan:

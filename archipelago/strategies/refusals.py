@@ -1,0 +1,66 @@
+"""The registry's one-line refusals: a model a strategy does not plan, an option its kind
+does not take, engine parameters its config rejects. Kept apart from the lookups so the
+wording is read in one place; the registry hands in what it knows (which strategies take
+the model, which workloads take the option), so this module imports no registry."""
+
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from archipelago.errors import elide
+from archipelago.strategies.options import WorkloadOption, WorkloadType
+
+
+def wrong_model(strategy: str, models: tuple[type, ...], spec: Any,
+                takers: Sequence[str]) -> str:
+    """`strategy` plans only `models`; `spec` is another type, planned by `takers`."""
+    others = (f"strategies for it: {', '.join(sorted(takers))}" if takers
+              else "no strategy plans it")
+    return (f"strategy '{strategy}' plans {' or '.join(t.__name__ for t in models)}; "
+            f"{spec.name} is a {type(spec).__name__} ({others})")
+
+
+def unknown_option(name: str, command: str, strategy: str, options: Sequence[WorkloadOption],
+                   workloads: Sequence[tuple[WorkloadType, Sequence[str]]]) -> str:
+    """Option `name` is not one `strategy` takes in `archi command` (it takes `options`);
+    `workloads` are every kind's workload with its strategies' names, in kind-name order,
+    to say who does take it."""
+    takes = ", ".join(_flag(o.name) for o in options) or "no options"
+    return (f"{_flag(name)} {_who_takes(name, command, workloads)}; strategy '{strategy}' "
+            f"takes {takes}" + (f" in `archi {command}`" if command else ""))
+
+
+def engine_refusal(strategy: str, config: type[BaseModel], err: ValidationError) -> str:
+    """The first of `err`'s problems with `strategy`'s engine parameters: the key, the
+    value and the constraint, and the parameters there are."""
+    first = err.errors()[0]
+    names = ", ".join(config.model_fields)
+    key = ".".join(map(str, first["loc"]))
+    if first["type"] == "extra_forbidden":
+        return (f"unknown {strategy} engine parameter '{elide(key, 80)}' "
+                f"(parameters: {names})")
+    problem = first["msg"].removeprefix("Value error, ")
+    where = (f"parameter '{elide(key, 80)}' = {elide(repr(first['input']), 80)}"
+             if key else "parameters")
+    return f"{strategy} engine {where}: {problem} (parameters: {names})"
+
+
+def _flag(name: str) -> str:
+    return "--" + elide(name.replace("_", "-"), 60)  # a user's unknown option, maybe long
+
+
+def _who_takes(option: str, command: str,
+               workloads: Sequence[tuple[WorkloadType, Sequence[str]]]) -> str:
+    """Which strategies take `option`, and in which commands where `command` is not one."""
+    takers = []
+    for workload, users in workloads:
+        for o in workload.options:
+            if o.name != option:
+                continue
+            where = "" if o.applies(command) else " in " + " and ".join(
+                f"`archi {c}`" for c in o.commands or ())
+            takers.append(f"{workload.name} strategies ({', '.join(users)}){where}")
+    if takers:
+        return f"applies to {' and '.join(takers)}"
+    return "is not an option of any plan kind"
