@@ -67,7 +67,8 @@ class ModelFamily:
     `features`: those its models may use (a spec's own are `ModelSpec.features`);
     `inherent`: features every model of the family has that no ModelSpec field says (a
     family bringing a structure of its own); `checked`: config fields transformers builds
-    from, validated by kind ("positive", "std", "probability", "bool"); `names`: its
+    from, validated by kind ("positive", "std", "probability", "bool"), and `checked_within`
+    the numbers inside a config object (object field -> its fields, likewise); `names`: its
     state-dict layout, None where no kind reads its checkpoints yet; `numerics`: its
     arithmetic's details, None where no kind computes its values yet."""
 
@@ -77,6 +78,7 @@ class ModelFamily:
     features: frozenset[Feature]
     inherent: frozenset[Feature] = frozenset()
     checked: Mapping[str, str] = field(default_factory=dict)
+    checked_within: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     names: StateDictNames | None = None
     numerics: FamilyNumerics | None = None
 

@@ -100,6 +100,7 @@ register_model_family(ModelFamily(
              "initializer_range": "std", "attention_dropout": "probability",
              "attention_bias": "bool", "mlp_bias": "bool", "use_cache": "bool",
              "tie_word_embeddings": "bool"},
+    checked_within={"rope_parameters": {"rope_theta": "positive"}},
     names=LLAMA_NAMES,
     numerics=rotary_numerics(1e-6)))  # configuration_llama.py: rms_norm_eps 1e-6
 register_model_family(ModelFamily("granite", lambda f: llama_like(f, "granite"), decoder=True,
