@@ -70,7 +70,9 @@ class ModelFamily:
     from, validated by kind ("positive", "std", "probability", "bool"), and `checked_within`
     the numbers inside a config object (object field -> its fields, likewise); `names`: its
     state-dict layout, None where no kind reads its checkpoints yet; `numerics`: its
-    arithmetic's details, None where no kind computes its values yet."""
+    arithmetic's details, None where no kind computes its values yet;
+    `offset_in_positions`: its learned-position table's max_position_embeddings rows hold
+    the position offset (RoBERTa's padding index) rather than come after it (OPT)."""
 
     arch: str
     reader: Reader
@@ -81,6 +83,7 @@ class ModelFamily:
     checked_within: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     names: StateDictNames | None = None
     numerics: FamilyNumerics | None = None
+    offset_in_positions: bool = False
 
 
 _FAMILIES: dict[str, ModelFamily] = {}
