@@ -1,7 +1,8 @@
 """Model features are declared, not matched by text. A toy family registered from this module
 alone (no other file edited) brings a feature of its own: every kind that does not declare
 it refuses the model in one line naming the feature and the strategies that do plan it, and
-a toy kind declaring it plans the model through the real CLI. Every built-in family's
+a toy kind declaring it plans the model through the real CLI; a toy family declaring its
+own numerics is emulated with them, or refused in one line. Every built-in family's
 features against hand-written expectations, and the tensor-parallel planner's and
 emulator's refusals drawn from one vocabulary."""
 
@@ -17,14 +18,18 @@ from typer.testing import CliRunner
 
 from archipelago.cli import app
 from archipelago.emulate.errors import EmulationError
+from archipelago.emulate.job import EmulationJob
 from archipelago.engines.base import EngineConfig
 from archipelago.errors import PartitionError
 from archipelago.estimate.summary import Figure, Summary
+from archipelago.estimate.workload import parse_tokens
 from archipelago.hardware.cluster import Cluster, resolve_cluster
 from archipelago.models import features as F
 from archipelago.models.hf_config import spec_from_hf_config
-from archipelago.models.hf_families.llama import LLAMA_FEATURES, llama_like
+from archipelago.models.hf_families.llama import LLAMA_FEATURES, LLAMA_NAMES, llama_like
 from archipelago.models.model_families import (
+    FamilyNumerics,
+    FixedOption,
     ModelFamily,
     get_model_family,
     model_families,
@@ -37,6 +42,7 @@ from archipelago.strategies import registry
 from archipelago.strategies.options import WorkloadOption, WorkloadType
 from archipelago.strategies.tensor_parallel import EMULATES, SPLITS
 from archipelago.strategies.tensor_parallel.emulate import check
+from archipelago.strategies.tensor_parallel.emulate.numerics import Numerics, numerics
 from tests.test_hf_families import DECODERS, ENCODERS, VARIANTS, config
 
 HERE = __name__
@@ -235,6 +241,54 @@ def test_the_emulator_refuses_what_it_does_not_run_in_one_line() -> None:
         "strategy 'lora-f' cannot emulate newlm-1: it has a model_type read with another "
         "family's reader, which the tensor-parallel emulator does not support; no strategy "
         "can emulate it")
+
+
+@pytest.fixture
+def toy_numerics() -> Iterator[None]:
+    """Two toy families with LLaMA's reader and state-dict names and no feature of their own:
+    `toynum` declares its numerics (an epsilon under its own key, a rotary base and an
+    option it computes one way only, every default unlike any built-in family's);
+    `toybare` declares none."""
+    declared = FamilyNumerics(3e-4, "toy_norm_eps", rope_theta=2500.0, fixed={
+        "toy_score_scale": FixedOption("sqrt", "sqrt"),
+        "toy_rope_kind": FixedOption("plain", "plain", within="toy_rope")})
+    for arch, numbers in (("toynum", declared), ("toybare", None)):
+        register_model_family(ModelFamily(
+            arch, lambda f, arch=arch: llama_like(f, arch), decoder=True,
+            features=LLAMA_FEATURES, names=LLAMA_NAMES, numerics=numbers))
+    try:
+        yield
+    finally:
+        unregister_model_family("toynum")
+        unregister_model_family("toybare")
+
+
+def toy_check(**fields: object) -> ModelSpec:
+    """The emulator's checks of a lora-f plan of a toy config on 2 ranks; its spec."""
+    spec = spec_from_hf_config({**TOY_FIELDS, **fields}, "toy-7", "toy.json")
+    lora = registry.get_strategy("lora-f")
+    plan = lora.plan(spec, resolve_cluster("2xu280"), None, lora.workload()).program
+    check(plan, EmulationJob(parse_tokens("4:4")))
+    return spec
+
+
+def test_a_toy_family_is_emulated_with_the_numerics_it_declares(toy_numerics: None) -> None:
+    assert numerics(toy_check(model_type="toynum")) == Numerics(3e-4, 2500.0)
+    spec = toy_check(model_type="toynum", toy_norm_eps=0.25, rope_theta=9.0,
+                     toy_score_scale="sqrt", toy_rope={"toy_rope_kind": "plain"})
+    assert numerics(spec) == Numerics(0.25, 9.0)
+    for fields, line in [
+            ({"toy_score_scale": "none"}, "config toy_score_scale='none' is not emulated "
+                                          "(only 'sqrt')"),
+            ({"toy_rope": {"toy_rope_kind": "yarn"}}, "config toy_rope_kind='yarn' is not "
+                                                      "emulated (only 'plain')")]:
+        with pytest.raises(EmulationError) as err:
+            toy_check(model_type="toynum", **fields)
+        assert str(err.value) == f"toy-7: {line}"
+    with pytest.raises(EmulationError) as err:
+        toy_check(model_type="toybare")
+    assert str(err.value) == ("toy-7: architecture 'toybare' is not emulated (gpt2, llama, "
+                              "mistral, mixtral, opt, qwen2, qwen3, toynum are)")
 
 
 def test_features_in_words() -> None:

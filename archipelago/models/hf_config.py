@@ -24,23 +24,26 @@ from archipelago.safe_read import is_dir, load_json, probe
 def checked_fields(f: Fields, model_type: str) -> dict[str, Any]:
     """The config with every field its family checks (`ModelFamily.checked`: the fields
     transformers builds the reference model from besides the sizes its reader takes) that
-    it sets validated, and llama's nested rope_parameters likewise: a bad one is one line
-    here, not a TypeError inside transformers nor NaN logits from a negative epsilon.
-    Numbers given as integers are kept as floats, since transformers' strict config classes
-    refuse an int where they declare float."""
+    it sets validated, and those inside its objects (`checked_within`: LLaMA's nested
+    rope_parameters) likewise: a bad one is one line here, not a TypeError inside
+    transformers nor NaN logits from a negative epsilon. Numbers given as integers are kept
+    as floats, since transformers' strict config classes refuse an int where they declare
+    float."""
     config = dict(f.config)
     family = model_families().get(model_type)
     for key, kind in (family.checked if family else {}).items():
         if config.get(key) is None:  # absent or null: transformers' default
             continue
         config[key] = f.bool(key, False) if kind == "bool" else f.number(key, kind)
-    rope = config.get("rope_parameters")
-    if model_type == "llama" and rope is not None:
-        if not isinstance(rope, Mapping):
-            raise ConfigError(f.source, "rope_parameters", f"must be an object, got {rope!r}")
-        if rope.get("rope_theta") is not None:
-            theta = f.number("rope_theta", "positive", "rope_parameters")
-            config["rope_parameters"] = {**rope, "rope_theta": theta}
+    for within, checked in (family.checked_within if family else {}).items():
+        inner = config.get(within)
+        if inner is None:
+            continue
+        if not isinstance(inner, Mapping):
+            raise ConfigError(f.source, within, f"must be an object, got {inner!r}")
+        config[within] = {**inner, **{key: f.number(key, kind, within)
+                                      for key, kind in checked.items()
+                                      if inner.get(key) is not None}}
     return config
 
 

@@ -3,9 +3,10 @@ one registry every list of architectures is derived from.
 
 A family is one module of `archipelago.models.hf_families` (or any module imported before
 the family is named: a plugin, a test) that calls `register_model_family` with its config
-reader, the features its models may use, and where transformers keeps its tensors
-(`StateDictNames`, for the kinds that load checkpoints). The built-in modules are
-imported the first time the registry is asked.
+reader, the features its models may use, where transformers keeps its tensors
+(`StateDictNames`, for the kinds that load checkpoints) and the numerical details of its
+arithmetic that ModelSpec leaves out (`FamilyNumerics`, for the kinds that compute values).
+The built-in modules are imported the first time the registry is asked.
 """
 
 from collections.abc import Callable, Mapping
@@ -36,13 +37,42 @@ class StateDictNames:
 
 
 @dataclass(frozen=True)
+class FixedOption:
+    """A config option whose other values change the arithmetic in ways no kind models:
+    `value`, the only one computed; `default`, transformers' where the config leaves it
+    out; `within`, the config object holding it (transformers 5's rope_parameters), or ""
+    at the top level."""
+
+    value: Any
+    default: Any
+    within: str = ""
+
+
+@dataclass(frozen=True)
+class FamilyNumerics:
+    """What a family's arithmetic needs beyond ModelSpec's sizes: the norm epsilon (read
+    from config key `norm_eps_key`, `norm_eps` where absent, or always `norm_eps` where the
+    key is None), the rotary base's transformers default (None: learned positions), and
+    the options that must hold one value (config key -> FixedOption), checked in order."""
+
+    norm_eps: float
+    norm_eps_key: str | None
+    rope_theta: float | None = None
+    fixed: Mapping[str, FixedOption] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class ModelFamily:
     """`arch`: the model_type it reads; `reader`: config fields -> ModelSpec fields;
     `features`: those its models may use (a spec's own are `ModelSpec.features`);
     `inherent`: features every model of the family has that no ModelSpec field says (a
     family bringing a structure of its own); `checked`: config fields transformers builds
-    from, validated by kind ("positive", "std", "probability", "bool"); `names`: its
-    state-dict layout, None where no kind reads its checkpoints yet."""
+    from, validated by kind ("positive", "std", "probability", "bool"), and `checked_within`
+    the numbers inside a config object (object field -> its fields, likewise); `names`: its
+    state-dict layout, None where no kind reads its checkpoints yet; `numerics`: its
+    arithmetic's details, None where no kind computes its values yet;
+    `offset_in_positions`: its learned-position table's max_position_embeddings rows hold
+    the position offset (RoBERTa's padding index) rather than come after it (OPT)."""
 
     arch: str
     reader: Reader
@@ -50,7 +80,10 @@ class ModelFamily:
     features: frozenset[Feature]
     inherent: frozenset[Feature] = frozenset()
     checked: Mapping[str, str] = field(default_factory=dict)
+    checked_within: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     names: StateDictNames | None = None
+    numerics: FamilyNumerics | None = None
+    offset_in_positions: bool = False
 
 
 _FAMILIES: dict[str, ModelFamily] = {}

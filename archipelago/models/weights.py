@@ -11,7 +11,7 @@ from functools import cached_property
 from math import prod
 
 from archipelago.memo import by_content
-from archipelago.models.hf_families.bert import ROBERTA_LIKE
+from archipelago.models.model_families import get_model_family
 from archipelago.models.spec import ModelSpec
 
 
@@ -125,9 +125,8 @@ def embedding_weights(spec: ModelSpec) -> Iterator[WeightTensor]:
     width = spec.embed_proj_dim or spec.hidden
     yield WeightTensor("embed_tokens.weight", (spec.vocab, width))
     if spec.learned_positions:
-        rows = spec.max_positions + spec.position_offset
-        if spec.arch in ROBERTA_LIKE:
-            rows = spec.max_positions  # RoBERTa's padding offset is inside max_positions
+        inside = get_model_family(spec.arch).offset_in_positions
+        rows = spec.max_positions + (0 if inside else spec.position_offset)
         yield WeightTensor("embed_positions.weight", (rows, spec.hidden))
     if spec.type_vocab:
         yield WeightTensor("embed_types.weight", (spec.type_vocab, spec.hidden))

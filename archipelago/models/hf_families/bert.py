@@ -11,7 +11,7 @@ from archipelago.models.hf_fields import Fields
 from archipelago.models.model_families import ModelFamily, Reader, register_model_family
 
 # RoBERTa's layout: position ids start after the padding index, inside max_positions.
-ROBERTA_LIKE: frozenset[str] = frozenset({"roberta", "ibert", "xlm-roberta"})
+_ROBERTA_LIKE = frozenset({"roberta", "ibert", "xlm-roberta"})
 _ENCODER = {"layer_norm_eps": "positive", "initializer_range": "std",
             "hidden_dropout_prob": "probability", "attention_probs_dropout_prob": "probability",
             "tie_word_embeddings": "bool"}
@@ -28,7 +28,7 @@ def _bert_like(arch: str) -> Reader:
             activation=f.str("hidden_act", "gelu"), pre_norm=False, final_norm=False,
             embedding_norm=True,
             type_vocab=f.count("type_vocab_size") if "type_vocab_size" in f.config else 2,
-            position_offset=2 if arch in ROBERTA_LIKE else 0,
+            position_offset=2 if arch in _ROBERTA_LIKE else 0,
         )
     return read
 
@@ -87,4 +87,5 @@ _READERS: dict[str, tuple[Reader, dict[str, str]]] = {
 for _arch, (_read, _checked) in _READERS.items():
     register_model_family(ModelFamily(_arch, _read, decoder=False,
                                       features=frozenset({BIASES, POST_NORM, EMBEDDING_NORM}),
-                                      checked=_checked))
+                                      checked=_checked,
+                                      offset_in_positions=_arch in _ROBERTA_LIKE))

@@ -5,7 +5,13 @@ from typing import Any
 
 from archipelago.models.features import BIASES
 from archipelago.models.hf_fields import Fields
-from archipelago.models.model_families import ModelFamily, StateDictNames, register_model_family
+from archipelago.models.model_families import (
+    FamilyNumerics,
+    FixedOption,
+    ModelFamily,
+    StateDictNames,
+    register_model_family,
+)
 
 _NAMES = StateDictNames(
     "transformer.h.{}.",
@@ -17,6 +23,11 @@ _NAMES = StateDictNames(
     linear_transposed=False,
     fused={"q": (0, 3), "k": (1, 3), "v": (2, 3)},
 )
+# transformers 5's configuration_gpt2.py: layer_norm_epsilon 1e-5; attention scores divided
+# by sqrt(head size) (scale_attn_weights True) and not also by the layer index + 1.
+_NUMERICS = FamilyNumerics(1e-5, "layer_norm_epsilon", fixed={
+    "scale_attn_weights": FixedOption(True, True),
+    "scale_attn_by_inverse_layer_idx": FixedOption(False, False)})
 
 
 def _gpt2(f: Fields) -> dict[str, Any]:
@@ -38,4 +49,4 @@ register_model_family(ModelFamily(
              "scale_attn_weights": "bool", "scale_attn_by_inverse_layer_idx": "bool",
              "reorder_and_upcast_attn": "bool", "add_cross_attention": "bool",
              "use_cache": "bool", "tie_word_embeddings": "bool"},
-    names=_NAMES))
+    names=_NAMES, numerics=_NUMERICS))

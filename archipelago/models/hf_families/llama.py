@@ -14,7 +14,13 @@ from archipelago.models.features import (
 )
 from archipelago.models.hf_fields import Fields
 from archipelago.models.limits import MAX_LAYERS
-from archipelago.models.model_families import ModelFamily, StateDictNames, register_model_family
+from archipelago.models.model_families import (
+    FamilyNumerics,
+    FixedOption,
+    ModelFamily,
+    StateDictNames,
+    register_model_family,
+)
 
 LLAMA_FEATURES = frozenset({GATED_MLP, RMSNORM, GROUPED_QUERY, BIASES, EXPLICIT_HEAD_DIM})
 LLAMA_NAMES = StateDictNames(
@@ -26,6 +32,20 @@ LLAMA_NAMES = StateDictNames(
     {"embed_tokens": "model.embed_tokens", "final_norm": "model.norm", "lm_head": "lm_head"},
     linear_transposed=True,
 )
+# Rotary positions as transformers 5 computes them by default (modeling_rope_utils.py):
+# rope_type "default" (inside rope_parameters), no rope_scaling, every head dimension rotated
+# (partial_rotary_factor, 1.0 where absent); other values rotate by other frequencies.
+ROTARY_FIXED = {"rope_type": FixedOption("default", "default", within="rope_parameters"),
+                "rope_scaling": FixedOption(None, None),
+                "partial_rotary_factor": FixedOption(1.0, 1.0)}
+
+
+def rotary_numerics(rms_norm_eps: float, rope_theta: float = 10000.0) -> FamilyNumerics:
+    """An RMSNorm epsilon under rms_norm_eps and a rotary base, with the family's
+    transformers defaults where a config leaves them out: `rms_norm_eps` from its
+    configuration_*.py, `rope_theta` its default_theta (RotaryEmbeddingConfigMixin's
+    10000.0 in modeling_rope_utils.py unless the family overrides it)."""
+    return FamilyNumerics(rms_norm_eps, "rms_norm_eps", rope_theta, ROTARY_FIXED)
 
 
 def _head_size(f: Fields, hidden: int, heads: int) -> int | None:
@@ -80,6 +100,8 @@ register_model_family(ModelFamily(
              "initializer_range": "std", "attention_dropout": "probability",
              "attention_bias": "bool", "mlp_bias": "bool", "use_cache": "bool",
              "tie_word_embeddings": "bool"},
-    names=LLAMA_NAMES))
+    checked_within={"rope_parameters": {"rope_theta": "positive"}},
+    names=LLAMA_NAMES,
+    numerics=rotary_numerics(1e-6)))  # configuration_llama.py: rms_norm_eps 1e-6
 register_model_family(ModelFamily("granite", lambda f: llama_like(f, "granite"), decoder=True,
                                   features=LLAMA_FEATURES))

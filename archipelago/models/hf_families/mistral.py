@@ -6,7 +6,13 @@ from dataclasses import replace
 from typing import Any
 
 from archipelago.models.features import EXPERTS, SLIDING_WINDOW
-from archipelago.models.hf_families.llama import LLAMA_FEATURES, LLAMA_NAMES, llama_like, window
+from archipelago.models.hf_families.llama import (
+    LLAMA_FEATURES,
+    LLAMA_NAMES,
+    llama_like,
+    rotary_numerics,
+    window,
+)
 from archipelago.models.hf_fields import Fields
 from archipelago.models.model_families import ModelFamily, Reader, register_model_family
 
@@ -35,8 +41,11 @@ def _mixtral(f: Fields) -> dict[str, Any]:
 
 
 register_model_family(ModelFamily("mistral", sliding_all("mistral"), decoder=True,
-                                  features=_FEATURES, names=LLAMA_NAMES))
+                                  features=_FEATURES, names=LLAMA_NAMES,
+                                  numerics=rotary_numerics(1e-6)))  # configuration_mistral.py
 register_model_family(ModelFamily("phi3", sliding_all("phi3"), decoder=True,
                                   features=_FEATURES))
+# configuration_mixtral.py: rms_norm_eps 1e-5, default_theta 1e6
 register_model_family(ModelFamily("mixtral", _mixtral, decoder=True,
-                                  features=_FEATURES | {EXPERTS}, names=_MIXTRAL_NAMES))
+                                  features=_FEATURES | {EXPERTS}, names=_MIXTRAL_NAMES,
+                                  numerics=rotary_numerics(1e-5, 1e6)))

@@ -5,7 +5,13 @@ from typing import Any
 
 from archipelago.models.features import BIASES, POST_NORM
 from archipelago.models.hf_fields import Fields
-from archipelago.models.model_families import ModelFamily, StateDictNames, register_model_family
+from archipelago.models.model_families import (
+    FamilyNumerics,
+    FixedOption,
+    ModelFamily,
+    StateDictNames,
+    register_model_family,
+)
 
 _NAMES = StateDictNames(
     "model.decoder.layers.{}.",
@@ -17,6 +23,11 @@ _NAMES = StateDictNames(
      "final_norm": "model.decoder.final_layer_norm", "lm_head": "lm_head"},
     linear_transposed=True,
 )
+# transformers 5's modeling_opt.py builds nn.LayerNorm without an eps (torch's 1e-5, which no
+# config field changes), with a weight and bias unless layer_norm_elementwise_affine is false
+# (configuration_opt.py: true).
+_NUMERICS = FamilyNumerics(1e-5, None, fixed={
+    "layer_norm_elementwise_affine": FixedOption(True, True)})
 
 
 def _opt(f: Fields) -> dict[str, Any]:
@@ -43,4 +54,4 @@ register_model_family(ModelFamily(
              "_remove_final_layer_norm": "bool", "enable_bias": "bool",
              "layer_norm_elementwise_affine": "bool", "use_cache": "bool",
              "tie_word_embeddings": "bool"},
-    names=_NAMES))
+    names=_NAMES, numerics=_NUMERICS))

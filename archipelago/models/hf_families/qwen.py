@@ -16,7 +16,13 @@ from archipelago.models.features import (
     SLIDING_WINDOW,
     UNEVEN_OUT_BIAS,
 )
-from archipelago.models.hf_families.llama import LLAMA_FEATURES, LLAMA_NAMES, llama_like, window
+from archipelago.models.hf_families.llama import (
+    LLAMA_FEATURES,
+    LLAMA_NAMES,
+    llama_like,
+    rotary_numerics,
+    window,
+)
 from archipelago.models.hf_fields import Fields
 from archipelago.models.model_families import ModelFamily, Reader, register_model_family
 
@@ -69,10 +75,12 @@ _QWEN2 = LLAMA_FEATURES | _SLIDING | {UNEVEN_OUT_BIAS}
 _QWEN3 = LLAMA_FEATURES | _SLIDING | {HEAD_QK_NORMS}
 _MOE = frozenset({EXPERTS, MIXED_DENSE_MOE})
 register_model_family(ModelFamily("qwen2", _qwen("qwen2"), decoder=True, features=_QWEN2,
-                                  names=LLAMA_NAMES))
+                                  names=LLAMA_NAMES,
+                                  numerics=rotary_numerics(1e-6)))  # configuration_qwen2.py
 register_model_family(ModelFamily("qwen2_moe", _qwen("qwen2_moe"), decoder=True,
                                   features=_QWEN2 | _MOE | {SHARED_EXPERTS}))
 register_model_family(ModelFamily("qwen3", _qwen("qwen3"), decoder=True, features=_QWEN3,
-                                  names=_QWEN3_NAMES))
+                                  names=_QWEN3_NAMES,
+                                  numerics=rotary_numerics(1e-6)))  # configuration_qwen3.py
 register_model_family(ModelFamily("qwen3_moe", _qwen("qwen3_moe"), decoder=True,
                                   features=_QWEN3 | _MOE))
