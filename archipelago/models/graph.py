@@ -7,9 +7,16 @@ A model whose layers differ (DeepSeek's dense layers before its MoE ones, Gemma-
 alternating sliding-window and full attention) has one template per kind of layer
 (`Graph.variants`); `Graph.block` is the most common one.
 
-Mixture of experts, per token: the router, then one gated FFN as wide as the routed experts
-a token runs through plus the shared experts (`MoE.active_ffn`): that is a token's compute,
-while every expert's weights are held (models/weights.py). The weighted sum of the experts'
+Mixture of experts: the router, then one gated FFN as wide as the routed experts a token
+runs through plus the shared experts (`MoE.active_ffn`): that is a token's compute (FLOPs
+stay per token), while every expert's weights are held (models/weights.py). What a step
+reads is another matter: its tokens route to different experts, and a step of B tokens
+reads the weights of the distinct experts they route to (E x (1 - (1 - k/E)^B) in
+expectation under uniform routing, models/expert_routing.py; a batch of 8 with top-2 of 8
+reads 7.2 experts, not 2), the shared experts and the router always. The FFN's ops carry
+this as `Op.routed`, and every engine asks `Op.read_scale` for the bytes a step's tokens
+read. A prompt's P tokens of B sequences read expected_distinct(E, k, B x P) the same way:
+every expert, but for the rare prompt of a few tokens. The weighted sum of the experts'
 outputs (about 2 x per_token x hidden flops, under 0.1% of the FFN's) is not an op.
 Multi-head latent attention (DeepSeek-V3): the query and key/value down and up projections
 as transformers runs them for each new token, scores over qk_nope + qk_rope dimensions per
@@ -19,12 +26,13 @@ embedding, as rotary models have none.
 """
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
 
 from archipelago.memo import by_content
+from archipelago.models.expert_routing import expected_distinct_experts
 from archipelago.models.spec import ModelSpec
 
 OpKind = Literal[
@@ -77,9 +85,32 @@ def decode(context: int) -> Phase:
 
 
 @dataclass(frozen=True)
+class Routed:
+    """The expert dimension of an FFN op of a mixture (module docstring): its fan_out (gate,
+    up: `axis` "out") or fan_in (down: "in") is a token's `per_token` of `experts` experts,
+    `width` columns each, plus `shared` columns of shared experts every token runs.
+    `bound`: a step reads at most min(experts, tokens x per_token) of them, the worst case a
+    router can hit (a board of whole experts, planning/experts.py), not the expectation."""
+
+    experts: int
+    per_token: int
+    width: int
+    shared: int
+    axis: Literal["in", "out"]
+    bound: bool = False
+
+    def read_scale(self, tokens: int, skew: float) -> float:
+        """The weights a step of `tokens` tokens reads over those one token runs (>= 1)."""
+        read = (min(self.experts, tokens * self.per_token) if self.bound
+                else expected_distinct_experts(self.experts, self.per_token, tokens, skew))
+        return (read * self.width + self.shared) / (self.per_token * self.width + self.shared)
+
+
+@dataclass(frozen=True)
 class Op:
     """One operator. `weight` names the tensor role it reads (e.g. 'q' for q.weight/q.bias);
-    `inputs` are the ops (or 'block_in') whose outputs it consumes, so the graph is a DAG."""
+    `inputs` are the ops (or 'block_in') whose outputs it consumes, so the graph is a DAG.
+    `routed`: the op runs over a mixture's experts (its weights read depend on the tokens)."""
 
     name: str
     kind: OpKind
@@ -89,6 +120,13 @@ class Op:
     weight: str | None = None
     heads: int = 0
     window: int | None = None  # attention ops of a sliding-window layer
+    routed: Routed | None = None
+
+    def read_scale(self, tokens: int, skew: float = 0.0) -> float:
+        """The weights a step of `tokens` tokens reads over fan_in x fan_out (what one token
+        runs): 1 for a dense op; the distinct experts' share for a routed one, under the
+        routing skew `skew` (models/expert_routing.py)."""
+        return 1.0 if self.routed is None else self.routed.read_scale(tokens, skew)
 
     def flops(self, phase: Phase) -> int:
         """Floating-point operations (multiply and add counted separately)."""
@@ -191,16 +229,22 @@ def _latent_attention(spec: ModelSpec, src: str, window: int | None) -> list[Op]
 def _ffn(spec: ModelSpec, src: str, moe: bool) -> list[Op]:
     h, f = spec.hidden, spec.ffn
     if moe:  # the router, then the active experts as one gated FFN (module docstring)
-        assert spec.moe is not None
-        f = spec.moe.active_ffn
-        ops = [Op("router", "linear", h, spec.moe.experts, (src,), weight="router")]
-        if spec.moe.shared_gate:
+        m = spec.moe
+        assert m is not None
+        f = m.active_ffn
+        ops = [Op("router", "linear", h, m.experts, (src,), weight="router")]
+        if m.shared_gate:
             ops.append(Op("shared_scale", "linear", h, 1, (src,), weight="shared_scale"))
+        cols, rows = (Routed(m.experts, m.per_token, m.expert_ffn, m.shared_ffn, axis)
+                      for axis in ("out", "in"))
         return [*ops,
-                Op("ffn_gate", "linear", h, f, (src, "router"), weight="experts_gate"),
-                Op("ffn_up", "linear", h, f, (src, "router"), weight="experts_up"),
+                Op("ffn_gate", "linear", h, f, (src, "router"), weight="experts_gate",
+                   routed=cols),
+                Op("ffn_up", "linear", h, f, (src, "router"), weight="experts_up",
+                   routed=cols),
                 Op("ffn_act", "gated_activation", f, f, ("ffn_gate", "ffn_up")),
-                Op("ffn_down", "linear", f, h, ("ffn_act",), weight="experts_down")]
+                Op("ffn_down", "linear", f, h, ("ffn_act",), weight="experts_down",
+                   routed=rows)]
     if spec.gated_ffn:
         return [
             Op("ffn_gate", "linear", h, f, (src,), weight="ffn_gate"),
@@ -249,9 +293,7 @@ def _pre_norm(spec: ModelSpec, moe: bool, window: int | None) -> tuple[Op, ...]:
 
 def _rewire(ops: list[Op], src: str) -> list[Op]:
     """Point the ops built with a placeholder input ("") at `src`."""
-    return [Op(o.name, o.kind, o.fan_in, o.fan_out,
-               tuple(src if i == "" else i for i in o.inputs), o.weight, o.heads, o.window)
-            for o in ops]
+    return [replace(o, inputs=tuple(src if i == "" else i for i in o.inputs)) for o in ops]
 
 
 def build_block(spec: ModelSpec, layer: int = 0) -> tuple[Op, ...]:

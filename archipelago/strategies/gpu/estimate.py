@@ -85,7 +85,8 @@ def _bytes_flops(plan: GPUPlan, context: int, batch: int) -> tuple[float, float]
     once, then added up op after op in step order (a running sum: the order the figures
     have always been summed in)."""
     phase, lay = Phase(1, context), plan_layout(plan)
-    costs = [op_cost(op, plan.spec, phase, batch, plan.ranks) for op, _ in lay.ops]
+    costs = [op_cost(op, plan.spec, phase, batch, plan.ranks, plan.config.expert_skew)
+             for op, _ in lay.ops]
     moved = np.array([float(c.bytes) for c in costs])[lay.op_order] * plan.ranks
     flops = np.array([float(c.flops) for c in costs])[lay.op_order] * plan.ranks
     return float(np.cumsum(moved)[-1]), float(np.cumsum(flops)[-1])

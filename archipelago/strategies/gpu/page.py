@@ -24,7 +24,7 @@ def _roofline(plan: GPUPlan, work: Generation) -> Chart:
     phase = Phase(1, work.input_tokens + max(work.output_tokens // 2, 1))
     points = {}
     for op, _ in ops_in_order(plan):  # one point per op of a block (the layers repeat it)
-        cost = op_cost(op, plan.spec, phase, work.batch, plan.ranks)
+        cost = op_cost(op, plan.spec, phase, work.batch, plan.ranks, plan.config.expert_skew)
         points.setdefault(op.name, OpPoint(op.name, op.kind, float(cost.flops),
                                            float(cost.bytes),
                                            float(cost.seconds(peak, bandwidth))))

@@ -5,7 +5,8 @@ The engine parameters say how kernels reach the GPU. `host_op_s` is the host's c
 issue one op (a framework running eagerly pays it for every op, overlapped with the GPU's
 work; a CUDA graph pays it once per step); `kernel_gap_s` is the GPU-side time between two
 kernels of one stream; `memory_efficiency` the share of the datasheet bandwidth a streaming
-kernel reaches.
+kernel reaches. `expert_skew` is the one model-side parameter: how a mixture's tokens spread
+over its experts, which sets the distinct experts a batch's step reads (0: uniform routing).
 """
 
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from archipelago.engines.base import EngineConfig
 from archipelago.hardware.device import Device
 from archipelago.hardware.link import Link
 from archipelago.hardware.machines import Cluster
+from archipelago.models.expert_routing import EXPERT_SKEW
 from archipelago.models.graph import Graph
 from archipelago.models.spec import ModelSpec
 
@@ -48,6 +50,9 @@ class GPUConfig(EngineConfig):
     host_op_s: float = Field(default=EAGER_HOST_OP_S, ge=0, le=1e-3)
     kernel_gap_s: float = Field(default=KERNEL_GAP_S, ge=0, le=1e-4)
     memory_efficiency: float = Field(default=MEMORY_EFFICIENCY, gt=0.3, le=1)
+    # How a mixture's tokens spread over its experts: 0, uniform; a measured Zipf exponent
+    # makes a batch read fewer distinct experts (models/expert_routing.py).
+    expert_skew: EXPERT_SKEW = 0.0
 
 
 @dataclass(frozen=True)

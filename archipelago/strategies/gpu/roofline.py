@@ -3,8 +3,9 @@
 Megatron's split (plan.py): matrices, attention heads, the FFN's activation and the LM
 head's vocabulary are divided by N; norms, residuals and the embedding lookup run whole on
 every GPU. Bytes are what the op's kernel moves through device memory: its weights once
-(shared by every sequence and token of the step), the KV cache it attends (each sequence's
-own), and its activations in and out, all FP16.
+(shared by every sequence and token of the step; of a mixture's experts, those the step's
+tokens route to, `Op.read_scale`), the KV cache it attends (each sequence's own), and its
+activations in and out, all FP16.
 """
 
 from dataclasses import dataclass
@@ -38,13 +39,17 @@ def _ranks_of(op: Op, ranks: int) -> int:
     return 1 if op.weight in _REPLICATED_WEIGHTS or op.kind not in _SPLIT else ranks
 
 
-def op_cost(op: Op, spec: ModelSpec, phase: Phase, batch: int, ranks: int) -> OpCost:
-    """`batch` sequences each run `phase` through `op` on one of `ranks` GPUs."""
+def op_cost(op: Op, spec: ModelSpec, phase: Phase, batch: int, ranks: int,
+            skew: float = 0.0) -> OpCost:
+    """`batch` sequences each run `phase` through `op` on one of `ranks` GPUs; a mixture's
+    experts routed with skew `skew` (GPUConfig.expert_skew)."""
     share = _ranks_of(op, ranks)
     n = phase.new_tokens
     flops = batch * op.flops(phase) / share
     if op.kind in {"linear", "lm_head"}:
         weights = op.fan_in * op.fan_out / share
+        if op.routed is not None:  # the distinct experts of the step's tokens
+            weights *= op.read_scale(batch * n, skew)
         moved = weights + batch * n * (op.fan_in + op.fan_out / share)
     elif op.kind in {"attn_score", "attn_context"}:
         keys = np.minimum(phase.context, op.window or phase.context)

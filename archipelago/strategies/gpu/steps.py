@@ -140,8 +140,8 @@ def step_kernels(plan: GPUPlan, phase: Phase, batch: int) -> Step:
     eager = not plan.config.graph
     seconds = np.empty((len(lay.ops) + 2, np.size(phase.context)))
     for i, (op, is_output) in enumerate(lay.ops):
-        seconds[i] = op_cost(op, spec, last if is_output else phase, batch,
-                             ranks).seconds(dev.peak_fp16_flops, bandwidth)
+        seconds[i] = op_cost(op, spec, last if is_output else phase, batch, ranks,
+                             plan.config.expert_skew).seconds(dev.peak_fp16_flops, bandwidth)
         if eager:
             seconds[i] += cache_copy_bytes(op, spec, phase, batch, ranks) / bandwidth
     seconds[lay.all_reduce:] = np.array(collectives_s(plan, phase.new_tokens, batch))[:, None]

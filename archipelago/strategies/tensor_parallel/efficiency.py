@@ -3,8 +3,9 @@
 A decoder at batch 1 reads every weight once per output token, plus the KV cache, so the
 fastest any design could go is those bytes over the memory bandwidth the boards have
 together; it also cannot beat its FLOPs over the matrix units' peak. A decode step of a
-batch of B reads the weights once (B times where the engine runs the sequences in turn)
-and every sequence's KV cache, for B tokens' FLOPs. The ratios of those
+batch of B reads the weights once (B times where the engine runs the sequences in turn;
+of a mixture's experts, those its tokens route to, models/graph.py) and every sequence's
+KV cache, for B tokens' FLOPs. The ratios of those
 bounds to the predicted time per output token tell a reader at once whether a plan is
 memory-bound and how much of the hardware it uses, independently of the engine's model.
 """
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 
 from archipelago.estimate.workload import Generation
 from archipelago.hardware.device import Device
-from archipelago.models.graph import Graph, decode
+from archipelago.models.graph import Graph, Op, decode
 from archipelago.strategies.tensor_parallel.estimate import Estimate
 from archipelago.strategies.tensor_parallel.staged import StagedPlan
 
@@ -47,13 +48,19 @@ class DecodeEfficiency:
         return self.flops_per_token / self.seconds_per_token / self.peak_ops_per_s
 
 
-def weight_bytes_per_token(graph: Graph, bytes_per_param: float) -> float:
-    """Bytes of the weight matrices one decode token multiplies: every block's once per
-    layer, and the LM head's (an embedding lookup reads one row: negligible)."""
-    spec = graph.spec
-    block = sum(op.fan_in * op.fan_out for op in graph.block if op.kind in _WEIGHT_KINDS)
-    head = sum(op.fan_in * op.fan_out for op in graph.output if op.kind in _WEIGHT_KINDS)
-    return (spec.layers * block + head) * bytes_per_param
+def weight_bytes_per_token(graph: Graph, bytes_per_param: float, tokens: int = 1,
+                           skew: float = 0.0) -> float:
+    """Bytes of the weight matrices a decode step of `tokens` tokens multiplies: each
+    layer's block once (of its experts, the distinct ones the tokens route to under routing
+    skew `skew`), and the LM head's (an embedding lookup reads one row: negligible)."""
+
+    def read(ops: tuple[Op, ...]) -> float:
+        return sum(op.fan_in * op.fan_out * op.read_scale(tokens, skew) for op in ops
+                   if op.kind in _WEIGHT_KINDS)
+
+    blocks = graph.variants or ((graph.block, range(graph.spec.layers)),)
+    return (sum(len(ids) * read(ops) for ops, ids in blocks) + read(graph.output)) \
+        * bytes_per_param
 
 
 def weight_memory_Bps(device: Device) -> float:
@@ -68,21 +75,23 @@ def decode_efficiency(plan: StagedPlan, workload: Generation, est: Estimate
     """None when the workload decodes no token after the first (nothing to rate). Against
     every device of every stage: one stage works at a time, so a plan of several is at
     most one over their count."""
-    # sequences run in turn (an engine without batching) reread the weights
+    # sequences run in turn (an engine without batching) reread the weights, each step
+    # a token's experts
     weight_reads = workload.batch if est.batch_note else 1
     program = plan.program
     devices = [d.device for stage in plan.stages for d in stage.program.devices]
     return decode_roofline(program.graph, program.bytes_per_param, devices,
                            len(devices) * program.engine.peak_ops_per_s, workload,
-                           est.decode_s_per_token, weight_reads)
+                           est.decode_s_per_token, weight_reads, program.engine.expert_skew)
 
 
 def decode_roofline(graph: Graph, bytes_per_param: float, devices: Sequence[Device],
                     peak_ops_per_s: float, workload: Generation, seconds_per_token: float,
-                    weight_reads: int = 1) -> DecodeEfficiency | None:
+                    weight_reads: int = 1, skew: float = 0.0) -> DecodeEfficiency | None:
     """`decode_efficiency` of any set of devices running `graph`. A
     decode step of a batch yields `workload.batch` tokens, each sequence reading its own KV
-    cache; the weights are read once, or `weight_reads` times."""
+    cache; the weights are read once, or `weight_reads` times (by batch / weight_reads
+    tokens each, whose experts are routed with skew `skew`)."""
     if workload.output_tokens < 2 or seconds_per_token <= 0:
         return None
     # decode step i (1 .. n_out - 1) attends n_in + i keys: the mean is the midpoint
@@ -93,7 +102,8 @@ def decode_roofline(graph: Graph, bytes_per_param: float, devices: Sequence[Devi
         return None
     return DecodeEfficiency(
         context=context,
-        bytes_per_token=(weight_reads * weight_bytes_per_token(graph, bytes_per_param)
+        bytes_per_token=(weight_reads * weight_bytes_per_token(
+            graph, bytes_per_param, workload.batch // weight_reads, skew)
                          + workload.batch * kv),
         flops_per_token=float(workload.batch * graph.flops(decode(round(context)))),
         memory_Bps=memory,

@@ -199,8 +199,9 @@ def _op_points(plan: Plan, phase: Phase, group: str) -> list[OpPoint]:
         share *= 0.5 if step.stage != "whole" else 1.0  # a LayerNorm's two stages
         ops = op.flops(phase) * share
         rows = phase.new_tokens
-        if op.kind in {"linear", "lm_head"}:
-            nbytes = op.fan_in * step.local_out * value + rows * (op.fan_in + step.local_out) * 2
+        if op.kind in {"linear", "lm_head"}:  # of a mixture's experts, the rows' (graph.py)
+            read = op.fan_in * step.local_out * op.read_scale(rows, plan.engine.expert_skew)
+            nbytes = read * value + rows * (op.fan_in + step.local_out) * 2
         elif op.kind in {"attn_score", "attn_context"}:
             nbytes = step.local_heads * op.fan_in * int(np.max(phase.context)) * 2
         else:

@@ -4,7 +4,8 @@ A tensor-parallel plan is an SPMD program: every device runs the same `block_ste
 own weight shards, and the communication steps say exactly where data is exchanged.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from math import ceil
 from typing import ClassVar, Literal, Protocol
 
 import numpy as np
@@ -68,6 +69,21 @@ class ComputeStep:
     local_heads: int = 0
     stage: Literal["whole", "stats", "apply"] = "whole"
     sequences: int = 1
+
+    def read(self, tokens: int, skew: float) -> tuple["ComputeStep", float]:
+        """This step as the matrix its `tokens` tokens read, and the share of them that
+        meets each of its weights. Dense: itself, all. Over a mixture's experts
+        (`Op.routed`): the distinct experts' columns, r = `Op.read_scale(tokens, skew)`
+        times one token's, each met by 1/r of the rows on average (a token runs its own
+        experts' columns only), so the multiply-adds stay the tokens'."""
+        op = self.op
+        if op.routed is None:
+            return self, 1.0
+        r = op.read_scale(tokens, skew)
+        if op.routed.axis == "out":
+            wide = replace(op, fan_out=ceil(op.fan_out * r), routed=None)
+            return replace(self, op=wide, local_out=ceil(self.local_out * r)), 1 / r
+        return replace(self, op=replace(op, fan_in=ceil(op.fan_in * r), routed=None)), 1 / r
 
 
 @dataclass(frozen=True)
@@ -149,6 +165,12 @@ class StepEngine(Engine, Protocol):
     one_sequence: ClassVar[str | None]
     # Where the core's instruction set is described (a build emits programs), or None.
     instruction_set: ClassVar[str | None]
+
+    @property
+    def expert_skew(self) -> float:
+        """The routing skew a step's tokens spread over a mixture's experts with
+        (models/expert_routing.py; 0: uniform)."""
+        ...
 
     @property
     def hbm_bytes_per_cycle(self) -> float: ...

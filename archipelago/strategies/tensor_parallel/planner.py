@@ -5,7 +5,8 @@ Decoders beyond GPT-2/OPT/LLaMA (models/hf_families/) split the same way: query 
 any head_dim and GQA key/value heads head-wise, per-head q/k norms with their heads, parallel
 blocks' sublayers each as their sequential twin. A mixture of experts is split here like
 any FFN: every expert's columns across the ring (the router whole on every device), with
-a token's active experts as one FFN of `MoE.active_ffn` columns; planning/experts.py places whole
+a token's active experts as one FFN of `MoE.active_ffn` columns (a step of many tokens
+streams the distinct experts they route to, `ComputeStep.read`); planning/experts.py places whole
 experts on each board instead (`--split ...,ep=`), with the all-to-all combine that needs.
 Features whose synchronization neither paper defines are refused (the kind declares what
 it splits in __init__.py).

@@ -150,6 +150,9 @@ class DFXEngine:
     one_sequence: ClassVar[str | None] = (
         "DFX runs one sequence at a time (seeds/001 §V-A, §V-B: no input batching): a batch "
         "is costed as its sequences in turn")
+    # One token at a time, its weights streamed for it (§V-B): a step reads that token's k
+    # experts, whatever the routing.
+    expert_skew = 0.0
 
     def __init__(self, config: DFXConfig | None = None, ranks: int = 1,
                  table_Bps: float | None = None) -> None:

@@ -34,6 +34,9 @@ What the text settles:
   operands read from the URAM KV cache (72 bits per URAM per cycle, UG573) or, past what
   the URAMs hold, from HBM (§V-C); Softmax rows pipeline through the VFU like LayerNorm's.
 
+A mixture's experts: a step streams the tiles of the distinct experts its tokens route to,
+each token's vector or rows meeting its own experts' only (`ComputeStep.read`).
+
 Resources follow Eq. 5-7. One fitted constant, HBM_EFFICIENCY (see below). Synchronization
 runs on LORA's own router (`router.py`, §IV-C, §V-B).
 
@@ -43,6 +46,7 @@ variants (`SystolicVariants`), every formula broadcasting that axis against the 
 """
 
 from collections.abc import Sequence
+from math import ceil
 from typing import ClassVar
 
 import numpy as np
@@ -167,6 +171,10 @@ class SystolicEngine:
         return SystolicEngine(SystolicVariants.of(configs), self.device, self.spec, self.ranks)
 
     @property
+    def expert_skew(self) -> float:
+        return self.config.expert_skew
+
+    @property
     def peak_ops_per_s(self) -> float:
         """The array's roof: D_sa^2 PEs, one multiply-accumulate each per cycle (Fig. 3b's
         T_m^3 / D_sa^2 cycles per tile pair, seeds/002)."""
@@ -181,7 +189,9 @@ class SystolicEngine:
         m, t = phase.new_tokens, np.asarray(phase.context)
         kind, sequences = step.op.kind, step.sequences
         if kind in ("linear", "lm_head"):  # a decode batch shares each tile
-            nbytes = self._weight_tiles(step, m * sequences if m > 1 else 1) * self._tile_bytes
+            read, meets = step.read(m * sequences, self.config.expert_skew)
+            rows = ceil(m * sequences * meets) if m > 1 else 1
+            nbytes = self._weight_tiles(read, rows) * self._tile_bytes
         elif kind in ("attn_score", "attn_context"):  # each sequence its own KV cache
             nbytes = sequences * self._kv_tiles(step, m, t) * self._tile_bytes
         elif kind == "embedding":
@@ -216,7 +226,7 @@ class SystolicEngine:
         return 2 * self.config.d_sa
 
     def _vector_matrix(self, tiles: int | np.ndarray, cycles_per_byte: float | np.ndarray,
-                       vectors: int = 1) -> np.ndarray:
+                       vectors: float = 1) -> np.ndarray:
         """Fig. 8: per iteration one vector meets the next T_v tiles in 2 T_m cycles (L_cal)
         while the following T_v tiles stream in (L_axi), Eq. 8; a batch's `vectors` pass
         the buffered tiles in turn, so L_cal grows and L_axi does not."""
@@ -309,14 +319,16 @@ class SystolicEngine:
         that is slower, fill the rows of matrix-mode activation tiles, the weights still
         from HBM (see `one_sequence`)."""
         vectors = step.sequences
+        step, meets = step.read(m * vectors, self.config.expert_skew)  # a mixture's experts
         if m == 1:
             vector = self._vector_matrix(self._weight_tiles(step, 1),
-                                         1 / self.hbm_bytes_per_cycle, vectors)
+                                         1 / self.hbm_bytes_per_cycle, vectors * meets)
             if vectors == 1:
                 return vector
             return np.minimum(vector, self._matrix_matrix(
-                vectors, step.op.fan_in, step.local_out, self.hbm_bytes_per_cycle))
-        return self._matrix_matrix(m * vectors, step.op.fan_in, step.local_out,
+                ceil(vectors * meets), step.op.fan_in, step.local_out,
+                self.hbm_bytes_per_cycle))
+        return self._matrix_matrix(ceil(m * vectors * meets), step.op.fan_in, step.local_out,
                                    self.ddr_bytes_per_cycle)
 
     @staticmethod

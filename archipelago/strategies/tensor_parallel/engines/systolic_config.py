@@ -18,6 +18,7 @@ from archipelago.engines.base import (
     MIN_CLOCK_HZ,
     EngineConfig,
 )
+from archipelago.models.expert_routing import EXPERT_SKEW
 
 Precision = Literal["fp16", "w8a8"]
 
@@ -47,6 +48,10 @@ class SystolicConfig(EngineConfig):
     kv_uram: int = Field(864, ge=0, le=MAX_DIM)
     # rows of activations buffered on chip for prefill
     token_window: int = Field(64, ge=1, le=MAX_TOKENS)
+    # How a mixture's tokens spread over its experts, which sets the distinct experts a
+    # batch's step streams: 0, uniform routing (models/expert_routing.py). Not a hardware
+    # parameter: variants share it.
+    expert_skew: EXPERT_SKEW = 0.0
     # What designs costed together may differ in (`SystolicEngine.variants`).
     varied: ClassVar[tuple[str, ...]] = VARIED
 
@@ -77,10 +82,12 @@ def precision_bytes(precision: Precision) -> float:
 
 @dataclass(frozen=True)
 class SystolicVariants:
-    """N LORA cores of one precision differing in the VARIED parameters, each an (N, 1)
-    array so that the engine's figures come out with the variants on their first axis."""
+    """N LORA cores of one precision and routing skew differing in the VARIED parameters,
+    each an (N, 1) array so that the engine's figures come out with the variants on their
+    first axis."""
 
     precision: Precision
+    expert_skew: float
     clock_hz: np.ndarray
     d_sa: np.ndarray
     t_m: np.ndarray
@@ -93,9 +100,10 @@ class SystolicVariants:
 
     @classmethod
     def of(cls, configs: Sequence[SystolicConfig]) -> "SystolicVariants":
-        """The variants `configs` (validated, all of one precision) describe."""
-        assert len({c.precision for c in configs}) == 1, "variants share their precision"
-        return cls(configs[0].precision,
+        """The variants `configs` (validated, all of one precision and skew) describe."""
+        assert len({(c.precision, c.expert_skew) for c in configs}) == 1, \
+            "variants share their precision and routing skew"
+        return cls(configs[0].precision, configs[0].expert_skew,
                    **{name: np.array([getattr(c, name) for c in configs])[:, None]
                       for name in VARIED})
 

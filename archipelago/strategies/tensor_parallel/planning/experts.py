@@ -31,13 +31,16 @@ schedule must allow for it); the expected busiest count under uniform routing
 (`expected_busiest`, e.g. 8/7 of an expert for 8 experts, top-2, 4 boards) is lower, so
 the expert-parallel figures here bound latency from above. The worst case holds for every
 row a step runs (a prompt's tokens, a batch's sequences), so a long prompt, whose tokens
-spread over the boards, is costed well above balanced routing.
+spread over the boards, is costed well above balanced routing. Weights read likewise: the
+busiest board streams at most min(its experts, rows x that count) experts in a step of many
+rows (`Routed.bound`), where the column-split plan streams the expected distinct experts.
 """
 
 from dataclasses import replace
 from math import comb
 
 from archipelago.errors import ArchipelagoError
+from archipelago.models.graph import Op, Routed
 from archipelago.models.spec import ModelSpec, MoE
 from archipelago.split import split_bounds
 from archipelago.strategies.tensor_parallel.plan import (
@@ -108,7 +111,7 @@ def expected_busiest(moe: MoE, ep: int) -> float:
     return sum(1 - at_most(m - 1) / total for m in range(1, k + 1))
 
 
-def _whole_experts(step: Step, spec: ModelSpec, width: int) -> Step:
+def _whole_experts(step: Step, spec: ModelSpec, width: int, ep: int) -> Step:
     """`step` on whole experts: the router whole, the FFN ops `width` columns wide."""
     if not isinstance(step, ComputeStep):
         return step
@@ -116,12 +119,22 @@ def _whole_experts(step: Step, spec: ModelSpec, width: int) -> Step:
     if op.name in _WHOLE:
         return replace(step, local_out=op.fan_out)
     if op.name in ("ffn_gate", "ffn_up"):
-        return replace(step, op=replace(op, fan_out=width), local_out=width)
+        return replace(step, op=replace(op, fan_out=width, routed=_board(op, spec, ep)),
+                       local_out=width)
     if op.name == "ffn_act":
         return replace(step, op=replace(op, fan_in=width, fan_out=width), local_out=width)
     if op.name == "ffn_down":
-        return replace(step, op=replace(op, fan_in=width), local_out=op.fan_out)
+        return replace(step, op=replace(op, fan_in=width, routed=_board(op, spec, ep)),
+                       local_out=op.fan_out)
     return step
+
+
+def _board(op: Op, spec: ModelSpec, ep: int) -> Routed:
+    """The busiest board's experts: ceil(E / ep) whole ones, a token running at most
+    `busiest_experts` of them, read at worst (module docstring)."""
+    assert spec.moe is not None and op.routed is not None
+    return replace(op.routed, experts=-(-spec.moe.experts // ep),
+                   per_token=busiest_experts(spec.moe, ep), bound=True)
 
 
 def _steps(steps: list[Step], spec: ModelSpec, ep: int) -> list[Step]:
@@ -135,7 +148,7 @@ def _steps(steps: list[Step], spec: ModelSpec, ep: int) -> list[Step]:
     for step in steps:
         if isinstance(step, CommStep) and step.tensor in _SHARDED_SYNCS:
             continue
-        out.append(_whole_experts(step, spec, width))
+        out.append(_whole_experts(step, spec, width, ep))
         if isinstance(step, ComputeStep) and step.op.name == "ffn_down":
             out.append(CommStep("all_to_all", "ffn_down", spec.hidden, value_bytes,
                                 senders=senders(spec.moe, ep)))
