@@ -8,8 +8,7 @@ has at least that, so a 1/N share is a floor."""
 from archipelago.estimate.floors import DeviceLoad, PhaseFloor, Read
 from archipelago.estimate.generation_floors import PassWork, generation_floors
 from archipelago.estimate.workload import Generation
-from archipelago.models.phase_reads import matmul_flops, read_share
-from archipelago.models.weights import all_weights
+from archipelago.models.phase_reads import expert_share, matmul_flops, weight_elements
 from archipelago.strategies.gpu.estimate import GPUEstimate
 from archipelago.strategies.gpu.plan import FP16_BYTES, GPUPlan
 
@@ -17,7 +16,8 @@ from archipelago.strategies.gpu.plan import FP16_BYTES, GPUPlan
 def pass_loads(plan: GPUPlan, work: PassWork) -> tuple[DeviceLoad, ...]:
     """One GPU's load (each GPU's alike) in a pass."""
     spec, ranks = plan.spec, plan.ranks
-    weights = sum(t.numel * read_share(spec, t, work.tokens) for t in all_weights(spec))
+    always, experts = weight_elements(spec)
+    weights = always + experts * expert_share(spec, work.tokens)
     cache = work.sequences * plan.graph.kv_cache_bytes(work.cached, FP16_BYTES)
     memory = next(iter(plan.device.memories))
     moved = (weights * FP16_BYTES + cache) / ranks

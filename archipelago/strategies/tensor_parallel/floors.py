@@ -15,62 +15,123 @@ the design the fabric holds, and multipliers built of LUTs are not bounded by th
 count), and a floor must never be above what physics allows.
 """
 
+from collections import defaultdict
+from dataclasses import dataclass
+
 from archipelago.estimate.floors import DeviceLoad, PhaseFloor, Read
 from archipelago.estimate.generation_floors import PassWork, generation_floors
 from archipelago.estimate.workload import Generation
-from archipelago.models.phase_reads import matmul_flops, read_share
-from archipelago.models.weights import WeightTensor, output_weights, template_weights
+from archipelago.hardware.device import Device
+from archipelago.models.phase_reads import EXPERT_STACKS, expert_share, matmul_flops
+from archipelago.models.weights import output_weights, template_weights
 from archipelago.strategies.tensor_parallel.costs import kv_cache_bytes
 from archipelago.strategies.tensor_parallel.estimate import Estimate
 from archipelago.strategies.tensor_parallel.plan import DevicePlan, Plan, Shard
 from archipelago.strategies.tensor_parallel.staged import Stage, StagedPlan
 
-
-def _read(shard: Shard, elements: float) -> tuple[float, tuple[str, ...]]:
-    return elements, (shard.memory,) if shard.mirror is None else (shard.memory, shard.mirror)
+Where = tuple[str, ...]  # the memories holding a copy
 
 
-def _head_tensors(plan: Plan, dp: DevicePlan) -> list[tuple[float, tuple[str, ...]]]:
-    """The output ops' tensors this board reads, as (elements, memories): a tied head reads
-    its vocabulary rows of the embedding table (the HBM mirror or the whole table)."""
+@dataclass(frozen=True)
+class BoardShards:
+    """Elements one board reads, by the memories holding them: of one layer (expert stacks
+    apart, read by the pass's share of experts) and of the output ops."""
+
+    layer: dict[Where, float]
+    experts: dict[Where, float]
+    head: dict[Where, float]
+
+    @property
+    def key(self) -> tuple:
+        """Its counts, comparable: boards alike read alike."""
+        return tuple(tuple(sorted(d.items())) for d in (self.layer, self.experts, self.head))
+
+
+def _where(shard: Shard) -> Where:
+    return (shard.memory,) if shard.mirror is None else (shard.memory, shard.mirror)
+
+
+def board_shards(plan: Plan, dp: DevicePlan) -> BoardShards:
+    """What `dp` reads of one layer and of the output ops (a layer's tensors are all read
+    but its expert stacks, read by share; no embedding table is read but a tied head's)."""
     spec = plan.spec
-    found = [_read(dp.shard_for(t), dp.shard_for(t).numel(t)) for t in output_weights(spec)]
-    if spec.is_decoder and spec.tied_embeddings:
-        table = next(t for t in template_weights(spec)[1] if t.role == "embed_tokens.weight")
+    layer: dict[Where, float] = defaultdict(float)
+    experts: dict[Where, float] = defaultdict(float)
+    head: dict[Where, float] = defaultdict(float)
+    block, outside = template_weights(spec)
+    for tensor in block:
+        shard = dp.shard_for(tensor)
+        into = experts if tensor.role in EXPERT_STACKS else layer
+        into[_where(shard)] += shard.numel(tensor)
+    for tensor in output_weights(spec):
+        head[_where(dp.shard_for(tensor))] += dp.shard_for(tensor).numel(tensor)
+    if spec.is_decoder and spec.tied_embeddings:  # the head reads its vocabulary rows
+        table = next(t for t in outside if t.role == "embed_tokens.weight")
         rows = dp.vocab_slice[1] - dp.vocab_slice[0]
-        found.append(_read(dp.shard_for(table), rows * table.shape[1]))
-    return found
+        head[_where(dp.shard_for(table))] += rows * table.shape[1]
+    return BoardShards(dict(layer), dict(experts), dict(head))
 
 
-def _layer_tensors(plan: Plan, dp: DevicePlan, tokens: int
-                   ) -> list[tuple[float, tuple[str, ...]]]:
-    """One layer's shards this board reads in a pass of `tokens` tokens."""
-    block: tuple[WeightTensor, ...] = template_weights(plan.spec)[0]
-    return [_read(dp.shard_for(t), dp.shard_for(t).numel(t) * read_share(plan.spec, t, tokens))
-            for t in block]
+def _shards_key(plan: Plan, dp: DevicePlan) -> tuple:
+    """What a board's `BoardShards` depend on: its shards, frozen objects the stages'
+    programs share (planning/shards.py makes them once per ring shape), by identity (the
+    plan keeps them alive while its floors are counted), and its vocabulary rows."""
+    return (id(plan.spec), *map(id, dp.layer_shards.values()),
+            *map(id, dp.other_shards.values()), dp.vocab_slice)
 
 
-def stage_loads(stage: Stage, work: PassWork) -> list[DeviceLoad]:
-    """Every board of `stage` in a pass."""
-    plan, layers = stage.program, len(stage.layers)
-    flops = matmul_flops(plan.spec, work.new_tokens, work.sequences, stage.layers,
-                         output=stage.last) / plan.ranks
-    loads = []
-    for dp in plan.devices:
-        reads = [Read(n * layers * plan.bytes_per_param, where)
-                 for n, where in _layer_tensors(plan, dp, work.tokens)]
-        if stage.last:
-            reads += [Read(n * plan.bytes_per_param, where)
-                      for n, where in _head_tensors(plan, dp)]
-        reads.append(Read(kv_cache_bytes(plan, dp.rank, work.cached, work.sequences, layers),
-                          ("hbm",)))
-        bandwidths = {m: memory.bandwidth_Bps for m, memory in dp.device.memories.items()}
-        loads.append(DeviceLoad(f"rank {stage.nodes[dp.rank]} ({dp.device.key})",
-                                tuple(reads), bandwidths, flops, dp.device.peak_fp16_flops))
-    return loads
+@dataclass(frozen=True)
+class Board:
+    """One board of a stage, standing for every board whose reads and work are alike."""
+
+    name: str
+    device: Device
+    shards: BoardShards
+    stage: Stage
+    kv_per_token: float  # bytes of its KV cache per cached token and sequence
+
+    def load(self, work: PassWork, share: float) -> DeviceLoad:
+        """Its load in a pass whose tokens read `share` of each expert stack."""
+        program, layers = self.stage.program, len(self.stage.layers)
+        size = program.bytes_per_param
+        moved: dict[Where, float] = defaultdict(float)
+        for where, n in self.shards.layer.items():
+            moved[where] += n * layers * size
+        for where, n in self.shards.experts.items():
+            moved[where] += n * share * layers * size
+        for where, n in (self.shards.head.items() if self.stage.last else ()):
+            moved[where] += n * size
+        moved[("hbm",)] += self.kv_per_token * work.cached * work.sequences
+        flops = matmul_flops(program.spec, work.new_tokens, work.sequences, self.stage.layers,
+                             output=self.stage.last) / program.ranks
+        bandwidths = {m: memory.bandwidth_Bps for m, memory in self.device.memories.items()}
+        return DeviceLoad(self.name, tuple(Read(b, w) for w, b in sorted(moved.items())),
+                          bandwidths, flops, self.device.peak_fp16_flops)
+
+
+def boards(plan: StagedPlan) -> list[Board]:
+    """Every board of every stage, one per kind of board alike (the same shards, device,
+    share of layers and output ops): the floor is the busiest board's."""
+    shards: dict[tuple, BoardShards] = {}
+    found: dict[tuple, Board] = {}
+    for stage in plan.stages:
+        program = stage.program
+        per_token = matmul_flops(program.spec, 1, 1, stage.layers, output=stage.last)
+        for dp in program.devices:
+            key = _shards_key(program, dp)
+            if key not in shards:
+                shards[key] = board_shards(program, dp)
+            kv = kv_cache_bytes(program, dp.rank, 1, 1, len(stage.layers))
+            alike = (shards[key].key, dp.device.key, len(stage.layers), stage.last,
+                     per_token, program.ranks, kv)
+            if alike not in found:
+                found[alike] = Board(f"rank {stage.nodes[dp.rank]} ({dp.device.key})",
+                                     dp.device, shards[key], stage, kv)
+    return list(found.values())
 
 
 def floors(plan: StagedPlan, work: Generation, est: Estimate) -> list[PhaseFloor]:
     """The kind's floors hook: every board of every stage."""
+    alike = boards(plan)
     return generation_floors(est, work, lambda p: tuple(
-        load for stage in plan.stages for load in stage_loads(stage, p)))
+        board.load(p, expert_share(plan.spec, p.tokens)) for board in alike))
