@@ -181,3 +181,21 @@ def test_scheduled_dag_floor_by_hand() -> None:
     for load in loads:
         board = next(key for key in expected if key in load.device)
         assert sum(load.bandwidths.values()) == pytest.approx(expected[board])
+
+
+def test_design_search_held_to_the_floors() -> None:
+    """A design search costs many designs without whole estimates: their latencies are
+    held to the prefill's floor plus every decode step at the first step's (DFX on one
+    U280, the floors of test_tensor_parallel_floor_by_hand)."""
+    import numpy as np
+
+    from archipelago.strategies.tensor_parallel.floors import check_latency
+
+    result = api.plan_and_estimate("gpt2-345m", "1xu280", "dfx", {"tokens": "64:64"})
+    weights = (LAYERS * 12 * H * H + (LAYERS * 13 * H + 2 * H) + VOCAB * H) * 2
+    cache = 2 * LAYERS * H * PROMPT * 2
+    bound = weights / 498e9 + 63 * (weights + cache) / 498e9
+    check_latency(result.plan, result.workload, np.array([result.estimate.latency_s, bound]),
+                  "search")
+    with pytest.raises(BelowFloor, match="the whole generation estimated at"):
+        check_latency(result.plan, result.workload, np.array([1.0, bound * 0.999]), "search")

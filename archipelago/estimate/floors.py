@@ -18,6 +18,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import combinations
 
+import numpy as np
+
 from archipelago.errors import ArchipelagoError
 
 # Arithmetic slack: an estimate equal to its floor, summed in another order, may come out a
@@ -96,8 +98,16 @@ def check_floors(floors: Iterable[PhaseFloor], where: str) -> None:
     """Refuse, in one line naming the phase, its estimate and its floor, the first phase
     estimated below its floor."""
     for phase in floors:
-        bound, why = phase.floor()
-        if phase.estimate_s < bound * (1 - _SLACK):
-            raise BelowFloor(f"{where}: {phase.phase} estimated at {_ms(phase.estimate_s)}, "
-                             f"below its physical floor of {_ms(bound)} ({why}): a bug in "
-                             "the estimate, please report the command")
+        check_floor(phase.phase, phase.estimate_s, phase.floor(), where)
+
+
+def check_floor(phase: str, estimate_s: float | np.ndarray, floor: tuple[float, str],
+                where: str) -> None:
+    """Refuse `estimate_s` (or the least of an array of designs' estimates) below
+    `floor` (seconds, why)."""
+    least = float(np.min(estimate_s))
+    bound, why = floor
+    if least < bound * (1 - _SLACK):
+        raise BelowFloor(f"{where}: {phase} estimated at {_ms(least)}, below its physical "
+                         f"floor of {_ms(bound)} ({why}): a bug in the estimate, please "
+                         "report the command")

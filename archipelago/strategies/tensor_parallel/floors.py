@@ -18,7 +18,9 @@ count), and a floor must never be above what physics allows.
 from collections import defaultdict
 from dataclasses import dataclass
 
-from archipelago.estimate.floors import DeviceLoad, PhaseFloor, Read
+import numpy as np
+
+from archipelago.estimate.floors import DeviceLoad, PhaseFloor, Read, check_floor
 from archipelago.estimate.generation_floors import PassWork, generation_floors
 from archipelago.estimate.workload import Generation
 from archipelago.hardware.device import Device
@@ -135,3 +137,21 @@ def floors(plan: StagedPlan, work: Generation, est: Estimate) -> list[PhaseFloor
     alike = boards(plan)
     return generation_floors(est, work, lambda p: tuple(
         board.load(p, expert_share(plan.spec, p.tokens)) for board in alike))
+
+
+def check_latency(plan: StagedPlan, work: Generation, latency_s: float | np.ndarray,
+                  where: str) -> None:
+    """Refuse designs of `plan` (a design search's, costed without a whole `Estimate`)
+    whose latency is below the prefill's floor plus every decode step at the first
+    step's: each step reads at least what the first does."""
+    alike = boards(plan)
+
+    def worst(p: PassWork) -> tuple[float, str]:
+        share = expert_share(plan.spec, p.tokens)
+        return max((board.load(p, share).floor() for board in alike), key=lambda f: f[0])
+
+    prefill, why = worst(PassWork(work.input_tokens, work.batch, 0))
+    steps = work.output_tokens - 1
+    step = worst(PassWork(1, work.batch, work.input_tokens))[0] if steps else 0.0
+    check_floor("the whole generation", latency_s, (prefill + steps * step,
+                f"the prefill's floor, {why}, and {steps} decode steps"), where)
