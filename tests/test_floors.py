@@ -199,3 +199,14 @@ def test_design_search_held_to_the_floors() -> None:
                   "search")
     with pytest.raises(BelowFloor, match="the whole generation estimated at"):
         check_latency(result.plan, result.workload, np.array([1.0, bound * 0.999]), "search")
+
+
+def test_on_chip_bandwidth_by_hand() -> None:
+    """Block RAMs and UltraRAMs at two 72-bit ports, LUTs and flip-flops at a bit, per
+    cycle of the fabric's clock; AI Engines at 512 bits per cycle of their 1 GHz."""
+    from archipelago.hardware.device import Resources
+    from archipelago.hardware.on_chip import on_chip_Bps
+
+    fabric = Resources(bram=10, uram=2, lut=800, ff=1600)
+    assert on_chip_Bps(fabric, 300e6) == pytest.approx((12 * 144 + 2400) * 300e6 / 8)
+    assert on_chip_Bps(Resources(aie=400), 300e6) == pytest.approx(400 * 64 * 1e9)

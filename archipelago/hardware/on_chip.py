@@ -6,10 +6,10 @@ It over-counts on purpose, so a floor stays below what the device can do: every 
 and UltraRAM read on both ports at their widest every cycle (UG573: RAMB36E2 512 x 72 bits
 at its widest, URAM288 4096 x 72 bits, both dual-ported; Intel's M20K, at most 40 bits per
 port in the Stratix 10 Embedded Memory User Guide, is counted at the same 144 bits), every
-LUT read as one bit of distributed RAM and every flip-flop as one bit, every cycle of the
-fabric's clock; and every AI Engine fetching 512 bits per cycle at 1 GHz (seeds/000 §9.1,
-§9.3: "each AIE can fetch 512 bits of data ... per cycle"; "can operate at a frequency of
-1 GHz").
+LUT read as one bit of distributed RAM (UG574: a LUT6 is a 64 x 1 single-port RAM) and
+every flip-flop as one bit, every cycle of the fabric's clock; and every AI Engine
+fetching 512 bits per cycle at 1 GHz (seeds/000 §9.1, §9.3: "each AIE can fetch 512 bits
+of data ... per cycle"; "can operate at a frequency of 1 GHz").
 """
 
 from archipelago.hardware.device import Resources
