@@ -2,7 +2,8 @@
 kinds' services all call these, so they cannot drift apart:
 
     resolve model + cluster -> strategy.plan -> plan kind's estimator (every figure checked
-    finite) -> the outputs asked for | emulator | writers
+    finite, every phase checked above its physical floors) -> the outputs asked for |
+    emulator | writers
 
 Nothing here knows a strategy or plan kind by name; the registry says which code runs.
 `workload` is the text of the kind's command-line options ({"tokens": "64:64"}); options
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from archipelago.estimate.figures import finite_estimate
+from archipelago.estimate.floors import check_floors
 from archipelago.families import family_of
 from archipelago.hardware.cluster import resolve_cluster
 from archipelago.models.zoo import resolve_model
@@ -74,9 +76,14 @@ def parse_workload(strategy: str, workload: dict[str, str] | None = None,
 
 def estimate(strategy: str, plan: Any, workload: Any, where: str) -> Any:
     """The kind's estimate of `plan`, every figure finite and non-negative or a one-line
-    error naming the input behind it (`where` says which plan)."""
-    return finite_estimate(get_strategy(strategy).plan_kind.hook("estimator"), plan,
-                           workload, where)
+    error naming the input behind it (`where` says which plan), and no phase faster than
+    its physical floors (estimate/floors.py) or a one-line error naming the phase, its
+    estimate and its floor."""
+    kind = get_strategy(strategy).plan_kind
+    est = finite_estimate(kind.hook("estimator"), plan, workload, where)
+    if kind.floors is not None:  # every built-in kind has one (tests/test_floors.py)
+        check_floors(kind.hook("floors")(plan, workload, est), where)
+    return est
 
 
 def plan_and_estimate(model: str, cluster: str, strategy: str,

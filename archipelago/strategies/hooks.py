@@ -74,6 +74,14 @@ class BatchEvaluator(Protocol):
                  engines: Sequence[dict[str, Any]], /) -> Any: ...
 
 
+class Floors(Protocol):
+    """(plan, workload, estimate) -> [estimate.floors.PhaseFloor]: each phase's estimated
+    seconds beside what each device must read and compute in it, from the plan alone; the
+    pipeline refuses an estimate below a floor."""
+
+    def __call__(self, plan: Any, workload: Any, est: Any, /) -> list[Any]: ...
+
+
 class Traits(Protocol):
     """(plan, workload, estimate) -> estimate.generation.Traits: split and binding resource,
     for `archi compare`."""
@@ -84,4 +92,5 @@ class Traits(Protocol):
 HOOKS: dict[str, type] = {"estimator": Estimator, "report": ReportModule,
                           "emulator": Emulator, "writers": Writers,
                           "utilization": Utilization, "explorer": Explorer, "page": Page,
-                          "batch_evaluator": BatchEvaluator, "traits": Traits}
+                          "batch_evaluator": BatchEvaluator, "traits": Traits,
+                          "floors": Floors}

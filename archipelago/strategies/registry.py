@@ -70,6 +70,9 @@ class PlanKind:
                  (`summary` is the JSON object of its summary, whose figures mark the
                  page's headline) for `archi report` / `plan --report`; the only place
                  plotly is imported
+    floors       (plan, workload, est) -> [estimate.floors.PhaseFloor]: each phase's
+                 estimate beside its devices' reads and FLOPs, from the plan alone; the
+                 pipeline refuses an estimate below one (`api.estimate`)
     supports     the ModelSpec features (models/features.py) its planners build; a model
                  with any other is refused by `feature_refusal` (None: it checks none)
     emulates     those its emulator runs, where fewer (None: as `supports`)
@@ -92,6 +95,7 @@ class PlanKind:
     page: str | None = None
     batch_evaluator: str | None = None
     traits: str | None = None
+    floors: str | None = None
     commands: dict[str, str] = field(default_factory=dict)  # its own `archi` commands
     supports: frozenset[Feature] | None = None
     emulates: frozenset[Feature] | None = None
@@ -121,11 +125,13 @@ class PlanKind:
     def hook(self, role: Literal["batch_evaluator"]) -> hooks.BatchEvaluator: ...
     @overload
     def hook(self, role: Literal["traits"]) -> hooks.Traits: ...
+    @overload
+    def hook(self, role: Literal["floors"]) -> hooks.Floors: ...
 
     def hook(self, role: str) -> Any:
         """The estimator, report, emulator, writers, utilization, explorer, page,
-        batch_evaluator or traits, imported now; its shape is the Protocol of the same name
-        in `hooks`."""
+        batch_evaluator, traits or floors, imported now; its shape is the Protocol of the
+        same name in `hooks`."""
         path = getattr(self, role)
         if path is None:
             having = strategies_with(role)

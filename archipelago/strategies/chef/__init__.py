@@ -58,6 +58,7 @@ register_kind(PlanKind(
     report="archipelago.strategies.chef.report",
     emulator="archipelago.strategies.chef.emulate:emulate_plan",
     page="archipelago.strategies.chef.page:page",
+    floors="archipelago.strategies.chef.floors:floors",
 ))
 
 

@@ -34,6 +34,7 @@ register_kind(PlanKind(
     emulator="archipelago.strategies.galapagos.emulate:emulate",
     writers="archipelago.strategies.galapagos.emit:write_feasible_build",
     page="archipelago.strategies.galapagos.page:page",
+    floors="archipelago.strategies.galapagos.floors:floors",
     supports=frozenset({BIASES, POST_NORM, EMBEDDING_NORM})))  # BERT's block, as I-BERT's
 
 

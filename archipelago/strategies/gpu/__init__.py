@@ -29,6 +29,7 @@ register_kind(PlanKind(
     report="archipelago.strategies.gpu.report",
     page="archipelago.strategies.gpu.page:page",
     traits="archipelago.strategies.gpu.traits:traits",
+    floors="archipelago.strategies.gpu.floors:floors",
     supports=BUILTIN))  # the graph's ops run as kernels whatever the block's structure
 
 _HERE = "archipelago.strategies.gpu"

@@ -62,6 +62,7 @@ register_kind(PlanKind(
     emulator="archipelago.strategies.host_offload.emulate:emulate",
     explorer="archipelago.strategies.host_offload.explore:explore",
     page="archipelago.strategies.host_offload.page:page",
+    floors="archipelago.strategies.host_offload.floors:floors",
     commands={"proxies": "archipelago.strategies.host_offload.commands:proxies"}))
 
 

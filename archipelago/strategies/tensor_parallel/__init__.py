@@ -49,6 +49,7 @@ register_kind(PlanKind(
     writers="archipelago.strategies.tensor_parallel.emit:write_build",
     batch_evaluator="archipelago.strategies.tensor_parallel.variants:evaluate_variants",
     traits="archipelago.strategies.tensor_parallel.traits:traits",
+    floors="archipelago.strategies.tensor_parallel.floors:floors",
     commands={"simulate":
               "archipelago.strategies.tensor_parallel.dfx_program.simulate_command:simulate"},
     supports=SPLITS, emulates=EMULATES))

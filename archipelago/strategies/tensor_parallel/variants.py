@@ -4,8 +4,9 @@ per generation; issue 22 asks numpy over the population, not one call chain per 
 
 Each design is given in its design space's encoding (what `space.sample` returns) and
 validated as `archi plan` validates it: a refused one keeps the one-line error the plan
-would raise and reads as infeasible, infinitely slow and over every limit. The rest are
-grouped by what an engine cannot vary in one pass (its `varied` parameters aside:
+would raise and reads as infeasible, infinitely slow and over every limit; so does one
+below the kind's physical floors (floors.py), which the pipeline holds every plan to. The
+rest are grouped by what an engine cannot vary in one pass (its `varied` parameters aside:
 precision, split). A group is planned once (steps, shards and the memory they hold do not
 depend on the varied parameters); an engine that offers `variants` (LORA's systolic core)
 then costs the whole group through the kind's own estimator, every figure with a leading
@@ -22,6 +23,7 @@ import numpy as np
 
 from archipelago.errors import ArchipelagoError
 from archipelago.estimate.figures import finite_estimate
+from archipelago.estimate.floors import check_floors
 from archipelago.estimate.workload import Generation
 from archipelago.hardware.cluster import Cluster, resolve_cluster
 from archipelago.hardware.device import FABRIC
@@ -35,6 +37,7 @@ from archipelago.strategies.tensor_parallel.costs import (
     positions_reason,
 )
 from archipelago.strategies.tensor_parallel.estimate import estimate
+from archipelago.strategies.tensor_parallel.floors import check_latency, floors
 from archipelago.strategies.tensor_parallel.plan import Plan
 from archipelago.strategies.tensor_parallel.planning.rings import one_ring
 from archipelago.strategies.tensor_parallel.utilization import LIMITED, Number, worst_use
@@ -116,9 +119,12 @@ def evaluate_variants(model: str, cluster: str, strategy: str, workload: Generat
         rows = [row for row, _ in members]
         try:
             if _varied(members[0][1]):
-                plan = one_ring(chosen.plan(spec, ring, engines[rows[0]], workload), SEARCH)
+                staged = chosen.plan(spec, ring, engines[rows[0]], workload)
+                plan = one_ring(staged, SEARCH)
                 assert isinstance(plan.engine, VariantEngine), type(plan.engine)
-                table.fill(rows, _together(plan, workload, [c for _, c in members], where))
+                figures = _together(plan, workload, [c for _, c in members], where)
+                check_latency(staged, workload, figures["latency_s"], where)
+                table.fill(rows, figures)
             else:
                 _one_by_one(table, chosen, spec, ring, workload,
                             [(row, engines[row]) for row in rows], where)
@@ -183,6 +189,7 @@ def _one_by_one(table: _Table, chosen: Strategy, spec: ModelSpec, ring: Cluster,
         staged = chosen.plan(spec, ring, engine, workload)
         plan = one_ring(staged, SEARCH)
         est = finite_estimate(estimate, staged, workload, where)
+        check_floors(floors(staged, workload, est), where)
         uses = [(use.total.model_dump(), use.hbm_bytes) for use in est.devices]
         table.fill([row], {"latency_s": est.latency_s, "tokens_per_s": est.tokens_per_s,
                            "feasible": est.feasible, **worst_use(plan, uses, FABRIC)})
