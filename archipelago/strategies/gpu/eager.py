@@ -17,7 +17,6 @@ import numpy as np
 
 from archipelago.models.graph import Op, Phase
 from archipelago.models.spec import ModelSpec
-from archipelago.strategies.gpu.plan import FP16_BYTES
 
 _RMSNORM_KERNELS = 8
 _ROTARY_KERNELS = 5
@@ -43,10 +42,10 @@ def kernels(op: Op, spec: ModelSpec) -> int:
 
 
 def cache_copy_bytes(op: Op, spec: ModelSpec, phase: Phase, batch: int,
-                     ranks: int) -> float | np.ndarray:
-    """The bytes torch.cat moves appending to one GPU's K (op k) or V (op v) cache: the
-    cache before this step read, and the longer one written."""
+                     ranks: int, kv_bytes: float = 2) -> float | np.ndarray:
+    """The bytes torch.cat moves appending to one GPU's K (op k) or V (op v) cache of
+    `kv_bytes` a value: the cache before this step read, and the longer one written."""
     if op.name not in ("k", "v") or spec.mla is not None:
         return 0.0
     before = phase.context - phase.new_tokens
-    return batch * (before + phase.context) * spec.kv_dim / ranks * FP16_BYTES
+    return batch * (before + phase.context) * spec.kv_dim / ranks * kv_bytes

@@ -4,7 +4,9 @@ Megatron's split (plan.py): matrices, attention heads, the FFN's activation and 
 head's vocabulary are divided by N; norms, residuals and the embedding lookup run whole on
 every GPU. Bytes are what the op's kernel moves through device memory: its weights once
 (shared by every sequence and token of the step), the KV cache it attends (each sequence's
-own), and its activations in and out, all FP16.
+own), and its activations in and out: weights and KV cache in the plan's number format
+(formats.py), activations FP16. `op_s` times the op as one kernel (kernel_time.py): the
+grid it launches sets the bandwidth it draws and the waves its tensor tiles run in.
 """
 
 from dataclasses import dataclass
@@ -13,7 +15,22 @@ import numpy as np
 
 from archipelago.models.graph import Op, Phase
 from archipelago.models.spec import ModelSpec
-from archipelago.strategies.gpu.plan import FP16_BYTES
+from archipelago.strategies.gpu.formats import FORMATS, Format
+from archipelago.strategies.gpu.kernel_time import (
+    ELEMENTS_PER_BLOCK,
+    TENSOR_EFFICIENCY,
+    GPUCore,
+    gemm_blocks,
+    gemm_s,
+    kernel_s,
+    spread_s,
+)
+
+ACTIVATION_BYTES = 2  # FP16 rows in and out of every op, whatever the weights' format
+FP16 = FORMATS["fp16"]
+# FlashAttention-2 launches one block per (sequence, head, 128-query tile) (Dao 2023,
+# arXiv:2307.08691 §3.2: parallel over batch, heads and the sequence's query blocks).
+ATTENTION_QUERY_TILE = 128
 
 _SPLIT = frozenset({"linear", "lm_head", "attn_score", "softmax", "attn_context",
                     "activation", "gated_activation"})
@@ -38,20 +55,46 @@ def _ranks_of(op: Op, ranks: int) -> int:
     return 1 if op.weight in _REPLICATED_WEIGHTS or op.kind not in _SPLIT else ranks
 
 
-def op_cost(op: Op, spec: ModelSpec, phase: Phase, batch: int, ranks: int) -> OpCost:
+def op_cost(op: Op, spec: ModelSpec, phase: Phase, batch: int, ranks: int,
+            fmt: Format = FP16) -> OpCost:
     """`batch` sequences each run `phase` through `op` on one of `ranks` GPUs."""
     share = _ranks_of(op, ranks)
     n = phase.new_tokens
     flops = batch * op.flops(phase) / share
     if op.kind in {"linear", "lm_head"}:
-        weights = op.fan_in * op.fan_out / share
-        moved = weights + batch * n * (op.fan_in + op.fan_out / share)
+        weights = op.fan_in * op.fan_out / share * fmt.weight_bytes
+        moved = weights + batch * n * (op.fan_in + op.fan_out / share) * ACTIVATION_BYTES
     elif op.kind in {"attn_score", "attn_context"}:
         keys = np.minimum(phase.context, op.window or phase.context)
         cache = spec.kv_values_per_token() / 2  # K for the scores, V for the context
-        moved = batch * (keys * cache + n * spec.q_dim) / share
-    elif op.kind == "softmax":
-        moved = 2 * batch * op.heads * phase.pairs_within(op.window) / share  # read, write
+        moved = batch * (keys * cache * fmt.kv_bytes
+                         + n * spec.q_dim * ACTIVATION_BYTES) / share
+    elif op.kind == "softmax":  # read, write
+        moved = 2 * batch * op.heads * phase.pairs_within(op.window) / share * ACTIVATION_BYTES
     else:  # element-wise: every input and the output
-        moved = batch * n * op.fan_out * (len(op.inputs) + 1) / share
-    return OpCost(op, flops, moved * FP16_BYTES)
+        moved = batch * n * op.fan_out * (len(op.inputs) + 1) / share * ACTIVATION_BYTES
+    return OpCost(op, flops, moved)
+
+
+def op_s(cost: OpCost, phase: Phase, batch: int, ranks: int, fmt: Format,
+         core: GPUCore) -> float | np.ndarray:
+    """The op as one kernel on one GPU, its floor left to the caller (kernel_time.py):
+    a product's tiles (split along K for a skinny one) and its dequantization on the CUDA
+    cores, an attention's blocks per sequence and head, an element-wise op's blocks of
+    values."""
+    op, n = cost.op, phase.new_tokens
+    share = _ranks_of(op, ranks)
+    if op.kind in {"linear", "lm_head"}:
+        m, cols = batch * n, op.fan_out / share
+        blocks = gemm_blocks(m, cols, op.fan_in, core.sms)
+        dequant = op.fan_in * cols * fmt.dequant_ops / core.cuda_core_flops
+        compute = max(gemm_s(m, cols, op.fan_in, core), dequant)
+    elif op.kind in {"attn_score", "attn_context", "softmax"}:
+        blocks = batch * op.heads / share * -(-n // ATTENTION_QUERY_TILE)
+        rate = (TENSOR_EFFICIENCY * core.tensor_ops_per_s if op.kind != "softmax"
+                else core.cuda_core_flops)
+        compute = spread_s(cost.flops, blocks, rate, core.sms)
+    else:
+        blocks = -(-batch * n * op.fan_out // (share * ELEMENTS_PER_BLOCK))
+        compute = spread_s(cost.flops, blocks, core.cuda_core_flops, core.sms)
+    return kernel_s(0.0, cost.bytes, blocks, compute, core)
