@@ -156,3 +156,22 @@ def test_an_fp8_model_fits_where_fp16_does_not() -> None:
     assert not fp16.feasible and "in fp16" in fp16.reasons[0]
     assert fp8.feasible and fp8.memory_bytes > spec_bytes  # weights plus 16 caches
     assert math.isclose(fp8.memory_bytes * 2, fp16.memory_bytes)
+
+
+def test_the_measurement_script_refuses_cleanly_without_cuda() -> None:
+    from benchmarks import gpu_decode
+
+    assert gpu_decode.catalog_key("NVIDIA H100 80GB HBM3") == "h100"
+    assert gpu_decode.catalog_key("NVIDIA H200") == "h200"
+    assert gpu_decode.catalog_key("NVIDIA GeForce RTX 4090") is None
+    assert gpu_decode.parse_batches("1,8,64") == [1, 8, 64]
+    with pytest.raises(ValueError, match=r"1\.\.64"):
+        gpu_decode.parse_batches("1,128")
+    # its estimates take a config file as `archi plan` does
+    est = gpu_decode.estimated("tests/data/llama-2-13b/config.json", "h100", "16:16", 2)
+    assert set(est) == {"eager", "graph"} and est["eager"][1] > est["graph"][1] > 0
+    for args in ([], ["--batches", "0"], ["--modes", "jit"]):
+        run = subprocess.run([sys.executable, "-m", "benchmarks.gpu_decode", *args],
+                             capture_output=True, text=True)
+        assert run.returncode == 2 and run.stderr.count("\n") == 1, run.stderr
+        assert "Traceback" not in run.stderr
