@@ -175,3 +175,22 @@ def test_the_measurement_script_refuses_cleanly_without_cuda() -> None:
                              capture_output=True, text=True)
         assert run.returncode == 2 and run.stderr.count("\n") == 1, run.stderr
         assert "Traceback" not in run.stderr
+
+
+def test_compare_rows_take_the_precision_and_keep_its_store_apart() -> None:
+    from archipelago.compare.combos import Combo, estimate_combo
+    from archipelago.compare.run import default_store
+    from archipelago.estimate.workload import parse_tokens
+    from archipelago.models.zoo import zoo_model
+
+    spec = zoo_model("llama2-7b")
+    fp8 = estimate_combo(spec, "128:128", Combo("gpu-graph", "h100", 1, 1), "fp8")
+    fp16 = estimate_combo(spec, "128:128", Combo("gpu-graph", "h100", 1, 1))
+    assert fp8["status"] == fp16["status"] == "ok"
+    assert fp8["decode_s_per_token"] < 0.7 * fp16["decode_s_per_token"]
+    a100 = estimate_combo(spec, "128:128", Combo("gpu-graph", "a100", 1, 1), "fp8")
+    assert a100["status"] == "refused" and "no FP8 tensor cores" in a100["reason"]
+    dfx = estimate_combo(spec, "128:128", Combo("dfx", "u280", 4, 1), "fp8")
+    assert dfx["status"] == "refused" and "--precision" in dfx["reason"]
+    tokens = parse_tokens("128:128")
+    assert default_store(spec, tokens, "fp8") != default_store(spec, tokens)
