@@ -56,6 +56,24 @@ def test_a_grid_smaller_than_the_gpu_or_one_block_over_runs_in_waves() -> None:
     assert stream_Bps(16, H100) == pytest.approx(16 * 32768 / 600e-9)  # 874 GB/s
 
 
+def test_long_context_attention_at_batch_1_is_held_to_its_heads_unless_split() -> None:
+    from archipelago.models.graph import build_graph
+    from archipelago.models.zoo import zoo_model
+    graph = build_graph(zoo_model("llama2-7b"))
+    scores = next(op for op in graph.block if op.kind == "attn_score")
+    phase = decode(4096)
+    cost = op_cost(scores, graph.spec, phase, 1, 1)
+    moved = 4096 * 4096 * 2 + 4096 * 2  # 4,096 cached keys of 32 x 128, the query
+    assert cost.bytes == moved
+    fp16 = FORMATS["fp16"]
+    # one block per head: 32 SMs x 32 KiB / 600 ns = 1.75 TB/s
+    assert op_s(cost, phase, 1, 1, fp16, H100) == pytest.approx(moved / (32 * 32768 / 600e-9))
+    # Flash-Decoding splits the keys 5 ways (132 / 32 SMs): 160 blocks, 80 SMs busy on
+    # average over two waves, more than enough to stream at the GPU's 0.84 x 3.35 TB/s
+    assert op_s(cost, phase, 1, 1, fp16, H100, split_kv=True) == pytest.approx(
+        moved / (0.84 * 3.35e12))
+
+
 def test_a_prefill_product_runs_whole_tiles_in_waves() -> None:
     per_sm = 0.7 * 989.4e12 / 132
     # 128 x 4096 x 4096: 32 tiles of 128 x 128, split-K 4 (132 // 32) fills 128 SMs in one

@@ -27,9 +27,9 @@ no source pins them; each states its plausible range.
 # around it.
 PYTORCH_OP_S = 25.33e-6
 # transformers' `generate` per generated token beyond its kernels: fitted to llama2-7b's
-# eager decode step (35.588 ms against 1,354 kernels issued). Plausible range 0.2-3 ms (its
+# eager decode step (35.588 ms against 1,322 kernels issued). Plausible range 0.2-3 ms (its
 # loop runs tens of Python-level tensor ops and one device synchronization per token).
-GENERATE_TOKEN_S = 1.196e-3
+GENERATE_TOKEN_S = 2.007e-3
 # transformers' `generate` once per call before the prompt's forward: fitted to llama2-7b's
 # eager prefill (46.7 ms). Plausible range 2-15 ms (generation-config validation, logits
 # processors, cache allocation, the 4-D causal mask built for the prompt).

@@ -27,7 +27,7 @@ from archipelago.strategies.gpu.kernel_time import GPUCore
 # Plausible range 0.80-0.92: STREAM-like copies reach 750 of 900 GB/s on a V100 (Jia,
 # Maggioni, Staiger, Scarpazza, arXiv:1804.06826 §3) and about 90% of HBM3's peak on H100
 # (NVIDIA's nvbandwidth / babelstream results as commonly reported).
-MEMORY_EFFICIENCY = 0.8399
+MEMORY_EFFICIENCY = 0.8357
 # A kernel's floor on the GPU: its launch (a CUDA-graph node's dispatch), the ramp of its
 # first wave (blocks scheduled, the first loads' DRAM latency) and the tail of its last
 # wave, paid by every kernel however small: fitted (with MEMORY_EFFICIENCY). Plausible
@@ -36,7 +36,7 @@ MEMORY_EFFICIENCY = 0.8399
 # Started with CUDA Graphs", 2019; Ampere/Hopper launch latency in the CUDA C++ Best
 # Practices Guide, §"Kernel launch"); a DRAM round trip (kernel_time.MEMORY_LATENCY_S) is
 # part of any kernel that reads memory.
-KERNEL_FLOOR_S = 2.913e-6
+KERNEL_FLOOR_S = 2.910e-6
 # NCCL's ring all-reduce latency model for small messages (LL protocol): a base latency and
 # one per ring step (NCCL src/graph/tuning.cc, NCCL 2.7: baseLat ring LL 3.6 us); the step's
 # is the link's own latency (catalog.yaml: NCCL's hwLat, 0.4 us over NVLink, 1.0 us PCIe).

@@ -31,6 +31,11 @@ FP16 = FORMATS["fp16"]
 # FlashAttention-2 launches one block per (sequence, head, 128-query tile) (Dao 2023,
 # arXiv:2307.08691 §3.2: parallel over batch, heads and the sequence's query blocks).
 ATTENTION_QUERY_TILE = 128
+# Flash-Decoding (Dao, Haziza, Massa, Sizov, "Flash-Decoding for long-context inference",
+# 2023; TensorRT-LLM's and vLLM's decode attention) also splits the keys into chunks, run in
+# parallel and reduced after, until the blocks cover the SMs; a chunk is at least one
+# 128-key tile.
+SPLIT_KV_KEYS = 128
 
 _SPLIT = frozenset({"linear", "lm_head", "attn_score", "softmax", "attn_context",
                     "activation", "gated_activation"})
@@ -69,28 +74,33 @@ def op_cost(op: Op, spec: ModelSpec, phase: Phase, batch: int, ranks: int,
         cache = spec.kv_values_per_token() / 2  # K for the scores, V for the context
         moved = batch * (keys * cache * fmt.kv_bytes
                          + n * spec.q_dim * ACTIVATION_BYTES) / share
-    elif op.kind == "softmax":  # read, write
-        moved = 2 * batch * op.heads * phase.pairs_within(op.window) / share * ACTIVATION_BYTES
+    elif op.kind == "softmax":  # fused: the scores never leave the SM (FlashAttention)
+        moved = 0.0
     else:  # element-wise: every input and the output
         moved = batch * n * op.fan_out * (len(op.inputs) + 1) / share * ACTIVATION_BYTES
     return OpCost(op, flops, moved)
 
 
 def op_s(cost: OpCost, phase: Phase, batch: int, ranks: int, fmt: Format,
-         core: GPUCore) -> float | np.ndarray:
+         core: GPUCore, split_kv: bool = False) -> float | np.ndarray:
     """The op as one kernel on one GPU, its floor left to the caller (kernel_time.py):
     a product's tiles (split along K for a skinny one) and its dequantization on the CUDA
-    cores, an attention's blocks per sequence and head, an element-wise op's blocks of
-    values."""
+    cores, an attention's blocks per sequence, head and query tile (and, `split_kv`, key
+    chunk: Flash-Decoding), an element-wise op's blocks of values."""
     op, n = cost.op, phase.new_tokens
     share = _ranks_of(op, ranks)
     if op.kind in {"linear", "lm_head"}:
         m, cols = batch * n, op.fan_out / share
         blocks = gemm_blocks(m, cols, op.fan_in, core.sms)
-        dequant = op.fan_in * cols * fmt.dequant_ops / core.cuda_core_flops
-        compute = max(gemm_s(m, cols, op.fan_in, core), dequant)
+        dequant = spread_s(op.fan_in * cols * fmt.dequant_ops, blocks, core.cuda_core_flops,
+                           core.sms)
+        compute = np.maximum(gemm_s(m, cols, op.fan_in, core), dequant)
     elif op.kind in {"attn_score", "attn_context", "softmax"}:
         blocks = batch * op.heads / share * -(-n // ATTENTION_QUERY_TILE)
+        if split_kv:
+            keys = np.minimum(phase.context, op.window or phase.context)
+            blocks = blocks * np.maximum(1, np.minimum(np.ceil(core.sms / blocks),
+                                                       np.ceil(keys / SPLIT_KV_KEYS)))
         rate = (TENSOR_EFFICIENCY * core.tensor_ops_per_s if op.kind != "softmax"
                 else core.cuda_core_flops)
         compute = spread_s(cost.flops, blocks, rate, core.sms)

@@ -17,8 +17,7 @@ import numpy as np
 from archipelago.memo import by_content
 from archipelago.models.graph import Op, Phase, build_graph
 from archipelago.models.spec import ModelSpec
-from archipelago.strategies.gpu.eager import cache_copy_bytes
-from archipelago.strategies.gpu.eager import kernels as eager_kernels
+from archipelago.strategies.gpu.eager import cache_copy_bytes, launches
 from archipelago.strategies.gpu.plan import GPUPlan, ring_s
 from archipelago.strategies.gpu.roofline import ACTIVATION_BYTES, op_cost, op_s
 
@@ -98,7 +97,7 @@ def layout(spec: ModelSpec, eager: bool, tensor_parallel: bool) -> StepLayout:
                 after[i] = len(ops) + 1
     pairs = np.stack([op_order, after[op_order]], axis=1).ravel()
     rows = pairs[pairs >= 0]
-    issued = [eager_kernels(op, spec) if eager else 1 for op, _ in ops] + [1, 1]
+    issued = [launches(op, spec, eager) for op, _ in ops] + [1, 1]
     names = np.array([_PART[op.kind] for op, _ in ops] + [COLLECTIVE, COLLECTIVE])[rows]
     parts = MappingProxyType({name: _read_only(np.flatnonzero(names == name))
                               for name in dict.fromkeys(names.tolist())})
@@ -140,7 +139,8 @@ def step_kernels(plan: GPUPlan, phase: Phase, batch: int) -> Step:
     seconds = np.empty((len(lay.ops) + 2, np.size(phase.context)))
     for i, (op, is_output) in enumerate(lay.ops):
         at = last if is_output else phase
-        seconds[i] = op_s(op_cost(op, spec, at, batch, ranks, fmt), at, batch, ranks, fmt, core)
+        seconds[i] = op_s(op_cost(op, spec, at, batch, ranks, fmt), at, batch, ranks, fmt, core,
+                          split_kv=not eager)
         if eager:
             seconds[i] += cache_copy_bytes(op, spec, phase, batch, ranks, fmt.kv_bytes) / (
                 core.memory_efficiency * core.memory_Bps)
