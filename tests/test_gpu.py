@@ -10,8 +10,7 @@ from archipelago.hardware.catalog import get_device
 from archipelago.hardware.cluster import resolve_cluster
 from archipelago.models.graph import Phase, build_graph, decode, prefill
 from archipelago.models.zoo import zoo_model
-from archipelago.strategies.gpu.eager import cache_copy_bytes
-from archipelago.strategies.gpu.eager import launches
+from archipelago.strategies.gpu.eager import cache_copy_bytes, launches
 from archipelago.strategies.gpu.estimate import step_s
 from archipelago.strategies.gpu.plan import (
     MEMORY_EFFICIENCY,
