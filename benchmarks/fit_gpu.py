@@ -19,7 +19,6 @@ from collections.abc import Callable
 from typing import Any
 
 from archipelago.api import plan_and_estimate
-from archipelago.strategies.gpu.frameworks import PROFILES
 
 # (model, tokens, strategy, measured prefill s, measured decode s per token, tokens/s)
 POINTS = (
@@ -31,9 +30,7 @@ POINTS = (
 
 def _estimate(point: tuple, engine: dict[str, Any]) -> Any:
     model, tokens, strategy = point[:3]
-    defaults = PROFILES["transformers-generate" if strategy == "gpu-eager" else "cuda-graph"]
-    return plan_and_estimate(model, "1xh100", strategy, {"tokens": tokens},
-                             {**defaults, **engine}).estimate
+    return plan_and_estimate(model, "1xh100", strategy, {"tokens": tokens}, engine).estimate
 
 
 def _solve(f: Callable[[float], float], low: float, high: float) -> float:

@@ -17,7 +17,6 @@ This module is the kind's registration; its planners (planner.py) and engine con
 """
 
 from archipelago.models.features import BUILTIN
-from archipelago.strategies.gpu.frameworks import PROFILES
 from archipelago.strategies.options import PRECISION, WorkloadOption, WorkloadType
 from archipelago.strategies.registry import PlanKind, register, register_kind
 
@@ -36,9 +35,10 @@ register_kind(PlanKind(
 
 _HERE = "archipelago.strategies.gpu"
 _CONFIG = f"{_HERE}.plan:GPUConfig"
-register("gpu-eager", "NVIDIA GPUs, Megatron tensor parallel, a framework issuing every "
-                      "kernel from the host (launch-bound at batch 1)", "gpu", _CONFIG,
-         PROFILES["transformers-generate"], default_cluster="1xa100")(f"{_HERE}.planner:plan_eager")
+register("gpu-eager", "NVIDIA GPUs, Megatron tensor parallel, transformers' generate "
+                      "issuing every kernel from the host (launch-bound at batch 1)", "gpu",
+         _CONFIG, {"framework": "transformers-generate"},
+         default_cluster="1xa100")(f"{_HERE}.planner:plan_eager")
 register("gpu-graph", "NVIDIA GPUs, Megatron tensor parallel, one CUDA graph per decode "
-                      "step (bandwidth-bound)", "gpu", _CONFIG, PROFILES["cuda-graph"],
+                      "step (bandwidth-bound)", "gpu", _CONFIG, {"framework": "cuda-graph"},
          default_cluster="1xa100")(f"{_HERE}.planner:plan_graph")

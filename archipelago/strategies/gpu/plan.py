@@ -9,8 +9,9 @@ issue 33 (one H100 SXM, batch 1, FP16), each within its stated plausible range.
 """
 
 from dataclasses import dataclass
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from archipelago.engines.base import EngineConfig
 from archipelago.hardware.device import Device
@@ -19,7 +20,7 @@ from archipelago.hardware.machines import Cluster
 from archipelago.models.graph import Graph
 from archipelago.models.spec import ModelSpec
 from archipelago.strategies.gpu.formats import Format
-from archipelago.strategies.gpu.frameworks import PYTORCH_OP_S
+from archipelago.strategies.gpu.frameworks import PROFILES, PYTORCH_OP_S
 from archipelago.strategies.gpu.kernel_time import GPUCore
 
 # The share of the datasheet bandwidth a kernel that keeps every SM streaming reaches: fitted
@@ -45,14 +46,26 @@ FP16_BYTES = 2
 
 
 class GPUConfig(EngineConfig):
-    """How kernels reach the GPU (module docstring); each parameter may be overridden."""
+    """How kernels reach the GPU (module docstring): a named framework profile
+    (frameworks.py) sets the host's figures and whether decode steps are captured; each
+    parameter may be overridden."""
 
+    framework: Literal["transformers-generate", "cuda-graph"] = "transformers-generate"
     graph: bool = False  # one CUDA graph per decode step (True) or eager ops
     host_op_s: float = Field(default=PYTORCH_OP_S, ge=0, le=1e-3)  # per kernel issued
     token_s: float = Field(default=0.0, ge=0, le=1)  # the host's per generated token
     call_s: float = Field(default=0.0, ge=0, le=10)  # the host's per generation call
     kernel_floor_s: float = Field(default=KERNEL_FLOOR_S, ge=0, le=1e-4)
     memory_efficiency: float = Field(default=MEMORY_EFFICIENCY, gt=0.3, le=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _profile(cls, data: Any) -> Any:
+        """The profile's figures where the parameters leave them out."""
+        if isinstance(data, dict):
+            return {**PROFILES.get(str(data.get("framework", "transformers-generate")), {}),
+                    **data}
+        return data
 
 
 @dataclass(frozen=True)
