@@ -9,7 +9,7 @@ draw, and its tensor-core products in waves of output tiles.
   than the GPU leaves SMs idle for its whole run).
 - Achieved bandwidth by shape (Little's law, bandwidth = bytes in flight / latency: Little
   1961; applied to GPU memory by Volkov, "Understanding Latency Hiding on GPUs", UC
-  Berkeley PhD thesis, 2016, ch. 4): each busy SM keeps `BYTES_IN_FLIGHT_PER_SM` of loads
+  Berkeley PhD thesis, 2016): each busy SM keeps `BYTES_IN_FLIGHT_PER_SM` of loads
   outstanding against the DRAM latency, so a kernel streams at
       min(memory_efficiency x datasheet bandwidth, busy SMs x bytes in flight / latency).
   A large GEMV fills every SM and reaches the first term; a batch-1 attention over a long
@@ -27,9 +27,9 @@ from dataclasses import dataclass
 import numpy as np
 
 # Loaded DRAM latency. Chips and Cheese, "Nvidia's H100: Funny L2, and Tons of Bandwidth"
-# (2023) measures several hundred ns from an SM to HBM on H100 (about 500-600 ns under a
-# pointer chase; more when the memory is busy); A100's and V100's are of the same order
-# (Jia et al., arXiv:1804.06826 §3). Plausible range 400-800 ns; taken for every GPU.
+# (2023) measures several hundred ns from an SM to HBM on H100 under a pointer chase, more
+# when the memory is busy; A100's and V100's are of the same order (Jia et al.,
+# arXiv:1804.06826 §3). Plausible range 400-800 ns; taken for every GPU.
 MEMORY_LATENCY_S = 600e-9
 # Bytes of loads one SM keeps in flight while streaming: a GEMV or attention block issues
 # 16-byte vector loads from every thread, several deep (e.g. 8 warps x 32 threads x 16 B x 8

@@ -26,23 +26,22 @@ from archipelago.strategies.gpu.kernel_time import GPUCore
 # The share of the datasheet bandwidth a kernel that keeps every SM streaming reaches: fitted
 # (with KERNEL_FLOOR_S) to the graph-mode decode steps of gpt2-345m and llama2-7b on an H100.
 # Plausible range 0.80-0.92: STREAM-like copies reach 750 of 900 GB/s on a V100 (Jia,
-# Maggioni, Staiger, Scarpazza, arXiv:1804.06826 §3) and about 90% of HBM3's peak on H100
-# (NVIDIA's nvbandwidth / babelstream results as commonly reported).
+# Maggioni, Staiger, Scarpazza, arXiv:1804.06826 §3); coalesced weight loads of an LLM's
+# kernels reach 2.8 of 3.35 TB/s on an H100 SXM under Nsight Compute (mikamirai.com, "GPU
+# Memory Bandwidth: What Your Profiler Isn't Telling You", 2026).
 MEMORY_EFFICIENCY = 0.8357
 # A kernel's floor on the GPU: its launch (a CUDA-graph node's dispatch), the ramp of its
 # first wave (blocks scheduled, the first loads' DRAM latency) and the tail of its last
 # wave, paid by every kernel however small: fitted (with MEMORY_EFFICIENCY). Plausible
 # range 2-5 us: an empty kernel's launch-to-completion is about 2-4 us on recent GPUs and a
 # graph node adds about 1 us between kernels (NVIDIA Technical Blog, A. Gray, "Getting
-# Started with CUDA Graphs", 2019; Ampere/Hopper launch latency in the CUDA C++ Best
-# Practices Guide, §"Kernel launch"); a DRAM round trip (kernel_time.MEMORY_LATENCY_S) is
+# Started with CUDA Graphs", 2019); a DRAM round trip (kernel_time.MEMORY_LATENCY_S) is
 # part of any kernel that reads memory.
 KERNEL_FLOOR_S = 2.910e-6
 # NCCL's ring all-reduce latency model for small messages (LL protocol): a base latency and
 # one per ring step (NCCL src/graph/tuning.cc, NCCL 2.7: baseLat ring LL 3.6 us); the step's
 # is the link's own latency (catalog.yaml: NCCL's hwLat, 0.4 us over NVLink, 1.0 us PCIe).
 ALLREDUCE_BASE_S = 3.6e-6
-FP16_BYTES = 2
 
 
 class GPUConfig(EngineConfig):
