@@ -3,6 +3,9 @@ draw, and its tensor-core products in waves of output tiles.
 
     t = floor + max(bytes / stream_Bps(grid), tensor products, CUDA-core work)
 
+(the floor, plan.KERNEL_FLOOR_S, is charged per kernel launched by estimate.step_s; this
+module gives the rest.)
+
 - Wave quantization: a grid of B thread blocks on S SMs runs in ceil(B / S) waves, so on
   average B / ceil(B / S) SMs are busy (NVIDIA, "Matrix Multiplication Background User's
   Guide", Deep Learning Performance documentation, §"Wave quantization"; a grid smaller
@@ -111,7 +114,7 @@ def spread_s(flops: float | np.ndarray, blocks: float | np.ndarray, rate: float,
     return flops / (rate * busy_sms(blocks, sms) / sms)
 
 
-def kernel_s(floor_s: float, moved: float | np.ndarray, blocks: float | np.ndarray,
+def kernel_s(moved: float | np.ndarray, blocks: float | np.ndarray,
              compute_s: float | np.ndarray, core: GPUCore) -> float | np.ndarray:
-    """One kernel: its floor, then the slower of its stream and its arithmetic."""
-    return floor_s + np.maximum(moved / stream_Bps(blocks, core), compute_s)
+    """One kernel past its floor: the slower of its stream and its arithmetic."""
+    return np.maximum(moved / stream_Bps(blocks, core), compute_s)

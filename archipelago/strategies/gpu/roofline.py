@@ -107,4 +107,4 @@ def op_s(cost: OpCost, phase: Phase, batch: int, ranks: int, fmt: Format,
     else:
         blocks = -(-batch * n * op.fan_out // (share * ELEMENTS_PER_BLOCK))
         compute = spread_s(cost.flops, blocks, core.cuda_core_flops, core.sms)
-    return kernel_s(0.0, cost.bytes, blocks, compute, core)
+    return kernel_s(cost.bytes, blocks, compute, core)
