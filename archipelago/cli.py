@@ -335,10 +335,14 @@ def compare(
     report_file: Annotated[Path | None, typer.Option(
         "--report", help="write the HTML page (Pareto chart and table) here", **OUTPUT)] = None,
     force: Annotated[bool, typer.Option(help="replace an existing --report file")] = False,
+    precision: Annotated[str | None, typer.Option(
+        help="fp16, bf16, fp8, int8 or int4 for every strategy (one whose kind takes no "
+             "--precision is refused)", show_default=False)] = None,
 ) -> None:
     from archipelago.compare.command import CompareCommand, run_compare
 
     options = CompareCommand(model, tokens, devices, counts, strategies, batch, latency_target,
-                             sort, scheduler, workers, store, as_json, report_file, force)
+                             sort, scheduler, workers, store, as_json, report_file, force,
+                             precision)
     if not run_compare(options, console()):
         raise typer.Exit(INFEASIBLE)

@@ -134,8 +134,8 @@ def kin(strategy: str) -> str:
 
 @pytest.mark.parametrize(("args", "takers"), [
     (("emulate", "cnn-lstm", "--strategy", "chef", "--precision", "fp16"),
-     f"--precision applies to generation strategies ({kin('dfx')}); strategy 'chef' "
-     "takes --bandwidth in `archi emulate`"),
+     f"--precision applies to GPU generation strategies ({kin('gpu-graph')}) and generation "
+     f"strategies ({kin('dfx')}); strategy 'chef' takes --bandwidth in `archi emulate`"),
     (("plan", "gpt2-345m", "--gantt", "g.html"),
      f"--gantt applies to scheduled DAG strategies ({kin('chef')}); strategy 'dfx' "
      "takes --tokens, --batch, --split in `archi plan`"),
@@ -143,8 +143,8 @@ def kin(strategy: str) -> str:
      f"--checkpoint applies to generation strategies ({kin('dfx')}); strategy "
      "'galapagos' takes --seq-len in `archi emulate`"),
     (("plan", "gpt2-345m", "--precision", "fp16"),
-     f"--precision applies to generation strategies ({kin('dfx')}) in `archi "
-     "emulate`"),
+     f"--precision applies to GPU generation strategies ({kin('gpu-graph')}) and generation "
+     f"strategies ({kin('dfx')}) in `archi emulate`"),
     (("plan", "nmt-luong", "--strategy", "persistent", "--largest"),
      f"--largest applies to host program strategies ({kin('persistent')}) in `archi "
      "explore`"),

@@ -151,6 +151,21 @@ def test_a_skewed_router_moves_the_floor_with_the_estimate(strategy: str, cluste
     assert all(floor[4.0][phase] < floor[0.0][phase] for phase in floor[0.0])
 
 
+@pytest.mark.parametrize("precision", ["fp8", "int8", "int4"])
+def test_gpu_floors_read_the_plan_s_number_format(precision: str) -> None:
+    """An FP8, INT8 or weight-only INT4 plan reads fewer bytes than FP16 and runs its
+    products at its format's tensor rate: its floor is lower, and the estimate (faster
+    than FP16's) is printed, not refused against an FP16 floor."""
+    floors = {}
+    for p in ("fp16", precision):
+        result = api.plan_and_estimate("llama2-7b", "1xh100", "gpu-graph",
+                                       {"tokens": "128:8", "precision": p})
+        hook = api.get_strategy("gpu-graph").plan_kind.hook("floors")
+        floors[p] = {f.phase: f.floor()[0]
+                     for f in hook(result.plan, result.workload, result.estimate)}
+    assert all(floors[precision][k] < floors["fp16"][k] for k in floors["fp16"])
+
+
 def test_every_builtin_kind_declares_its_floors() -> None:
     assert [k.name for k in kinds().values() if k.floors is None] == []
 

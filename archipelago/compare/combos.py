@@ -88,14 +88,18 @@ class Task:
     spec: Any
     tokens: str
     combos: tuple[Combo, ...]
+    precision: str | None = None  # --precision when given
 
 
-def estimate_combo(spec: Any, tokens: str, combo: Combo) -> dict[str, Any]:
+def estimate_combo(spec: Any, tokens: str, combo: Combo,
+                   precision: str | None = None) -> dict[str, Any]:
     """The record of one combination: its timing, split and binding resource, whether it
     fits (with the kind's reasons), or the one line its strategy refused it with."""
     where = f"{combo.strategy} on {combo.cluster}"
+    given = {} if precision is None else {"precision": precision}
     try:
-        work = api.parse_workload(combo.strategy, {TOKENS: tokens, "batch": str(combo.batch)})
+        work = api.parse_workload(combo.strategy, {TOKENS: tokens, "batch": str(combo.batch),
+                                                   **given})
         plan = api.plan_on(spec, resolve_cluster(combo.cluster), combo.strategy, None, work)
         est = api.estimate(combo.strategy, plan, work, f"{where} ({spec.name})")
     except ArchipelagoError as err:
@@ -116,6 +120,7 @@ def evaluate(task: Task) -> list[tuple[str, dict[str, Any]]]:
     out = []
     for combo in task.combos:
         value = {"strategy": combo.strategy, "device": combo.device, "count": combo.count,
-                 "batch": combo.batch, **estimate_combo(task.spec, task.tokens, combo)}
+                 "batch": combo.batch, **estimate_combo(task.spec, task.tokens, combo,
+                                                                   task.precision)}
         out.append((combo.key(), value))
     return out

@@ -30,6 +30,7 @@ class CompareCommand:
     as_json: bool
     report_file: Path | None
     force: bool
+    precision: str | None = None
 
 
 def run_compare(options: CompareCommand, console: Console) -> bool:
@@ -47,12 +48,13 @@ def run_compare(options: CompareCommand, console: Console) -> bool:
     taking, _ = applicable(spec)
     request = parse_request(options.model, options.tokens, options.devices or default_devices(),
                             options.counts or DEFAULT_COUNTS, options.strategies, options.batch,
-                            options.latency_target, options.sort, taking, list(registered()))
+                            options.latency_target, options.sort, taking, list(registered()),
+                            options.precision)
     if options.scheduler is not None:
         from archipelago.batch.workers import check_scheduler
 
         check_scheduler(options.scheduler)
-    target = options.store or default_store(spec, request.tokens)
+    target = options.store or default_store(spec, request.tokens, request.precision)
     check_output_file(target, "--store", True)  # an existing store is read and extended
     if options.report_file is not None:
         from archipelago.report.html import check_target

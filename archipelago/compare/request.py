@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 
 from archipelago.errors import ArchipelagoError, UnknownNameError
-from archipelago.estimate.workload import MAX_BATCH, Generation, parse_tokens
+from archipelago.estimate.workload import MAX_BATCH, PRECISIONS, Generation, parse_tokens
 from archipelago.hardware.catalog import catalog, compare_defaults
 from archipelago.hardware.machines import MAX_DEVICES
 
@@ -32,6 +32,7 @@ class Request:
     batches: tuple[int, ...]
     latency_target_s: float | None = None
     sort: str = "latency"
+    precision: str | None = None  # --precision, passed to every strategy when given
 
 
 def _items(option: str, text: str) -> list[str]:
@@ -108,13 +109,23 @@ def parse_sort(text: str) -> str:
 
 def parse_request(model: str, tokens: str, devices: str, counts: str, strategies: str,
                   batches: str, latency_target: str | None, sort: str,
-                  applicable: list[str], every: list[str]) -> Request:
+                  applicable: list[str], every: list[str],
+                  precision: str | None = None) -> Request:
     """Every option checked before any work; `applicable` are the strategies compare takes
-    for this model, `every` all the registered ones."""
+    for this model, `every` all the registered ones. `precision`, when given, goes to every
+    strategy: one whose kind takes no --precision refuses its rows in one line."""
     if not applicable:
         raise ArchipelagoError(f"no strategy estimates text generation of {model}; `archi "
                                "compare` ranks generation plans (try `archi plan`)")
     return Request(model, parse_tokens(tokens), parse_devices(devices), parse_counts(counts),
                    parse_strategies(strategies, applicable, every), parse_batches(batches),
                    None if latency_target is None else parse_latency(latency_target),
-                   parse_sort(sort))
+                   parse_sort(sort), None if precision is None else parse_precision(precision))
+
+
+def parse_precision(text: str) -> str:
+    name = text.strip().lower()
+    if name not in PRECISIONS:
+        raise ArchipelagoError(f"--precision '{text[:20]}': valid choices are "
+                               f"{', '.join(PRECISIONS)}")
+    return name

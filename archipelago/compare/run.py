@@ -39,29 +39,34 @@ class Comparison:
     reused: int = 0  # combinations read back from the store
 
 
-def identity(spec: Any, tokens: Generation) -> tuple[dict[str, str], dict[str, str]]:
+def identity(spec: Any, tokens: Generation, precision: str | None = None
+             ) -> tuple[dict[str, str], dict[str, str]]:
     """(identity, labels) of a comparison's store: the model by content (its name left out,
-    as explore's study identity does), the prompt and output lengths."""
+    as explore's study identity does), the prompt and output lengths, and the precision
+    when one was asked for."""
     model = digest(spec.model_dump(exclude={"name"}))
     workload = f"{tokens.input_tokens}:{tokens.output_tokens}"
-    return {"model": model, "tokens": workload}, {"model": spec.name}
+    given = {} if precision is None else {"precision": precision}
+    return {"model": model, "tokens": workload, **given}, {"model": spec.name}
 
 
-def default_store(spec: Any, tokens: Generation) -> Path:
+def default_store(spec: Any, tokens: Generation, precision: str | None = None) -> Path:
     """`compare-MODEL-IN-OUT-DIGEST.jsonl` in the working directory."""
-    key, _ = identity(spec, tokens)
+    key, _ = identity(spec, tokens, precision)
     name = re.sub(r"[^A-Za-z0-9._-]+", "-", spec.name).strip("-.")[:80] or "model"
     return Path(f"compare-{name}-{tokens.input_tokens}-{tokens.output_tokens}-"
                 f"{digest(key)[:8]}.jsonl")
 
 
-def _tasks(spec: Any, tokens: str, pending: list[Combo]) -> dict[str, Task]:
+def _tasks(spec: Any, tokens: str, pending: list[Combo], precision: str | None
+           ) -> dict[str, Task]:
     """One task per strategy and device (its counts and batches in turn): few enough that
     scheduling costs little, many enough to keep every worker busy."""
     groups: dict[str, list[Combo]] = {}
     for combo in pending:
         groups.setdefault(f"{combo.strategy} on {combo.device}", []).append(combo)
-    return {name: Task(spec, tokens, tuple(combos)) for name, combos in groups.items()}
+    return {name: Task(spec, tokens, tuple(combos), precision)
+            for name, combos in groups.items()}
 
 
 def compare(request: Request, spec: Any, store: Path, scheduler: str | None = None,
@@ -73,14 +78,14 @@ def compare(request: Request, spec: Any, store: Path, scheduler: str | None = No
     if request.strategies is not None:
         names, not_applicable = list(request.strategies), {}
     combos = combinations(names, request.devices, request.counts, request.batches)
-    key, labels = identity(spec, request.tokens)
+    key, labels = identity(spec, request.tokens, request.precision)
     journal = Journal.open(store, KIND, key, labels)
     records = journal.records()
     keys = {combo: combo.key() for combo in combos}
     pending = [c for c in combos if keys[c] not in records]
     evaluated: list[str] = []
     tokens = f"{request.tokens.input_tokens}:{request.tokens.output_tokens}"
-    tasks = _tasks(spec, tokens, pending)
+    tasks = _tasks(spec, tokens, pending, request.precision)
     if tasks:
         # records reach the store in one write every quarter second (an fsync each), and
         # whatever is left when the run ends or is stopped

@@ -59,7 +59,8 @@ def print_comparison(summary: dict[str, Any], rows: list[Row], console: Console)
         for r in summary[what]:
             console.print(f"{word}: {escape(r['line'])}")
     target = summary["latency_target"]
-    table = Table(title=f"{summary['model']} · {summary['tokens']} tokens · "
+    precision = f"{summary['precision']} · " if summary.get("precision") else ""
+    table = Table(title=f"{summary['model']} · {summary['tokens']} tokens · {precision}"
                         f"ranked by {summary['sort']} · ★ Pareto front (latency x upfront $)")
     for col in ("#", "★", *(["≤ target"] if target else []), *COLUMNS):
         table.add_column(col, justify="left" if col in ("cluster", "binding", "strategy",

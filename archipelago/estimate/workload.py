@@ -9,17 +9,21 @@ from archipelago.errors import ArchipelagoError
 # Concurrent sequences one plan serves at most: past every published serving batch (vLLM's
 # default cap is 256 sequences), a larger count is a typo.
 MAX_BATCH = 4096
+# The number formats a generation's weights (and KV cache, where the format stores it) may
+# be served in (`--precision`); each kind says which its devices have.
+PRECISIONS = ("fp16", "bf16", "fp8", "int8", "int4")
 
 
 @dataclass(frozen=True)
 class Generation:
     """Text generation: a prompt of `input_tokens`, then `output_tokens` generated greedily;
     the first output token comes from the prefill (summarization) stage. `batch` sequences
-    run together, each with its own prompt and KV cache."""
+    run together, each with its own prompt and KV cache, in `precision` (PRECISIONS)."""
 
     input_tokens: int
     output_tokens: int
     batch: int = 1
+    precision: str = "fp16"
 
     def __post_init__(self) -> None:
         if not (1 <= self.input_tokens <= MAX_TOKENS and 1 <= self.output_tokens <= MAX_TOKENS):
@@ -27,6 +31,9 @@ class Generation:
                                    f"counts must be in 1..{MAX_TOKENS}")
         if not 1 <= self.batch <= MAX_BATCH:
             raise ArchipelagoError(f"--batch {self.batch}: must be in 1..{MAX_BATCH} sequences")
+        if self.precision not in PRECISIONS:
+            raise ArchipelagoError(f"--precision '{self.precision[:20]}': valid choices are "
+                                   f"{', '.join(PRECISIONS)}")
 
     @property
     def total_tokens(self) -> int:
@@ -44,14 +51,16 @@ def parse_tokens(tokens: str) -> Generation:
     return Generation(int(match.group(1)), int(match.group(2)))
 
 
-def parse_generation(tokens: str, batch: str = "1") -> Generation:
-    """`--tokens IN:OUT` and `--batch B` (B concurrent sequences, a whole number)."""
+def parse_generation(tokens: str, batch: str = "1", precision: str = "fp16") -> Generation:
+    """`--tokens IN:OUT`, `--batch B` (B concurrent sequences, a whole number) and
+    `--precision` (one of PRECISIONS)."""
     work = parse_tokens(tokens)
     text = batch.strip()
     if not re.fullmatch(r"[0-9]{1,7}", text):
         raise ArchipelagoError(f"--batch '{batch[:40]}' must be a whole number of sequences, "
                                f"1..{MAX_BATCH}")
-    return Generation(work.input_tokens, work.output_tokens, int(text))
+    return Generation(work.input_tokens, work.output_tokens, int(text),
+                      precision.strip().lower())
 
 
 @dataclass(frozen=True)

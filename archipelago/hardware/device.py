@@ -1,6 +1,6 @@
 """Devices, memories and links: the resources an engine and a plan are checked against."""
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -57,6 +57,17 @@ class NetworkPorts(_Frozen):
     link: str | None = None
 
 
+class GPUCores(_Frozen):
+    """A GPU's streaming multiprocessors and its rates beyond FP16 (`Device.peak_fp16_flops`):
+    the dense tensor-core rate of each further number format it has (a format it lacks is
+    absent) and its CUDA cores' FP32 rate, which dequantizes weight-only formats."""
+
+    sms: int = Field(gt=0, le=1024)
+    tensor_ops_per_s: dict[Literal["bf16", "fp8", "int8"], Annotated[float, Field(gt=0)]] = Field(
+        default_factory=dict)
+    cuda_core_flops: float = Field(gt=0)
+
+
 class Device(_Frozen):
     """A catalog entry. `key` is the name used in cluster shorthand such as `4xu280`."""
 
@@ -73,6 +84,7 @@ class Device(_Frozen):
     host_link: str | None = None  # the catalog PCIe link of its slot (`pcie3-x16`)
     clock_hz: float | None = Field(default=None, ge=1e6)
     peak_fp16_flops: float | None = Field(default=None, gt=0)
+    gpu: GPUCores | None = None  # a GPU's SMs and further tensor formats
     power_w: float | None = Field(default=None, gt=0)  # board TDP / maximum total power
     measured_power_w: float | None = Field(default=None, gt=0)  # a paper's measured average
     price_usd: float | None = Field(default=None, gt=0)

@@ -113,3 +113,9 @@ class WorkloadType:
         outputs = {o.name for o in self.of(command, "output")}
         return resolved(self.parse)(**self.texts(given, command),
                           **{k: v for k, v in given.items() if k in outputs})
+
+
+# `--precision` of a generation's plan: the number format of its weights and KV cache
+# (estimate/workload.PRECISIONS), one option for every kind whose devices serve formats.
+PRECISION = WorkloadOption("precision", "number format of the weights and KV cache: fp16, "
+                           "bf16, fp8, int8 or int4 (weight-only)", "fp16")

@@ -6,22 +6,24 @@ times every op as one kernel on its roofline against the datasheet peaks, plus t
 all-reduces over NVLink or PCIe and the cost of issuing the kernels (estimate.py), in the
 two ways a user serves a model:
 
-    gpu-eager  a framework running op by op (transformers' generate, Megatron-LM): the host
-               issues every kernel, so at batch 1 a step is launch-bound
-    gpu-graph  a graph-captured engine (torch.compile "reduce-overhead", TensorRT-LLM,
-               vLLM's CUDA graphs): one CUDA graph per decode step, bandwidth-bound
+    gpu-eager  transformers' `generate` as a user runs it (frameworks.py's
+               "transformers-generate"): the host issues every kernel and runs its loop,
+               so at batch 1 a step is launch-bound
+    gpu-graph  a graph-captured engine (TensorRT-LLM, vLLM's CUDA graphs, torch.compile
+               "reduce-overhead"; "cuda-graph"): one CUDA graph per decode step
 
 This module is the kind's registration; its planners (planner.py) and engine config
 (plan.py) are named as paths, imported when a strategy plans.
 """
 
 from archipelago.models.features import BUILTIN
-from archipelago.strategies.options import WorkloadOption, WorkloadType
+from archipelago.strategies.options import PRECISION, WorkloadOption, WorkloadType
 from archipelago.strategies.registry import PlanKind, register, register_kind
 
 GPU_GENERATION = WorkloadType("GPU generation", (
     WorkloadOption("tokens", "IN:OUT prompt and generated token counts", "64:64"),
     WorkloadOption("batch", "concurrent sequences, each with its own KV cache", "1"),
+    PRECISION,
 ), "archipelago.estimate.workload:parse_generation")
 register_kind(PlanKind(
     "gpu", GPU_GENERATION,
@@ -34,9 +36,10 @@ register_kind(PlanKind(
 
 _HERE = "archipelago.strategies.gpu"
 _CONFIG = f"{_HERE}.plan:GPUConfig"
-register("gpu-eager", "NVIDIA GPUs, Megatron tensor parallel, a framework issuing every "
-                      "kernel from the host (launch-bound at batch 1)", "gpu", _CONFIG,
+register("gpu-eager", "NVIDIA GPUs, Megatron tensor parallel, transformers' generate "
+                      "issuing every kernel from the host (launch-bound at batch 1)", "gpu",
+         _CONFIG, {"framework": "transformers-generate"},
          default_cluster="1xa100")(f"{_HERE}.planner:plan_eager")
 register("gpu-graph", "NVIDIA GPUs, Megatron tensor parallel, one CUDA graph per decode "
-                      "step (bandwidth-bound)", "gpu", _CONFIG, {"graph": True},
+                      "step (bandwidth-bound)", "gpu", _CONFIG, {"framework": "cuda-graph"},
          default_cluster="1xa100")(f"{_HERE}.planner:plan_graph")

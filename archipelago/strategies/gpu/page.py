@@ -18,21 +18,22 @@ SWEEP_BATCHES = (1, 2, 4, 8, 16, 32, 64)
 
 
 def _roofline(plan: GPUPlan, work: Generation) -> Chart:
-    dev = plan.device
-    peak = dev.peak_fp16_flops or 0.0
+    peak = plan.tensor_ops_per_s
     bandwidth = plan.memory_Bps * plan.config.memory_efficiency
     phase = Phase(1, work.input_tokens + max(work.output_tokens // 2, 1))
     points = {}
     for op, _ in ops_in_order(plan):  # one point per op of a block (the layers repeat it)
-        cost = op_cost(op, plan.spec, phase, work.batch, plan.ranks, plan.config.expert_skew)
+        cost = op_cost(op, plan.spec, phase, work.batch, plan.ranks, plan.format,
+                       plan.config.expert_skew)
         points.setdefault(op.name, OpPoint(op.name, op.kind, float(cost.flops),
                                            float(cost.bytes),
                                            float(cost.seconds(peak, bandwidth))))
     return Chart("each op of a decode step on the roofline",
                  f"One GPU's ops at context {phase.context}, batch {work.batch}: FLOPs per "
-                 "byte moved against the FP16 tensor peak and the memory slope (the datasheet "
-                 "bandwidth x the measured streaming efficiency); left of the ridge, bytes set "
-                 "the time.",
+                 f"byte moved against the {plan.format.tensor.upper()} tensor peak and the "
+                 "memory slope (the datasheet bandwidth x the fitted streaming efficiency); "
+                 "left of the ridge, bytes set the time (each kernel's floor and grid, "
+                 "which the estimate adds, are not drawn).",
                  roofline(list(points.values()), peak, bandwidth, "FLOP", "memory"))
 
 

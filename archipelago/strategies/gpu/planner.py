@@ -2,10 +2,12 @@
 (plan.py), the same plan for both ways of serving it (`gpu-eager`, `gpu-graph`)."""
 
 from archipelago.errors import PartitionError
+from archipelago.estimate.workload import Generation
 from archipelago.hardware.link import Link
 from archipelago.hardware.machines import Cluster
 from archipelago.models.graph import build_graph
 from archipelago.models.spec import ModelSpec
+from archipelago.strategies.gpu.formats import format_on
 from archipelago.strategies.gpu.plan import GPUConfig, GPUPlan
 from archipelago.strategies.registry import feature_refusal
 
@@ -15,6 +17,9 @@ def _check(spec: ModelSpec, cluster: Cluster, strategy: str) -> None:
     if device.kind != "gpu" or device.peak_fp16_flops is None or len(device.memories) != 1:
         raise PartitionError(f"strategy '{strategy}' runs on GPUs with one device memory and "
                              f"a tensor peak; '{device.key}' is a {device.kind}")
+    if device.gpu is None:
+        raise PartitionError(f"strategy '{strategy}': device '{device.key}' needs a `gpu:` "
+                             "entry (its SM count and CUDA-core FP32 rate) to time kernels")
     if not spec.is_decoder:
         raise PartitionError(f"strategy '{strategy}' generates text with decoders; {spec.name} "
                              "is an encoder")
@@ -34,9 +39,13 @@ def _check(spec: ModelSpec, cluster: Cluster, strategy: str) -> None:
                                  f"GPUs (Megatron tensor parallel splits them; try a divisor)")
 
 
-def _plan(strategy: str, spec: ModelSpec, cluster: Cluster, config: GPUConfig) -> GPUPlan:
+def _plan(strategy: str, spec: ModelSpec, cluster: Cluster, config: GPUConfig,
+          workload: object) -> GPUPlan:
     _check(spec, cluster, strategy)
-    return GPUPlan(strategy, spec, build_graph(spec), cluster, config, _ring_link(cluster))
+    precision = workload.precision if isinstance(workload, Generation) else "fp16"
+    fmt, rate = format_on(cluster.devices[0], precision)
+    return GPUPlan(strategy, spec, build_graph(spec), cluster, config, _ring_link(cluster),
+                   fmt, rate)
 
 
 def _ring_link(cluster: Cluster) -> Link | None:
@@ -50,9 +59,9 @@ def _ring_link(cluster: Cluster) -> Link | None:
 
 def plan_eager(spec: ModelSpec, cluster: Cluster, config: GPUConfig, workload: object
                ) -> GPUPlan:
-    return _plan("gpu-eager", spec, cluster, config)
+    return _plan("gpu-eager", spec, cluster, config, workload)
 
 
 def plan_graph(spec: ModelSpec, cluster: Cluster, config: GPUConfig, workload: object
                ) -> GPUPlan:
-    return _plan("gpu-graph", spec, cluster, config)
+    return _plan("gpu-graph", spec, cluster, config, workload)

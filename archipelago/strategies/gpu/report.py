@@ -19,7 +19,8 @@ def summarize(plan: GPUPlan, workload: Generation, est: GPUEstimate) -> Summary:
     link = plan.link
     seconds = est.decode_s_per_token or est.prefill_s
     memory = plan.ranks * plan.memory_Bps
-    peak = plan.ranks * (plan.device.peak_fp16_flops or 0.0)
+    peak = plan.ranks * plan.tensor_ops_per_s
+    fmt = plan.format.name
     streams = (f"{est.decode_bytes_per_token / seconds / 1e9:,.1f} of {memory / 1e9:,.0f} "
                f"GB/s ({100 * est.bandwidth_efficiency:.0f}%)")
     compute = (f"{est.decode_flops_per_token / seconds / 1e9:,.1f} of {peak / 1e9:,.0f} "
@@ -29,6 +30,7 @@ def summarize(plan: GPUPlan, workload: Generation, est: GPUEstimate) -> Summary:
         Figure("strategy", plan.strategy),
         Figure("tokens", {"input": workload.input_tokens, "output": workload.output_tokens}),
         Figure("batch", est.batch),
+        Figure("precision", fmt),
         *timing_figures(est, plan.ranks),
         Figure("bandwidth_efficiency", est.bandwidth_efficiency, unit=Unit("%", 100, 1),
                headline="memory bandwidth used"),
@@ -40,7 +42,7 @@ def summarize(plan: GPUPlan, workload: Generation, est: GPUEstimate) -> Summary:
             "peak_ops_per_s": peak,
         }),
         row("decode streams (of the GPUs' memory)", streams),
-        row("decode compute (of the FP16 tensor peak)", compute),
+        row(f"decode compute (of the {plan.format.tensor.upper()} tensor peak)", compute),
         Figure("engine", plan.config.model_dump()),
         Figure("link", None if link is None else {"kind": link.kind, "bandwidth_Bps":
                                                   link.bandwidth_Bps, "hop_s": link.latency_s}),

@@ -17,10 +17,9 @@ import numpy as np
 from archipelago.memo import by_content
 from archipelago.models.graph import Op, Phase, build_graph
 from archipelago.models.spec import ModelSpec
-from archipelago.strategies.gpu.eager import cache_copy_bytes
-from archipelago.strategies.gpu.eager import kernels as eager_kernels
-from archipelago.strategies.gpu.plan import FP16_BYTES, GPUPlan, ring_s
-from archipelago.strategies.gpu.roofline import op_cost
+from archipelago.strategies.gpu.eager import cache_copy_bytes, launches
+from archipelago.strategies.gpu.plan import GPUPlan, ring_s
+from archipelago.strategies.gpu.roofline import ACTIVATION_BYTES, op_cost, op_s
 
 # Megatron all-reduces the partial sums of the row-split matrices (§3: "g" after the
 # attention's output projection and the MLP's second matrix) and the vocabulary-split
@@ -98,7 +97,7 @@ def layout(spec: ModelSpec, eager: bool, tensor_parallel: bool) -> StepLayout:
                 after[i] = len(ops) + 1
     pairs = np.stack([op_order, after[op_order]], axis=1).ravel()
     rows = pairs[pairs >= 0]
-    issued = [eager_kernels(op, spec) if eager else 1 for op, _ in ops] + [1, 1]
+    issued = [launches(op, spec, eager) for op, _ in ops] + [1, 1]
     names = np.array([_PART[op.kind] for op, _ in ops] + [COLLECTIVE, COLLECTIVE])[rows]
     parts = MappingProxyType({name: _read_only(np.flatnonzero(names == name))
                               for name in dict.fromkeys(names.tolist())})
@@ -122,27 +121,28 @@ def collectives_s(plan: GPUPlan, new_tokens: int, batch: int) -> tuple[float, fl
     if plan.link is None:
         return 0.0, 0.0
     spec, ranks = plan.spec, plan.ranks
-    hidden = batch * new_tokens * spec.hidden * FP16_BYTES
-    logits = batch * spec.vocab * FP16_BYTES
+    hidden = batch * new_tokens * spec.hidden * ACTIVATION_BYTES
+    logits = batch * spec.vocab * ACTIVATION_BYTES
     return (ring_s(plan.link, ranks, hidden),
             ring_s(plan.link, ranks, logits, gather=True))
 
 
 def step_kernels(plan: GPUPlan, phase: Phase, batch: int) -> Step:
     """Every kernel of one step of `batch` sequences through `phase`, in issue order:
-    each distinct op's roofline (plus, eager, the dynamic KV cache's copies) once, for
-    every context of `phase` at once."""
-    spec, ranks, dev = plan.spec, plan.ranks, plan.device
-    assert dev.peak_fp16_flops is not None  # the planner checks it
+    each distinct op's kernel time (roofline.op_s; plus, eager, the dynamic KV cache's
+    copies at the full GPU's streaming bandwidth) once, for every context of `phase` at
+    once. Floors are the issue recurrence's (estimate.step_s)."""
+    spec, ranks, fmt, core = plan.spec, plan.ranks, plan.format, plan.core
     lay = plan_layout(plan)
-    bandwidth = plan.memory_Bps * plan.config.memory_efficiency
     last = Phase(1, phase.context, phase.causal)
     eager = not plan.config.graph
     seconds = np.empty((len(lay.ops) + 2, np.size(phase.context)))
     for i, (op, is_output) in enumerate(lay.ops):
-        seconds[i] = op_cost(op, spec, last if is_output else phase, batch, ranks,
-                             plan.config.expert_skew).seconds(dev.peak_fp16_flops, bandwidth)
+        at = last if is_output else phase
+        seconds[i] = op_s(op_cost(op, spec, at, batch, ranks, fmt, plan.config.expert_skew),
+                          at, batch, ranks, fmt, core, split_kv=not eager)
         if eager:
-            seconds[i] += cache_copy_bytes(op, spec, phase, batch, ranks) / bandwidth
+            seconds[i] += cache_copy_bytes(op, spec, phase, batch, ranks, fmt.kv_bytes) / (
+                core.memory_efficiency * core.memory_Bps)
     seconds[lay.all_reduce:] = np.array(collectives_s(plan, phase.new_tokens, batch))[:, None]
     return Step(seconds[lay.rows], lay.issued, lay.parts)

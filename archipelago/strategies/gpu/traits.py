@@ -1,7 +1,8 @@
 """What `archi compare` shows of a GPU plan beyond its timing: its tensor-parallel degree and
 the resource bounding its decode steps: device memory bandwidth and the tensor peak (the
 estimate's roofline efficiencies), the all-reduces, or issuing the kernels (the host's
-per-op cost of an eager framework, the graph launch and the GPU's gaps between kernels).
+per-kernel and per-token cost of an eager framework, the graph launch and the GPU's floor
+per kernel).
 
 Neither the collectives nor the launches depend on the context, so no op is costed again
 here: the step's layout says which collectives it issues and how many launches."""
@@ -17,12 +18,12 @@ from archipelago.strategies.gpu.steps import collectives_s, plan_layout
 
 def issue_s(plan: GPUPlan, launches: int) -> float:
     """Seconds a step of `launches` kernels spends issuing them: eager, the host's cost per
-    kernel (a lower bound on the step: the GPU's gaps hide under it); captured, one graph
-    launch and the GPU's gap after every kernel."""
+    kernel and its loop's per token (a lower bound on the step: the GPU's floors hide under
+    it); captured, one graph launch and the GPU's floor of every kernel."""
     cfg = plan.config
     if cfg.graph:
-        return cfg.host_op_s + cfg.kernel_gap_s * launches
-    return cfg.host_op_s * launches
+        return cfg.host_op_s + cfg.kernel_floor_s * launches
+    return cfg.host_op_s * launches + cfg.token_s
 
 
 def network_s(plan: GPUPlan, batch: int) -> float:
