@@ -20,21 +20,7 @@ from archipelago.emulate.errors import RankFailure
 from archipelago.emulate.watchdog import FAULT_ENV
 from tests.signals import default_sigint
 from tests.test_emulate import GPT2, write_config
-from tests.test_emulate_failures import rank_processes
-
-CLEANUP_S = 10.0  # "within a few seconds", with slack for a loaded 2-core machine
-
-
-def processes_with(marker: str) -> list[int]:
-    """Live processes whose environment holds `marker` (zombies have no readable one)."""
-    found = []
-    for environ in Path("/proc").glob("[0-9]*/environ"):
-        try:
-            if marker.encode() in environ.read_bytes():
-                found.append(int(environ.parent.name))
-        except OSError:
-            continue
-    return found
+from tests.test_emulate_failures import CLEANUP_S, processes_with, rank_processes
 
 
 def wait_for_hang(tmp: Path, launcher: subprocess.Popen, deadline_s: float = 120) -> Path:
