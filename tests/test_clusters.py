@@ -175,6 +175,15 @@ def test_node_overrides_and_defaults():
       "custom_devices": {"cpu": {"name": "CPU", "kind": "cpu", "vendor": "x"}}},
      "nodes.0.banks", "no HBM or DDR"),
     ({"devices": [{"device": "u280"}], "nodes": [{"device": "u280"}]}, "devices", "Extra"),
+    # a bank per channel: 10^12 channels were a MemoryError building the node
+    ({"nodes": [{"device": "big"}], "custom_devices": {"big": {
+        "name": "Big", "kind": "fpga", "vendor": "x", "memories": {"hbm": {
+            "capacity_bytes": 2**33, "bandwidth_Bps": 4.6e11, "channels": 10**12}}}}},
+     "big.memories.hbm.channels", "less than or equal to 1024"),
+    ({"nodes": [{"device": "big"}], "custom_devices": {"big": {
+        "name": "Big", "kind": "fpga", "vendor": "x", "memories": {"hbm": {
+            "capacity_bytes": 10**24, "bandwidth_Bps": 4.6e11, "channels": 32}}}}},
+     "big.memories.hbm.capacity_bytes", "less than or equal to 1152921504606846976"),
 ])
 def test_bad_files_name_the_field_as_written(doc, field, problem):
     with pytest.raises(ConfigError, match=r"c\.yaml: field '([^']*)'") as err:
