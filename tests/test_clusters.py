@@ -204,6 +204,17 @@ def test_cluster_families_in_order_and_unknown_names():
         resolve_cluster("4097xu280")
 
 
+@pytest.mark.parametrize(("text", "counts"), [("2x2x2xu280", 3), ("1X2x3x4xu280", 4)])
+def test_more_than_two_counts_are_a_misspelt_cluster_not_a_device(text, counts):
+    """'2x2x2xu280' read as two rings of two '2xu280' devices was "unknown device
+    '2xu280'" and the catalog's 26 devices."""
+    with pytest.raises(ArchipelagoError) as err:
+        resolve_cluster(text)
+    assert str(err.value) == (f"cluster '{text}' gives {counts} counts; a cluster is spelt "
+                              "NxDEVICE (4xu280: N devices) or RxNxDEVICE (8x4xu280: R rings "
+                              "of N)")
+
+
 def test_builtin_clusters_catalog_table():
     table = next(f for f in families("cluster") if f.name == "cluster-builtin").catalog()
     assert table.key == "clusters" and table.columns == ("name", "devices", "device mix",
