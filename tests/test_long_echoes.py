@@ -46,3 +46,17 @@ def test_a_host_longer_than_any_host_name_is_not_an_address(command: list[str]) 
     assert line.startswith("error: --scheduler 'tcp://hhh") and "characters]..." in line
     assert line.endswith("hhh:8786' is not a scheduler address; give tcp://HOST:PORT, e.g. "
                          "tcp://10.0.0.5:8786")
+
+
+@pytest.mark.parametrize(("args", "field"), [
+    (["emulate", "gpt2-345m", "--cluster", "2xu280", "--checkpoint", f"{LONG_DIR}/ck"],
+     "--checkpoint"),
+    (["explore", "gpt2-345m", "--strategy", "lora-q", "--storage", f"{LONG_DIR}/st"],
+     "--storage"),
+])
+def test_a_directory_named_past_the_path_limit_is_one_line(args: list[str], field: str) -> None:
+    """pathlib's is_dir and exists raise ENAMETOOLONG (Python 3.11): these two options
+    ended in a traceback."""
+    line = one_line(args)
+    assert line.startswith("error: /tmp/ddd") and "characters]..." in line
+    assert line.endswith(f": field '{field}': cannot be read: File name too long")
