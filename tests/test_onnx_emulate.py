@@ -236,8 +236,7 @@ def test_weights_that_overflow_float32_blame_the_model_in_one_line(tmp_path):
     assert out.stderr.endswith("huge.onnx: the model's numbers overflow float32: "
                                "onnxruntime's own output 'y' holds NaN (largest weight "
                                "3e+38; float32 reaches 3.4e+38), so there is nothing to "
-                               "check the "
-                               "emulation against; scale the weights down\n")
+                               "check the emulation against; scale the weights down\n")
 
 
 @pytest.mark.parametrize("case", ["mobile_tf_pad", "hand_attention", "lstm_reading_T_E"])

@@ -155,6 +155,25 @@ def test_a_shape_onnx_left_unknown_is_folded_once_inferred(tmp_path) -> None:
     assert (conv.out_ch, conv.out_rows, conv.out_cols) == (4, 8, 8)
 
 
+def test_a_shape_of_a_dynamic_dimension_names_the_value_not_the_operator(tmp_path) -> None:
+    """A batch dimension 'N': Shape(x) is not folded (its 0 is no size), and the refusal
+    names x's unknown shape, as the one of a value computed from it did before."""
+    batch = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, 8])
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Gather", ["s", "zero"], ["n"], axis=0),
+             helper.make_node("Unsqueeze", ["n", "axes"], ["n1"]),
+             helper.make_node("Concat", ["n1", "minus"], ["target"], axis=0),
+             helper.make_node("Reshape", ["x", "target"], ["flat"]),
+             helper.make_node("Gemm", ["flat", "w"], ["y"], name="fc", transB=1)]
+    _save(tmp_path / "n.onnx", nodes, [numpy_helper.from_array(np.array(0, np.int64), "zero"),
+                                       _ints("axes", [0]), _ints("minus", [-1]),
+                                       numpy_helper.from_array(np.zeros((10, 192), np.float32),
+                                                               "w")], inputs=(batch,))
+    with pytest.raises(ConfigError, match=r"field 'x': shape inference left this value's "
+                                          "shape unknown; export with static input shapes"):
+        import_onnx(tmp_path / "n.onnx")
+
+
 def test_a_sequence_is_refused_by_its_operator(tmp_path) -> None:
     """SequenceEmpty has no inputs, so all of them are constants: it was folded into a
     Python list, which the second shape inference read as an array (AttributeError)."""

@@ -83,6 +83,8 @@ def visit(b: Builder, index: int, node: Any) -> None:
         _elementwise(b, index, node, op, [joined(b, node, d) for d in data],
                      params=_constant_elements(b, node))
     else:
+        if op in ("Shape", "Size"):  # folded wherever its input's shape is known
+            b.shape(node.input[0])  # so it is not: that shape is the one-line error
         raise b.fail(node, f"operator {op} is not supported")
 
 
