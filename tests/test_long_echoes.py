@@ -15,6 +15,15 @@ LONG_DIR = "/tmp/" + "/".join(["d" * 200] * 21)  # 4,225 characters, no name ove
 LONG_HOST = "tcp://" + "h" * 4990 + ":8786"
 
 
+@pytest.fixture(autouse=True)
+def _nothing_written(tmp_path, monkeypatch) -> None:
+    """Each refusal runs in an empty directory and leaves it empty (a default store or
+    study journal would land there)."""
+    monkeypatch.chdir(tmp_path)
+    yield
+    assert list(tmp_path.iterdir()) == []
+
+
 def one_line(args: list[str]) -> str:
     result = RUNNER.invoke(app, args)
     lines = result.stderr.strip().splitlines()
