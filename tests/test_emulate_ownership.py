@@ -20,7 +20,7 @@ from archipelago.emulate.errors import RankFailure
 from archipelago.emulate.watchdog import FAULT_ENV
 from tests.signals import default_sigint
 from tests.test_emulate import GPT2, write_config
-from tests.test_emulate_failures import CLEANUP_S, processes_with, rank_processes
+from tests.test_emulate_failures import CLEANUP_S, processes_with, rank_processes, stall_s
 
 
 def wait_for_hang(tmp: Path, launcher: subprocess.Popen, deadline_s: float = 120) -> Path:
@@ -70,10 +70,11 @@ def test_a_killed_launcher_leaves_no_process_and_no_directory(tmp_path, signum) 
 
 def test_a_failed_run_removes_its_directory(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    monkeypatch.setenv(FAULT_ENV, "1:raise:3")
+    fault = "1:raise:3"
+    monkeypatch.setenv(FAULT_ENV, fault)
     with pytest.raises(RankFailure,
                        match=r"rank 1 \(u280 'u280_1', tensor shard 2 of 2\) failed"):
         emulate(write_config(tmp_path / "gpt2", GPT2), "2xu280", "dfx", {"tokens": "4:4"},
-                timeout_s=5)
+                timeout_s=stall_s(fault))
     assert list(tmp_path.glob("archipelago-emulate-*")) == []  # pymp-*: the launcher's own
     assert rank_processes() == []
