@@ -7,11 +7,17 @@ import stat
 import tempfile
 from pathlib import Path
 
-from archipelago.errors import ArchipelagoError, elide
+from archipelago.errors import ArchipelagoError, elide, elide_path
 from archipelago.safe_read import file_kind
 
 NAME_MAX = 255  # bytes in one path component on Linux file systems (ext4, xfs, tmpfs)
 TEMP_PREFIX = ".archipelago-"  # temporary files beside a target being written
+
+
+def shown(path: Path) -> str:
+    """A path as an error line repeats it: elided in its directories when long (a 4,000-
+    character --out made a 4,000-character line), the file name kept."""
+    return elide_path(str(path))
 
 
 def output_path(text: str) -> Path:
@@ -39,14 +45,14 @@ def check_writable_dir(directory: Path, option: str, path: Path) -> None:
     refuse at creation."""
     if not directory.is_dir():
         problem = "is not a directory" if directory.exists() else "does not exist"
-        raise ArchipelagoError(f"{option} {path}: {directory} {problem}")
+        raise ArchipelagoError(f"{option} {shown(path)}: {shown(directory)} {problem}")
     try:
         fd, probe = tempfile.mkstemp(dir=directory, prefix=".archipelago-probe-")
         os.close(fd)
         os.unlink(probe)
     except OSError as err:
-        raise ArchipelagoError(f"{option} {path}: cannot write in directory {directory} "
-                               f"({err.strerror or err})") from None
+        raise ArchipelagoError(f"{option} {shown(path)}: cannot write in directory "
+                               f"{shown(directory)} ({err.strerror or err})") from None
 
 
 def _existing_target(path: Path, option: str) -> bool:
@@ -57,19 +63,19 @@ def _existing_target(path: Path, option: str) -> bool:
     except (FileNotFoundError, NotADirectoryError):  # a parent that is a file: see the dir
         return False
     except OSError as err:  # a loop of links above it, a name too long, ...
-        raise ArchipelagoError(f"{option} {path}: {err.strerror or err}") from None
+        raise ArchipelagoError(f"{option} {shown(path)}: {err.strerror or err}") from None
     try:
         mode = path.stat().st_mode
     except OSError as err:
         if isinstance(err, FileNotFoundError) or err.errno == errno.ELOOP:
-            raise ArchipelagoError(f"{option} {path} is a symbolic link that leads nowhere "
+            raise ArchipelagoError(f"{option} {shown(path)} is a symbolic link that leads nowhere "
                                    "(dangling or a loop); remove it or give another name"
                                    ) from None
-        raise ArchipelagoError(f"{option} {path}: {err.strerror or err}") from None
+        raise ArchipelagoError(f"{option} {shown(path)}: {err.strerror or err}") from None
     if stat.S_ISDIR(mode):
-        raise ArchipelagoError(f"{option} {path} is a directory; give a file name")
+        raise ArchipelagoError(f"{option} {shown(path)} is a directory; give a file name")
     if not stat.S_ISREG(mode):
-        raise ArchipelagoError(f"{option} {path} is {file_kind(mode)}, not a regular file; "
+        raise ArchipelagoError(f"{option} {shown(path)} is {file_kind(mode)}, not a regular file; "
                                "give another file name")
     return True
 
@@ -79,12 +85,12 @@ def check_output_file(path: Path, option: str, force: bool | None,
     """Refuse, before any work, a target that cannot or must not be written (`force`
     None: the option never replaces a file)."""
     if suffixes and path.suffix.lower() not in suffixes:
-        raise ArchipelagoError(f"{option} {path}: the file name must end in "
+        raise ArchipelagoError(f"{option} {shown(path)}: the file name must end in "
                                f"{' or '.join(suffixes)}")
     check_name_lengths(path, option)
     if _existing_target(path, option) and not force:
         hint = "choose a new name" if force is None else "pass --force to replace it"
-        raise ArchipelagoError(f"{option} {path} exists; {hint}")
+        raise ArchipelagoError(f"{option} {shown(path)} exists; {hint}")
     check_writable_dir(path.parent, option, path)
 
 
@@ -113,7 +119,7 @@ def write_atomically(path: Path, text: str, option: str, force: bool) -> None:
         else:
             os.link(tmp, path)
     except FileExistsError:
-        raise ArchipelagoError(f"{option} {path} appeared while working; kept it, pass "
+        raise ArchipelagoError(f"{option} {shown(path)} appeared while working; kept it, pass "
                                "--force to replace it") from None
     finally:
         if os.path.lexists(tmp):

@@ -9,11 +9,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 _CLUSTER = """
-import time
+import threading
 from distributed import LocalCluster
 with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=None) as cluster:
     print(cluster.scheduler_address, flush=True)
-    time.sleep(120)
+    threading.Event().wait()  # until the test kills the group, however long it takes
 """
 
 

@@ -246,8 +246,7 @@ def test_a_signal_during_on_done_waits_for_it_a_second_stops_at_once(signals: in
 
     def on_done(key: str, result: str) -> None:
         for _ in range(signals):
-            os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(0.05)  # the handler runs in this, the main, thread
+            signal.raise_signal(signal.SIGINT)  # its handler has run when this returns
         handed.append(key)
 
     with dask_client(None, 1) as client, pytest.raises(Interrupted) as caught:

@@ -37,7 +37,8 @@ def test_h2h_bandwidth_and_gantt(tmp_path):
 @pytest.mark.parametrize(("args", "message"), [
     (("plan", "vfs", "--cluster", "hacc", "--strategy", "chef-exact"), "exact deployment"),
     (("plan", "vfs", "--cluster", "4xu280", "--strategy", "dfx"),
-     "strategy 'dfx' plans ModelSpec; vfs is a ModelDAG (strategies for it: chef"),
+     "strategy 'dfx' plans transformers; vfs is a layer graph (a layer-DAG YAML, ONNX or "
+     ".pt2 file); strategies for it: chef"),
     (("plan", "gpt2-345m", "--cluster", "hacc", "--strategy", "dfx"),
      "strategy 'dfx' needs identical devices; cluster 'hacc' mixes ['u250', 'u280']"),
     (("plan", "vfs", "--cluster", "hacc", "--strategy", "chef", "--bandwidth", "0"),

@@ -175,6 +175,15 @@ def test_node_overrides_and_defaults():
       "custom_devices": {"cpu": {"name": "CPU", "kind": "cpu", "vendor": "x"}}},
      "nodes.0.banks", "no HBM or DDR"),
     ({"devices": [{"device": "u280"}], "nodes": [{"device": "u280"}]}, "devices", "Extra"),
+    # a bank per channel: 10^12 channels were a MemoryError building the node
+    ({"nodes": [{"device": "big"}], "custom_devices": {"big": {
+        "name": "Big", "kind": "fpga", "vendor": "x", "memories": {"hbm": {
+            "capacity_bytes": 2**33, "bandwidth_Bps": 4.6e11, "channels": 10**12}}}}},
+     "big.memories.hbm.channels", "less than or equal to 1024"),
+    ({"nodes": [{"device": "big"}], "custom_devices": {"big": {
+        "name": "Big", "kind": "fpga", "vendor": "x", "memories": {"hbm": {
+            "capacity_bytes": 10**24, "bandwidth_Bps": 4.6e11, "channels": 32}}}}},
+     "big.memories.hbm.capacity_bytes", "less than or equal to 1152921504606846976"),
 ])
 def test_bad_files_name_the_field_as_written(doc, field, problem):
     with pytest.raises(ConfigError, match=r"c\.yaml: field '([^']*)'") as err:
@@ -193,6 +202,17 @@ def test_cluster_families_in_order_and_unknown_names():
     assert "chef-cluster1" in message and "hacc" in message and "<cluster YAML path>" in message
     with pytest.raises(ArchipelagoError, match=r"out of range 1\.\.4096"):
         resolve_cluster("4097xu280")
+
+
+@pytest.mark.parametrize(("text", "counts"), [("2x2x2xu280", 3), ("1X2x3x4xu280", 4)])
+def test_more_than_two_counts_are_a_misspelt_cluster_not_a_device(text, counts):
+    """'2x2x2xu280' read as two rings of two '2xu280' devices was "unknown device
+    '2xu280'" and the catalog's 26 devices."""
+    with pytest.raises(ArchipelagoError) as err:
+        resolve_cluster(text)
+    assert str(err.value) == (f"cluster '{text}' gives {counts} counts; a cluster is spelt "
+                              "NxDEVICE (4xu280: N devices) or RxNxDEVICE (8x4xu280: R rings "
+                              "of N)")
 
 
 def test_builtin_clusters_catalog_table():

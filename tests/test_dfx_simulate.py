@@ -119,6 +119,16 @@ def test_a_plan_that_does_not_fit_is_printed_with_its_reasons_and_status_1(
     ([LLAMA_70B, "--cluster", "8x4xu280"], "a program simulation runs one ring"),
     (["opt-6.7b", "--cluster", "1xu280"], "core 0's HBM image is 13.38 GiB; the U280 has 8"),
     (["gpt2-345m", "--batch", "2"], "No such option: --batch"),
+    (["llama2-7b", "--cluster", "4xu280", "--tokens", "4:4"],
+     "llama2-7b cannot be compiled to DFX programs: it normalizes with rmsnorm, and DFX "
+     "programs exist for LayerNorm with scale and bias only (seeds/001 §IV-C)"),
+    (["opt-6.7b", "--cluster", "4xu280", "--tokens", "4:4"],
+     "opt-6.7b cannot be compiled to DFX programs: it uses activation 'relu', and a DFX core "
+     "computes gelu, gelu_new only"),
+    (["gpt2-345m", "--cluster", "3xu280", "--tokens", "4:4"],
+     "gpt2-345m on 3 cores: the timing simulator runs the same program on every core, so "
+     "each must hold an equal share (heads 16, key/value heads 16, hidden 1024 and FFN 4096 "
+     "each a multiple of the cores); counts that split it so: 1, 2, 4, 8, 16"),
 ])
 def test_refusals_are_one_line_with_status_2(args: list[str], message: str) -> None:
     out = RUNNER.invoke(app, ["simulate", *args])
@@ -135,12 +145,15 @@ def test_only_strategies_with_an_instruction_set_are_named() -> None:
     assert get_strategy("chef").instruction_set is None
 
 
-def _timeline(model: str, cluster: str, strategy: str = "dfx"):
+def _page(model: str, cluster: str, strategy: str = "dfx"):
     result = plan_and_estimate(model, cluster, strategy, {"tokens": "8:8"}, command="report")
     kind = get_strategy(strategy).plan_kind
-    page = kind.hook("page")(*result, kind.hook("report").summarize(*result).as_json())
-    charts = [c for c in page.charts if c.title == TIMELINE]
-    return result.plan, charts
+    return result, kind.hook("page")(*result, kind.hook("report").summarize(*result).as_json())
+
+
+def _timeline(model: str, cluster: str, strategy: str = "dfx"):
+    result, page = _page(model, cluster, strategy)
+    return result.plan, [c for c in page.charts if c.title == TIMELINE]
 
 
 def test_the_page_draws_every_cores_layer_as_its_own_trace_set(tiny: str) -> None:
@@ -168,6 +181,22 @@ def test_the_page_draws_every_cores_layer_as_its_own_trace_set(tiny: str) -> Non
 
 def test_a_strategy_without_an_instruction_set_has_no_simulated_timeline() -> None:
     assert _timeline("gpt2-345m", "1xu280", "lora-q")[1] == []
+
+
+@pytest.mark.parametrize(("model", "cluster", "why"), [
+    ("llama2-7b", "4xu280", "llama2-7b cannot be compiled to DFX programs: it normalizes with "
+                            "rmsnorm"),
+    ("gpt2-345m", "3xu280", "gpt2-345m on 3 cores: the timing simulator runs the same program"),
+])
+def test_a_plan_the_simulator_cannot_run_keeps_its_page_and_says_why(model: str, cluster: str,
+                                                                    why: str) -> None:
+    """The report of a plan DFX cannot program (a RMSNorm model) or the simulator cannot
+    step (an uneven split) was refused whole; it now lacks only the simulated layer."""
+    _, page = _page(model, cluster)
+    titles = [c.title for c in page.charts]
+    assert TIMELINE not in titles and "where the time goes" in titles
+    (note,) = [n for n in page.notes if n.startswith("no simulated timeline: ")]
+    assert note.startswith(f"no simulated timeline: {why}")
 
 
 CHROMIUM = find_chromium()

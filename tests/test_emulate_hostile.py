@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from archipelago.cli import app
 from tests.conftest import TINY_GPT2
-from tests.signals import default_sigint
+from tests.signals import default_sigint, wait_until_caught
 
 RUNNER = CliRunner()
 
@@ -134,12 +134,11 @@ assert ignored & (1 << (signal.SIGINT - 1)), hex(ignored)
 
 def test_proxies_stopped_by_a_signal_say_so_in_one_line(tmp_path: Path) -> None:
     import signal
-    import time
 
     proc = subprocess.Popen([sys.executable, "-m", "archipelago", "proxies", "--out",
                              str(tmp_path / "p.json")], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    time.sleep(1.5)  # measuring takes several seconds
+    wait_until_caught(proc, signal.SIGTERM)  # then measuring takes seconds more
     proc.send_signal(signal.SIGTERM)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 143 and stderr == "error: interrupted by SIGTERM\n"

@@ -20,21 +20,7 @@ from archipelago.emulate.errors import RankFailure
 from archipelago.emulate.watchdog import FAULT_ENV
 from tests.signals import default_sigint
 from tests.test_emulate import GPT2, write_config
-from tests.test_emulate_failures import rank_processes
-
-CLEANUP_S = 10.0  # "within a few seconds", with slack for a loaded 2-core machine
-
-
-def processes_with(marker: str) -> list[int]:
-    """Live processes whose environment holds `marker` (zombies have no readable one)."""
-    found = []
-    for environ in Path("/proc").glob("[0-9]*/environ"):
-        try:
-            if marker.encode() in environ.read_bytes():
-                found.append(int(environ.parent.name))
-        except OSError:
-            continue
-    return found
+from tests.test_emulate_failures import CLEANUP_S, processes_with, rank_processes, stall_s
 
 
 def wait_for_hang(tmp: Path, launcher: subprocess.Popen, deadline_s: float = 120) -> Path:
@@ -84,10 +70,11 @@ def test_a_killed_launcher_leaves_no_process_and_no_directory(tmp_path, signum) 
 
 def test_a_failed_run_removes_its_directory(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    monkeypatch.setenv(FAULT_ENV, "1:raise:3")
+    fault = "1:raise:3"
+    monkeypatch.setenv(FAULT_ENV, fault)
     with pytest.raises(RankFailure,
                        match=r"rank 1 \(u280 'u280_1', tensor shard 2 of 2\) failed"):
         emulate(write_config(tmp_path / "gpt2", GPT2), "2xu280", "dfx", {"tokens": "4:4"},
-                timeout_s=5)
+                timeout_s=stall_s(fault))
     assert list(tmp_path.glob("archipelago-emulate-*")) == []  # pymp-*: the launcher's own
     assert rank_processes() == []

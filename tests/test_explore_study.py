@@ -118,10 +118,12 @@ def test_concurrent_runs_stop_at_the_budget_in_total(tmp_path) -> None:
 
 HANG_IN_EVALUATE = """
 import sys, time
+from pathlib import Path
 import archipelago.explore.search as search
-search.evaluate_chunk = lambda task: time.sleep(3600)
+started = Path(sys.argv[1])
+search.evaluate_chunk = lambda task: (started.touch(), time.sleep(3600))
 from archipelago.cli import app
-sys.argv = ["archi", *sys.argv[1:]]
+sys.argv = ["archi", *sys.argv[2:]]
 app()
 """
 
@@ -130,15 +132,15 @@ def test_a_run_killed_during_the_published_point_leaves_it_for_the_next(tmp_path
     storage = tmp_path / "k"
     args = ["explore", "gpt2-345m", *OPTIONS, "--strategy", "lora-q", "--storage", str(storage),
             "--study", "k", "--out", str(tmp_path / "k.yaml"), "--workers", "0"]
-    hung = subprocess.Popen([sys.executable, "-c", HANG_IN_EVALUATE, *args, "--trials", "5"],
+    evaluating = tmp_path / "evaluating"  # the hung evaluation's own word that it began
+    hung = subprocess.Popen([sys.executable, "-c", HANG_IN_EVALUATE, str(evaluating), *args,
+                             "--trials", "5"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and hung.poll() is None:
-            if list(storage.glob("*.journal")):  # the study exists: evaluating its first batch
-                break
-            time.sleep(0.1)
-        time.sleep(0.5)
+        while time.monotonic() < deadline and hung.poll() is None and not evaluating.exists():
+            time.sleep(0.05)
+        assert evaluating.exists(), f"the search never began evaluating ({hung.poll()})"
     finally:
         hung.kill()
         hung.wait()

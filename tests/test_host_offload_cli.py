@@ -61,7 +61,9 @@ def test_emulate_json_reports_the_checks() -> None:
     (("plan", "nmt-li", "--cluster", "8xs10-2800", "--beam", "0"), "beam width 0"),
     (("plan", "nmt-li", "--cluster", "8xs10-9000"), "unknown device 's10-9000'"),
     (("plan", "nmt-li", "--cluster", "8xu280"), "not one (valid: a10-1150"),
-    (("plan", "gpt2-345m", "--cluster", "8xs10-2800"), "gpt2-345m is a ModelSpec"),
+    (("plan", "gpt2-345m", "--cluster", "8xs10-2800"),
+     "plans matrix-vector products, LSTM stacks or attention NMT models; gpt2-345m is a "
+     "transformer"),
     (("plan", "nmt-li", "--cluster", "2xu280", "--strategy", "dfx"), "strategies for it: "
                                                                      "persistent"),
     (("plan", "nmt-li", "--cluster", "8xs10-2800", "--tokens", "8:8"), "--tokens applies to"),

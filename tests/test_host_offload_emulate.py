@@ -42,7 +42,7 @@ def test_lstm_stack_matches_torch_lstm() -> None:
 
 
 def test_a_failing_card_is_named() -> None:
-    cards = start_cards(2, timeout_s=5.0)
+    cards = start_cards(2, timeout_s=120.0)  # a bound on a stuck card: the failure is at once
     try:
         cards[1].send(("fpga_execute", "never-loaded", None))
         with pytest.raises(RankFailure, match="card 1 failed: KeyError"):

@@ -212,6 +212,33 @@ def test_what_the_reference_cannot_run_is_said_in_one_line(tmp_path):
         emulate_onnx(path, node_layers(path), {"n0": 0}, ["n0"], FPGAS)
 
 
+def test_weights_that_overflow_float32_blame_the_model_in_one_line(tmp_path):
+    """Two 1x1 convs with every weight 3e38 (float32 reaches 3.4e38): onnxruntime's own
+    output is NaN (inf - inf over the seeded inputs' signs), which was compared, warned
+    about by numpy and reported as "max_abs_error is nan: a bug in the emulation"."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from tests.test_chef_cli import archi
+
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+         helper.make_node("Conv", ["c", "w2"], ["y"], name="conv2")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])],
+        initializer=[numpy_helper.from_array(np.full(shape, 3e38, np.float32), name)
+                     for name, shape in (("w", (4, 3, 1, 1)), ("w2", (4, 4, 1, 1)))])
+    path = tmp_path / "huge.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    out = archi("emulate", str(path), "--cluster", "hacc", "--strategy", "chef")
+    assert out.returncode == 2 and out.stdout == ""
+    assert len(out.stderr.splitlines()) == 1 and out.stderr.startswith("error: /")
+    assert out.stderr.endswith("huge.onnx: the model's numbers overflow float32: "
+                               "onnxruntime's own output 'y' holds NaN (largest weight "
+                               "3e+38; float32 reaches 3.4e+38), so there is nothing to "
+                               "check the emulation against; scale the weights down\n")
+
+
 @pytest.mark.parametrize("case", ["mobile_tf_pad", "hand_attention", "lstm_reading_T_E"])
 def test_the_importers_own_test_networks_split_equal_onnxruntime(case, tmp_path):
     """The networks tests/test_onnx_exported.py imports (a zero Pad absorbed into the next

@@ -3,6 +3,8 @@ exporter computes (ConstantOfShape, Identity, Cast, Reshape of initializers, a T
 onnx.reference evaluates), shape arithmetic on a data value's static shape, a zero Pad
 absorbed into the next conv's pads, and one-line refusals naming the node and operator."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -16,8 +18,8 @@ from archipelago.models.onnx_import import import_onnx  # noqa: E402
 X = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])
 
 
-def _save(path, nodes, weights=(), inputs=(X,)) -> None:
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+def _save(path, nodes, weights=(), inputs=(X,), out=None) -> None:
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, out)
     graph = helper.make_graph(nodes, "g", list(inputs), [y], initializer=list(weights))
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(path))
 
@@ -118,3 +120,110 @@ def test_ceil_mode_and_auto_pad_windows(tmp_path) -> None:
           [numpy_helper.from_array(np.zeros((2, 3, 4, 4), np.float32), "w")])
     (layer,) = import_onnx(tmp_path / "same.onnx").dag.layers
     assert (layer.out_rows, layer.borders) == (4, (1, 1, 1, 1))
+
+
+def test_a_shape_onnx_left_unknown_is_folded_once_inferred(tmp_path) -> None:
+    """Swin's windows as the legacy exporter writes them: a Pad whose pads are computed
+    (onnx's inference leaves its output's shape unknown, dimensions 0), then a mask of the
+    padded map's size cut into 4x4 windows by a Reshape target computed from its Shape.
+    Folding that Shape before inference again knew the shape made the mask 0 x 0 and the
+    target [0, 4, 0, 4] (an IndexError); folded after, the mask is 8 x 8 in 2 x 4 x 2 x 4."""
+    ints = {name: _ints(name, value) for name, value in (
+        ("two", [2]), ("four", [4]), ("zero", [0]), ("one", [1]), ("back", [1, 1, 8, 8]))}
+    half = numpy_helper.from_array(np.array([0.5], np.float32))
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+             helper.make_node("Shape", ["c"], ["cs"]),
+             helper.make_node("Sub", ["cs", "cs"], ["z4"]),
+             helper.make_node("Concat", ["z4", "z4"], ["pads"], axis=0),
+             helper.make_node("Pad", ["c", "pads"], ["p"], name="pad"),
+             helper.make_node("Shape", ["p"], ["ps"]),
+             helper.make_node("Slice", ["ps", "two", "four"], ["hw"]),
+             helper.make_node("ConstantOfShape", ["hw"], ["mask"], value=half),
+             helper.make_node("Div", ["hw", "four"], ["halves"]),
+             helper.make_node("Gather", ["halves", "zero"], ["h"], axis=0),
+             helper.make_node("Gather", ["halves", "one"], ["w_"], axis=0),
+             helper.make_node("Concat", ["h", "four", "w_", "four"], ["t"], axis=0),
+             helper.make_node("Reshape", ["mask", "t"], ["windows"], name="windows"),
+             helper.make_node("Reshape", ["windows", "back"], ["bias"]),
+             helper.make_node("Add", ["p", "bias"], ["y"], name="add")]
+    weight = numpy_helper.from_array(np.full((4, 3, 1, 1), 0.1, np.float32), "w")
+    _save(tmp_path / "windows.onnx", nodes, [weight, *ints.values()])
+    imported = import_onnx(tmp_path / "windows.onnx")
+    assert imported.constants["hw"].tolist() == [8, 8]
+    assert imported.constants["windows"].shape == (2, 4, 2, 4)
+    (conv,) = imported.dag.layers
+    assert (conv.out_ch, conv.out_rows, conv.out_cols) == (4, 8, 8)
+
+
+def test_a_shape_of_a_dynamic_dimension_names_the_value_not_the_operator(tmp_path) -> None:
+    """A batch dimension 'N': Shape(x) is not folded (its 0 is no size), and the refusal
+    names x's unknown shape, as the one of a value computed from it did before."""
+    batch = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, 8])
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Gather", ["s", "zero"], ["n"], axis=0),
+             helper.make_node("Unsqueeze", ["n", "axes"], ["n1"]),
+             helper.make_node("Concat", ["n1", "minus"], ["target"], axis=0),
+             helper.make_node("Reshape", ["x", "target"], ["flat"]),
+             helper.make_node("Gemm", ["flat", "w"], ["y"], name="fc", transB=1)]
+    _save(tmp_path / "n.onnx", nodes, [numpy_helper.from_array(np.array(0, np.int64), "zero"),
+                                       _ints("axes", [0]), _ints("minus", [-1]),
+                                       numpy_helper.from_array(np.zeros((10, 192), np.float32),
+                                                               "w")], inputs=(batch,))
+    with pytest.raises(ConfigError, match=r"field 'x': shape inference left this value's "
+                                          "shape unknown; export with static input shapes"):
+        import_onnx(tmp_path / "n.onnx")
+
+
+def test_a_sequence_is_refused_by_its_operator(tmp_path) -> None:
+    """SequenceEmpty has no inputs, so all of them are constants: it was folded into a
+    Python list, which the second shape inference read as an array (AttributeError)."""
+    nodes = [helper.make_node("SequenceEmpty", [], ["empty"], name="empty"),
+             helper.make_node("SequenceInsert", ["empty", "x"], ["one"]),
+             helper.make_node("SequenceAt", ["one", "zero"], ["y"])]
+    _save(tmp_path / "seq.onnx", nodes, [numpy_helper.from_array(np.array(0, np.int64),
+                                                                 "zero")], out=[1, 3, 8, 8])
+    with pytest.raises(ConfigError, match=r"field 'node empty \(SequenceEmpty\)': operator "
+                                          "SequenceEmpty is not supported$"):
+        import_onnx(tmp_path / "seq.onnx")
+
+
+@pytest.mark.parametrize(("shape", "target", "allowzero", "result"), [
+    ((2, 3, 4), [0, -1], False, (2, 12)),
+    ((2, 3, 4), [-1], False, (24,)),
+    ((2, 3, 4), [4, 0, 2], False, (4, 3, 2)),  # the 0 copies dimension 1
+    ((2, 0, 4), [0, 8], True, (0, 8)),  # allowzero: a 0 is a size
+    ((2, 3, 4), [0, 0, 0, 0], False, "position 3 copies a dimension"),
+    ((2, 3, 4), [5, -1], False, "(24 elements) to [5, -1]: the target does not hold"),
+    ((2, 3, 4), [-1, -1], False, "at most one -1"),
+    ((2, 3, 4), [6, -2, 2], False, "at most one -1"),
+    ((2, 3, 4), [0, -1], True, "the target does not hold"),  # -1 beside a size 0
+])
+def test_reshape_targets_by_the_onnx_rules(shape, target, allowzero, result) -> None:
+    from archipelago.models.onnx_fold import reshaped
+
+    if isinstance(result, tuple):
+        assert reshaped(shape, target, allowzero) == result
+    else:
+        with pytest.raises(ValueError, match=re.escape(result)):
+            reshaped(shape, target, allowzero)
+
+
+@pytest.mark.parametrize("source", ["data", "constant"])
+def test_a_reshape_its_elements_cannot_fill_is_refused_naming_it(tmp_path, source) -> None:
+    """A 4 x 8 x 8 map (or weight) reshaped to 5 x 7: onnx's strict inference passes it,
+    and it failed only in an emulation's rank (data) or as a NumPy error (constant)."""
+    reshape = helper.make_node("Reshape", ["c", "t"], ["r"], name="squeeze_it")
+    if source == "data":
+        nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"), reshape,
+                 helper.make_node("Relu", ["r"], ["y"])]
+        weights = [numpy_helper.from_array(np.zeros((4, 3, 1, 1), np.float32), "w")]
+    else:  # its sum added to the input: Add's inference does not see the shape clash
+        nodes = [reshape, helper.make_node("ReduceSum", ["r"], ["total"], keepdims=0),
+                 helper.make_node("Add", ["x", "total"], ["y"])]
+        weights = [numpy_helper.from_array(np.zeros((1, 4, 8, 8), np.float32), "c")]
+    _save(tmp_path / "r.onnx", nodes, [*weights, _ints("t", [5, 7])])
+    with pytest.raises(ConfigError) as err:
+        import_onnx(tmp_path / "r.onnx")
+    assert str(err.value).endswith(
+        "field 'node squeeze_it (Reshape)': Reshape of [1, 4, 8, 8] (256 elements) to [5, 7]: "
+        "the target does not hold that many elements")

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from archipelago.errors import ArchipelagoError, Interrupted
+from archipelago.errors import ArchipelagoError, Interrupted, elide
 
 if TYPE_CHECKING:
     from distributed import Client, Future
@@ -21,7 +21,9 @@ if TYPE_CHECKING:
 # A scheduler on the network answers in milliseconds; five seconds covers a slow link
 # without leaving the user staring at a mistyped address.
 CONNECT_TIMEOUT_S = 5.0
-_ADDRESS = re.compile(r"(tcp|tls)://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})")
+# A host name is at most 253 characters (RFC 1035 §2.3.4, without the trailing dot), an IPv6
+# address at most 45 (with an IPv4 tail); a longer host is a typo, not an address.
+_ADDRESS = re.compile(r"(tcp|tls)://(\[[0-9A-Fa-f:.]{2,45}\]|[A-Za-z0-9_.-]{1,253}):(\d{1,5})")
 
 
 def check_scheduler(address: str) -> str:
@@ -29,7 +31,7 @@ def check_scheduler(address: str) -> str:
     from Dask's own configuration), else one line naming it."""
     match = _ADDRESS.fullmatch(address)
     if match is None or not 0 < int(match.group(3)) < 65536:
-        raise ArchipelagoError(f"--scheduler '{address[:80]}' is not a scheduler address; "
+        raise ArchipelagoError(f"--scheduler '{elide(address)}' is not a scheduler address; "
                                "give tcp://HOST:PORT, e.g. tcp://10.0.0.5:8786")
     return address
 

@@ -13,7 +13,7 @@ from types import TracebackType
 from typing import Any
 
 from archipelago.errors import ArchipelagoError
-from archipelago.output_file import check_name_lengths, check_writable_dir
+from archipelago.output_file import check_name_lengths, check_writable_dir, shown
 
 OPTION = "--out"
 
@@ -35,15 +35,15 @@ def check_output_dir(root: Path | str, force: bool) -> Path:
     try:
         resolved = given.resolve()
         if resolved.exists() and not resolved.is_dir():
-            raise ArchipelagoError(f"{OPTION} {resolved} exists and is not a directory")
+            raise ArchipelagoError(f"{OPTION} {shown(resolved)} exists and is not a directory")
         if resolved.exists() and any(resolved.iterdir()) and not force:
-            raise ArchipelagoError(f"{OPTION} {resolved} is not empty; pass --force to "
+            raise ArchipelagoError(f"{OPTION} {shown(resolved)} is not empty; pass --force to "
                                    "overwrite the files of a previous build")
         existing = _nearest_existing(resolved)
     except RuntimeError:  # pathlib's resolve on a loop of symbolic links
-        raise ArchipelagoError(f"{OPTION} {given}: a loop of symbolic links") from None
+        raise ArchipelagoError(f"{OPTION} {shown(given)}: a loop of symbolic links") from None
     except OSError as err:  # a path through a file, an unreadable parent, a long path
-        raise ArchipelagoError(f"{OPTION} {given}: {err.strerror or err}") from None
+        raise ArchipelagoError(f"{OPTION} {shown(given)}: {err.strerror or err}") from None
     check_writable_dir(existing, OPTION, given)
     return resolved
 
@@ -73,14 +73,14 @@ class OutputDir:
     def path(self, relative: str) -> Path:
         target = (self.root / relative).resolve()
         if not target.is_relative_to(self.root) or target == self.root:
-            raise ArchipelagoError(f"refusing to write {relative!r} outside {self.root}")
+            raise ArchipelagoError(f"refusing to write {relative!r} outside {shown(self.root)}")
         return target
 
     def _fail(self, what: str, err: OSError) -> ArchipelagoError:
         self._discard()
         return ArchipelagoError(f"cannot write {what}: {err.strerror or err} (after "
                                 f"{len(self.written)} of the build's files; nothing in "
-                                f"{self.root} was changed)")
+                                f"{shown(self.root)} was changed)")
 
     def write_text(self, relative: str, text: str) -> None:
         """Staged now; moved into place when the `with` block ends without an error."""
@@ -101,7 +101,7 @@ class OutputDir:
             staged.parent.mkdir(parents=True, exist_ok=True)
             write(staged)
         except OSError as err:
-            raise self._fail(str(target), err) from None
+            raise self._fail(shown(target), err) from None
         self.written.append(relative)
 
     def write_json(self, relative: str, data: Any, compact: bool = False) -> None:

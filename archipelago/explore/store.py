@@ -3,14 +3,16 @@
 trial keyed by its engine, appended a batch at a time under a lock). Checked before any
 work; the directory itself is made when missing, never its parents."""
 
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 from archipelago.batch.journal import Journal
-from archipelago.errors import ArchipelagoError
+from archipelago.errors import ArchipelagoError, elide_path
 from archipelago.explore.study import StudyIdentity, digest
+from archipelago.safe_read import is_dir, probe
 
 KIND = "explore"  # the journal header's kind: what `archi explore` writes
 SUFFIX = ".journal"
@@ -31,12 +33,14 @@ def check_storage(text: str, option: str = "--storage") -> Path:
         raise ArchipelagoError(f"{option} '{text}' is a database URL; studies are journal "
                                "files in a directory now: give a directory, e.g. "
                                f"{option} archi-explore")
-    path = Path(text)
-    if path.exists() and not path.is_dir():
-        raise ArchipelagoError(f"{option} '{text}' is not a directory; give a directory for "
+    path, shown = Path(text), elide_path(text)
+    found = probe(path, option)  # a name too long is one line, not pathlib's OSError
+    if found is not None and not stat.S_ISDIR(found.st_mode):
+        raise ArchipelagoError(f"{option} '{shown}' is not a directory; give a directory for "
                                "the study journals")
-    if not path.exists() and not path.parent.is_dir():
-        raise ArchipelagoError(f"{option} '{text}': directory {path.parent} does not exist")
+    if found is None and not is_dir(path.parent, option):
+        raise ArchipelagoError(f"{option} '{shown}': directory "
+                               f"{elide_path(str(path.parent))} does not exist")
     return path
 
 

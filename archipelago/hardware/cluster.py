@@ -11,7 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from archipelago import refs
-from archipelago.errors import ArchipelagoError
+from archipelago.errors import ArchipelagoError, elide
 from archipelago.families import CatalogTable, Family, register_family, resolve
 from archipelago.hardware.catalog import catalog, get_device
 from archipelago.hardware.machines import (
@@ -56,6 +56,12 @@ def parse_shorthand(text: str) -> Cluster | None:
     match = _SHORTHAND.match(text.strip())
     if not match:
         return None
+    if re.match(r"[0-9]+x", match.group(3), re.IGNORECASE):  # 2x2x2xu280: not '2xu280'
+        counts = re.match(r"(?:[0-9]+x)+", text.strip(), re.IGNORECASE)
+        given = len(re.findall(r"[0-9]+x", counts[0] if counts else "", re.IGNORECASE))
+        raise ArchipelagoError(f"cluster '{elide(text.strip())}' gives {given} counts; a "
+                               "cluster is spelt NxDEVICE (4xu280: N devices) or RxNxDEVICE "
+                               "(8x4xu280: R rings of N)")
     rings = _count(text, match.group(1), "ring count") if match.group(1) else 1
     per_ring, key = _count(text, match.group(2), "device count"), match.group(3).lower()
     if rings * per_ring > MAX_DEVICES:

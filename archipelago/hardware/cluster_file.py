@@ -58,6 +58,7 @@ from pydantic import (
 
 from archipelago.errors import ConfigError, UnknownNameError, elide, some_choices
 from archipelago.hardware.catalog import catalog, device_from_dict, get_link, unwrap_sourced
+from archipelago.hardware.device import MAX_CHANNELS
 from archipelago.hardware.link import ENCODINGS, Encoding, Link, line_Bps
 from archipelago.hardware.machines import (
     GB,
@@ -79,7 +80,7 @@ from archipelago.yaml_loader import load_packaged
 # Bounds of a user's file, far past any board (a U280 has 32 HBM banks at 14 GB/s, 9,024
 # DSPs; a VU19P 9 M LUTs): they stop typos before a bank count of 10^30 becomes zero-sized
 # banks or a resource count overflows a solver.
-_MAX_BANKS = 1024
+_MAX_BANKS = MAX_CHANNELS  # a bank per channel by default; as many when given
 _MAX_RESOURCE = 2**30
 _MAX_PAIRS = 2**16  # every pair of 362 nodes (CHEF plans on at most 256)
 # A link's bandwidth, 1 MB/s to 10 TB/s (machines.MIN_LINK_Bps, MAX_LINK_Bps, which say why),

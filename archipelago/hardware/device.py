@@ -38,12 +38,22 @@ class Resources(_Frozen):
 FABRIC = ("dsp", "bram", "uram", "aie")
 
 
+# Channels of one memory: a node gets a DRAM bank object per channel, so a typo of 10^12
+# channels was a MemoryError; HBM3 has 16 channels (32 pseudo-channels) a stack (JESD238)
+# and the catalog's most is 32 (U280, seeds/001 §V-B), so 1,024 is far past any board (the
+# cluster files' bank count has the same bound).
+MAX_CHANNELS = 1024
+# Bytes of one memory: 1 EiB, a million times an 80 GB GPU's (catalog: h100), stops a typo
+# before it is printed or divided as a capacity.
+MAX_CAPACITY_BYTES = 2**60
+
+
 class Memory(_Frozen):
     """An off-chip memory: HBM, DDR or GDDR."""
 
-    capacity_bytes: int = Field(gt=0)
+    capacity_bytes: int = Field(gt=0, le=MAX_CAPACITY_BYTES)
     bandwidth_Bps: float = Field(ge=1e6)  # 1 MB/s: slower is a typo
-    channels: int = Field(default=1, gt=0)
+    channels: int = Field(default=1, gt=0, le=MAX_CHANNELS)
 
 
 class NetworkPorts(_Frozen):

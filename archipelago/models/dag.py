@@ -9,6 +9,7 @@ DSPs per FP32 MAC), so every byte count below is four bytes per element.
 
 from functools import cached_property
 from pathlib import Path
+from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -44,6 +45,9 @@ class ModelDAG(BaseModel):
     """A validated MMMT model: layers in any order, their dependencies forming a DAG."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+    # What it is in a user's words, one and many: a strategy that refuses it says so.
+    kind_words: ClassVar[tuple[str, str]] = (
+        "a layer graph (a layer-DAG YAML, ONNX or .pt2 file)", "layer graphs")
 
     name: str
     layers: tuple[Layer, ...] = Field(min_length=1, max_length=MAX_LAYERS)

@@ -12,6 +12,7 @@ the emulation's independent reference. ConstantOfShape is a broadcast view (no m
 vgg19-sized weight of equal values).
 """
 
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,28 +37,52 @@ class Folded:
 
 
 def fold_constants(model: Any, weights: dict[str, Any],
-                   shapes: dict[str, tuple[int, ...]]) -> Folded:
+                   shapes: dict[str, tuple[int, ...]], folded: Folded | None = None) -> Folded:
     """Evaluate every node of `model.graph` (topologically ordered: onnx's checker) whose
-    inputs are constants; `shapes` are the values' static shapes for Shape and Size."""
-    folded = Folded(dict(weights))
+    inputs are constants; `shapes` are the values' static shapes for Shape and Size, which
+    fold only where every dimension is known (onnx writes an unknown one as 0: a Shape of
+    the output of a Pad whose pads are computed, until `reinfer_shapes` has seen them).
+    Given `folded`, the nodes it lacks are tried again (after `reinfer_shapes`). A node
+    whose constant inputs do not evaluate is an UnfoldableNode."""
+    folded = folded or Folded(dict(weights))
     constants = folded.constants
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
     for index, node in enumerate(model.graph.node):
-        if node.domain not in ("", "ai.onnx") or node.op_type in _RANDOM:
+        if index in folded.nodes or node.domain not in ("", "ai.onnx") or \
+                node.op_type in _RANDOM:
             continue
         inputs = [name for name in node.input if name]
-        if node.op_type in _SHAPE_OF and inputs and inputs[0] in shapes:
+        if node.op_type in _SHAPE_OF and inputs and inputs[0] not in constants:
+            if not all(shapes.get(inputs[0], (0,))):
+                continue
             values = [_shape_of(node, shapes[inputs[0]])]
         elif all(name in constants for name in inputs):
-            values = _evaluate(node, [constants[n] if n else None for n in node.input], opset)
+            try:
+                values = _evaluate(node, [constants[n] if n else None for n in node.input],
+                                   opset)
+            except Exception as err:  # numpy's or onnx.reference's, on the file's values
+                raise UnfoldableNode(node, err) from None
         else:
             continue
+        if not all(isinstance(v, np.ndarray | np.generic) for v in values):
+            continue  # a sequence (SequenceEmpty): not a tensor; the layer rule refuses it
         for name, value in zip(node.output, values, strict=False):
             if name:
                 constants[name] = value
         folded.nodes.add(index)
         folded.counts[node.op_type] += 1
     return folded
+
+
+class UnfoldableNode(Exception):
+    """A node whose inputs are all constants but which cannot be evaluated on them (a
+    Reshape to a shape its input's elements do not fill): the file is at fault."""
+
+    def __init__(self, node: Any, err: Exception) -> None:
+        from archipelago.errors import first_line
+
+        super().__init__(first_line(err, 200))
+        self.node = node
 
 
 # Folded values up to this many elements are given to the second shape inference as
@@ -74,7 +99,7 @@ def reinfer_shapes(model: Any, folded: Folded, shapes: dict[str, tuple[int, ...]
     graph = model.graph
     nodes = [n for i, n in enumerate(graph.node) if i not in folded.nodes]
     read = {name for node in nodes for name in node.input if name in folded.constants}
-    small = [numpy_helper.from_array(np.ascontiguousarray(folded.constants[n]), n)
+    small = [numpy_helper.from_array(np.array(folded.constants[n], order="C"), n)  # 0-d kept
              for n in sorted(read) if folded.constants[n].size <= _VALUE_LIMIT]
     large = [helper.make_tensor_value_info(
         n, helper.np_dtype_to_tensor_dtype(folded.constants[n].dtype),
@@ -159,10 +184,31 @@ def _squeeze(node: Any, args: list[Any], opset: int) -> Any:
 
 
 def _reshape(node: Any, args: list[Any], opset: int) -> Any:
-    data, target = args[0], [int(d) for d in args[1]]
-    if not _attrs(node).get("allowzero", 0):
-        target = [data.shape[i] if d == 0 else d for i, d in enumerate(target)]
-    return data.reshape(target)
+    return args[0].reshape(reshaped(args[0].shape, [int(d) for d in args[1]],
+                                    bool(_attrs(node).get("allowzero", 0))))
+
+
+def reshaped(shape: tuple[int, ...], target: list[int], allowzero: bool) -> tuple[int, ...]:
+    """The shape ONNX's Reshape gives a value of `shape` (a 0 copies the input's dimension
+    at its position unless `allowzero`; one -1 takes the elements left), or a ValueError
+    saying why `target` cannot hold them."""
+    dims = list(target)
+    if not allowzero:
+        beyond = [i for i, d in enumerate(dims) if d == 0 and i >= len(shape)]
+        if beyond:
+            raise ValueError(f"Reshape to {target}: its 0 at position {beyond[0]} copies a "
+                             f"dimension the {len(shape)}-dimensional input {list(shape)} "
+                             "does not have")
+        dims = [shape[i] if d == 0 else d for i, d in enumerate(dims)]
+    elements, known = math.prod(shape), math.prod(d for d in dims if d != -1)
+    if dims.count(-1) > 1 or any(d < -1 for d in dims):
+        raise ValueError(f"Reshape to {target}: a shape holds sizes >= 0 and at most one -1")
+    if -1 in dims and known and elements % known == 0:
+        dims[dims.index(-1)] = elements // known
+    if -1 in dims or math.prod(dims) != elements:
+        raise ValueError(f"Reshape of {list(shape)} ({elements:,} elements) to {target}: "
+                         "the target does not hold that many elements")
+    return tuple(dims)
 
 
 def _transpose(node: Any, args: list[Any], opset: int) -> Any:

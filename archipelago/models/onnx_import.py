@@ -24,7 +24,7 @@ from pydantic import ValidationError
 
 from archipelago.errors import ConfigError, elide_path
 from archipelago.models.dag import ModelDAG, validate_dag
-from archipelago.models.onnx_check import load_checked, node_field
+from archipelago.models.onnx_check import load_checked, node_field, refusal
 from archipelago.models.onnx_graph import Builder, Draft
 from archipelago.models.onnx_layers import joined, visit
 from archipelago.safe_read import probe
@@ -81,21 +81,37 @@ def _layer(b: Builder, draft: Draft) -> Any:
         raise ConfigError.from_validation(b.source, err, prefix=node_field(node)) from None
 
 
-def import_onnx(path: Path, name: str | None = None) -> OnnxImport:
-    """The ONNX model at `path` as a layer DAG, with the nodes and values of each layer."""
+def _folded(model: Any, weights: dict[str, Any], shapes: dict[str, tuple[int, ...]],
+            source: str) -> Any:
+    """Constants folded, and shapes onnx left unknown inferred again with them, in turn
+    until neither learns more: a shape learnt lets a Shape of it fold (swin's padded
+    windows), and a folded value lets inference size the nodes that read it."""
     # numpy (onnx_fold's) only once a file is imported: registering the family, which every
     # `archi catalog` does, stays without it.
-    from archipelago.models.onnx_fold import fold_constants, reinfer_shapes
+    from archipelago.models.onnx_fold import UnfoldableNode, fold_constants, reinfer_shapes
 
+    try:
+        folded = fold_constants(model, weights, shapes)
+        while any(not all(s) for n, s in shapes.items() if n not in folded.constants):
+            known = (len(folded.nodes), sum(all(s) for s in shapes.values()))
+            reinfer_shapes(model, folded, shapes)
+            fold_constants(model, weights, shapes, folded)
+            if (len(folded.nodes), sum(all(s) for s in shapes.values())) == known:
+                break
+    except UnfoldableNode as err:
+        raise refusal(source, node_field(err.node), str(err)) from None
+    return folded
+
+
+def import_onnx(path: Path, name: str | None = None) -> OnnxImport:
+    """The ONNX model at `path` as a layer DAG, with the nodes and values of each layer."""
     source = elide_path(str(path), 100)
     info = probe(path, "file")
     if info is None or not stat.S_ISREG(info.st_mode):
         raise ConfigError(source, "file", "not a readable ONNX file")
     checked = load_checked(path, source)
     model, shapes = checked.model, _shapes(checked.model)
-    folded = fold_constants(model, checked.weights, shapes)
-    if any(not all(shape) for name, shape in shapes.items() if name not in folded.constants):
-        reinfer_shapes(model, folded, shapes)
+    folded = _folded(model, checked.weights, shapes, source)
     b = Builder(model, folded.constants, folded.nodes, shapes, source)
     for index, node in enumerate(b.nodes):
         if index not in folded.nodes:

@@ -54,6 +54,8 @@ def visit(b: Builder, index: int, node: Any) -> None:
     if op in ELEMENTWISE and len(data) == 1 and _pattern(b, index, node, data[0]):
         return
     if op in PASS_OPS:
+        if op == "Reshape":
+            _check_reshape(b, node, data[0])
         b.pass_through(index, node, data[:1])
     elif op == "Concat":
         _concat(b, index, node, data)
@@ -81,10 +83,26 @@ def visit(b: Builder, index: int, node: Any) -> None:
         _elementwise(b, index, node, op, [joined(b, node, d) for d in data],
                      params=_constant_elements(b, node))
     else:
+        if op in ("Shape", "Size"):  # folded wherever its input's shape is known
+            b.shape(node.input[0])  # so it is not: that shape is the one-line error
         raise b.fail(node, f"operator {op} is not supported")
 
 
 # -- shared ---------------------------------------------------------------------------
+
+def _check_reshape(b: Builder, node: Any, data: str) -> None:
+    """A Reshape of data to a constant target its elements do not fill, refused here: onnx's
+    strict inference passes it, and it would fail only inside an emulation's rank."""
+    from archipelago.models.onnx_fold import reshaped
+
+    if len(node.input) < 2 or node.input[1] not in b.constants:
+        return
+    target = [int(d) for d in b.constants[node.input[1]].reshape(-1)]
+    try:
+        reshaped(b.shape(data), target, bool(b.attr(node, "allowzero", 0)))
+    except ValueError as err:
+        raise b.fail(node, str(err)) from None
+
 
 def _constant_elements(b: Builder, node: Any) -> int:
     """The floating-point constants (weights, scales) the node reads: integer ones are

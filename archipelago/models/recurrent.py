@@ -5,7 +5,7 @@ Every weight matrix is listed once by `matrices()` (name -> rows x cols), so par
 counts, placement on cards and the emulator's weights all read the same list.
 """
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -42,6 +42,9 @@ class MatvecSpec(_Spec):
     """One rows x cols matrix times a vector (seeds/003 §IV-1, Fig. 4c)."""
 
     family: Literal["matvec"] = "matvec"
+    # What it is in a user's words, one and many: a strategy that refuses it says so.
+    kind_words: ClassVar[tuple[str, str]] = ("a matrix-vector product",
+                                             "matrix-vector products")
     rows: int = Field(gt=0)
     cols: int = Field(gt=0)
 
@@ -54,6 +57,8 @@ class LSTMSpec(_Spec):
     outputs are concatenated. Gate matrices: W (4H x input) and U (4H x H) per cell."""
 
     family: Literal["lstm"] = "lstm"
+    # What it is in a user's words, one and many: a strategy that refuses it says so.
+    kind_words: ClassVar[tuple[str, str]] = ("an LSTM stack", "LSTM stacks")
     hidden: int = Field(gt=0)
     input_size: int = Field(gt=0)
     layers: int = Field(default=1, gt=0)
@@ -102,6 +107,9 @@ class NMTSpec(_Spec):
     """
 
     family: Literal["nmt"] = "nmt"
+    # What it is in a user's words, one and many: a strategy that refuses it says so.
+    kind_words: ClassVar[tuple[str, str]] = ("an attention NMT model (LSTM encoder-decoder)",
+                                             "attention NMT models")
     variant: Literal["luong", "li"]
     hidden: int = Field(gt=0)
     embedding: int = Field(gt=0)

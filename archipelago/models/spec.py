@@ -1,6 +1,6 @@
 """ModelSpec: the frozen, validated description every other layer reads a model from."""
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -73,6 +73,8 @@ class ModelSpec(BaseModel):
     """Architecture hyper-parameters of a transformer, independent of any framework."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+    # What it is in a user's words, one and many: a strategy that refuses it says so.
+    kind_words: ClassVar[tuple[str, str]] = ("a transformer", "transformers")
 
     name: str
     arch: str  # a registered family's model_type (models/model_families.py)

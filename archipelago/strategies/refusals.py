@@ -14,11 +14,19 @@ from archipelago.strategies.options import WorkloadOption, WorkloadType
 
 def wrong_model(strategy: str, models: tuple[type, ...], spec: Any,
                 takers: Sequence[str]) -> str:
-    """`strategy` plans only `models`; `spec` is another type, planned by `takers`."""
+    """`strategy` plans only `models`; `spec` is another type, planned by `takers`. Each
+    type is named in its own words (`kind_words`; a plugin's type without them by its class
+    name)."""
     others = (f"strategies for it: {', '.join(sorted(takers))}" if takers
               else "no strategy plans it")
-    return (f"strategy '{strategy}' plans {' or '.join(t.__name__ for t in models)}; "
-            f"{spec.name} is a {type(spec).__name__} ({others})")
+    *most, last = dict.fromkeys(_words(t)[1] for t in models)
+    plans = f"{', '.join(most)} or {last}" if most else last
+    return (f"strategy '{strategy}' plans {plans}; {elide(spec.name)} is "
+            f"{_words(type(spec))[0]}; {others}")
+
+
+def _words(model_type: type) -> tuple[str, str]:
+    return getattr(model_type, "kind_words", (f"a {model_type.__name__}", model_type.__name__))
 
 
 def unknown_option(name: str, command: str, strategy: str, options: Sequence[WorkloadOption],

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from archipelago.errors import PartitionError
 from archipelago.estimate.workload import Generation
 from archipelago.models.graph import Phase
 from archipelago.report.charts import (
@@ -187,6 +188,18 @@ def _simulated_layer(plan: Plan, work: Generation) -> Chart:
                  gantt_per_group(groups, 1.0, "cycles", "core · instruction type", busiest))
 
 
+def _simulated(plan: Plan, work: Generation) -> tuple[list[Chart], list[str]]:
+    """The simulated layer where the engine has an instruction set and the plan can be
+    programmed; else a note saying why not (a RMSNorm model, an uneven split): the rest of
+    the page stands without it."""
+    if not plan.engine.instruction_set:
+        return [], []
+    try:
+        return [_simulated_layer(plan, work)], []
+    except PartitionError as err:
+        return [], [f"no simulated timeline: {err}"]
+
+
 def _op_points(plan: Plan, phase: Phase, group: str) -> list[OpPoint]:
     """The block's compute steps on one device: its share of each op's operations, the
     bytes it reads (weights or the KV cache) and writes, and the engine's time."""
@@ -312,11 +325,11 @@ def page(plan: StagedPlan, work: Generation, est: Estimate, summary: dict[str, A
         "outlined bar is the binding resource, and a bar over the dashed line does not fit.",
         resource_bars([f"device {d.rank}" for d in est.devices], fractions, details))
     sweeps, refused = _sweeps(plan, work, est)
+    simulated, unsimulated = _simulated(program, work)
     return KindPage(
         charts=[breakdown, _cluster_chart(plan, est), resources, *sweeps,
                 *_batch_charts(plan, work, est),
                 _roofline(program, work),
                 _block_timeline(program, _mean_decode_context(work)),
-                *([_simulated_layer(program, work)] if program.engine.instruction_set
-                  else [])],
-        notes=[f"not in the device-count sweep: {r}" for r in refused])
+                *simulated],
+        notes=[*(f"not in the device-count sweep: {r}" for r in refused), *unsimulated])

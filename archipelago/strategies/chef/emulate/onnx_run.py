@@ -19,7 +19,7 @@ import onnx
 import torch
 
 from archipelago.emulate.errors import EmulationError
-from archipelago.errors import elide
+from archipelago.errors import elide, elide_path
 from archipelago.models.dag import ModelDAG
 from archipelago.strategies.chef.emulate.onnx_torch import operator, run_nodes
 from archipelago.strategies.chef.emulate.run import (
@@ -124,6 +124,24 @@ class _Scope(dict):
         return tensor
 
 
+def check_reference(reference: Mapping[str, np.ndarray], path: Path,
+                    constants: Mapping[str, np.ndarray]) -> None:
+    """A reference output that is not finite is the model's fault, not the emulation's: its
+    numbers overflow (weights near the format's largest), so nothing can be compared."""
+    for name, ref in reference.items():
+        if ref.dtype.kind == "f" and not np.isfinite(ref).all():
+            held = "NaN" if np.isnan(ref).any() else "infinities"
+            largest = max((float(np.abs(c).max()) for c in constants.values()
+                           if np.asarray(c).dtype.kind == "f" and np.asarray(c).size),
+                          default=0.0)
+            raise EmulationError(f"{elide_path(str(path), 80)}: the model's numbers overflow "
+                                 f"{ref.dtype}: onnxruntime's own output '{elide(name, 40)}' "
+                                 f"holds {held} (largest weight {largest:.3g}; {ref.dtype} "
+                                 f"reaches {np.finfo(ref.dtype).max:.3g}), so there is "
+                                 "nothing to check the emulation against; scale the weights "
+                                 "down")
+
+
 def compare(outputs: Mapping[str, np.ndarray],
             reference: Mapping[str, np.ndarray]) -> dict[str, Any]:
     """Per output and overall: max |difference|, that relative to the output's largest
@@ -193,6 +211,8 @@ def emulate_onnx(path: Path, imported: Imported, placement: dict[str, int], orde
             return {v: scope[v] for v in work.writes[name]}
         return run
 
+    reference = onnxruntime_outputs(path, inputs)  # first: a model that overflows is named
+    check_reference(reference, path, imported.constants)
     reports = run_processes(work, make_runner, fpga_names, timeout_s)
     outputs = {v: a for r in reports.values() for v, a in r["outputs"].items()}
     import onnxruntime
@@ -201,7 +221,7 @@ def emulate_onnx(path: Path, imported: Imported, placement: dict[str, int], orde
         "model": path.stem, "processes": len(fpga_names),
         "reference": f"onnxruntime {onnxruntime.__version__} (CPU) on {path.name}",
         "seed": seed, "tolerance": {"rtol": RTOL, "atol": ATOL},
-        **compare(outputs, onnxruntime_outputs(path, inputs)),
+        **compare(outputs, reference),
         "outputs": list(work.finals),
         "bytes_per_link": bytes_by_link(reports, fpga_names),
         "layers_per_fpga": {fpga_names[r]: reports[r]["weight_layers"] for r in sorted(reports)},

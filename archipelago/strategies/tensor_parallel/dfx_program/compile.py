@@ -18,7 +18,7 @@ buffers (§V-B: "buffered in the DMA and streamed into the processing units").
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from archipelago.errors import PartitionError
+from archipelago.errors import PartitionError, elide
 from archipelago.models.graph import Op as GraphOp
 from archipelago.strategies.tensor_parallel.dfx_program.isa import (
     RMAX_REG,
@@ -120,6 +120,12 @@ class _Core:
 Handler = Callable[[_Core, _Stream, GraphOp, ComputeStep], None]
 
 
+def _refusal(core: _Core, why: str) -> PartitionError:
+    """A model the DFX instruction set cannot express, named, with what it lacks."""
+    return PartitionError(f"{elide(core.spec.name)} cannot be compiled to DFX programs: {why}; "
+                          "`archi plan` estimates it")
+
+
 def _load_vector(core: _Core, out: _Stream, region: str, dst: int, note: str) -> None:
     """A parameter vector: DDR (or HBM) -> DMA bias buffer -> VRF (§IV-C LayerNorm: "The
     parameters are fetched to the register file through the load instruction")."""
@@ -133,8 +139,9 @@ def _norm(core: _Core, out: _Stream, op: GraphOp, step: ComputeStep) -> None:
     """LayerNorm (§IV-C): mean by accum (SFU_V divides by the width), variance the same way
     over the squared deviations, recip_sqrt(var + eps), then sub, mul, mul gamma, add beta."""
     if core.spec.norm != "layernorm" or not core.spec.norm_affine:
-        raise PartitionError(f"no DFX program for norm '{core.spec.norm}': seeds/001 §IV-C "
-                             "gives LayerNorm's instruction sequence only")
+        plain = "" if core.spec.norm_affine else " without scale and bias"
+        raise _refusal(core, f"it normalizes with {core.spec.norm}{plain}, and DFX programs "
+                             "exist for LayerNorm with scale and bias only (seeds/001 §IV-C)")
     n, x, v = op.fan_out, core.buf(op.inputs[0]), core.vrf
     tag = f"{op.name} (LayerNorm)"
     _load_vector(core, out, f"{op.weight}.weight", v["ln.gamma"], f"{tag}: gamma")
@@ -168,8 +175,8 @@ def _linear(core: _Core, out: _Stream, op: GraphOp, step: ComputeStep) -> None:
     base, flag = core.hbm(weights)
     bias = f"{op.weight}.bias"
     if bias not in core.map.regions:
-        raise PartitionError(f"no DFX program for {op.name} without a bias: Conv1D is Ax + b "
-                             "(seeds/001 §IV-C)")
+        raise _refusal(core, f"its projection {op.name} has no bias, and a DFX Conv1D "
+                             "computes Ax + b only (seeds/001 §IV-C)")
     b_base, b_flag = core.hbm(bias)
     out.emit(Dma(DmaOp.LOAD, b_base, 0, cols, core.loc(bias), Loc.BBUF, b_flag),
              f"{tag}: bias")
@@ -200,8 +207,8 @@ def _attention(core: _Core, out: _Stream, op: GraphOp, step: ComputeStep) -> Non
     instructions, MM against Value; the context length comes from the controller."""
     spec, hd = core.spec, core.spec.head_dim
     if op.window is not None:
-        raise PartitionError(f"no DFX program for sliding-window attention ({op.name}): "
-                             "MaskedMM masks the future only (seeds/001 §IV-C)")
+        raise _refusal(core, f"{op.name} attends over a sliding window, and DFX attention "
+                             "masks only the future tokens (seeds/001 §IV-C)")
     q_start, q_stop = core.columns(core.query, core.rank)
     k_start = core.columns(core.key, core.rank)[0]
     score, s = core.vrf["score"], Loc.SRF
@@ -240,9 +247,8 @@ def _in_head_loop(core: _Core, out: _Stream, op: GraphOp, step: ComputeStep) -> 
 def _activation(core: _Core, out: _Stream, op: GraphOp, step: ComputeStep) -> None:
     """GELU(Conv1D(...)) (Algorithm 1 line 21): SFU_M applies it to the Conv1D's output."""
     if core.spec.activation not in ACTIVATIONS:
-        raise PartitionError(f"no DFX program for activation '{core.spec.activation}': SFU_M "
-                             f"holds a GELU table (seeds/001 §V-C); valid: "
-                             f"{', '.join(ACTIVATIONS)}")
+        raise _refusal(core, f"it uses activation '{core.spec.activation}', and a DFX core "
+                             f"computes {', '.join(ACTIVATIONS)} only (seeds/001 §V-C)")
     at = core.conv[op.inputs[0]]
     instr = out.instrs[at]
     assert isinstance(instr, Compute)
@@ -307,7 +313,7 @@ def _sync(core: _Core, out: _Stream, step: CommStep) -> None:
     if n == 1:
         return
     if step.kind != "all_gather":
-        raise PartitionError(f"no DFX router program for a {step.kind}: the router "
+        raise _refusal(core, f"its plan needs a {step.kind}, and the DFX router only "
                              "all-gathers (seeds/001 §V-E)")
     base = core.buf(step.tensor)
     for s in range(1, n):
@@ -326,8 +332,9 @@ def _section(core: _Core, name: str, steps: list[Step]) -> Section:
             continue
         handler = HANDLERS.get(step.op.kind)
         if handler is None:
-            raise PartitionError(f"no DFX program for op kind '{step.op.kind}' ({step.op.name});"
-                                 f" seeds/001 §IV-C covers {', '.join(sorted(HANDLERS))}")
+            raise _refusal(core, f"its op {step.op.name} is a {step.op.kind}, and DFX "
+                                 f"programs cover {', '.join(sorted(HANDLERS))} (seeds/001 "
+                                 "§IV-C)")
         handler(core, out, step.op, step)
     return out.section(name)
 

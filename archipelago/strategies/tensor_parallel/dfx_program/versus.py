@@ -24,6 +24,7 @@ from archipelago.strategies.tensor_parallel.dfx_program.units import UnitModel
 from archipelago.strategies.tensor_parallel.engines import dfx, router
 from archipelago.strategies.tensor_parallel.estimate import Estimate
 from archipelago.strategies.tensor_parallel.plan import CommStep, Plan, Step
+from archipelago.strategies.tensor_parallel.planning.heads import require_even
 
 GROUPS = ("embedding", "qkv", "attention", "attn_out", "ffn", "norms", "residual", "sync",
           "lm_head")
@@ -50,7 +51,9 @@ def group_of_step(step: Step) -> str:
 def simulate_plan(plan: Plan, n_in: int, n_out: int,
                   positions: np.ndarray | None = None) -> SimResult:
     """Compile `plan` for an n_in:n_out generation and run every core's program on the
-    timing simulator: every token pass, or only those at `positions`."""
+    timing simulator: every token pass, or only those at `positions`. The simulator steps
+    the cores instruction by instruction together, so an uneven split is refused first."""
+    require_even(plan.spec, plan.ranks, "the timing simulator")
     programs, _ = compile_plan(plan, n_in, n_out)
     hbm = plan.devices[0].device.memory("hbm")
     assert hbm is not None  # tensor-parallel plans refuse boards without HBM

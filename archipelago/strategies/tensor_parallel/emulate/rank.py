@@ -12,10 +12,12 @@ import torch
 from archipelago.emulate.errors import EmulationError
 from archipelago.emulate.exchange import Exchange
 from archipelago.emulate.job import EmulationJob
+from archipelago.errors import elide_path
 from archipelago.models.hf_state_dict import named_archs, state_dict_names
 from archipelago.models.spec import ModelSpec
 from archipelago.models.weights import WeightTensor, all_weights
 from archipelago.models.zoo import resolve_model
+from archipelago.safe_read import is_dir
 from archipelago.strategies.registry import feature_refusal
 from archipelago.strategies.tensor_parallel.emulate.checkpoint import CheckpointReader, load_shard
 from archipelago.strategies.tensor_parallel.emulate.comm_steps import COMM
@@ -36,8 +38,8 @@ def prompt_ids(spec: ModelSpec, length: int, seed: int) -> torch.Tensor:
 
 
 def _check_checkpoint(spec: ModelSpec, directory: Path) -> None:
-    if not directory.is_dir():
-        raise EmulationError(f"--checkpoint {directory}: not a directory")
+    if not is_dir(directory, "--checkpoint"):  # a name too long is one line too
+        raise EmulationError(f"--checkpoint {elide_path(str(directory))}: not a directory")
     saved = resolve_model(str(directory))
     fields = {"name", "hf_config"}
     if saved.model_dump(exclude=fields) != spec.model_dump(exclude=fields) or (

@@ -13,7 +13,7 @@ the busiest device's share sets the pace (`busiest`).
 from dataclasses import dataclass
 from functools import cache
 
-from archipelago.errors import PartitionError
+from archipelago.errors import PartitionError, elide
 from archipelago.models.spec import ModelSpec
 from archipelago.split import split_bounds
 
@@ -73,3 +73,16 @@ def even(spec: ModelSpec, ranks: int) -> bool:
     SPMD interpreter runs: one step list with one local size per op)."""
     return (spec.heads % ranks == 0 and spec.hidden % ranks == 0 and spec.ffn % ranks == 0
             and (spec.kv_heads % ranks == 0 or ranks % spec.kv_heads == 0))
+
+
+def require_even(spec: ModelSpec, ranks: int, what: str) -> None:
+    """Refuse, in one line, running `what` (which needs the same program on every core) on
+    a count of cores that splits `spec` unevenly, naming the counts that split it evenly."""
+    if even(spec, ranks):
+        return
+    fits = ", ".join(str(n) for n in range(1, spec.heads + 1) if even(spec, n))
+    raise PartitionError(f"{elide(spec.name)} on {ranks} cores: {what} runs the same program on "
+                         f"every core, so each must hold an equal share (heads {spec.heads}, "
+                         f"key/value heads {spec.kv_heads}, hidden {spec.hidden} and FFN "
+                         f"{spec.ffn} each a multiple of the cores); counts that split it "
+                         f"so: {fits}; `archi plan` estimates {ranks} cores")
