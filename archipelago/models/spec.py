@@ -205,7 +205,6 @@ class ModelSpec(BaseModel):
             F.SHARED_EXPERTS: bool(moe and (moe.shared_ffn or moe.shared_gate)),
             F.MIXED_DENSE_MOE: bool(moe and moe.dense_layers),
             F.LATENT_ATTENTION: self.mla is not None,
-            F.FOREIGN_TYPE: self.hf_config.get("model_type", self.arch) != self.arch,
         }
         used = frozenset(feature for feature, present in found.items() if present)
         return used | get_model_family(self.arch).inherent
