@@ -117,9 +117,12 @@ def _verified(spec: ModelSpec, config: Mapping[str, Any], source: str) -> ModelS
     return spec
 
 
-def spec_from_hf_config(config: Mapping[str, Any] | Any, name: str, source: str) -> ModelSpec:
+def spec_from_hf_config(config: Mapping[str, Any] | Any, name: str, source: str,
+                        verify: bool = True) -> ModelSpec:
     """Build a ModelSpec from a config dict or any object with `to_dict()` (a transformers
-    PretrainedConfig), so callers never need transformers imported here."""
+    PretrainedConfig), so callers never need transformers imported here. `verify`: check
+    its parameter count against transformers' (off for the built-in zoo, which must plan
+    without torch; tests/test_hf_introspect.py checks those counts)."""
     if not isinstance(config, Mapping):
         config = config.to_dict()
     fields = Fields(config, source)
@@ -134,7 +137,7 @@ def spec_from_hf_config(config: Mapping[str, Any] | Any, name: str, source: str)
     except ValidationError as err:
         raise ConfigError.from_validation(source, err) from None
     _with_features(family, spec)
-    return _verified(spec, config, source)
+    return _verified(spec, config, source) if verify else spec
 
 
 def spec_from_config_file(path: Path) -> ModelSpec:

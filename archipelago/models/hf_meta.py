@@ -93,7 +93,7 @@ def _bounded(config: Mapping[str, Any]) -> str | None:
     for key, value in config.items():
         for word, bound in _BOUNDS:
             if word in key and type(value) is int and value > bound:
-                return f"config {key} {value} exceeds {bound} (models/limits.py)"
+                return f"config {key}: must be at most {bound}, got {value} (models/limits.py)"
     return None
 
 

@@ -101,5 +101,3 @@ register_model_family(ModelFamily(
     checked_within={"rope_parameters": {"rope_theta": "positive"}},
     names=LLAMA_NAMES,
     numerics=rotary_numerics(1e-6)))  # configuration_llama.py: rms_norm_eps 1e-6
-register_model_family(ModelFamily("granite", lambda f: llama_like(f, "granite"), decoder=True,
-                                  features=LLAMA_FEATURES))
