@@ -61,8 +61,9 @@ def read_default(model_type: str, folder: Path) -> Row:
         spec = spec_from_config_file(directory)
     except ArchipelagoError as err:
         text = str(err)
-        return Row(model_type, None, text[text.find(PREFIX) + len(PREFIX):]
-                   if PREFIX in text else text.split(": ", 1)[-1])
+        text = text[text.find(PREFIX) + len(PREFIX):] if PREFIX in text \
+            else text.split(": ", 1)[-1]
+        return Row(model_type, None, text.removeprefix(f"'{model_type}' is refused: "))
     return Row(model_type, parameter_count(spec), None)
 
 

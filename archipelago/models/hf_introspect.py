@@ -23,13 +23,22 @@ from archipelago.models.hf_modules import (
     weighty,
 )
 
-# A block's norms by their child names (the names transformers' decoders use): which
-# ModelSpec.sublayer_norms layout each set of names is.
-LAYOUTS = {
-    frozenset({"input_layernorm", "post_attention_layernorm"}): "input",
+# A block's norms by their child names: the ModelSpec fields of the layout each set of names
+# is, as the decoder layers' forward() of transformers 5 runs them (LLaMA; Apertus;
+# VaultGemma; Cohere, whose one norm feeds attention and MLP side by side; Gemma-2; GLM-4,
+# whose post_attention_layernorm runs before the MLP; OLMo-2).
+_PRE = {"sublayer_norms": "input"}
+LAYOUTS: dict[frozenset[str], dict[str, Any]] = {
+    frozenset({"input_layernorm", "post_attention_layernorm"}): _PRE,
+    frozenset({"attention_layernorm", "feedforward_layernorm"}): _PRE,
+    frozenset({"input_layernorm", "pre_feedforward_layernorm"}): _PRE,
+    frozenset({"input_layernorm"}): {**_PRE, "parallel_block": True, "shared_block_norm": True},
     frozenset({"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
-               "post_feedforward_layernorm"}): "both",
-    frozenset({"post_attention_layernorm", "post_feedforward_layernorm"}): "output",
+               "post_feedforward_layernorm"}): {"sublayer_norms": "both"},
+    frozenset({"input_layernorm", "post_self_attn_layernorm", "post_attention_layernorm",
+               "post_mlp_layernorm"}): {"sublayer_norms": "both"},
+    frozenset({"post_attention_layernorm", "post_feedforward_layernorm"}):
+        {"sublayer_norms": "output"},
 }
 _ATTENTIONS = ("self_attn", "self_attention", "attention", "attn")
 _MLPS = ("mlp", "feed_forward", "block_sparse_moe", "ffn")
@@ -38,9 +47,9 @@ _MLPS = ("mlp", "feed_forward", "block_sparse_moe", "ffn")
 PARALLEL_KEYS = ("use_parallel_residual", "parallel_attn", "parallel_residual",
                  "parallel_block")
 ACTIVATION_KEYS = ("hidden_act", "hidden_activation", "activation_function")
-_BLOCK = ("norms input_layernorm, post_attention_layernorm and pre/post_feedforward_layernorm "
-          f"(pre-norm, both, or after each), attention ({'/'.join(_ATTENTIONS)}) and an MLP "
-          f"or experts ({'/'.join(_MLPS)})")
+_BLOCK = ("norms named as LLaMA's, Cohere's, Gemma-2's, GLM-4's or OLMo-2's (pre-norm, one "
+          "before a parallel block, both, or after each sublayer), attention "
+          f"({'/'.join(_ATTENTIONS)}) and an MLP or experts ({'/'.join(_MLPS)})")
 
 
 def read_model(model: nn.Module, config: Any) -> dict[str, Any]:
@@ -158,7 +167,7 @@ def _uniform(blocks: list[dict[str, Any]], path: str) -> dict[str, Any]:
     if len(dense) > 1 or any(m != routed[0] for m in routed):
         raise Unmapped(f"{path}: the layers' MLPs differ in shape (read: one dense shape "
                        "and one mixture of experts)")
-    values: dict[str, Any] = dict(first["attention"], sublayer_norms=first["layout"])
+    values: dict[str, Any] = dict(first["attention"], **first["layout"])
     if routed:
         moe = dict(routed[0], dense_layers=tuple(i for i, b in enumerate(blocks)
                                                  if b["ffn"][0] == "dense"))

@@ -12,6 +12,7 @@ import tempfile
 import warnings
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from functools import cache
 from importlib import metadata
 from importlib.util import find_spec
 from pathlib import Path
@@ -38,6 +39,7 @@ class MetaRead:
     refusal: str | None
 
 
+@cache  # the package metadata is parsed once a process (milliseconds, on every read else)
 def transformers_version() -> str | None:
     """The installed transformers' version, without importing it (None: not installed)."""
     if find_spec("torch") is None:

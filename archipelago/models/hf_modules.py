@@ -173,18 +173,19 @@ def _latent(path: str, module: nn.Module, c: Mapping[str, nn.Module], heads: int
     return values, norms
 
 
-_MLP = "gate_proj/up_proj/down_proj, gate_up_proj/down_proj, up_proj/down_proj or fc1/fc2"
+_MLP = ("gate_proj/up_proj/down_proj, gate_up_proj/down_proj, or one up projection then "
+        "down (up_proj/down_proj, fc1/fc2, c_fc/c_proj)")
 
 
 def mlp(path: str, module: nn.Module, hidden: int) -> tuple[int, bool, bool]:
     """A dense MLP's (width, gated, bias): a gate beside the up projection (or fused with
     it as gate_up_proj), or one up projection, then down."""
     c = _only(path, module, {"gate_proj", "up_proj", "down_proj", "gate_up_proj", "fc1",
-                             "fc2"}, _MLP)
-    down = c.get("down_proj", c.get("fc2"))
-    up = c.get("up_proj", c.get("fc1"))
+                             "fc2", "c_fc", "c_proj"}, _MLP)
+    down = c.get("down_proj", c.get("fc2", c.get("c_proj")))
+    up = c.get("up_proj", c.get("fc1", c.get("c_fc")))
     layouts = ({"gate_proj", "up_proj", "down_proj"}, {"gate_up_proj", "down_proj"},
-               {"up_proj", "down_proj"}, {"fc1", "fc2"})
+               {"up_proj", "down_proj"}, {"fc1", "fc2"}, {"c_fc", "c_proj"})
     if set(c) not in layouts or down is None:
         raise refuse(path, module, f"holds {sorted(c)}; read: {_MLP}")
     d_in, d_out, d_bias = linear(f"{path}.down_proj", down)
