@@ -2,18 +2,20 @@
 written to a config.json and read through the public path (`spec_from_config_file`):
 planned with a parameter count equal to transformers' own, or refused with a one-line
 reason (issue 32 point 1). Prints the Markdown table of docs/models.md ("Every causal LM
-transformers ships") and its totals.
+transformers ships") and its totals; reads with an empty cache of its own.
 
     python -m benchmarks.model_sweep            # the table, then the totals
 """
 
 import json
+import os
 import tempfile
 import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+from archipelago.cache_dir import DIR_ENV
 from archipelago.errors import ArchipelagoError
 from archipelago.models.hf_config import spec_from_config_file
 from archipelago.models.weights import parameter_count
@@ -79,6 +81,7 @@ def table(rows: list[Row]) -> str:
 def main() -> None:
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as folder:
+        os.environ[DIR_ENV] = str(Path(folder) / "cache")  # every type read afresh
         rows = [read_default(t, Path(folder)) for t in causal_lm_types()]
     planned = sum(row.reason is None for row in rows)
     print(table(rows))

@@ -1,9 +1,10 @@
 """What transformers itself makes of a config: the model built on the meta device (shapes,
 no memory), its parameter count and, for a causal LM, its structure in ModelSpec's fields
-(hf_introspect.py) or the one-line reason it does not map. Cached by the config's content
-and transformers' version, one small JSON file per config under the cache directory
-(`<ARCHIPELAGO_CACHE_DIR>/config-reads/`), so a second read imports neither torch nor
-transformers. Absent transformers (the `emulate` extra), `transformers_read` answers None."""
+(hf_introspect.py) or the one-line reason it does not map. Cached by the config's content,
+transformers' version and this mapping code's, one small JSON file per config under the
+cache directory (`<ARCHIPELAGO_CACHE_DIR>/config-reads/`), so a second read imports neither
+torch nor transformers. Absent transformers (the `emulate` extra), `transformers_read`
+answers None."""
 
 import hashlib
 import json
@@ -50,14 +51,24 @@ def transformers_version() -> str | None:
         return None
 
 
+@cache
+def reader_digest() -> str:
+    """The mapping code itself (this module and the two it maps with): an entry written by
+    another version of them is never read."""
+    here = Path(__file__).parent
+    code = b"".join((here / name).read_bytes()
+                    for name in ("hf_meta.py", "hf_introspect.py", "hf_modules.py"))
+    return hashlib.sha256(code).hexdigest()[:16]
+
+
 def transformers_read(config: Mapping[str, Any], decoder: bool) -> MetaRead | None:
     """The config as transformers builds it (as a causal LM, or an encoder's bare model),
     from the cache where read before; None without transformers."""
     version = transformers_version()
     if version is None:
         return None
-    text = json.dumps([config, decoder, version], sort_keys=True, separators=(",", ":"),
-                      default=str)
+    text = json.dumps([config, decoder, version, reader_digest()], sort_keys=True,
+                      separators=(",", ":"), default=str)
     path = cache_root() / FOLDER / f"{hashlib.sha256(text.encode()).hexdigest()[:32]}.json"
     found = _load(path)
     if found is None:
