@@ -188,3 +188,19 @@ def test_a_count_that_differs_from_transformers_is_refused_as_a_defect(monkeypat
     with pytest.raises(ConfigError, match=r"a defect: Archipelago reads [\d,]+ parameters "
                                           r"where transformers builds [\d,]+"):
         spec_from_hf_config(default_config("mistral"), "m", "cfg.json")
+
+
+def test_a_spec_sent_to_another_process_brings_its_family(tmp_path: Path) -> None:
+    """`archi compare` sends specs to Dask worker processes: one read from transformers'
+    model there names a family that process has not read."""
+    import pickle
+
+    spec = spec_from_hf_config(default_config("olmoe"), "o", "cfg.json")
+    (tmp_path / "spec.pickle").write_bytes(pickle.dumps(spec))
+    code = ("import pickle, sys\n"
+            f"spec = pickle.loads(open({str(tmp_path / 'spec.pickle')!r}, 'rb').read())\n"
+            "print(spec.is_decoder, sorted(f.key for f in spec.features))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == f"True {sorted(f.key for f in spec.features)}"

@@ -89,6 +89,12 @@ def _family(model_type: str, fields: Fields) -> ModelFamily:
     if model_type in NOT_READ_ENCODERS:
         raise ConfigError(fields.source, "model_type", NOT_READ_ENCODERS[model_type])
     _read_introspected(fields)  # refuses before anything is registered
+    return register_read_family(model_type)
+
+
+def register_read_family(model_type: str) -> ModelFamily:
+    """The family of a type read from transformers' model (its features are added as its
+    specs show them: `_with_features`)."""
     return register_model_family(ModelFamily(model_type, _read_introspected, decoder=True,
                                              features=frozenset()))
 
