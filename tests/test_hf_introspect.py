@@ -96,7 +96,8 @@ def test_each_zoo_model_has_transformers_count(name: str) -> None:
 
 def test_introspection_reads_the_families_that_carry_no_reader_by_hand() -> None:
     """OLMoE (64 experts, top 8), MiniCPM3 (latent attention), Gemma-3 (sliding layers):
-    each field against its default config's own number."""
+    each field against its default config's own number; Cohere's parallel block (its
+    decoder layer's forward() runs attention and MLP on one norm's output)."""
     olmoe = transformers.AutoConfig.for_model("olmoe")
     spec = spec_from_hf_config(olmoe.to_dict(), "o", "cfg.json")
     assert spec.moe is not None and (spec.moe.experts, spec.moe.per_token,
@@ -114,14 +115,17 @@ def test_introspection_reads_the_families_that_carry_no_reader_by_hand() -> None
     slides = [i for i, k in enumerate(gemma.layer_types) if k == "sliding_attention"]
     assert list(spec.sliding_layers) == slides and spec.sliding_window == gemma.sliding_window
     assert get_model_family("gemma3_text").numerics is None
+    cohere = spec_from_hf_config(default_config("cohere"), "c", "cfg.json")
+    assert cohere.parallel_block and cohere.shared_block_norm  # one norm feeds both
+    assert cohere.norm == "layernorm" and not cohere.norm_bias
 
 
 @pytest.mark.parametrize(("model_type", "fields", "why"), [
     ("gpt_oss", {}, r"model\.layers\.0\.self_attn \(GptOssAttention\) holds its own "
                     r"parameters \['sinks'\]"),
     ("jamba", {}, r"model\.layers\.0\.mamba \(JambaMambaMixer\) is not read"),
-    ("cohere", {}, r"model\.layers\.0 \(CohereDecoderLayer\) holds \['input_layernorm', "
-                   r"'mlp', 'self_attn'\]"),
+    ("nanochat", {}, r"model\.layers\.0 \(NanoChatDecoderLayer\) holds \['mlp', "
+                     r"'self_attn'\]"),  # parameter-free norms: where they run is not seen
     ("llama", dict(num_hidden_layers=10**6), r"at most 1024"),
     ("qwen3_next", dict(num_experts=10**6), r"num_experts: must be at most 4096, got 1000000"),
 ])
