@@ -113,8 +113,8 @@ class ConfigError(ArchipelagoError):
 
 
 class Notice(UserWarning):
-    """An assumption made on the user's behalf (e.g. an unknown model_type read as a known
-    layout): the CLI prints it once as a `notice:` line on stderr (`notices_on_stderr`)."""
+    """An assumption made on the user's behalf: the CLI prints it once as a `notice:` line
+    on stderr (`notices_on_stderr`)."""
 
 
 @contextmanager

@@ -9,3 +9,14 @@ TINY_GPT2 = {"model_type": "gpt2", "n_embd": 64, "n_head": 4, "n_layer": 2, "voc
 @pytest.fixture
 def tiny_gpt2_config() -> dict:
     return dict(TINY_GPT2)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _cache_in_a_temporary_directory(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """What reading a config file caches (models/hf_meta.py) goes to a directory of this
+    run, never the user's cache; tests that check the cache set their own."""
+    import os
+
+    from archipelago.cache_dir import DIR_ENV
+
+    os.environ[DIR_ENV] = str(tmp_path_factory.mktemp("archipelago-cache"))

@@ -15,10 +15,9 @@ from typer.testing import CliRunner
 
 from archipelago.cli import app
 from archipelago.emulate.errors import EmulationError
-from archipelago.errors import ConfigError, Notice, PartitionError
+from archipelago.errors import ConfigError, PartitionError
 from archipelago.estimate.workload import Generation
 from archipelago.hardware.cluster import resolve_cluster
-from archipelago.models.features import FOREIGN_TYPE
 from archipelago.models.graph import Phase, build_graph, decode
 from archipelago.models.hf_config import spec_from_hf_config
 from archipelago.models.spec import ModelSpec
@@ -115,9 +114,9 @@ def test_encoder_parameters_match_transformers(family: str, fields: dict) -> Non
     ("ModernBert", {}, "ModernBERT"),
     ("Electra", {}, "embedding_size.*width 128 projected"),
     ("DebertaV2", dict(relative_attention=True), "disentangled attention"),
-    ("Mamba", {}, "state-space model"),
-    ("T5", {}, "encoder-decoder"),
-    ("ViT", {}, "vision model"),
+    ("Mamba", {}, r"backbone\.layers\.0\.mixer \(MambaMixer\) is not read"),
+    ("T5", {}, "an encoder-decoder model with no causal-LM class"),
+    ("ViT", {}, "'vit' is a model with no causal-LM class"),
 ])
 def test_unreadable_configs_are_refused_saying_why(family: str, fields: dict,
                                                    why: str) -> None:
@@ -126,14 +125,12 @@ def test_unreadable_configs_are_refused_saying_why(family: str, fields: dict,
     assert "\n" not in str(err.value) and str(err.value).startswith("cfg.json: ")
 
 
-def test_unknown_type_with_standard_fields_reads_as_llama_with_a_notice() -> None:
+def test_an_unknown_type_is_refused_not_read_as_another_family() -> None:
+    """What transformers does not know is not guessed at (it once read as LLaMA)."""
     fields = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-                  num_key_value_heads=2, intermediate_size=96, vocab_size=100,
-                  max_position_embeddings=32)
-    with pytest.warns(Notice, match="model_type 'newlm' .*read as a llama-style decoder"):
-        spec = spec_from_hf_config({"model_type": "newlm", **fields}, "x", "cfg.json")
-    assert parameter_count(spec) == count(meta_model(config("Llama", **fields)))
-    assert FOREIGN_TYPE in spec.features  # so emulation refuses it
+                  intermediate_size=96, vocab_size=100, max_position_embeddings=32)
+    with pytest.raises(ConfigError, match="model_type 'newlm' is unknown to transformers"):
+        spec_from_hf_config({"model_type": "newlm", **fields}, "x", "cfg.json")
 
 
 def layer_matrix_macs(model: torch.nn.Module, spec: ModelSpec) -> float:
@@ -251,16 +248,14 @@ def test_plan_prints_a_config_files_parameter_count(tmp_path: Path) -> None:
     assert f"{expected:,} parameters" in human.stdout
 
 
-def test_cli_prints_the_unknown_type_notice_once(tmp_path: Path) -> None:
+def test_cli_refuses_a_type_that_does_not_map_in_one_line(tmp_path: Path) -> None:
+    """Mamba's default config: its mixer is named, exit 2, no traceback."""
     path = tmp_path / "cfg.json"
-    path.write_text(json.dumps(dict(
-        model_type="newlm", hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-        intermediate_size=128, vocab_size=128, max_position_embeddings=64)))
+    path.write_text(json.dumps(config("Mamba", num_hidden_layers=2).to_dict()))
     out = CliRunner().invoke(app, ["plan", str(path), "--cluster", "2xu280", "--strategy",
-                                   "dfx", "--tokens", "16:16"])  # fits its 64 positions
-    assert out.exit_code == 0, out.output
-    notices = [line for line in out.stderr.splitlines() if line.startswith("notice:")]
-    assert len(notices) == 1 and "read as a llama-style decoder" in notices[0]
+                                   "dfx", "--tokens", "16:16"])
+    assert out.exit_code == 2 and len(out.stderr.strip().splitlines()) == 1, out.output
+    assert "mixer (MambaMixer) is not read" in out.stderr
 
 
 def test_sliding_window_caps_a_decode_steps_attention() -> None:

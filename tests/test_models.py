@@ -99,7 +99,7 @@ def test_indivisible_heads_in_config_is_reported(tmp_path) -> None:
 def test_unknown_model_lists_choices() -> None:
     with pytest.raises(UnknownNameError, match="gpt2-345m"):
         resolve_model("gpt5")
-    with pytest.raises(UnknownNameError, match=r"model_type.*lacks the standard"):
+    with pytest.raises(ConfigError, match=r"model_type 'mamba9' is unknown to transformers"):
         spec_from_hf_config({"model_type": "mamba9"}, name="x", source="cfg.json")
 
 

@@ -47,13 +47,12 @@ EXPERTS = Feature("experts", "a mixture of experts")
 SHARED_EXPERTS = Feature("shared_experts", "shared experts")
 MIXED_DENSE_MOE = Feature("mixed_dense_moe", "dense and MoE layers mixed")
 LATENT_ATTENTION = Feature("latent_attention", "multi-head latent attention")
-FOREIGN_TYPE = Feature("foreign_type", "a model_type read with another family's reader")
 
 BUILTIN: frozenset[Feature] = frozenset({
     GATED_MLP, BIASES, RMSNORM, POST_NORM, GROUPED_QUERY, EMBEDDING_NORM, EXPLICIT_HEAD_DIM,
     PARAMETER_FREE_NORMS, BIAS_FREE_LAYERNORMS, UNEVEN_OUT_BIAS, LM_HEAD_BIAS, PARALLEL_BLOCK,
     OUTPUT_NORMS, BOTH_NORMS, HEAD_QK_NORMS, WIDTH_QK_NORMS, ALIBI, SLIDING_WINDOW,
-    MIXED_SLIDING, EXPERTS, SHARED_EXPERTS, MIXED_DENSE_MOE, LATENT_ATTENTION, FOREIGN_TYPE})
+    MIXED_SLIDING, EXPERTS, SHARED_EXPERTS, MIXED_DENSE_MOE, LATENT_ATTENTION})
 
 
 def in_words(features: Iterable[Feature]) -> str:

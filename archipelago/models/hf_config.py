@@ -1,21 +1,29 @@
-"""Read Hugging Face `config.json` dictionaries into ModelSpecs without importing transformers.
+"""Read Hugging Face `config.json` dictionaries into ModelSpecs.
 
-Each architecture has its own field names; one small reader per `model_type` maps them onto
-ModelSpec. A missing or ill-typed field is reported with the file and field name.
+A built-in family (models/hf_families/) reads its own field names, without transformers;
+any other `model_type` is read from the model transformers builds from the config
+(hf_meta.py, hf_introspect.py) and registered as a family of its own. Where transformers is
+installed, every spec's parameter count is checked against that model's (cached by the
+config's content). A missing or ill-typed field is reported with the file and field name.
 """
 
-import warnings
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from archipelago.errors import ConfigError, Notice, UnknownNameError, elide_path
+from archipelago.errors import ConfigError, UnknownNameError, elide_path
 from archipelago.families import Family, register_family
-from archipelago.models.hf_families.llama import llama_like
 from archipelago.models.hf_fields import Fields
-from archipelago.models.model_families import Reader, model_families
+from archipelago.models.hf_meta import INSTALL, transformers_read
+from archipelago.models.model_families import (
+    ModelFamily,
+    model_families,
+    register_model_family,
+    unregister_model_family,
+)
 from archipelago.models.spec import ModelSpec
 from archipelago.models.weights import parameter_count
 from archipelago.safe_read import is_dir, load_json, probe
@@ -47,10 +55,6 @@ def checked_fields(f: Fields, model_type: str) -> dict[str, Any]:
     return config
 
 
-# The standard fields of a transformers decoder config: an unknown model_type that has them
-# all is read as LLaMA-shaped, the most common layout of today's decoders.
-STANDARD_FIELDS = ("hidden_size", "num_hidden_layers", "num_attention_heads",
-                   "intermediate_size", "vocab_size")
 # Encoders transformers ships whose structure ModelSpec cannot hold, with why.
 NOT_READ_ENCODERS = {
     "albert": "ALBERT shares one set of layer weights across all layers (num_hidden_groups) "
@@ -59,45 +63,72 @@ NOT_READ_ENCODERS = {
     "modernbert": "ModernBERT's pre-norm GeGLU encoder (no attention norm in its first layer, "
                   "local and global attention alternating, rotary positions) is not modelled",
 }
-_ENCODER_DECODER = "an encoder-decoder model (its decoder cross-attends to an encoder)"
-_VISION = "a vision model (it reads image patches, not tokens)"
-_NOT_DECODERS = {
-    **dict.fromkeys(("mamba", "mamba2", "falcon_mamba"),
-                    "a state-space model (a selective scan, no attention)"),
-    "rwkv": "a recurrent model (RWKV time mixing, no attention)",
-    **dict.fromkeys(("t5", "mt5", "umt5", "longt5", "bart", "mbart", "pegasus", "marian",
-                     "whisper", "switch_transformers"), _ENCODER_DECODER),
-    **dict.fromkeys(("vit", "deit", "beit", "swin", "convnext", "resnet", "regnet", "dinov2",
-                     "clip", "siglip", "efficientnet", "mobilenet_v2"), _VISION),
-}
 
 
-def _unknown_reader(model_type: str, f: Fields) -> Reader:
-    """Refuse a config that is not a decoder transformer, saying why; read an unknown one
-    with the standard fields as LLaMA-shaped, with a one-line notice naming the assumption."""
-    config = f.config
+def _read_introspected(f: Fields) -> dict[str, Any]:
+    """The reader of every family registered from transformers' own model: its fields as
+    hf_meta.py read them from the modules (cached), or its one-line refusal."""
+    model_type = f.config.get("model_type")
+    read = transformers_read(f.config, decoder=True)
+    if read is None:
+        raise ConfigError(f.source, "model_type", f"'{model_type}' is no built-in family; "
+                          "reading it from transformers' own model needs torch and "
+                          f"transformers: {INSTALL}")
+    if read.values is None:
+        raise ConfigError(f.source, "model_type", f"'{model_type}' is refused: {read.refusal}")
+    return {**read.values, "arch": model_type}
+
+
+def _family(model_type: str, fields: Fields) -> ModelFamily:
+    """The registered family of `model_type`, or one registered now for a decoder
+    transformers builds and hf_introspect.py maps (its features grow as specs use them;
+    no names or numerics: the kinds that load or compute weights refuse it by name)."""
+    family = model_families().get(model_type)
+    if family is not None:
+        return family
     if model_type in NOT_READ_ENCODERS:
-        raise ConfigError(f.source, "model_type", NOT_READ_ENCODERS[model_type])
-    why = _NOT_DECODERS.get(model_type) or (
-        _ENCODER_DECODER if config.get("is_encoder_decoder") is True else None) or (
-        _VISION if "image_size" in config else None)
-    if why:
-        raise ConfigError(f.source, "model_type", f"'{model_type}' is {why}, not a decoder "
-                          "transformer; Archipelago plans transformer decoders and encoders")
-    missing = [key for key in STANDARD_FIELDS if key not in config]
-    if missing:
-        raise UnknownNameError(f"model_type in {elide_path(f.source, 80)} (it lacks the "
-                               f"standard decoder fields {', '.join(missing)})", model_type,
-                               model_families())
-    warnings.warn(Notice(f"{f.source}: model_type '{model_type}' is not a known family; read "
-                         "as a llama-style decoder (RMSNorm, SwiGLU, rotary positions, no "
-                         "biases, untied LM head) from its standard fields"), stacklevel=3)
-    return lambda fields: llama_like(fields, "llama")
+        raise ConfigError(fields.source, "model_type", NOT_READ_ENCODERS[model_type])
+    _read_introspected(fields)  # refuses before anything is registered
+    return register_read_family(model_type)
 
 
-def spec_from_hf_config(config: Mapping[str, Any] | Any, name: str, source: str) -> ModelSpec:
+def register_read_family(model_type: str) -> ModelFamily:
+    """The family of a type read from transformers' model (its features are added as its
+    specs show them: `_with_features`)."""
+    return register_model_family(ModelFamily(model_type, _read_introspected, decoder=True,
+                                             features=frozenset()))
+
+
+def _with_features(family: ModelFamily, spec: ModelSpec) -> None:
+    """An introspected family declares the features its models were found to use."""
+    found = spec.features
+    if family.reader is _read_introspected and not found <= family.features:
+        unregister_model_family(family.arch)
+        register_model_family(replace(family, features=family.features | found))
+
+
+def _verified(spec: ModelSpec, config: Mapping[str, Any], source: str) -> ModelSpec:
+    """The spec, once its parameter count equals that of the model transformers builds from
+    the same config (where transformers is installed and builds it: a built-in family's
+    reader also reads configs transformers refuses, such as a tiny vocabulary below the
+    default pad_token_id): a hand reader's miss is refused as the defect it is."""
+    read = transformers_read(config, decoder=spec.is_decoder)
+    if read is None or read.parameters is None:  # a hand family's reader stands alone
+        return spec
+    ours = parameter_count(spec)
+    if ours != read.parameters:
+        raise ConfigError(source, "model_type", f"a defect: Archipelago reads {ours:,} "
+                          f"parameters where transformers builds {read.parameters:,}; not "
+                          "planned (please report it)")
+    return spec
+
+
+def spec_from_hf_config(config: Mapping[str, Any] | Any, name: str, source: str,
+                        verify: bool = True) -> ModelSpec:
     """Build a ModelSpec from a config dict or any object with `to_dict()` (a transformers
-    PretrainedConfig), so callers never need transformers imported here."""
+    PretrainedConfig), so callers never need transformers imported here. `verify`: check
+    its parameter count against transformers' (off for the built-in zoo, which must plan
+    without torch; tests/test_hf_introspect.py checks those counts)."""
     if not isinstance(config, Mapping):
         config = config.to_dict()
     fields = Fields(config, source)
@@ -105,13 +136,14 @@ def spec_from_hf_config(config: Mapping[str, Any] | Any, name: str, source: str)
     if not isinstance(model_type, str) or not model_type.strip():
         raise UnknownNameError(f"model_type in {elide_path(source, 80)}", str(model_type),
                                model_families())
-    family = model_families().get(model_type)
-    read = family.reader if family else _unknown_reader(model_type, fields)
-    values = read(fields)
+    family = _family(model_type, fields)
+    values = family.reader(fields)
     try:
-        return ModelSpec(name=name, hf_config=checked_fields(fields, model_type), **values)
+        spec = ModelSpec(name=name, hf_config=checked_fields(fields, model_type), **values)
     except ValidationError as err:
         raise ConfigError.from_validation(source, err) from None
+    _with_features(family, spec)
+    return _verified(spec, config, source) if verify else spec
 
 
 def spec_from_config_file(path: Path) -> ModelSpec:

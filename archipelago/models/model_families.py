@@ -15,6 +15,7 @@ from importlib import import_module
 from pkgutil import iter_modules
 from typing import Any
 
+from archipelago import refs
 from archipelago.errors import UnknownNameError
 from archipelago.models.features import Feature
 from archipelago.models.hf_fields import Fields
@@ -114,6 +115,19 @@ def get_model_family(arch: str) -> ModelFamily:
     if arch not in _FAMILIES:
         raise UnknownNameError("architecture", arch, _FAMILIES)
     return _FAMILIES[arch]
+
+
+# Registers a family read from transformers' model, for a spec made in another process.
+_READ_LATER = "archipelago.models.hf_config:register_read_family"
+
+
+def ensure_family(arch: str, config: Mapping[str, Any]) -> None:
+    """A spec sent from another process (a Dask worker's task) may name a family that
+    process registered when it read the config file: this process registers it the same
+    way (no-op for a family it knows)."""
+    _load()
+    if arch not in _FAMILIES and config.get("model_type") == arch:
+        refs.resolve(_READ_LATER)(arch)
 
 
 def _load() -> None:

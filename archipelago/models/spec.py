@@ -13,7 +13,7 @@ from archipelago.models.limits import (
     MAX_VOCAB,
     MAX_WIDTH,
 )
-from archipelago.models.model_families import get_model_family, model_families
+from archipelago.models.model_families import ensure_family, get_model_family, model_families
 
 # The activation names a transformers config may give (transformers.activations.ACT2FN,
 # 5.x): emulation builds the reference model from them, so any other name is a typo.
@@ -116,6 +116,12 @@ class ModelSpec(BaseModel):
     mla: MLA | None = None
     hf_config: dict[str, Any] = Field(default_factory=dict, repr=False)
 
+    def __setstate__(self, state: Any) -> None:
+        """Unpickled in another process: its family, if read there from transformers'
+        model, is registered here too before anything asks for it."""
+        super().__setstate__(state)
+        ensure_family(self.arch, self.hf_config)
+
     @field_validator("activation")
     @classmethod
     def _known_activation(cls, name: str) -> str:
@@ -207,7 +213,6 @@ class ModelSpec(BaseModel):
             F.SHARED_EXPERTS: bool(moe and (moe.shared_ffn or moe.shared_gate)),
             F.MIXED_DENSE_MOE: bool(moe and moe.dense_layers),
             F.LATENT_ATTENTION: self.mla is not None,
-            F.FOREIGN_TYPE: self.hf_config.get("model_type", self.arch) != self.arch,
         }
         used = frozenset(feature for feature, present in found.items() if present)
         return used | get_model_family(self.arch).inherent

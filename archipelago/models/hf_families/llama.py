@@ -7,7 +7,6 @@ from typing import Any
 from archipelago.models.features import (
     BIASES,
     EXPLICIT_HEAD_DIM,
-    FOREIGN_TYPE,
     GATED_MLP,
     GROUPED_QUERY,
     RMSNORM,
@@ -92,10 +91,9 @@ def llama_like(f: Fields, arch: str, **extra: Any) -> dict[str, Any]:
     return {**values, **extra}
 
 
-# An unknown model_type with the standard fields is read with LLaMA's reader (hf_config.py).
 register_model_family(ModelFamily(
     "llama", lambda f: llama_like(f, "llama"), decoder=True,
-    features=LLAMA_FEATURES | {FOREIGN_TYPE},
+    features=LLAMA_FEATURES,
     checked={"rms_norm_eps": "positive", "rope_theta": "positive",
              "initializer_range": "std", "attention_dropout": "probability",
              "attention_bias": "bool", "mlp_bias": "bool", "use_cache": "bool",
@@ -103,5 +101,3 @@ register_model_family(ModelFamily(
     checked_within={"rope_parameters": {"rope_theta": "positive"}},
     names=LLAMA_NAMES,
     numerics=rotary_numerics(1e-6)))  # configuration_llama.py: rms_norm_eps 1e-6
-register_model_family(ModelFamily("granite", lambda f: llama_like(f, "granite"), decoder=True,
-                                  features=LLAMA_FEATURES))

@@ -1,14 +1,9 @@
-"""OLMo's LayerNorms have no parameters; OLMo-2 normalizes each sublayer's output
-(RMSNorm) and the full query and key widths."""
+"""OLMo's LayerNorms have no parameters: no module of transformers' model holds them, so
+the module tree cannot tell where they run (OLMo-2 and later are read from it)."""
 
 from typing import Any
 
-from archipelago.models.features import (
-    OUTPUT_NORMS,
-    PARAMETER_FREE_NORMS,
-    RMSNORM,
-    WIDTH_QK_NORMS,
-)
+from archipelago.models.features import PARAMETER_FREE_NORMS, RMSNORM
 from archipelago.models.hf_families.llama import LLAMA_FEATURES, llama_like
 from archipelago.models.hf_fields import Fields
 from archipelago.models.model_families import ModelFamily, register_model_family
@@ -18,11 +13,5 @@ def _olmo(f: Fields) -> dict[str, Any]:
     return llama_like(f, "olmo", norm="layernorm", norm_affine=False)
 
 
-def _olmo2(f: Fields) -> dict[str, Any]:
-    return llama_like(f, "olmo2", sublayer_norms="output", qk_norm="width")
-
-
 register_model_family(ModelFamily("olmo", _olmo, decoder=True,
                                   features=LLAMA_FEATURES - {RMSNORM} | {PARAMETER_FREE_NORMS}))
-register_model_family(ModelFamily("olmo2", _olmo2, decoder=True,
-                                  features=LLAMA_FEATURES | {OUTPUT_NORMS, WIDTH_QK_NORMS}))

@@ -57,7 +57,7 @@ def check(plan: Plan, job: EmulationJob) -> None:
         raise EmulationError(f"{spec.name}: generation is emulated for "
                              f"{', '.join(named_archs())} decoders, not '{spec.arch}'")
     refused = feature_refusal(spec, plan.strategy, "emulate")
-    if refused:  # e.g. an unknown model_type read as a llama
+    if refused:  # e.g. shared experts, which the planner splits
         raise EmulationError(refused)
     if spec.moe and plan.numerics == "w8a8":
         raise EmulationError(f"{spec.name}: W8A8 experts not emulated")
