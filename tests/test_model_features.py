@@ -218,7 +218,7 @@ def test_plan_and_emulate_refuse_a_feature_in_the_same_words() -> None:
                     qk_nope_head_dim=8, v_head_dim=16, moe_intermediate_size=32)
     for spec, split, emulate in [
             (tiny("Olmo2"), olmo, olmo),
-            (deepseek, f"{mla} and dense and MoE layers mixed",
+            (deepseek, "dense and MoE layers mixed",
              f"{mla}, dense and MoE layers mixed and shared experts")]:
         for action, words in (("split", split), ("emulate", emulate)):
             line = registry.feature_refusal(spec, "lora-f", action)  # type: ignore[arg-type]

@@ -39,7 +39,8 @@ _CATEGORY = {
     "residual": "layernorm_residual", "attn_score": "attention", "softmax": "attention",
     "attn_context": "attention", "activation": "ffn", "gated_activation": "ffn",
 }
-_ATTENTION_LINEARS = frozenset({"q", "k", "v", "attn_out"})
+_ATTENTION_LINEARS = frozenset({"q", "k", "v", "attn_out", "q_a", "q_b", "kv_a", "kv_b",
+                                "q_latent", "v_up"})
 CATEGORIES = ("embedding", "attention", "ffn", "layernorm_residual", "sync", "lm_head")
 TOKEN_ID_BYTES = 4  # the sampled token travels between stages as an int32
 FP16_BYTES = 2.0
@@ -190,11 +191,12 @@ def phase_seconds(plan: Plan, rows: int, context: np.ndarray, share: Share,
     length over `share` of the model: the embedding for all rows, the block once per layer,
     then (if `output`) the output ops on each sequence's last row. One new token of a
     sliding-window model (plans have it in every layer or refuse it) attends to the last
-    `window` keys only; a prompt pass still attends in full."""
+    `window` keys only; a prompt pass still attends in full. One new token runs the
+    plan's one-token block (`Plan.layer_steps`: latent attention absorbed)."""
     phase, window = Phase(rows, context), plan.spec.sliding_window
     block = phase if rows > 1 or window is None else Phase(1, np.minimum(context, window))
     parts: list[Part] = [(plan.embed_steps, phase, 1)] if share.first else []
-    parts.append((plan.block_steps, block, share.layers))
+    parts.append((plan.layer_steps(rows), block, share.layers))
     if output and share.last:
         parts.append((plan.output_steps, Phase(1, context), 1))
     return seconds_by_category(plan, parts, context.shape, sequences, times=times)
@@ -258,11 +260,16 @@ def decode_seconds(plan: Plan, contexts: np.ndarray, share: Share | None = None
 def kv_cache_bytes(plan: Plan, rank: int, tokens: int, sequences: int = 1,
                    layers: int | None = None) -> float:
     """Keys and values device `rank` caches: its key/value heads (replicated past the
-    model's count, see `heads.py`) for every layer (of `layers`), token and sequence."""
+    model's count, see `heads.py`) for every layer (of `layers`), token and sequence; with
+    latent attention the whole latent and rotary key (`ModelSpec.kv_values_per_token`) on
+    every device, which computes all of them (planning/shards.py)."""
     if not plan.spec.is_decoder:
         return 0.0
-    k = plan.devices[rank].layer_shards["k.weight"]
     count = plan.spec.layers if layers is None else layers
+    if plan.spec.mla is not None:
+        return float(count * tokens * plan.spec.kv_values_per_token() * plan.bytes_per_param
+                     * sequences)
+    k = plan.devices[rank].layer_shards["k.weight"]
     return float(2 * count * tokens * (k.stop - k.start) * plan.bytes_per_param * sequences)
 
 

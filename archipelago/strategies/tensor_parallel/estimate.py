@@ -77,7 +77,7 @@ def _same_costs(stage: Stage) -> tuple:
     program = stage.program
     link = program.cluster.link(0, 1) if program.cluster.size > 1 else None
     return (id(program.engine), id(program.embed_steps), id(program.block_steps),
-            id(program.output_steps), program.cluster.size,
+            id(program.output_steps), id(program.decode_steps), program.cluster.size,
             None if link is None else (link.latency_s, link.bandwidth_Bps))
 
 

@@ -183,6 +183,15 @@ class Plan:
     output_steps: list[Step]
     devices: list[DevicePlan]
     numerics: Literal["fp16", "w8a8"] = "fp16"  # the datapath's arithmetic
+    # The block a pass of one new token runs where it differs from a prompt's (latent
+    # attention absorbed, graph.absorbed_block); None: `block_steps` alike.
+    decode_steps: list[Step] | None = None
+
+    def layer_steps(self, rows: int) -> list[Step]:
+        """The block steps of a pass of `rows` new tokens per sequence."""
+        if rows == 1 and self.decode_steps is not None:
+            return self.decode_steps
+        return self.block_steps
 
     @property
     def ranks(self) -> int:

@@ -163,6 +163,8 @@ def expert_parallel(plan: Plan, ep: int) -> Plan:
     if ep == 1:
         return plan
     assert plan.spec.moe is not None
+    decode = plan.decode_steps
     return replace(plan, block_steps=_steps(plan.block_steps, plan.spec, ep),
+                   decode_steps=None if decode is None else _steps(decode, plan.spec, ep),
                    devices=[_device(dp, plan.spec.moe.experts, ep) for dp in plan.devices])
 
