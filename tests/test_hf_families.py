@@ -228,7 +228,8 @@ def test_tensor_parallel_refuses_what_no_sync_scheme_covers(family: str, fields:
 
 def test_emulation_refuses_new_families_naming_the_emulated_ones() -> None:
     lora, cluster = get_strategy("lora-f"), resolve_cluster("2xu280")
-    emulated = "emulated for gpt2, llama, mistral, mixtral, opt, qwen2, qwen3 decoders"
+    emulated = ("emulated for deepseek_v3, gpt2, llama, mistral, mixtral, opt, qwen2, qwen3 "
+                "decoders")
     for spec, why in [(tiny("Phi3"), f"{emulated}, not 'phi3'"),
                       (tiny("Qwen2Moe"), f"{emulated}, not 'qwen2_moe'")]:
         with pytest.raises(EmulationError, match=why):

@@ -20,11 +20,11 @@ from archipelago.strategies.registry import PlanKind, register, register_kind
 SPLITS = F.BUILTIN - {F.WIDTH_QK_NORMS, F.OUTPUT_NORMS, F.BOTH_NORMS, F.MIXED_SLIDING,
                       F.MIXED_DENSE_MOE}
 # What the emulator's handlers compute (emulate/compute.py) for the families whose
-# checkpoints it reads: the plain GPT-2/OPT/LLaMA blocks, and Mistral's, Qwen's and
-# Mixtral's additions.
+# checkpoints it reads: the plain GPT-2/OPT/LLaMA blocks, and Mistral's, Qwen's,
+# Mixtral's and DeepSeek-V3's additions (emulate/latent.py, emulate/routing.py).
 EMULATES = frozenset({F.GATED_MLP, F.BIASES, F.RMSNORM, F.POST_NORM, F.GROUPED_QUERY,
                       F.EXPLICIT_HEAD_DIM, F.UNEVEN_OUT_BIAS, F.SLIDING_WINDOW,
-                      F.HEAD_QK_NORMS, F.EXPERTS})
+                      F.HEAD_QK_NORMS, F.EXPERTS, F.SHARED_EXPERTS, F.LATENT_ATTENTION})
 
 GENERATION = WorkloadType("generation", (
     WorkloadOption("tokens", "IN:OUT prompt and generated token counts", "64:64",

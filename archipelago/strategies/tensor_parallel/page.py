@@ -69,7 +69,7 @@ def _link_bytes_per_token(stage: Stage) -> float:
         return sum(_LINK_SHARE[s.kind] * (s.senders or 1) * (n - 1) / n * s.width
                    * s.value_bytes for s in steps if isinstance(s, CommStep))
 
-    return (on_link(plan.block_steps) * len(stage.layers)
+    return (on_link(plan.layer_steps(1)) * len(stage.layers)
             + (on_link(plan.output_steps) if stage.last else 0.0))
 
 
@@ -137,12 +137,12 @@ def _cluster_chart(plan: StagedPlan, est: Estimate) -> Chart:
 def _block_timeline(plan: Plan, context: int) -> Chart:
     """One decoder block at a decode step: each device's compute steps and, on its link
     row, every collective from start to finish (the exposed part stalls compute)."""
-    phase = Phase(1, np.array([context]))
-    seconds = [float(s[0]) for s in steps_seconds(plan, plan.block_steps, phase)]
+    phase, steps = Phase(1, np.array([context])), plan.layer_steps(1)
+    seconds = [float(s[0]) for s in steps_seconds(plan, steps, phase)]
     spans = []
     for rank in range(plan.ranks):
         now = 0.0
-        for step, exposed in zip(plan.block_steps, seconds, strict=True):
+        for step, exposed in zip(steps, seconds, strict=True):
             if isinstance(step, ComputeStep):
                 label = step.op.name + ("" if step.stage == "whole" else f" ({step.stage})")
                 spans.append(Span(f"device {rank}", now, now + exposed, label,
@@ -191,7 +191,7 @@ def _op_points(plan: Plan, phase: Phase, group: str) -> list[OpPoint]:
     """The block's compute steps on one device: its share of each op's operations, the
     bytes it reads (weights or the KV cache) and writes, and the engine's time."""
     points, value = [], plan.bytes_per_param
-    for step in plan.block_steps:
+    for step in plan.layer_steps(phase.new_tokens):
         if not isinstance(step, ComputeStep):
             continue
         op = step.op

@@ -71,7 +71,10 @@ def _busiest(heads: int, kv_heads: int, ranks: int) -> HeadShare:
 def even(spec: ModelSpec, ranks: int) -> bool:
     """Every device holds the same heads, key/value heads and columns (what the emulator's
     SPMD interpreter runs: one step list with one local size per op)."""
-    return (spec.heads % ranks == 0 and spec.hidden % ranks == 0 and spec.ffn % ranks == 0
+    moe = spec.moe
+    ffns = (spec.ffn, *((moe.expert_ffn, moe.shared_ffn) if moe else ()))
+    return (spec.heads % ranks == 0 and spec.hidden % ranks == 0
+            and all(f % ranks == 0 for f in ffns)
             and (spec.kv_heads % ranks == 0 or ranks % spec.kv_heads == 0))
 
 
