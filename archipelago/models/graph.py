@@ -336,14 +336,16 @@ def _variants(spec: ModelSpec) -> tuple[tuple[tuple[Op, ...], tuple[int, ...]], 
 def absorbed_block(spec: ModelSpec) -> tuple[Op, ...]:
     """`Graph.block` with latent attention absorbed (`_absorbed_attention`): the form a new
     token runs against a cache of latents. With the cache holding only latents, the
-    expanded form must re-expand every cached token through kv_b at each step
-    (transformers' expand_kv does), 2 x heads x kv_rank x (nope_dim + v_dim) FLOPs per
-    cached token, against the absorbed form's 2 x heads x (2 kv_rank + rope_dim) per
-    cached token and the same per new token (its q_latent and v_up): the absorbed form
-    costs less whenever nope_dim + v_dim >= 2, so a decode step always runs it; a prompt
-    with no cache before it runs the expanded form, whose (query, key) pairs are cheaper
-    (qk_dim + v_dim against 2 kv_rank + rope_dim per head). Models without latent attention
-    run `Graph.block` alike."""
+    expanded form must re-expand every earlier token through kv_b at each step
+    (transformers' expand_kv does): 2 x heads x kv_rank x (nope_dim + v_dim) FLOPs per
+    earlier token, besides 2 x heads x (qk_dim + v_dim) per (query, key) pair; the absorbed
+    form spends 2 x heads x (2 kv_rank + rope_dim) per pair and, per new token, as much
+    as expanding it once (q_latent and v_up). At context L it is cheaper by
+    2 heads ((L - 1) kv_rank (nope_dim + v_dim) - L (2 kv_rank + rope_dim - qk_dim -
+    v_dim)): for DeepSeek-V3 whenever L >= 2, every decode step (only a token-serial
+    prompt's first pass, L = 1, costs a little more, tests/test_latent_plan.py). A prompt
+    with no cache before it runs the expanded form, whose pairs are cheaper. Models
+    without latent attention run `Graph.block` alike."""
     graph = build_graph(spec)
     if spec.mla is None:
         return graph.block
