@@ -212,10 +212,6 @@ def test_tensor_parallel_carries_head_local_qk_norms_and_moe() -> None:
 
 
 @pytest.mark.parametrize(("family", "fields", "why"), [
-    ("DeepseekV3", dict(n_routed_experts=4, num_experts_per_tok=2, n_group=2, topk_group=1,
-                        kv_lora_rank=16, q_lora_rank=32, qk_rope_head_dim=8,
-                        qk_nope_head_dim=8, v_head_dim=16, moe_intermediate_size=32),
-     "it has dense and MoE layers mixed, which"),  # its latent attention splits
     ("Olmo2", {}, "query/key norms over the whole width"),
     ("Gemma2", dict(head_dim=16), "sliding-window and full attention layers mixed"),
 ])

@@ -2,16 +2,19 @@
 holds, the syncs, the latent KV cache, and the absorbed decode form's FLOPs against the
 expanded form's, each computed by hand (DeepSeek-V2, arXiv 2405.04434, §2.1.2-2.1.3)."""
 
+import numpy as np
 import pytest
 
-from archipelago.errors import PartitionError
+from archipelago.errors import ArchipelagoError
 from archipelago.estimate.workload import Generation
 from archipelago.hardware.cluster import resolve_cluster
 from archipelago.models.graph import Op, Phase, absorbed_block, build_graph, decode, prefill
 from archipelago.models.hf_config import spec_from_hf_config
 from archipelago.models.spec import ModelSpec
+from archipelago.models.weights import embedding_weights, layer_weights, output_weights
 from archipelago.strategies.registry import get_strategy
-from archipelago.strategies.tensor_parallel.costs import kv_cache_bytes
+from archipelago.strategies.tensor_parallel.costs import kv_cache_bytes, steps_seconds
+from archipelago.strategies.tensor_parallel.estimate import estimate
 from archipelago.strategies.tensor_parallel.plan import CommStep, ComputeStep, Plan
 from tests.test_hf_families import config
 
@@ -108,7 +111,37 @@ def test_every_board_caches_the_whole_latent() -> None:
     assert [kv_cache_bytes(plan, rank, 10) for rank in range(2)] == [2 * 10 * 24 * 2] * 2
 
 
-def test_dense_layers_before_the_moe_ones_are_refused_in_one_line() -> None:
+def test_dense_layers_run_their_own_block_and_hold_their_own_weights() -> None:
+    """Layer 0 dense (first_k_dense_replace 1), layer 1 MoE, in two stages of one board:
+    each stage's decode step is its own layers' steps (the dense FFN's in stage 0, the
+    router's and experts' in stage 1) and each board holds its own layers' weights."""
     spec = deepseek(**{**TINY, "first_k_dense_replace": 1})
-    with pytest.raises(PartitionError, match="it has dense and MoE layers mixed, which"):
-        get_strategy("lora-q").plan(spec, resolve_cluster("2xu280"), None, WORK)
+    plan = get_strategy("dfx").plan(spec, resolve_cluster("2x1xu280"),
+                                    {"split": "tp=1,pp=2,layers=1+1"}, WORK)
+    ring = plan.program
+    dense, moe = ring.layer_steps(1, 0), ring.layer_steps(1, 1)
+    names = [{s.op.name for s in steps if isinstance(s, ComputeStep)} for steps in (dense, moe)]
+    assert "router" in names[1] and "router" not in names[0]
+    est = estimate(plan, WORK)
+    for stage, steps, ends in ((0, dense, ring.embed_steps), (1, moe, ring.output_steps)):
+        context = np.array([WORK.input_tokens + 1])
+        own = [s for part in (steps, ends) for s in steps_seconds(ring, part, Phase(1, context))]
+        assert est.stages[stage].decode_s_per_token == pytest.approx(float(sum(own)[0]))
+    dense_weights = sum(t.numel for t in layer_weights(spec, 0))
+    moe_weights = sum(t.numel for t in layer_weights(spec, 1))
+    assert dense_weights != moe_weights
+    held = [est.devices[k].hbm_bytes + est.devices[k].ddr_bytes for k in range(2)]
+    tables = sum(t.numel for t in embedding_weights(spec))
+    outputs = sum(t.numel for t in output_weights(spec))
+    cache = 1 * WORK.total_tokens * (16 + 8) * 2  # one layer's latent and rotary key
+    # DFX keeps the tables whole in DDR, the untied head also copied to HBM it streams.
+    head = 128 * 64
+    assert held == [2 * (dense_weights + tables) + cache,
+                    2 * (moe_weights + outputs + head) + cache]
+
+
+def test_whole_experts_are_refused_beside_dense_layers() -> None:
+    spec = deepseek(**{**TINY, "first_k_dense_replace": 1})
+    with pytest.raises(ArchipelagoError, match="has dense layers beside its MoE ones"):
+        get_strategy("dfx").plan(spec, resolve_cluster("2xu280"),
+                                 {"split": "tp=2,pp=1,ep=2"}, WORK)

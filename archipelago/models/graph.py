@@ -333,8 +333,9 @@ def _variants(spec: ModelSpec) -> tuple[tuple[tuple[Op, ...], tuple[int, ...]], 
                   tuple(i for i, k in kinds.items() if k == kind)) for kind in order)
 
 
-def absorbed_block(spec: ModelSpec) -> tuple[Op, ...]:
-    """`Graph.block` with latent attention absorbed (`_absorbed_attention`): the form a new
+def absorbed_block(spec: ModelSpec, layer: int | None = None) -> tuple[Op, ...]:
+    """`layer`'s block (None: `Graph.block`'s) with latent attention absorbed
+    (`_absorbed_attention`): the form a new
     token runs against a cache of latents. With the cache holding only latents, the
     expanded form must re-expand every earlier token through kv_b at each step
     (transformers' expand_kv does): 2 x heads x kv_rank x (nope_dim + v_dim) FLOPs per
@@ -347,9 +348,10 @@ def absorbed_block(spec: ModelSpec) -> tuple[Op, ...]:
     with no cache before it runs the expanded form, whose pairs are cheaper. Models
     without latent attention run `Graph.block` alike."""
     graph = build_graph(spec)
+    layer = graph.variants[0][1][0] if layer is None else layer
     if spec.mla is None:
-        return graph.block
-    return build_block(spec, graph.variants[0][1][0], absorbed=True)  # the common block's
+        return next(ops for ops, ids in graph.variants if layer in ids)
+    return build_block(spec, layer, absorbed=True)
 
 
 # A graph is frozen (tuples of frozen ops) and a pure function of the spec's fields.

@@ -48,12 +48,17 @@ FP16_BYTES = 2.0
 
 @dataclass(frozen=True)
 class Share:
-    """The part of the model a stage runs: `layers` blocks, the embedding if `first`, the
-    final norm and LM head if `last`."""
+    """The part of the model a stage runs: `layers` blocks from layer `start`, the
+    embedding if `first`, the final norm and LM head if `last`."""
 
     layers: int
     first: bool = True
     last: bool = True
+    start: int = 0
+
+    def blocks(self, plan: Plan) -> list[tuple[int | None, int]]:
+        """Each kind of layer in it and how many (`Plan.block_counts`)."""
+        return plan.block_counts(self.start, self.layers)
 
 
 def whole(plan: Plan) -> Share:
@@ -196,7 +201,8 @@ def phase_seconds(plan: Plan, rows: int, context: np.ndarray, share: Share,
     phase, window = Phase(rows, context), plan.spec.sliding_window
     block = phase if rows > 1 or window is None else Phase(1, np.minimum(context, window))
     parts: list[Part] = [(plan.embed_steps, phase, 1)] if share.first else []
-    parts.append((plan.layer_steps(rows), block, share.layers))
+    parts += [(plan.layer_steps(rows, layer), block, count)
+              for layer, count in share.blocks(plan)]
     if output and share.last:
         parts.append((plan.output_steps, Phase(1, context), 1))
     return seconds_by_category(plan, parts, context.shape, sequences, times=times)
@@ -296,23 +302,28 @@ _MEMORIES: tuple[MemoryKind, ...] = ("hbm", "ddr")
 
 class Holdings:
     """What each board of a ring program holds, counted once: its core's units, and in each
-    memory the elements of one layer and of either end's tensors. Any share of the model is
-    then arithmetic (a split's search asks for many)."""
+    memory the elements of one layer of each kind and of either end's tensors. Any share of
+    the model is then arithmetic (a split's search asks for many)."""
 
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
         self.units = plan.engine.resources(plan.spec)
-        self.per_layer = {m: [dp.layer_elements(plan.spec, m) for dp in plan.devices]
-                          for m in _MEMORIES}
+        first = plan.graph.variants[0][1][0] if plan.graph.variants else 0
+        self.per_layer = {m: [{layer: dp.layer_elements(plan.spec, m, first
+                                                        if layer is None else layer)
+                               for layer in (None, *(b.layers[0] for b in plan.other_blocks))}
+                              for dp in plan.devices] for m in _MEMORIES}
         self.ends = {m: [_end_elements(dp, plan, m) for dp in plan.devices]
                      for m in _MEMORIES}
 
     def held_bytes(self, rank: int, memory: MemoryKind, share: Share) -> float:
-        """Bytes board `rank` keeps in `memory` for `share`; every layer shares one
-        template (DevicePlan.held_bytes, for all of the model)."""
+        """Bytes board `rank` keeps in `memory` for `share`; every layer of a kind shares
+        one template (DevicePlan.held_bytes, for all of the model)."""
         first, last = self.ends[memory][rank]
-        return ((self.per_layer[memory][rank] * share.layers + first * share.first
-                 + last * share.last) * self.plan.bytes_per_param)
+        per_layer = self.per_layer[memory][rank]
+        layers = sum(per_layer[layer] * count for layer, count in share.blocks(self.plan))
+        return ((layers + first * share.first + last * share.last)
+                * self.plan.bytes_per_param)
 
     def device_use(self, workload: Generation, share: Share | None = None,
                    first_rank: int = 0) -> list[DeviceUse]:

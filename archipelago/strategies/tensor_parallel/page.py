@@ -38,8 +38,9 @@ from archipelago.strategies.tensor_parallel.dfx_program.asm import format_instr
 from archipelago.strategies.tensor_parallel.dfx_program.timing import instr_class
 from archipelago.strategies.tensor_parallel.dfx_program.versus import simulate_plan
 from archipelago.strategies.tensor_parallel.engines.overlap import collective_seconds
-from archipelago.strategies.tensor_parallel.estimate import Estimate, estimate, share
+from archipelago.strategies.tensor_parallel.estimate import Estimate, estimate
 from archipelago.strategies.tensor_parallel.plan import CommStep, ComputeStep, Plan
+from archipelago.strategies.tensor_parallel.split_choice import share
 from archipelago.strategies.tensor_parallel.staged import Stage, StagedPlan
 
 MS = 1e3
@@ -69,7 +70,8 @@ def _link_bytes_per_token(stage: Stage) -> float:
         return sum(_LINK_SHARE[s.kind] * (s.senders or 1) * (n - 1) / n * s.width
                    * s.value_bytes for s in steps if isinstance(s, CommStep))
 
-    return (on_link(plan.layer_steps(1)) * len(stage.layers)
+    blocks = plan.block_counts(stage.layers.start, len(stage.layers))
+    return (sum(on_link(plan.layer_steps(1, layer)) * count for layer, count in blocks)
             + (on_link(plan.output_steps) if stage.last else 0.0))
 
 

@@ -75,8 +75,9 @@ def check(plan: Plan, job: EmulationJob) -> None:
                              "the ranks a multiple of the key/value heads); the estimate costs "
                              "uneven splits")
     numerics(spec)
-    steps = [*plan.embed_steps, *plan.block_steps, *(plan.decode_steps or ()),
-             *plan.output_steps]
+    steps = [*plan.embed_steps, *plan.output_steps,
+             *(s for layer in range(spec.layers) for rows in (1, 2)
+               for s in plan.layer_steps(rows, layer))]
     missing = sorted({s.op.kind for s in steps if isinstance(s, ComputeStep)} - set(COMPUTE)
                      | {s.kind for s in steps if isinstance(s, CommStep)} - set(COMM))
     if missing:

@@ -18,8 +18,9 @@ held whole on every device too (costs.kv_cache_bytes).
 from archipelago.hardware.cluster import Cluster
 from archipelago.hardware.device import Device
 from archipelago.memo import by_content
+from archipelago.models.graph import build_graph
 from archipelago.models.spec import ModelSpec
-from archipelago.models.weights import template_weights
+from archipelago.models.weights import WeightTensor, layer_weights, template_weights
 from archipelago.split import split_bounds
 from archipelago.strategies.tensor_parallel.plan import DevicePlan, MemoryKind, Shard
 from archipelago.strategies.tensor_parallel.planning.heads import (
@@ -44,6 +45,16 @@ REPLICATED = frozenset({"router", "q_a", "kv_a"})
 LATENT_NORMS = frozenset({"q_a_norm", "kv_a_norm"})
 # Norms that never run over the residual's split columns.
 UNSPLIT_NORMS = HEAD_LOCAL | LATENT_NORMS
+
+
+def kinds_of_layer_tensors(spec: ModelSpec) -> list[WeightTensor]:
+    """One layer's tensors of each kind of layer (dense and MoE), one per role: what the
+    per-layer shard table holds."""
+    roles: dict[str, WeightTensor] = {}
+    for _, ids in build_graph(spec).variants:
+        for tensor in layer_weights(spec, ids[0]):
+            roles.setdefault(tensor.role, tensor)
+    return list(roles.values())
 
 
 def placed(memory: MemoryKind, device: Device) -> MemoryKind:
@@ -106,8 +117,8 @@ def _rank_shards(spec: ModelSpec, ranks: int, rank: int, split_norms: bool, spli
     vocab = split_bounds(spec.vocab, ranks, rank) if split_head else (0, spec.vocab)
     layer: dict[str, Shard] = {}
     share = head_share(spec, ranks, rank)
-    block, outside = template_weights(spec)
-    for tensor in block:
+    _, outside = template_weights(spec)
+    for tensor in kinds_of_layer_tensors(spec):
         name, part = tensor.role.split(".")
         axis = len(tensor.shape) - 1
         start, stop = columns(spec, name, tensor.shape[axis], ranks, rank, share)

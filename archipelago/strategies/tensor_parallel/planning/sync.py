@@ -19,6 +19,7 @@ from archipelago.split import split_bounds
 from archipelago.strategies.tensor_parallel.plan import (
     CommStep,
     ComputeStep,
+    LayerBlock,
     MemoryKind,
     Plan,
     Step,
@@ -161,33 +162,45 @@ def whole_steps(ops: tuple[Op, ...]) -> list[Step]:
     return [ComputeStep(op, op.fan_out) for op in ops]
 
 
+Blocks = tuple[tuple[Step, ...], tuple[Step, ...]]  # a prompt's steps, one token's (or ())
+
+
+def _block(scheme: Scheme, ops: tuple[Op, ...], layer: int, spec: ModelSpec, ranks: int,
+           activation_bytes: float, group_rows: int) -> Blocks:
+    """The steps of `layer`'s kind of block, and of its one-token form where it differs
+    (latent attention absorbed; else empty)."""
+    one = absorbed_block(spec, layer)
+    return (tuple(scheme_steps(scheme, ops, spec, ranks, activation_bytes, group_rows)),
+            () if one == ops else
+            tuple(scheme_steps(scheme, one, spec, ranks, activation_bytes, group_rows)))
+
+
 # Steps are frozen and a pure function of these arguments; plans get copies.
 @by_content(maxsize=64)
 def _steps(spec: ModelSpec, scheme: Scheme, ranks: int, activation_bytes: float,
-           group_rows: int) -> tuple[tuple[Step, ...], ...]:
-    """The embed, block and output steps, and the block of a one-token pass where it
-    differs (latent attention absorbed; else empty)."""
+           group_rows: int) -> tuple[tuple[Step, ...], tuple[Step, ...], tuple[Blocks, ...]]:
+    """The embed and output steps, and each kind of block's (graph.variants' order)."""
     graph = build_graph(spec)
-    decode = absorbed_block(spec)
-    embed, block, output, one = (
-        tuple(scheme_steps(scheme, ops, spec, ranks, activation_bytes, group_rows))
-        for ops in (graph.embed, graph.block, graph.output,
-                    () if decode == graph.block else decode))
-    return (embed, block, output if scheme.vocab_split else tuple(whole_steps(graph.output)),
-            one)
+    embed, output = (tuple(scheme_steps(scheme, ops, spec, ranks, activation_bytes,
+                                        group_rows)) for ops in (graph.embed, graph.output))
+    blocks = tuple(_block(scheme, ops, ids[0], spec, ranks, activation_bytes, group_rows)
+                   for ops, ids in graph.variants)
+    return embed, output if scheme.vocab_split else tuple(whole_steps(graph.output)), blocks
 
 
 def ring_program(strategy: str, scheme: Scheme, spec: ModelSpec, cluster: Cluster,
                  engine: Any, bytes_per_param: float, activation_bytes: float = 2.0,
                  group_rows: int = 1, numerics: str = "fp16") -> Plan:
     """The ring program of `spec` on `cluster` under `scheme`, run by `engine`'s cores."""
-    embed, block, output, one = _steps(spec, scheme, cluster.size, activation_bytes,
-                                       group_rows)
+    embed, output, blocks = _steps(spec, scheme, cluster.size, activation_bytes, group_rows)
     devices = device_plans(spec, cluster, scheme.column_residual, scheme.matrix_mirror,
                            scheme.vocab_split, frozenset(scheme.reduce_after))
     graph: Graph = build_graph(spec)
+    (block, one), others = blocks[0], zip(graph.variants[1:], blocks[1:], strict=True)
     return Plan(strategy=strategy, scheme=scheme.name, spec=spec, graph=graph,
                 cluster=cluster, engine=engine, bytes_per_param=bytes_per_param,
                 embed_steps=list(embed), block_steps=list(block), output_steps=list(output),
                 devices=devices, numerics=numerics,  # type: ignore[arg-type]
-                decode_steps=list(one) if one else None)
+                decode_steps=list(one) if one else None,
+                other_blocks=[LayerBlock(ids, list(steps), list(other) if other else None)
+                              for (_, ids), (steps, other) in others])
