@@ -19,7 +19,7 @@ import numpy as np
 from archipelago.engines.base import add_resources
 from archipelago.estimate.workload import Generation
 from archipelago.hardware.cluster import Cluster
-from archipelago.hardware.device import Link, Resources
+from archipelago.hardware.device import Resources
 from archipelago.models.graph import Phase
 from archipelago.models.weights import embedding_weights, output_weights
 from archipelago.strategies.tensor_parallel.engines.overlap import exposed_seconds
@@ -42,7 +42,6 @@ _CATEGORY = {
 _ATTENTION_LINEARS = frozenset({"q", "k", "v", "attn_out", "q_a", "q_b", "kv_a", "kv_b",
                                 "q_latent", "v_up"})
 CATEGORIES = ("embedding", "attention", "ffn", "layernorm_residual", "sync", "lm_head")
-TOKEN_ID_BYTES = 4  # the sampled token travels between stages as an int32
 FP16_BYTES = 2.0
 
 
@@ -308,11 +307,12 @@ class Holdings:
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
         self.units = plan.engine.resources(plan.spec)
-        first = plan.graph.variants[0][1][0] if plan.graph.variants else 0
-        self.per_layer = {m: [{layer: dp.layer_elements(plan.spec, m, first
-                                                        if layer is None else layer)
-                               for layer in (None, *(b.layers[0] for b in plan.other_blocks))}
-                              for dp in plan.devices] for m in _MEMORIES}
+        # A layer of each kind, keyed as Plan.block_counts names them (None: the commonest).
+        main = plan.graph.variants[0][1][0] if plan.graph.variants else 0
+        kinds = {None: main, **{b.layers[0]: b.layers[0] for b in plan.other_blocks}}
+        self.per_layer = {m: [{kind: dp.layer_elements(plan.spec, m, layer)
+                               for kind, layer in kinds.items()} for dp in plan.devices]
+                          for m in _MEMORIES}
         self.ends = {m: [_end_elements(dp, plan, m) for dp in plan.devices]
                      for m in _MEMORIES}
 
@@ -374,38 +374,3 @@ def positions_reason(plan: Plan, workload: Generation) -> list[str]:
         return [f"{workload.total_tokens} tokens exceed the model's "
                 f"{plan.spec.max_positions} positions"]
     return []
-
-
-def activation_bytes(plan: Plan) -> float:
-    """Bytes of one activation value between boards: what the plan's all-gathers carry."""
-    return next((s.value_bytes for s in plan.block_steps
-                 if isinstance(s, CommStep) and s.kind == "all_gather"), FP16_BYTES)
-
-
-def transfer_seconds(plan: Plan, workload: Generation, links: list[Link]
-                     ) -> tuple[float, np.ndarray]:
-    """Seconds between stages (`links`: stage k to k + 1, then the last back to the first;
-    none for one stage) of the prompt, and of each decode step: the hidden vector of every
-    row forward at the activations' width (seeds/002 §III's all-gather width), the sampled
-    token (an int32) back. A batch moves its rows together, or in turn on an engine that
-    runs its sequences so."""
-    n_in, n_out = workload.input_tokens, workload.output_tokens
-    together, turns = sequence_turns(plan, workload)
-    row = together * plan.spec.hidden * activation_bytes(plan)
-    prompt = 0.0
-    for link in links[:-1]:
-        prompt += (n_in * link.transfer_s(row) if plan.engine.token_serial_prefill
-                   else link.transfer_s(n_in * row))
-    step = sum(link.transfer_s(row) for link in links[:-1])
-    if links:
-        step += links[-1].transfer_s(together * TOKEN_ID_BYTES)
-    return turns * prompt, np.full(max(n_out - 1, 0), turns * step)
-
-
-def stage_links(cluster: Cluster, tp: int, pp: int) -> list[Link]:
-    """The links a token crosses between `pp` stages of `tp` boards: stage k's last board to
-    stage k + 1's first, then the last stage's first board back to the first stage's."""
-    if pp == 1:
-        return []
-    hops = [cluster.link(k * tp + tp - 1, (k + 1) * tp) for k in range(pp - 1)]
-    return [*hops, cluster.link((pp - 1) * tp, 0)]

@@ -23,8 +23,6 @@ from archipelago.strategies.tensor_parallel.costs import (
     DeviceUse,
     Holdings,
     generation_seconds,
-    stage_links,
-    transfer_seconds,
 )
 from archipelago.strategies.tensor_parallel.split_choice import (
     share,
@@ -32,6 +30,7 @@ from archipelago.strategies.tensor_parallel.split_choice import (
     stages_key,
 )
 from archipelago.strategies.tensor_parallel.staged import Stage, StagedPlan
+from archipelago.strategies.tensor_parallel.transfers import stage_links, transfer_seconds
 
 
 @dataclass

@@ -27,12 +27,9 @@ from archipelago.report.page import Chart, KindPage
 from archipelago.report.sweep import device_count_sweep
 from archipelago.strategies.tensor_parallel.costs import (
     CATEGORIES,
-    TOKEN_ID_BYTES,
-    activation_bytes,
     decode_seconds,
     step_category,
     steps_seconds,
-    transfer_seconds,
 )
 from archipelago.strategies.tensor_parallel.dfx_program.asm import format_instr
 from archipelago.strategies.tensor_parallel.dfx_program.timing import instr_class
@@ -42,6 +39,11 @@ from archipelago.strategies.tensor_parallel.estimate import Estimate, estimate
 from archipelago.strategies.tensor_parallel.plan import CommStep, ComputeStep, Plan
 from archipelago.strategies.tensor_parallel.split_choice import share
 from archipelago.strategies.tensor_parallel.staged import Stage, StagedPlan
+from archipelago.strategies.tensor_parallel.transfers import (
+    TOKEN_ID_BYTES,
+    activation_bytes,
+    transfer_seconds,
+)
 
 MS = 1e3
 # Bytes one link carries per byte of a collective's full result, on a ring of N: an

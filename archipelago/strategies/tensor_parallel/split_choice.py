@@ -24,13 +24,12 @@ from archipelago.strategies.tensor_parallel.costs import (
     feasibility,
     generation_seconds,
     positions_reason,
-    stage_links,
-    transfer_seconds,
 )
 from archipelago.strategies.tensor_parallel.plan import Plan
 from archipelago.strategies.tensor_parallel.planning.experts import check_ep
 from archipelago.strategies.tensor_parallel.planning.stages import Split, balanced_layers
 from archipelago.strategies.tensor_parallel.staged import Stage
+from archipelago.strategies.tensor_parallel.transfers import stage_links, transfer_seconds
 
 
 def degrees(cluster: Cluster) -> list[int]:
