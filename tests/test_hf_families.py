@@ -209,10 +209,6 @@ def test_tensor_parallel_carries_head_local_qk_norms_and_moe() -> None:
 
 
 @pytest.mark.parametrize(("family", "fields", "why"), [
-    ("DeepseekV3", dict(n_routed_experts=4, num_experts_per_tok=2, n_group=2, topk_group=1,
-                        kv_lora_rank=16, q_lora_rank=32, qk_rope_head_dim=8,
-                        qk_nope_head_dim=8, v_head_dim=16, moe_intermediate_size=32),
-     "multi-head latent attention"),
     ("Olmo2", {}, "query/key norms over the whole width"),
     ("Gemma2", dict(head_dim=16), "sliding-window and full attention layers mixed"),
 ])
@@ -225,7 +221,8 @@ def test_tensor_parallel_refuses_what_no_sync_scheme_covers(family: str, fields:
 
 def test_emulation_refuses_new_families_naming_the_emulated_ones() -> None:
     lora, cluster = get_strategy("lora-f"), resolve_cluster("2xu280")
-    emulated = "emulated for gpt2, llama, mistral, mixtral, opt, qwen2, qwen3 decoders"
+    emulated = ("emulated for deepseek_v3, gpt2, llama, mistral, mixtral, opt, qwen2, qwen3 "
+                "decoders")
     for spec, why in [(tiny("Phi3"), f"{emulated}, not 'phi3'"),
                       (tiny("Qwen2Moe"), f"{emulated}, not 'qwen2_moe'")]:
         with pytest.raises(EmulationError, match=why):

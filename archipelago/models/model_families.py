@@ -53,13 +53,18 @@ class FixedOption:
 class FamilyNumerics:
     """What a family's arithmetic needs beyond ModelSpec's sizes: the norm epsilon (read
     from config key `norm_eps_key`, `norm_eps` where absent, or always `norm_eps` where the
-    key is None), the rotary base's transformers default (None: learned positions), and
-    the options that must hold one value (config key -> FixedOption), checked in order."""
+    key is None), the rotary base's transformers default (None: learned positions), the
+    options that must hold one value (config key -> FixedOption), checked in order, whether
+    rotary pairs are interleaved (DeepSeek's rope_interleave) rather than halves, and an
+    MoE router's options with their transformers defaults (config key -> default): empty
+    for Mixtral's softmax top-k, DeepSeek's group-limited sigmoid router otherwise."""
 
     norm_eps: float
     norm_eps_key: str | None
     rope_theta: float | None = None
     fixed: Mapping[str, FixedOption] = field(default_factory=dict)
+    rope_interleaved: bool = False
+    routing: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -12,18 +12,20 @@ from archipelago.strategies.registry import PlanKind, register, register_kind
 
 # The model features the plans split, and the fewer the emulator runs (PlanKind.supports /
 # emulates). Left out of the plans: norms over a split width or after each sublayer (where
-# would DFX's and LORA's syncs go?), DeepSeek's latent attention, and layers of two kinds,
-# since a plan repeats one block template. A mixture of experts splits like any FFN
-# (planning/experts.py places whole experts instead); parallel blocks' sublayers each split as their
-# sequential twin.
-SPLITS = F.BUILTIN - {F.WIDTH_QK_NORMS, F.OUTPUT_NORMS, F.BOTH_NORMS, F.LATENT_ATTENTION,
-                      F.MIXED_SLIDING, F.MIXED_DENSE_MOE}
+# would DFX's and LORA's syncs go?) and sliding and full layers mixed. A mixture of
+# experts splits like any FFN (planning/experts.py places whole experts instead), dense
+# layers beside MoE ones each run their own block (Plan.other_blocks); parallel blocks'
+# sublayers each split as their sequential twin; latent attention's up projections split
+# by heads, its down projections whole on every board (planning/shards.py), decode in the
+# absorbed form (graph.absorbed_block).
+SPLITS = F.BUILTIN - {F.WIDTH_QK_NORMS, F.OUTPUT_NORMS, F.BOTH_NORMS, F.MIXED_SLIDING}
 # What the emulator's handlers compute (emulate/compute.py) for the families whose
-# checkpoints it reads: the plain GPT-2/OPT/LLaMA blocks, and Mistral's, Qwen's and
-# Mixtral's additions.
+# checkpoints it reads: the plain GPT-2/OPT/LLaMA blocks, and Mistral's, Qwen's,
+# Mixtral's and DeepSeek-V3's additions (emulate/latent.py, emulate/routing.py).
 EMULATES = frozenset({F.GATED_MLP, F.BIASES, F.RMSNORM, F.POST_NORM, F.GROUPED_QUERY,
                       F.EXPLICIT_HEAD_DIM, F.UNEVEN_OUT_BIAS, F.SLIDING_WINDOW,
-                      F.HEAD_QK_NORMS, F.EXPERTS})
+                      F.HEAD_QK_NORMS, F.EXPERTS, F.SHARED_EXPERTS, F.LATENT_ATTENTION,
+                      F.MIXED_DENSE_MOE})
 
 GENERATION = WorkloadType("generation", (
     WorkloadOption("tokens", "IN:OUT prompt and generated token counts", "64:64",

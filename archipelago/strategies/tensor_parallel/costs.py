@@ -19,7 +19,7 @@ import numpy as np
 from archipelago.engines.base import add_resources
 from archipelago.estimate.workload import Generation
 from archipelago.hardware.cluster import Cluster
-from archipelago.hardware.device import Link, Resources
+from archipelago.hardware.device import Resources
 from archipelago.models.graph import Phase
 from archipelago.models.weights import embedding_weights, output_weights
 from archipelago.strategies.tensor_parallel.engines.overlap import exposed_seconds
@@ -39,20 +39,25 @@ _CATEGORY = {
     "residual": "layernorm_residual", "attn_score": "attention", "softmax": "attention",
     "attn_context": "attention", "activation": "ffn", "gated_activation": "ffn",
 }
-_ATTENTION_LINEARS = frozenset({"q", "k", "v", "attn_out"})
+_ATTENTION_LINEARS = frozenset({"q", "k", "v", "attn_out", "q_a", "q_b", "kv_a", "kv_b",
+                                "q_latent", "v_up"})
 CATEGORIES = ("embedding", "attention", "ffn", "layernorm_residual", "sync", "lm_head")
-TOKEN_ID_BYTES = 4  # the sampled token travels between stages as an int32
 FP16_BYTES = 2.0
 
 
 @dataclass(frozen=True)
 class Share:
-    """The part of the model a stage runs: `layers` blocks, the embedding if `first`, the
-    final norm and LM head if `last`."""
+    """The part of the model a stage runs: `layers` blocks from layer `start`, the
+    embedding if `first`, the final norm and LM head if `last`."""
 
     layers: int
     first: bool = True
     last: bool = True
+    start: int = 0
+
+    def blocks(self, plan: Plan) -> list[tuple[int | None, int]]:
+        """Each kind of layer in it and how many (`Plan.block_counts`)."""
+        return plan.block_counts(self.start, self.layers)
 
 
 def whole(plan: Plan) -> Share:
@@ -190,11 +195,13 @@ def phase_seconds(plan: Plan, rows: int, context: np.ndarray, share: Share,
     length over `share` of the model: the embedding for all rows, the block once per layer,
     then (if `output`) the output ops on each sequence's last row. One new token of a
     sliding-window model (plans have it in every layer or refuse it) attends to the last
-    `window` keys only; a prompt pass still attends in full."""
+    `window` keys only; a prompt pass still attends in full. One new token runs the
+    plan's one-token block (`Plan.layer_steps`: latent attention absorbed)."""
     phase, window = Phase(rows, context), plan.spec.sliding_window
     block = phase if rows > 1 or window is None else Phase(1, np.minimum(context, window))
     parts: list[Part] = [(plan.embed_steps, phase, 1)] if share.first else []
-    parts.append((plan.block_steps, block, share.layers))
+    parts += [(plan.layer_steps(rows, layer), block, count)
+              for layer, count in share.blocks(plan)]
     if output and share.last:
         parts.append((plan.output_steps, Phase(1, context), 1))
     return seconds_by_category(plan, parts, context.shape, sequences, times=times)
@@ -258,11 +265,16 @@ def decode_seconds(plan: Plan, contexts: np.ndarray, share: Share | None = None
 def kv_cache_bytes(plan: Plan, rank: int, tokens: int, sequences: int = 1,
                    layers: int | None = None) -> float:
     """Keys and values device `rank` caches: its key/value heads (replicated past the
-    model's count, see `heads.py`) for every layer (of `layers`), token and sequence."""
+    model's count, see `heads.py`) for every layer (of `layers`), token and sequence; with
+    latent attention the whole latent and rotary key (`ModelSpec.kv_values_per_token`) on
+    every device, which computes all of them (planning/shards.py)."""
     if not plan.spec.is_decoder:
         return 0.0
-    k = plan.devices[rank].layer_shards["k.weight"]
     count = plan.spec.layers if layers is None else layers
+    if plan.spec.mla is not None:
+        return float(count * tokens * plan.spec.kv_values_per_token() * plan.bytes_per_param
+                     * sequences)
+    k = plan.devices[rank].layer_shards["k.weight"]
     return float(2 * count * tokens * (k.stop - k.start) * plan.bytes_per_param * sequences)
 
 
@@ -289,23 +301,29 @@ _MEMORIES: tuple[MemoryKind, ...] = ("hbm", "ddr")
 
 class Holdings:
     """What each board of a ring program holds, counted once: its core's units, and in each
-    memory the elements of one layer and of either end's tensors. Any share of the model is
-    then arithmetic (a split's search asks for many)."""
+    memory the elements of one layer of each kind and of either end's tensors. Any share of
+    the model is then arithmetic (a split's search asks for many)."""
 
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
         self.units = plan.engine.resources(plan.spec)
-        self.per_layer = {m: [dp.layer_elements(plan.spec, m) for dp in plan.devices]
+        # A layer of each kind, keyed as Plan.block_counts names them (None: the commonest).
+        main = plan.graph.variants[0][1][0] if plan.graph.variants else 0
+        kinds = {None: main, **{b.layers[0]: b.layers[0] for b in plan.other_blocks}}
+        self.per_layer = {m: [{kind: dp.layer_elements(plan.spec, m, layer)
+                               for kind, layer in kinds.items()} for dp in plan.devices]
                           for m in _MEMORIES}
         self.ends = {m: [_end_elements(dp, plan, m) for dp in plan.devices]
                      for m in _MEMORIES}
 
     def held_bytes(self, rank: int, memory: MemoryKind, share: Share) -> float:
-        """Bytes board `rank` keeps in `memory` for `share`; every layer shares one
-        template (DevicePlan.held_bytes, for all of the model)."""
+        """Bytes board `rank` keeps in `memory` for `share`; every layer of a kind shares
+        one template (DevicePlan.held_bytes, for all of the model)."""
         first, last = self.ends[memory][rank]
-        return ((self.per_layer[memory][rank] * share.layers + first * share.first
-                 + last * share.last) * self.plan.bytes_per_param)
+        per_layer = self.per_layer[memory][rank]
+        layers = sum(per_layer[layer] * count for layer, count in share.blocks(self.plan))
+        return ((layers + first * share.first + last * share.last)
+                * self.plan.bytes_per_param)
 
     def device_use(self, workload: Generation, share: Share | None = None,
                    first_rank: int = 0) -> list[DeviceUse]:
@@ -356,38 +374,3 @@ def positions_reason(plan: Plan, workload: Generation) -> list[str]:
         return [f"{workload.total_tokens} tokens exceed the model's "
                 f"{plan.spec.max_positions} positions"]
     return []
-
-
-def activation_bytes(plan: Plan) -> float:
-    """Bytes of one activation value between boards: what the plan's all-gathers carry."""
-    return next((s.value_bytes for s in plan.block_steps
-                 if isinstance(s, CommStep) and s.kind == "all_gather"), FP16_BYTES)
-
-
-def transfer_seconds(plan: Plan, workload: Generation, links: list[Link]
-                     ) -> tuple[float, np.ndarray]:
-    """Seconds between stages (`links`: stage k to k + 1, then the last back to the first;
-    none for one stage) of the prompt, and of each decode step: the hidden vector of every
-    row forward at the activations' width (seeds/002 §III's all-gather width), the sampled
-    token (an int32) back. A batch moves its rows together, or in turn on an engine that
-    runs its sequences so."""
-    n_in, n_out = workload.input_tokens, workload.output_tokens
-    together, turns = sequence_turns(plan, workload)
-    row = together * plan.spec.hidden * activation_bytes(plan)
-    prompt = 0.0
-    for link in links[:-1]:
-        prompt += (n_in * link.transfer_s(row) if plan.engine.token_serial_prefill
-                   else link.transfer_s(n_in * row))
-    step = sum(link.transfer_s(row) for link in links[:-1])
-    if links:
-        step += links[-1].transfer_s(together * TOKEN_ID_BYTES)
-    return turns * prompt, np.full(max(n_out - 1, 0), turns * step)
-
-
-def stage_links(cluster: Cluster, tp: int, pp: int) -> list[Link]:
-    """The links a token crosses between `pp` stages of `tp` boards: stage k's last board to
-    stage k + 1's first, then the last stage's first board back to the first stage's."""
-    if pp == 1:
-        return []
-    hops = [cluster.link(k * tp + tp - 1, (k + 1) * tp) for k in range(pp - 1)]
-    return [*hops, cluster.link((pp - 1) * tp, 0)]

@@ -22,13 +22,15 @@ from archipelago.strategies.tensor_parallel.costs import (
     CATEGORIES,
     DeviceUse,
     Holdings,
-    Share,
     generation_seconds,
-    stage_links,
-    transfer_seconds,
 )
-from archipelago.strategies.tensor_parallel.split_choice import stage_reasons, stages_key
+from archipelago.strategies.tensor_parallel.split_choice import (
+    share,
+    stage_reasons,
+    stages_key,
+)
 from archipelago.strategies.tensor_parallel.staged import Stage, StagedPlan
+from archipelago.strategies.tensor_parallel.transfers import stage_links, transfer_seconds
 
 
 @dataclass
@@ -67,17 +69,14 @@ class Estimate(GenerationTiming):
         return self.tokens_per_s / len(self.devices)
 
 
-def share(stage: Stage) -> Share:
-    return Share(len(stage.layers), stage.first, stage.last)
-
-
 def _same_costs(stage: Stage) -> tuple:
     """What a stage's seconds depend on besides its share: its engine and steps (objects
     every stage of a split shares), its ring's size and link (the collectives')."""
     program = stage.program
     link = program.cluster.link(0, 1) if program.cluster.size > 1 else None
     return (id(program.engine), id(program.embed_steps), id(program.block_steps),
-            id(program.output_steps), program.cluster.size,
+            id(program.output_steps), id(program.decode_steps), id(program.other_blocks),
+            program.cluster.size,
             None if link is None else (link.latency_s, link.bandwidth_Bps))
 
 

@@ -24,8 +24,9 @@ from archipelago.estimate.floors import DeviceLoad, PhaseFloor, Read, check_floo
 from archipelago.estimate.generation_floors import PassWork, generation_floors
 from archipelago.estimate.workload import Generation
 from archipelago.hardware.device import Device
+from archipelago.models.graph import build_graph
 from archipelago.models.phase_reads import EXPERT_STACKS, expert_share, matmul_flops
-from archipelago.models.weights import output_weights, template_weights
+from archipelago.models.weights import embedding_weights, layer_weights, output_weights
 from archipelago.strategies.tensor_parallel.costs import kv_cache_bytes
 from archipelago.strategies.tensor_parallel.estimate import Estimate
 from archipelago.strategies.tensor_parallel.plan import DevicePlan, Plan, Shard
@@ -36,8 +37,8 @@ Where = tuple[str, ...]  # the memories holding a copy
 
 @dataclass(frozen=True)
 class BoardShards:
-    """Elements one board reads, by the memories holding them: of one layer (expert stacks
-    apart, read by the pass's share of experts) and of the output ops."""
+    """Elements one board reads, by the memories holding them: of its stage's layers
+    (expert stacks apart, read by the pass's share of experts) and of the output ops."""
 
     layer: dict[Where, float]
     experts: dict[Where, float]
@@ -53,33 +54,43 @@ def _where(shard: Shard) -> Where:
     return (shard.memory,) if shard.mirror is None else (shard.memory, shard.mirror)
 
 
-def board_shards(plan: Plan, dp: DevicePlan) -> BoardShards:
-    """What `dp` reads of one layer and of the output ops (a layer's tensors are all read
-    but its expert stacks, read by share; no embedding table is read but a tied head's)."""
+def kinds_of_layers(plan: Plan, layers: range) -> tuple[tuple[int, int], ...]:
+    """(a layer of each kind, how many of `layers` are of that kind): DeepSeek's dense
+    layers beside its MoE ones hold other tensors, so each kind is counted as itself."""
+    return tuple((ids[0], n) for _, ids in build_graph(plan.spec).variants
+                 if (n := sum(i in layers for i in ids)))
+
+
+def board_shards(plan: Plan, dp: DevicePlan, kinds: tuple[tuple[int, int], ...]
+                 ) -> BoardShards:
+    """What `dp` reads of its stage's layers (`kinds`, kinds_of_layers) and of the output
+    ops (a layer's tensors are all read but its expert stacks, read by share; no
+    embedding table is read but a tied head's)."""
     spec = plan.spec
     layer: dict[Where, float] = defaultdict(float)
     experts: dict[Where, float] = defaultdict(float)
     head: dict[Where, float] = defaultdict(float)
-    block, outside = template_weights(spec)
-    for tensor in block:
-        shard = dp.shard_for(tensor)
-        into = experts if tensor.role in EXPERT_STACKS else layer
-        into[_where(shard)] += shard.numel(tensor)
+    for first, count in kinds:
+        for tensor in layer_weights(spec, first):
+            shard = dp.shard_for(tensor)
+            into = experts if tensor.role in EXPERT_STACKS else layer
+            into[_where(shard)] += count * shard.numel(tensor)
     for tensor in output_weights(spec):
         head[_where(dp.shard_for(tensor))] += dp.shard_for(tensor).numel(tensor)
     if spec.is_decoder and spec.tied_embeddings:  # the head reads its vocabulary rows
-        table = next(t for t in outside if t.role == "embed_tokens.weight")
+        table = next(t for t in embedding_weights(spec) if t.role == "embed_tokens.weight")
         rows = dp.vocab_slice[1] - dp.vocab_slice[0]
         head[_where(dp.shard_for(table))] += rows * table.shape[1]
     return BoardShards(dict(layer), dict(experts), dict(head))
 
 
-def _shards_key(plan: Plan, dp: DevicePlan) -> tuple:
+def _shards_key(plan: Plan, dp: DevicePlan, kinds: tuple[tuple[int, int], ...]) -> tuple:
     """What a board's `BoardShards` depend on: its shards, frozen objects the stages'
     programs share (planning/shards.py makes them once per ring shape), by identity (the
-    plan keeps them alive while its floors are counted), and its vocabulary rows."""
+    plan keeps them alive while its floors are counted), its vocabulary rows and the kinds
+    of its stage's layers."""
     return (id(plan.spec), *map(id, dp.layer_shards.values()),
-            *map(id, dp.other_shards.values()), dp.vocab_slice)
+            *map(id, dp.other_shards.values()), dp.vocab_slice, kinds)
 
 
 @dataclass(frozen=True)
@@ -94,13 +105,13 @@ class Board:
 
     def load(self, work: PassWork, share: float) -> DeviceLoad:
         """Its load in a pass whose tokens read `share` of each expert stack."""
-        program, layers = self.stage.program, len(self.stage.layers)
+        program = self.stage.program
         size = program.bytes_per_param
         moved: dict[Where, float] = defaultdict(float)
         for where, n in self.shards.layer.items():
-            moved[where] += n * layers * size
+            moved[where] += n * size
         for where, n in self.shards.experts.items():
-            moved[where] += n * share * layers * size
+            moved[where] += n * share * size
         for where, n in (self.shards.head.items() if self.stage.last else ()):
             moved[where] += n * size
         moved[("hbm",)] += self.kv_per_token * work.cached * work.sequences
@@ -119,10 +130,11 @@ def boards(plan: StagedPlan) -> list[Board]:
     for stage in plan.stages:
         program = stage.program
         per_token = matmul_flops(program.spec, 1, 1, stage.layers, output=stage.last)
+        kinds = kinds_of_layers(program, stage.layers)
         for dp in program.devices:
-            key = _shards_key(program, dp)
+            key = _shards_key(program, dp, kinds)
             if key not in shards:
-                shards[key] = board_shards(program, dp)
+                shards[key] = board_shards(program, dp, kinds)
             kv = kv_cache_bytes(program, dp.rank, 1, 1, len(stage.layers))
             alike = (shards[key].key, dp.device.key, len(stage.layers), stage.last,
                      per_token, program.ranks, kv)

@@ -28,20 +28,23 @@ from archipelago.report.page import Chart, KindPage
 from archipelago.report.sweep import device_count_sweep
 from archipelago.strategies.tensor_parallel.costs import (
     CATEGORIES,
-    TOKEN_ID_BYTES,
-    activation_bytes,
     decode_seconds,
     step_category,
     steps_seconds,
-    transfer_seconds,
 )
 from archipelago.strategies.tensor_parallel.dfx_program.asm import format_instr
 from archipelago.strategies.tensor_parallel.dfx_program.timing import instr_class
 from archipelago.strategies.tensor_parallel.dfx_program.versus import simulate_plan
 from archipelago.strategies.tensor_parallel.engines.overlap import collective_seconds
-from archipelago.strategies.tensor_parallel.estimate import Estimate, estimate, share
+from archipelago.strategies.tensor_parallel.estimate import Estimate, estimate
 from archipelago.strategies.tensor_parallel.plan import CommStep, ComputeStep, Plan
+from archipelago.strategies.tensor_parallel.split_choice import share
 from archipelago.strategies.tensor_parallel.staged import Stage, StagedPlan
+from archipelago.strategies.tensor_parallel.transfers import (
+    TOKEN_ID_BYTES,
+    activation_bytes,
+    transfer_seconds,
+)
 
 MS = 1e3
 # Bytes one link carries per byte of a collective's full result, on a ring of N: an
@@ -70,7 +73,8 @@ def _link_bytes_per_token(stage: Stage) -> float:
         return sum(_LINK_SHARE[s.kind] * (s.senders or 1) * (n - 1) / n * s.width
                    * s.value_bytes for s in steps if isinstance(s, CommStep))
 
-    return (on_link(plan.block_steps) * len(stage.layers)
+    blocks = plan.block_counts(stage.layers.start, len(stage.layers))
+    return (sum(on_link(plan.layer_steps(1, layer)) * count for layer, count in blocks)
             + (on_link(plan.output_steps) if stage.last else 0.0))
 
 
@@ -138,12 +142,12 @@ def _cluster_chart(plan: StagedPlan, est: Estimate) -> Chart:
 def _block_timeline(plan: Plan, context: int) -> Chart:
     """One decoder block at a decode step: each device's compute steps and, on its link
     row, every collective from start to finish (the exposed part stalls compute)."""
-    phase = Phase(1, np.array([context]))
-    seconds = [float(s[0]) for s in steps_seconds(plan, plan.block_steps, phase)]
+    phase, steps = Phase(1, np.array([context])), plan.layer_steps(1)
+    seconds = [float(s[0]) for s in steps_seconds(plan, steps, phase)]
     spans = []
     for rank in range(plan.ranks):
         now = 0.0
-        for step, exposed in zip(plan.block_steps, seconds, strict=True):
+        for step, exposed in zip(steps, seconds, strict=True):
             if isinstance(step, ComputeStep):
                 label = step.op.name + ("" if step.stage == "whole" else f" ({step.stage})")
                 spans.append(Span(f"device {rank}", now, now + exposed, label,
@@ -204,7 +208,7 @@ def _op_points(plan: Plan, phase: Phase, group: str) -> list[OpPoint]:
     """The block's compute steps on one device: its share of each op's operations, the
     bytes it reads (weights or the KV cache) and writes, and the engine's time."""
     points, value = [], plan.bytes_per_param
-    for step in plan.block_steps:
+    for step in plan.layer_steps(phase.new_tokens):
         if not isinstance(step, ComputeStep):
             continue
         op = step.op

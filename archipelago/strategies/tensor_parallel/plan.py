@@ -4,7 +4,7 @@ A tensor-parallel plan is an SPMD program: every device runs the same `block_ste
 own weight shards, and the communication steps say exactly where data is exchanged.
 """
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from math import ceil
 from typing import ClassVar, Literal, Protocol
 
@@ -13,9 +13,9 @@ import numpy as np
 from archipelago.engines.base import Engine
 from archipelago.hardware.cluster import Cluster
 from archipelago.hardware.device import Device, Resources
-from archipelago.models.graph import Graph, Op, Phase
+from archipelago.models.graph import Graph, Op, Phase, build_graph
 from archipelago.models.spec import ModelSpec
-from archipelago.models.weights import WeightTensor, template_weights
+from archipelago.models.weights import WeightTensor, layer_weights, template_weights
 from archipelago.split import split_bounds
 
 MemoryKind = Literal["hbm", "ddr", "onchip"]
@@ -141,17 +141,19 @@ class DevicePlan:
         table = self.other_shards if tensor.layer is None else self.layer_shards
         return table[tensor.role]
 
-    def layer_elements(self, spec: ModelSpec, memory: MemoryKind) -> int:
-        """Elements of one layer's tensors this device keeps in `memory` (every layer shares
-        one shard template)."""
-        block, _ = template_weights(spec)
-        return sum(self.layer_shards[t.role].numel_in(t, memory) for t in block)
+    def layer_elements(self, spec: ModelSpec, memory: MemoryKind, layer: int = 0) -> int:
+        """Elements of layer `layer`'s tensors this device keeps in `memory` (every layer of
+        a kind, dense or MoE, shares one shard template)."""
+        return sum(self.layer_shards[t.role].numel_in(t, memory)
+                   for t in layer_weights(spec, layer))
 
     def held_bytes(self, spec: ModelSpec, bytes_per_param: float, memory: MemoryKind) -> float:
         """Bytes this device keeps in `memory`: every layer's and the others'."""
         _, outside = template_weights(spec)  # `shard_for`'s other table
         other = sum(self.other_shards[t.role].numel_in(t, memory) for t in outside)
-        return (self.layer_elements(spec, memory) * spec.layers + other) * bytes_per_param
+        layers = sum(len(ids) * self.layer_elements(spec, memory, ids[0])
+                     for _, ids in build_graph(spec).variants)
+        return (layers + other) * bytes_per_param
 
 
 class StepEngine(Engine, Protocol):
@@ -189,6 +191,17 @@ class StepEngine(Engine, Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class LayerBlock:
+    """The steps of the layers of another kind than a plan's `block_steps` (DeepSeek's
+    dense layers before its MoE ones): for a prompt, and for one new token (None: the
+    prompt's)."""
+
+    layers: tuple[int, ...]
+    steps: list[Step]
+    decode_steps: list[Step] | None = None
+
+
 @dataclass
 class Plan:
     """Strategy output. `engine` is the compute core every device runs."""
@@ -205,6 +218,27 @@ class Plan:
     output_steps: list[Step]
     devices: list[DevicePlan]
     numerics: Literal["fp16", "w8a8"] = "fp16"  # the datapath's arithmetic
+    # The block a pass of one new token runs where it differs from a prompt's (latent
+    # attention absorbed, graph.absorbed_block); None: `block_steps` alike.
+    decode_steps: list[Step] | None = None
+    # The layers of other kinds (graph.variants after the first), each with its steps.
+    other_blocks: list[LayerBlock] = field(default_factory=list)
+
+    def layer_steps(self, rows: int, layer: int | None = None) -> list[Step]:
+        """The block steps of a pass of `rows` new tokens per sequence through `layer`
+        (None: the layers most of the model runs)."""
+        block = next((b for b in self.other_blocks if layer in b.layers), None)
+        steps, one = (self.block_steps, self.decode_steps) if block is None \
+            else (block.steps, block.decode_steps)
+        return one if rows == 1 and one is not None else steps
+
+    def block_counts(self, start: int, count: int) -> list[tuple[int | None, int]]:
+        """(a layer of each kind, None for the most common, and how many of them) among
+        layers [start, start + count): the most common kind first, always; the others
+        where the range holds any."""
+        others = [(b.layers[0], sum(start <= i < start + count for i in b.layers))
+                  for b in self.other_blocks]
+        return [(None, count - sum(n for _, n in others)), *((i, n) for i, n in others if n)]
 
     @property
     def ranks(self) -> int:

@@ -27,7 +27,6 @@ from archipelago.estimate.workload import Generation
 from archipelago.hardware.cluster import Cluster
 from archipelago.hardware.device import Device
 from archipelago.models.spec import ModelSpec
-from archipelago.models.weights import template_weights
 from archipelago.strategies.registry import feature_refusal
 from archipelago.strategies.tensor_parallel.engines.dfx import DFXConfig, DFXEngine
 from archipelago.strategies.tensor_parallel.engines.systolic import SystolicEngine
@@ -36,6 +35,7 @@ from archipelago.strategies.tensor_parallel.plan import Plan
 from archipelago.strategies.tensor_parallel.planning import sync_schemes  # noqa: F401 (registers)
 from archipelago.strategies.tensor_parallel.planning.experts import ep_degrees, expert_parallel
 from archipelago.strategies.tensor_parallel.planning.heads import check_heads
+from archipelago.strategies.tensor_parallel.planning.shards import kinds_of_layer_tensors
 from archipelago.strategies.tensor_parallel.planning.stages import Split, parse_split
 from archipelago.strategies.tensor_parallel.planning.sync import Scheme, get_scheme, ring_program
 from archipelago.strategies.tensor_parallel.split_choice import (
@@ -93,7 +93,7 @@ def check_inputs(spec: ModelSpec, cluster: Cluster, strategy: str, scheme: Schem
     if not spec.is_decoder:
         raise PartitionError(f"strategy '{strategy}' generates text with decoders; {spec.name}"
                              " is an encoder (try strategy 'galapagos')")
-    biased = sorted({t.role for t in template_weights(spec)[0]
+    biased = sorted({t.role for t in kinds_of_layer_tensors(spec)
                      if t.role.endswith(".bias") and t.role.split(".")[0] in
                      scheme.reduce_after})
     if biased:

@@ -24,13 +24,12 @@ from archipelago.strategies.tensor_parallel.costs import (
     feasibility,
     generation_seconds,
     positions_reason,
-    stage_links,
-    transfer_seconds,
 )
 from archipelago.strategies.tensor_parallel.plan import Plan
 from archipelago.strategies.tensor_parallel.planning.experts import check_ep
 from archipelago.strategies.tensor_parallel.planning.stages import Split, balanced_layers
 from archipelago.strategies.tensor_parallel.staged import Stage
+from archipelago.strategies.tensor_parallel.transfers import stage_links, transfer_seconds
 
 
 def degrees(cluster: Cluster) -> list[int]:
@@ -58,6 +57,12 @@ def check_given(split: Split, spec: ModelSpec, cluster: Cluster) -> None:
         check_ep(spec, split.tp, split.ep)
 
 
+def share(stage: Stage) -> Share:
+    """A stage's share; where layers differ (Plan.other_blocks), which layers it holds."""
+    start = stage.layers.start if stage.program.other_blocks else 0
+    return Share(len(stage.layers), stage.first, stage.last, start)
+
+
 def _total(program: Plan, workload: Generation, share: Share, times: PartTimes) -> float:
     pre, dec = generation_seconds(program, workload, share, times)
     return float(sum(pre.values()) + sum(dec.values()).sum())
@@ -77,17 +82,30 @@ class Candidate:
 
     def __post_init__(self) -> None:
         work, self.times = self.workload, PartTimes()
-        self.block_s = _total(self.program, work, Share(1, False, False), self.times)
+        self.block_s = _total(self.program, work, Share(1, False, False, self._main()),
+                              self.times)
+        # Layers of other kinds (dense before MoE) cost their own block: what they add.
+        self.other_s = sum(len(b.layers) * (_total(self.program, work, Share(
+            1, False, False, b.layers[0]), self.times) - self.block_s)
+            for b in self.program.other_blocks)
         self.embed_s = _total(self.program, work, Share(0, True, False), self.times)
         self.output_s = _total(self.program, work, Share(0, False, True), self.times)
         self.holdings = Holdings(self.program)  # every stage's boards hold alike
         self._programs = {0: self.program}  # by stage: each on its group's cluster
         self._checked: tuple[Split, list[list[DeviceUse]], list[str]] | None = None
 
+    def _main(self) -> int:
+        """A layer of the kind most layers are."""
+        return self.program.graph.variants[0][1][0] if self.program.other_blocks else 0
+
     def counts(self, split: Split) -> tuple[int, ...]:
+        """The given layer counts, or those balancing the stages' times; where layers
+        differ, balanced as if each cost the mean layer's time (the estimate then costs
+        each stage's own layers)."""
         if split.layers is not None:
             return split.layers
-        return balanced_layers(self.program.spec.layers, split.pp, self.block_s,
+        layers = self.program.spec.layers
+        return balanced_layers(layers, split.pp, self.block_s + self.other_s / layers,
                                self.embed_s, self.output_s)
 
     def split(self, pp: int, layers: tuple[int, ...] | None = None) -> Split:
@@ -108,8 +126,8 @@ class Candidate:
 
     def reasons(self, split: Split) -> list[str]:
         stages = self.stages(split)
-        uses = [self.holdings.device_use(self.workload, Share(len(s.layers), s.first, s.last),
-                                         s.nodes[0]) for s in stages]
+        uses = [self.holdings.device_use(self.workload, share(s), s.nodes[0])
+                for s in stages]
         reasons = stage_reasons(stages, self.workload, uses)
         self._checked = (split, uses, reasons)  # the chosen split is the last checked
         return reasons
@@ -128,7 +146,7 @@ class Candidate:
         prompt, steps = transfer_seconds(self.program, self.workload,
                                          stage_links(self.cluster, self.tp, pp))
         return (self.embed_s + self.block_s + self.output_s + (layers - 1) * self.block_s
-                + prompt + float(steps.sum()))
+                + self.other_s + prompt + float(steps.sum()))
 
 
 def stages_key(stages: list[Stage]) -> tuple[tuple, ...]:

@@ -361,6 +361,10 @@ def compile_plan(plan: Plan, input_tokens: int, output_tokens: int
     if input_tokens + output_tokens > plan.spec.max_positions:
         raise PartitionError(f"{input_tokens}:{output_tokens} tokens exceed {plan.spec.name}'s "
                              f"{plan.spec.max_positions} positions (the KV cache and WPE)")
+    if plan.other_blocks or plan.decode_steps is not None:
+        raise PartitionError(f"no DFX program for {plan.spec.name}: its layers run more than "
+                             "one block (dense and MoE, or latent attention's prompt and "
+                             "decode forms), and a DFX program loops one layer section")
     config = plan.engine.config  # type: ignore[attr-defined]
     cores = [_Core(plan, rank, config) for rank in range(plan.ranks)]
     return ([_program(c, config, input_tokens, output_tokens) for c in cores],

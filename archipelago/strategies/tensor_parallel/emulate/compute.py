@@ -12,6 +12,9 @@ from functools import partial
 import torch
 import torch.nn.functional as F
 
+from archipelago.strategies.tensor_parallel.emulate import latent
+from archipelago.strategies.tensor_parallel.emulate.rotary import rotary
+from archipelago.strategies.tensor_parallel.emulate.routing import route, shared_down, shared_up
 from archipelago.strategies.tensor_parallel.emulate.state import RankState
 from archipelago.strategies.tensor_parallel.emulate.w8a8 import w8a8_linear
 from archipelago.strategies.tensor_parallel.plan import ComputeStep
@@ -40,19 +43,6 @@ def _share(kv: torch.Tensor, heads: int) -> torch.Tensor:
     return kv if groups == 1 else kv.repeat_interleave(groups, dim=0)
 
 
-def _rotary(x: torch.Tensor, rs: RankState) -> torch.Tensor:
-    """Rotary position embedding (LLaMA; rotate-half pairing as in transformers)."""
-    head_dim = x.shape[-1]
-    inv_freq = 1.0 / rs.numerics.rope_theta ** (
-        torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
-    angles = rs.positions[:, None].float() * inv_freq[None, :]
-    angles = torch.cat((angles, angles), dim=-1)
-    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
-    half = head_dim // 2
-    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-    return x * cos + rotated * sin
-
-
 def embedding(step: ComputeStep, inputs: list[torch.Tensor], rs: RankState) -> torch.Tensor:
     """Token rows, plus learned position rows when the model has them (OPT's start at 2);
     only this rank's columns when the plan keeps activations column-split."""
@@ -68,10 +58,12 @@ def embedding(step: ComputeStep, inputs: list[torch.Tensor], rs: RankState) -> t
 
 
 def norm(step: ComputeStep, inputs: list[torch.Tensor], rs: RankState) -> torch.Tensor:
-    """A whole-row norm, or one stage of a norm over column-split rows (NORM_STAGES)."""
+    """A whole-row norm, or one stage of a norm over column-split rows (NORM_STAGES). It
+    reads the first fan_in columns of its input: latent attention's kv_a_norm normalizes
+    the latent, not the rotary key after it."""
     if step.stage != "whole":
         return NORM_STAGES[step.stage](step, inputs, rs)
-    (x,) = inputs
+    x = inputs[0][:, :step.op.fan_in]
     weight, eps = rs.param(step.op, "weight"), rs.numerics.norm_eps
     if rs.spec.norm == "layernorm":
         return F.layer_norm(x, x.shape[-1:], weight, rs.param(step.op, "bias"), eps)
@@ -108,7 +100,10 @@ NORM_STAGES: dict[str, Handler] = {"stats": norm_stats, "apply": norm_apply}
 
 def linear(step: ComputeStep, inputs: list[torch.Tensor], rs: RankState) -> torch.Tensor:
     """x @ W for this rank's (in, local_out) slice of W, plus its slice of the bias; in
-    W8A8 runs an int8 x int8 product with int32 accumulation (w8a8.w8a8_linear)."""
+    W8A8 runs an int8 x int8 product with int32 accumulation (w8a8.w8a8_linear). An op
+    of one block per head (latent attention absorbed) runs its own (latent.PER_HEAD)."""
+    if step.op.heads:
+        return latent.PER_HEAD[step.op.name](step, inputs, rs)
     name, bias = rs.param_name(step.op, "weight"), rs.param(step.op, "bias")
     if rs.weights[name].dim() == 3:  # a stack of experts' matrices
         return experts(step, inputs, rs)
@@ -123,33 +118,29 @@ def linear(step: ComputeStep, inputs: list[torch.Tensor], rs: RankState) -> torc
     return y if bias is None else y + bias
 
 
-def _route(logits: torch.Tensor, per_token: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mixtral's top-k router: softmax over all experts in fp32, the `per_token` most
-    probable, their probabilities renormalized to sum to one (MixtralTopKRouter)."""
-    top, chosen = torch.topk(torch.softmax(logits.float(), dim=-1), per_token, dim=-1)
-    return chosen, top / top.sum(dim=-1, keepdim=True)
-
-
 def experts(step: ComputeStep, inputs: list[torch.Tensor], rs: RankState) -> torch.Tensor:
-    """This rank's columns of each token's routed experts. The up projections read the
-    router's logits beside their input, route, and lay each token's experts side by side
-    (per_token x local columns); the down projection reads the all-gathered activations
-    (rank-major: each rank's block holds its columns of every routed expert), runs each
-    expert's rows and sums the experts weighted by the router."""
+    """This rank's columns of each token's routed experts, then of the shared experts. The
+    up projections read the router's logits beside their input, route (routing.route),
+    and lay each token's experts side by side (per_token x local columns), the shared
+    experts' local columns after them; the down projection reads the all-gathered
+    activations (rank-major: each rank's block holds its columns of every routed expert,
+    then of the shared ones), runs each expert's rows, sums the experts weighted by the
+    router and adds the shared experts' output."""
     weight = rs.weights[rs.param_name(step.op, "weight")]  # (experts, in, local out)
     if len(inputs) == 2:
         x, logits = inputs
-        rs.routes = _route(logits, rs.spec.moe.per_token)
-        out = torch.einsum("ti,tkio->tko", x, weight[rs.routes[0]])
-        return out.reshape(len(x), -1)
+        rs.routes = route(logits, rs)
+        out = torch.einsum("ti,tkio->tko", x, weight[rs.routes[0]]).reshape(len(x), -1)
+        return shared_up(step, x, out, rs)
     (act,) = inputs
     chosen, share = rs.routes
     tokens, per_token = chosen.shape
-    assert act.shape[-1] == per_token * weight.shape[1], (step.op.name, tuple(act.shape))
-    act = act.view(tokens, rs.ranks, per_token, -1).transpose(1, 2).reshape(
-        tokens, per_token, -1)
-    out = torch.einsum("tki,tkio->tko", act, weight[chosen])
-    return (out * share[..., None].to(out.dtype)).sum(dim=1)
+    blocks = act.view(tokens, rs.ranks, -1)
+    routed = per_token * weight.shape[1] // rs.ranks
+    act = blocks[..., :routed].reshape(tokens, rs.ranks, per_token, -1).transpose(1, 2)
+    out = torch.einsum("tki,tkio->tko", act.reshape(tokens, per_token, -1), weight[chosen])
+    summed = (out * share[..., None].to(out.dtype)).sum(dim=1)
+    return shared_down(blocks[..., routed:].reshape(tokens, -1), summed, rs)
 
 
 def _digest(acc: torch.Tensor, rs: RankState, name: str, first_column: int) -> int:
@@ -166,15 +157,19 @@ def attn_score(step: ComputeStep, inputs: list[torch.Tensor], rs: RankState) -> 
     heads (grouped-query heads share a key head); keys join the cache here. In a
     sliding-window layer a query at position p sees keys p - window + 1 .. p (transformers'
     sliding_window_overlay) and the cache keeps the last `window` keys."""
-    q, k = (_split_heads(t, step.op.fan_in) for t in inputs)
-    assert q.shape[0] == step.local_heads, (step, tuple(q.shape))
-    if rs.numerics.rope_theta is not None:
-        q, k = _rotary(q, rs), _rotary(k, rs)
     window = step.op.window
-    keys = _share(rs.extend_cache(step.op.inputs[1], k, window), q.shape[0])
-    scores = q @ keys.transpose(1, 2) * step.op.fan_in ** -0.5
+    if rs.spec.mla is not None:
+        scores = latent.score(step, inputs, rs)
+    else:
+        q, k = (_split_heads(t, step.op.fan_in) for t in inputs)
+        if rs.numerics.rope_theta is not None:
+            q, k = rotary(q, rs), rotary(k, rs)
+        keys = _share(rs.extend_cache(step.op.inputs[1], k, window), q.shape[0])
+        scores = q @ keys.transpose(1, 2) * step.op.fan_in ** -0.5
+    assert scores.shape[0] == step.local_heads, (step, tuple(scores.shape))
+    keys_seen = scores.shape[-1]
     end = int(rs.positions[-1]) + 1  # the cache holds the positions just before `end`
-    ahead = torch.arange(end - keys.shape[1], end)[None, :] - rs.positions[:, None]
+    ahead = torch.arange(end - keys_seen, end)[None, :] - rs.positions[:, None]
     hidden = ahead > 0 if window is None else (ahead > 0) | (ahead <= -window)
     return scores.masked_fill(hidden, float("-inf"))
 
@@ -186,6 +181,8 @@ def softmax(step: ComputeStep, inputs: list[torch.Tensor], rs: RankState) -> tor
 
 def attn_context(step: ComputeStep, inputs: list[torch.Tensor], rs: RankState) -> torch.Tensor:
     """Probabilities times cached values; heads concatenated back to (tokens, features)."""
+    if rs.spec.mla is not None:
+        return latent.context(step, inputs, rs)
     probs, v = inputs
     assert probs.shape[0] == step.local_heads, (step, tuple(probs.shape))
     values = _share(rs.extend_cache(step.op.inputs[1], _split_heads(v, step.op.fan_in),

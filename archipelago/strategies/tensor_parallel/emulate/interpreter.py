@@ -57,12 +57,15 @@ def head_name(plan: Plan) -> str:
 
 def run_layers(plan: Plan, rs: RankState, hidden: torch.Tensor, layers: range) -> torch.Tensor:
     """The block steps over `layers` (absolute indices: weights and the KV cache are keyed
-    by them), from the hidden state entering the first; a pipeline stage runs its range."""
+    by them), from the hidden state entering the first; a pipeline stage runs its range.
+    Each layer runs its kind's block (dense or MoE), a pass of one token its one-token
+    form (latent attention absorbed)."""
     for layer in layers:
         rs.layer = layer
+        steps = plan.layer_steps(len(hidden), layer)
         env = {"block_in": hidden}
-        run_steps(plan.block_steps, env, rs)
-        hidden = env[result_name(plan.block_steps)]
+        run_steps(steps, env, rs)
+        hidden = env[result_name(steps)]
     rs.layer = None
     return hidden
 

@@ -211,7 +211,8 @@ def pace(plan: StagedPlan, job: EmulationJob, rank: int) -> tuple[int, int]:
         return sum(isinstance(s, CommStep) for s in steps)
 
     first, last = stage.first, stage.last
-    per_token = (count(ring.embed_steps) * first + len(stage.layers) * count(ring.block_steps)
+    per_token = (count(ring.embed_steps) * first
+                 + sum(count(ring.layer_steps(1, layer)) for layer in stage.layers)
                  + count(ring.output_steps) * last
                  + (not first) + (not last) + (pp > 1) * (first or last))
     return per_token, job.workload.output_tokens

@@ -59,8 +59,11 @@ def check(plan: Plan, job: EmulationJob) -> None:
     refused = feature_refusal(spec, plan.strategy, "emulate")
     if refused:  # e.g. shared experts, which the planner splits
         raise EmulationError(refused)
-    if spec.moe and plan.numerics == "w8a8":
-        raise EmulationError(f"{spec.name}: W8A8 experts not emulated")
+    if (spec.moe or spec.mla) and plan.numerics == "w8a8":
+        raise EmulationError(f"{spec.name}: W8A8 "
+                             f"{'experts' if spec.moe else 'latent attention'} not emulated")
+    if spec.moe and spec.moe.shared_gate:
+        raise EmulationError(f"{spec.name}: a sigmoid-gated shared expert is not emulated")
     if spec.embed_proj_dim:
         raise EmulationError(f"{spec.name}: word_embed_proj_dim {spec.embed_proj_dim} != hidden "
                              "size needs project_in/project_out ops the plan does not have")
@@ -74,7 +77,9 @@ def check(plan: Plan, job: EmulationJob) -> None:
                              "the ranks a multiple of the key/value heads); the estimate costs "
                              "uneven splits")
     numerics(spec)
-    steps = [*plan.embed_steps, *plan.block_steps, *plan.output_steps]
+    steps = [*plan.embed_steps, *plan.output_steps,
+             *(s for layer in range(spec.layers) for rows in (1, 2)
+               for s in plan.layer_steps(rows, layer))]
     missing = sorted({s.op.kind for s in steps if isinstance(s, ComputeStep)} - set(COMPUTE)
                      | {s.kind for s in steps if isinstance(s, CommStep)} - set(COMM))
     if missing:
@@ -92,6 +97,10 @@ def check(plan: Plan, job: EmulationJob) -> None:
                              f"{work.total_tokens} tokens exceed "
                              f"{spec.name}'s {spec.max_positions} positions")
     if job.checkpoint is not None:
+        if spec.moe and numerics(spec).routing:
+            raise EmulationError(f"{spec.name}: --checkpoint of a group-routed MoE is not "
+                                 "emulated (its e_score_correction_bias buffer is not read; "
+                                 "seeded weights hold transformers' zeros)")
         _check_checkpoint(spec, Path(job.checkpoint))
 
 

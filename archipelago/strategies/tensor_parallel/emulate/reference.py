@@ -71,7 +71,11 @@ def load_model(directory: Path) -> PreTrainedModel:
 
 
 def greedy_generate(model: PreTrainedModel, prompt: torch.Tensor, new_tokens: int) -> list[int]:
-    """transformers' greedy generate(), exactly `new_tokens` long (no stop token)."""
+    """transformers' greedy generate(), exactly `new_tokens` long (no stop token).
+    generate() fills a passed config's unset fields from the model's own generation config,
+    so the model's eos_token_id is cleared there: otherwise min_new_tokens would forbid that
+    token (a tiny vocabulary's argmax may be it)."""
+    model.generation_config.eos_token_id = None
     config = GenerationConfig(do_sample=False, max_new_tokens=new_tokens,
                               min_new_tokens=new_tokens, eos_token_id=None, pad_token_id=0,
                               bos_token_id=None)

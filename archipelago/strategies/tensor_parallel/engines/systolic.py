@@ -77,7 +77,7 @@ from archipelago.strategies.tensor_parallel.engines.systolic_config import (
     SystolicVariants,
 )
 from archipelago.strategies.tensor_parallel.plan import CommStep, ComputeStep
-from archipelago.strategies.tensor_parallel.planning.heads import busiest
+from archipelago.strategies.tensor_parallel.planning.heads import cached_values
 
 # DSP cost of one operator (Table II's Psi), from the FP16 operator mapping of the same
 # board's DFX core (seeds/001 §V-C: multiplier 1 DSP, adder 2 DSPs, exponential 2 DSPs).
@@ -149,11 +149,11 @@ class SystolicEngine:
         # (U55C) from the HBM copy the plan keeps instead.
         self.ddr_bytes_per_cycle = (ddr.bandwidth_Bps / config.clock_hz if ddr is not None
                                     else self.hbm_bytes_per_cycle)
-        self.local_kv_dim = busiest(spec, ranks).kv_heads * spec.head_dim
+        self.local_kv_values = cached_values(spec, ranks)  # per token and layer
         self.uram_bytes_per_cycle = config.kv_uram * URAM_READ_BYTES
         # K and V of every layer, in the datapath's precision (SmoothQuant O3 quantizes the
         # attention matmuls' inputs too, seeds/002 §IV-B-c)
-        kv_bytes_per_token = 2 * spec.layers * self.local_kv_dim * config.weight_bytes
+        kv_bytes_per_token = spec.layers * self.local_kv_values * config.weight_bytes
         self.kv_tokens_onchip = config.kv_uram * URAM_BYTES // kv_bytes_per_token
         # The ACC module's binary tree over N_acc partial sums, an FP16 adder per level.
         self._tree_cycles = np.ceil(np.log2(np.maximum(config.n_acc, 2))) * FP16_ADD_CYCLES
@@ -397,6 +397,6 @@ class SystolicEngine:
         inter_values = c.token_window * (6 * local + 2 * local_ffn)
         inter = np.ceil(inter_values * bits / (36 * 1024))
         bram = np.ceil(weight18 / 2) + axi + router + inter
-        kv_need = np.ceil(2 * spec.layers * spec.max_positions * self.local_kv_dim
+        kv_need = np.ceil(spec.layers * spec.max_positions * self.local_kv_values
                           * c.weight_bytes / URAM_BYTES)
         return {"bram": bram, "uram": _least(c.kv_uram, kv_need)}

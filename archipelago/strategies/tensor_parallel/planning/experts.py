@@ -62,8 +62,10 @@ _SHARDED_SYNCS = ("ffn_act", "ffn_down")
 
 def ep_degrees(spec: ModelSpec, tp: int) -> list[int]:
     """Expert-parallel degrees a ring of `tp` boards can run: 1, and `tp` when the model has
-    experts enough to give every board one."""
-    return [1, tp] if spec.moe and 1 < tp <= spec.moe.experts else [1]
+    experts enough to give every board one and every layer routes over them (whole experts
+    change the MoE block's syncs, which dense layers do not have)."""
+    moe = spec.moe
+    return [1, tp] if moe and not moe.dense_layers and 1 < tp <= moe.experts else [1]
 
 
 def check_ep(spec: ModelSpec, tp: int, ep: int) -> None:
@@ -74,6 +76,9 @@ def check_ep(spec: ModelSpec, tp: int, ep: int) -> None:
         raise ArchipelagoError(f"--split ep={ep}: {spec.name} has no mixture of experts; "
                                "valid ep: 1")
     valid = ep_degrees(spec, tp)
+    if spec.moe.dense_layers:
+        raise ArchipelagoError(f"--split ep={ep}: {spec.name} has dense layers beside its MoE "
+                               "ones, whose experts are split over the boards; valid ep: 1")
     if len(valid) == 1:
         raise ArchipelagoError(f"--split ep={ep}: {spec.moe.experts} experts cannot give each "
                                f"of the tp={tp} boards a whole one; valid ep: 1 (each "
@@ -176,6 +181,8 @@ def expert_parallel(plan: Plan, ep: int) -> Plan:
     if ep == 1:
         return plan
     assert plan.spec.moe is not None
+    decode = plan.decode_steps
     return replace(plan, block_steps=_steps(plan.block_steps, plan.spec, ep),
+                   decode_steps=None if decode is None else _steps(decode, plan.spec, ep),
                    devices=[_device(dp, plan.spec.moe.experts, ep) for dp in plan.devices])
 

@@ -71,7 +71,10 @@ def _busiest(heads: int, kv_heads: int, ranks: int) -> HeadShare:
 def even(spec: ModelSpec, ranks: int) -> bool:
     """Every device holds the same heads, key/value heads and columns (what the emulator's
     SPMD interpreter runs: one step list with one local size per op)."""
-    return (spec.heads % ranks == 0 and spec.hidden % ranks == 0 and spec.ffn % ranks == 0
+    moe = spec.moe
+    ffns = (spec.ffn, *((moe.expert_ffn, moe.shared_ffn) if moe else ()))
+    return (spec.heads % ranks == 0 and spec.hidden % ranks == 0
+            and all(f % ranks == 0 for f in ffns)
             and (spec.kv_heads % ranks == 0 or ranks % spec.kv_heads == 0))
 
 
@@ -86,3 +89,32 @@ def require_even(spec: ModelSpec, ranks: int, what: str) -> None:
                          f"key/value heads {spec.kv_heads}, hidden {spec.hidden} and FFN "
                          f"{spec.ffn} each a multiple of the cores); counts that split it "
                          f"so: {fits}; `archi plan` estimates {ranks} cores")
+
+
+def head_width(spec: ModelSpec, name: str) -> tuple[int, bool] | None:
+    """Columns per head of the output of op or tensor `name` where it is split by whole
+    heads, and whether those heads are key/value heads (else query heads); None where
+    `name` is not split by heads. "attn_context" is the attention's per-head result (the
+    rows of the output projection). Latent attention (DeepSeek-V2 §2.1.2) splits its up
+    projections by query heads: q_b's (or q's) qk_dim columns and kv_b's nope_dim + v_dim
+    columns per head, and in the absorbed form each head's latent query (kv_rank) and
+    value (v_dim); its down projections run whole on every device (shards.py)."""
+    m = spec.mla
+    if m is not None:
+        widths = {"q": m.qk_dim, "q_b": m.qk_dim, "kv_b": m.nope_dim + m.v_dim,
+                  "q_latent": m.kv_rank, "v_up": m.v_dim, "attn_context": m.v_dim}
+        return (widths[name], False) if name in widths else None
+    if name in ("q", "q_norm", "attn_context"):
+        return spec.head_dim, False
+    if name in ("k", "v", "k_norm"):
+        return spec.head_dim, True
+    return None
+
+
+def cached_values(spec: ModelSpec, ranks: int) -> int:
+    """Values the busiest device caches per token and layer: K and V of its key/value
+    heads, or latent attention's whole latent and rotary key, which every device holds
+    (shards.py)."""
+    if spec.mla is not None:
+        return spec.kv_values_per_token()
+    return 2 * busiest(spec, ranks).kv_heads * spec.head_dim

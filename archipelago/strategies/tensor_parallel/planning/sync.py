@@ -13,20 +13,22 @@ from typing import Any, Literal
 from archipelago.errors import ArchipelagoError
 from archipelago.hardware.cluster import Cluster
 from archipelago.memo import by_content
-from archipelago.models.graph import Graph, Op, build_graph
+from archipelago.models.graph import Graph, Op, absorbed_block, build_graph
 from archipelago.models.spec import ModelSpec
 from archipelago.split import split_bounds
 from archipelago.strategies.tensor_parallel.plan import (
     CommStep,
     ComputeStep,
+    LayerBlock,
     MemoryKind,
     Plan,
     Step,
 )
-from archipelago.strategies.tensor_parallel.planning.heads import busiest
+from archipelago.strategies.tensor_parallel.planning.heads import busiest, head_width
 from archipelago.strategies.tensor_parallel.planning.shards import (
-    HEAD_LOCAL,
+    LATENT_NORMS,
     REPLICATED,
+    UNSPLIT_NORMS,
     device_plans,
 )
 
@@ -82,15 +84,15 @@ def get_scheme(name: str) -> Scheme:
 
 def local_out(op: Op, spec: ModelSpec, ranks: int, columns_split: bool) -> int:
     """The busiest device's output features of `op` (every device waits for it at the next
-    collective): all of a replicated tensor's, whole heads for q, k, v and their per-head
-    norms, the widest slice of any other split."""
-    if op.weight in REPLICATED:
+    collective): all of a replicated tensor's or a latent's norm, whole heads for q, k, v,
+    their per-head norms and latent attention's per-head ops (`heads.head_width`), the
+    widest slice of any other split."""
+    if op.weight in REPLICATED or op.name in LATENT_NORMS:
         return op.fan_out
-    share = busiest(spec, ranks)
-    if op.name in ("q", "q_norm"):
-        return share.q_heads * spec.head_dim
-    if op.name in ("k", "v", "k_norm"):
-        return share.kv_heads * spec.head_dim
+    per_head = head_width(spec, op.name) if op.kind != "attn_context" else None
+    if per_head is not None:
+        share = busiest(spec, ranks)
+        return (share.kv_heads if per_head[1] else share.q_heads) * per_head[0]
     widest = split_bounds(op.fan_out, ranks, 0)[1]
     if op.kind in {"linear", "activation", "gated_activation", "lm_head"}:
         return widest
@@ -107,11 +109,14 @@ def compute(op: Op, spec: ModelSpec, ranks: int, columns_split: bool = False) ->
 
 def gathered(spec: ModelSpec, op: Op, ranks: int, value_bytes: float = 2.0,
              overlap: Overlap = "none", early: bool = False) -> CommStep:
-    """The all-gather of `op`'s output: all heads' attention context (whole heads a device,
-    the busiest's slice setting the pace), the FFN's active columns, otherwise the hidden
-    size."""
-    width = {"attn_context": spec.q_dim, "ffn_act": op.fan_out}.get(op.name, spec.hidden)
-    local = busiest(spec, ranks).q_heads * spec.head_dim if op.name == "attn_context" else 0
+    """The all-gather of `op`'s output: all heads' attention result (the context, or
+    latent attention's absorbed `v_up`; whole heads a device, the busiest's slice setting
+    the pace), the FFN's active columns, otherwise the hidden size."""
+    per_head = head_width(spec, "attn_context")
+    width, local = {"ffn_act": op.fan_out}.get(op.name, spec.hidden), 0
+    if op.name in ("attn_context", "v_up") and per_head is not None:
+        width = spec.heads * per_head[0]
+        local = busiest(spec, ranks).q_heads * per_head[0]
     return CommStep("all_gather", op.name, width, value_bytes, overlap, early=early,
                     local=local)
 
@@ -134,7 +139,7 @@ def scheme_steps(scheme: Scheme, ops: tuple[Op, ...], spec: ModelSpec, ranks: in
     """The steps of `ops` under `scheme`: each op on its slice, then its sync."""
     steps: list[Step] = []
     for op in ops:
-        if scheme.column_residual and op.kind == "norm" and op.name not in HEAD_LOCAL:
+        if scheme.column_residual and op.kind == "norm" and op.name not in UNSPLIT_NORMS:
             steps.extend(distributed_norm(op, ranks, group_rows))
         elif scheme.vocab_split and op.kind == "lm_head":
             steps.extend(lm_head_steps(op, spec, ranks))
@@ -157,26 +162,45 @@ def whole_steps(ops: tuple[Op, ...]) -> list[Step]:
     return [ComputeStep(op, op.fan_out) for op in ops]
 
 
+Blocks = tuple[tuple[Step, ...], tuple[Step, ...]]  # a prompt's steps, one token's (or ())
+
+
+def _block(scheme: Scheme, ops: tuple[Op, ...], layer: int, spec: ModelSpec, ranks: int,
+           activation_bytes: float, group_rows: int) -> Blocks:
+    """The steps of `layer`'s kind of block, and of its one-token form where it differs
+    (latent attention absorbed; else empty)."""
+    one = absorbed_block(spec, layer)
+    return (tuple(scheme_steps(scheme, ops, spec, ranks, activation_bytes, group_rows)),
+            () if one == ops else
+            tuple(scheme_steps(scheme, one, spec, ranks, activation_bytes, group_rows)))
+
+
 # Steps are frozen and a pure function of these arguments; plans get copies.
 @by_content(maxsize=64)
 def _steps(spec: ModelSpec, scheme: Scheme, ranks: int, activation_bytes: float,
-           group_rows: int) -> tuple[tuple[Step, ...], ...]:
+           group_rows: int) -> tuple[tuple[Step, ...], tuple[Step, ...], tuple[Blocks, ...]]:
+    """The embed and output steps, and each kind of block's (graph.variants' order)."""
     graph = build_graph(spec)
-    embed, block, output = (tuple(scheme_steps(scheme, ops, spec, ranks, activation_bytes,
-                                               group_rows))
-                            for ops in (graph.embed, graph.block, graph.output))
-    return embed, block, output if scheme.vocab_split else tuple(whole_steps(graph.output))
+    embed, output = (tuple(scheme_steps(scheme, ops, spec, ranks, activation_bytes,
+                                        group_rows)) for ops in (graph.embed, graph.output))
+    blocks = tuple(_block(scheme, ops, ids[0], spec, ranks, activation_bytes, group_rows)
+                   for ops, ids in graph.variants)
+    return embed, output if scheme.vocab_split else tuple(whole_steps(graph.output)), blocks
 
 
 def ring_program(strategy: str, scheme: Scheme, spec: ModelSpec, cluster: Cluster,
                  engine: Any, bytes_per_param: float, activation_bytes: float = 2.0,
                  group_rows: int = 1, numerics: str = "fp16") -> Plan:
     """The ring program of `spec` on `cluster` under `scheme`, run by `engine`'s cores."""
-    embed, block, output = _steps(spec, scheme, cluster.size, activation_bytes, group_rows)
+    embed, output, blocks = _steps(spec, scheme, cluster.size, activation_bytes, group_rows)
     devices = device_plans(spec, cluster, scheme.column_residual, scheme.matrix_mirror,
                            scheme.vocab_split, frozenset(scheme.reduce_after))
     graph: Graph = build_graph(spec)
+    (block, one), others = blocks[0], zip(graph.variants[1:], blocks[1:], strict=True)
     return Plan(strategy=strategy, scheme=scheme.name, spec=spec, graph=graph,
                 cluster=cluster, engine=engine, bytes_per_param=bytes_per_param,
                 embed_steps=list(embed), block_steps=list(block), output_steps=list(output),
-                devices=devices, numerics=numerics)  # type: ignore[arg-type]
+                devices=devices, numerics=numerics,  # type: ignore[arg-type]
+                decode_steps=list(one) if one else None,
+                other_blocks=[LayerBlock(ids, list(steps), list(other) if other else None)
+                              for (_, ids), (steps, other) in others])

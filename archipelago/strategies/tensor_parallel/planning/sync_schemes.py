@@ -12,13 +12,18 @@ QKV, the attention projection, FC0 and FC1, §III-A, and before the LM head): fo
 all-gathers and two all-reduces per block, hidden behind compute by row packing, early
 broadcast of SmulV's output head by head (§III-B) and column-major traversal. Matrices are
 mirrored in DDR for the prefill (§V-C).
+
+Latent attention's absorbed form (graph.absorbed_block) ends its heads' work with `v_up`
+(each head's latent context taken to v_dim) rather than the attention context: both
+schemes gather that instead, at the same width (all heads' v_dim), LORA head by head.
 """
 
 from archipelago.strategies.tensor_parallel.planning.sync import Scheme, register_scheme
 
 DFX = register_scheme(Scheme(
-    "dfx", gather_after=("attn_context", "attn_out", "ffn_act", "ffn_down")))
+    "dfx", gather_after=("attn_context", "v_up", "attn_out", "ffn_act", "ffn_down")))
 LORA = register_scheme(Scheme(
-    "lora", gather_after=("attn_norm", "attn_context", "ffn_norm", "ffn_act", "final_norm"),
-    early=frozenset({"attn_context"}), overlap="matmul_blocks", column_residual=True,
+    "lora", gather_after=("attn_norm", "attn_context", "v_up", "ffn_norm", "ffn_act",
+                          "final_norm"),
+    early=frozenset({"attn_context", "v_up"}), overlap="matmul_blocks", column_residual=True,
     vocab_split=True, matrix_mirror="ddr"))
