@@ -17,7 +17,7 @@ import numpy as np
 from archipelago.api import make_plan
 from archipelago.estimate.workload import Generation
 from archipelago.explore.search import SearchRequest, run_search
-from archipelago.models.graph import Phase
+from archipelago.models.graph_ops import Phase
 from archipelago.strategies.tensor_parallel.costs import decode_seconds
 from archipelago.strategies.tensor_parallel.engines import systolic
 from archipelago.strategies.tensor_parallel.estimate import estimate

@@ -23,7 +23,7 @@ from typing import Any
 from archipelago.api import make_plan
 from archipelago.estimate.workload import Generation
 from archipelago.explore.search import SearchRequest, run_search
-from archipelago.models.graph import decode, prefill
+from archipelago.models.graph_ops import decode, prefill
 from archipelago.strategies.tensor_parallel import estimate as tp_estimate
 from archipelago.strategies.tensor_parallel.efficiency import decode_efficiency
 from archipelago.strategies.tensor_parallel.estimate import Estimate

@@ -5,7 +5,7 @@ import pytest
 
 from archipelago.api import plan_and_estimate
 from archipelago.hardware.cluster import resolve_cluster
-from archipelago.models.graph import Op, Phase
+from archipelago.models.graph_ops import Op, Phase
 from archipelago.models.zoo import resolve_model
 from archipelago.strategies.tensor_parallel.engines import dfx
 from archipelago.strategies.tensor_parallel.engines.dfx import DFXConfig, DFXEngine

@@ -5,7 +5,7 @@ import pytest
 
 from archipelago.api import make_plan, plan_and_estimate
 from archipelago.estimate.workload import Generation
-from archipelago.models.graph import decode, prefill
+from archipelago.models.graph_ops import decode, prefill
 from archipelago.strategies.tensor_parallel.costs import decode_seconds
 from archipelago.strategies.tensor_parallel.estimate import estimate as estimate_plan
 

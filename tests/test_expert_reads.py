@@ -19,7 +19,8 @@ from archipelago.models.expert_routing import (
     expected_distinct_experts,
     inclusion_probabilities,
 )
-from archipelago.models.graph import Phase, build_graph, decode
+from archipelago.models.graph import build_graph
+from archipelago.models.graph_ops import Phase, decode
 from archipelago.models.zoo import resolve_model
 from archipelago.strategies.gpu.plan import MEMORY_EFFICIENCY
 from archipelago.strategies.gpu.roofline import op_cost

@@ -8,7 +8,8 @@ from archipelago.api import make_plan, plan_and_estimate
 from archipelago.errors import ArchipelagoError
 from archipelago.hardware.catalog import get_device
 from archipelago.hardware.cluster import resolve_cluster
-from archipelago.models.graph import Phase, build_graph, decode, prefill
+from archipelago.models.graph import build_graph
+from archipelago.models.graph_ops import Phase, decode, prefill
 from archipelago.models.zoo import zoo_model
 from archipelago.strategies.gpu.eager import cache_copy_bytes, launches
 from archipelago.strategies.gpu.estimate import step_s

@@ -12,7 +12,7 @@ import pytest
 from archipelago.api import plan_and_estimate
 from archipelago.errors import ArchipelagoError
 from archipelago.hardware.catalog import get_device
-from archipelago.models.graph import decode
+from archipelago.models.graph_ops import decode
 from archipelago.strategies.gpu.estimate import step_s
 from archipelago.strategies.gpu.formats import FORMATS, format_on
 from archipelago.strategies.gpu.kernel_time import GPUCore, busy_sms, gemm_s, stream_Bps

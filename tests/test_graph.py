@@ -1,6 +1,7 @@
 """Operator graph FLOPs and KV-cache bytes against hand-computed small cases."""
 
-from archipelago.models.graph import Phase, build_graph, decode, prefill
+from archipelago.models.graph import build_graph
+from archipelago.models.graph_ops import Phase, decode, prefill
 from archipelago.models.hf_config import spec_from_hf_config
 from tests.conftest import TINY_GPT2
 

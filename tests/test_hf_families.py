@@ -18,7 +18,8 @@ from archipelago.emulate.errors import EmulationError
 from archipelago.errors import ConfigError, PartitionError
 from archipelago.estimate.workload import Generation
 from archipelago.hardware.cluster import resolve_cluster
-from archipelago.models.graph import Phase, build_graph, decode
+from archipelago.models.graph import build_graph
+from archipelago.models.graph_ops import Phase, decode
 from archipelago.models.hf_config import spec_from_hf_config
 from archipelago.models.spec import ModelSpec
 from archipelago.models.weights import parameter_count

@@ -8,7 +8,8 @@ import pytest
 from archipelago.errors import ArchipelagoError
 from archipelago.estimate.workload import Generation
 from archipelago.hardware.cluster import resolve_cluster
-from archipelago.models.graph import Op, Phase, absorbed_block, build_graph, decode, prefill
+from archipelago.models.graph import absorbed_block, build_graph
+from archipelago.models.graph_ops import Op, Phase, decode, prefill
 from archipelago.models.hf_config import spec_from_hf_config
 from archipelago.models.spec import ModelSpec
 from archipelago.models.weights import embedding_weights, layer_weights, output_weights

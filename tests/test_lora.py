@@ -9,7 +9,7 @@ import pytest
 
 from archipelago.api import make_plan, plan_and_estimate
 from archipelago.hardware.catalog import get_device
-from archipelago.models.graph import Op, Phase
+from archipelago.models.graph_ops import Op, Phase
 from archipelago.models.zoo import resolve_model
 from archipelago.strategies.tensor_parallel.engines import systolic
 from archipelago.strategies.tensor_parallel.engines.overlap import (

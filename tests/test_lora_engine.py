@@ -8,7 +8,7 @@ from archipelago.api import make_plan
 from archipelago.estimate.workload import Generation
 from archipelago.explore.search import SearchRequest, run_search
 from archipelago.hardware.catalog import get_device
-from archipelago.models.graph import Op, Phase
+from archipelago.models.graph_ops import Op, Phase
 from archipelago.models.zoo import resolve_model
 from archipelago.strategies.tensor_parallel.engines import systolic
 from archipelago.strategies.tensor_parallel.engines.systolic import SystolicEngine

@@ -12,7 +12,8 @@ import pytest
 
 from archipelago.api import make_plan, parse_workload
 from archipelago.estimate.figures import _first_impossible, _impossible, numbers
-from archipelago.models.graph import Phase, build_graph
+from archipelago.models.graph import build_graph
+from archipelago.models.graph_ops import Phase
 from archipelago.models.zoo import resolve_model
 from archipelago.strategies.tensor_parallel.costs import (
     CATEGORIES,

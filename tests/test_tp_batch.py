@@ -13,7 +13,8 @@ from archipelago.api import make_plan, plan_and_estimate
 from archipelago.errors import ArchipelagoError
 from archipelago.estimate.workload import parse_generation
 from archipelago.hardware.catalog import get_device
-from archipelago.models.graph import Phase, build_graph
+from archipelago.models.graph import build_graph
+from archipelago.models.graph_ops import Phase
 from archipelago.models.zoo import resolve_model
 from archipelago.strategies.tensor_parallel.engines.systolic import SystolicEngine
 from archipelago.strategies.tensor_parallel.engines.systolic_config import SystolicConfig

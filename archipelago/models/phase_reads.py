@@ -15,7 +15,8 @@ attention algorithm cannot fall below the floor.
 
 from archipelago.memo import by_content
 from archipelago.models.expert_routing import expected_distinct_experts
-from archipelago.models.graph import Phase, build_graph
+from archipelago.models.graph import build_graph
+from archipelago.models.graph_ops import Phase
 from archipelago.models.spec import ModelSpec
 from archipelago.models.weights import WeightTensor, all_weights
 

@@ -20,7 +20,7 @@ run inside the scores' kernel and launch none of their own.
 
 import numpy as np
 
-from archipelago.models.graph import Op, Phase
+from archipelago.models.graph_ops import Op, Phase
 from archipelago.models.spec import ModelSpec
 
 _RMSNORM_KERNELS = 8

@@ -24,7 +24,7 @@ import numpy as np
 from archipelago.estimate.generation import GenerationTiming
 from archipelago.estimate.workload import Generation
 from archipelago.memo import by_content
-from archipelago.models.graph import Phase
+from archipelago.models.graph_ops import Phase
 from archipelago.models.spec import ModelSpec
 from archipelago.models.weights import parameter_count
 from archipelago.strategies.gpu.plan import GPUConfig, GPUPlan

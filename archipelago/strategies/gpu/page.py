@@ -5,7 +5,7 @@ from dataclasses import replace
 from typing import Any
 
 from archipelago.estimate.workload import Generation
-from archipelago.models.graph import Phase
+from archipelago.models.graph_ops import Phase
 from archipelago.report.charts import OpPoint, roofline, stacked_breakdown, sweep_lines
 from archipelago.report.page import Chart, KindPage
 from archipelago.strategies.gpu.estimate import GPUEstimate, estimate

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from archipelago.models.graph import Op, Phase
+from archipelago.models.graph_ops import Op, Phase
 from archipelago.models.spec import ModelSpec
 from archipelago.strategies.gpu.formats import FORMATS, Format
 from archipelago.strategies.gpu.kernel_time import (

@@ -15,7 +15,8 @@ from types import MappingProxyType
 import numpy as np
 
 from archipelago.memo import by_content
-from archipelago.models.graph import Op, Phase, build_graph
+from archipelago.models.graph import build_graph
+from archipelago.models.graph_ops import Op, Phase
 from archipelago.models.spec import ModelSpec
 from archipelago.strategies.gpu.eager import cache_copy_bytes, launches
 from archipelago.strategies.gpu.plan import GPUPlan, ring_s

@@ -20,7 +20,7 @@ from archipelago.engines.base import add_resources
 from archipelago.estimate.workload import Generation
 from archipelago.hardware.cluster import Cluster
 from archipelago.hardware.device import Resources
-from archipelago.models.graph import Phase
+from archipelago.models.graph_ops import Phase
 from archipelago.models.weights import embedding_weights, output_weights
 from archipelago.strategies.tensor_parallel.engines.overlap import exposed_seconds
 from archipelago.strategies.tensor_parallel.plan import (

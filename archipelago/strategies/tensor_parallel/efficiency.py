@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from archipelago.estimate.workload import Generation
 from archipelago.hardware.device import Device
-from archipelago.models.graph import Graph, Op, decode
+from archipelago.models.graph import Graph
+from archipelago.models.graph_ops import Op, decode
 from archipelago.strategies.tensor_parallel.estimate import Estimate
 from archipelago.strategies.tensor_parallel.staged import StagedPlan
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from archipelago.errors import PartitionError
 from archipelago.estimate.workload import Generation
-from archipelago.models.graph import Phase
+from archipelago.models.graph_ops import Phase
 from archipelago.report.charts import (
     Node,
     OpPoint,

@@ -13,7 +13,8 @@ import numpy as np
 from archipelago.engines.base import Engine
 from archipelago.hardware.cluster import Cluster
 from archipelago.hardware.device import Device, Resources
-from archipelago.models.graph import Graph, Op, Phase, build_graph
+from archipelago.models.graph import Graph, build_graph
+from archipelago.models.graph_ops import Op, Phase
 from archipelago.models.spec import ModelSpec
 from archipelago.models.weights import WeightTensor, layer_weights, template_weights
 from archipelago.split import split_bounds

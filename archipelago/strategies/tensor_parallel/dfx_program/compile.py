@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from archipelago.errors import PartitionError, elide
-from archipelago.models.graph import Op as GraphOp
+from archipelago.models.graph_ops import Op as GraphOp
 from archipelago.strategies.tensor_parallel.dfx_program.isa import (
     RMAX_REG,
     Compute,

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from archipelago.estimate.workload import Generation
-from archipelago.models.graph import Phase
+from archipelago.models.graph_ops import Phase
 from archipelago.strategies.tensor_parallel.costs import steps_seconds
 from archipelago.strategies.tensor_parallel.dfx_program.compile import compile_plan
 from archipelago.strategies.tensor_parallel.dfx_program.timing import SimResult, Simulator

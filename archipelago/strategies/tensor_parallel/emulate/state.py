@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 import torch
 
 from archipelago.emulate.exchange import Exchange
-from archipelago.models.graph import Op
+from archipelago.models.graph_ops import Op
 from archipelago.models.spec import ModelSpec
 from archipelago.strategies.tensor_parallel.emulate.numerics import Numerics
 

@@ -49,7 +49,7 @@ from archipelago.engines.base import (
 )
 from archipelago.hardware.cluster import Cluster
 from archipelago.hardware.device import Resources
-from archipelago.models.graph import Phase
+from archipelago.models.graph_ops import Phase
 from archipelago.models.spec import ModelSpec
 from archipelago.strategies.tensor_parallel.engines.router import dfx_all_gather_s
 from archipelago.strategies.tensor_parallel.plan import CommStep, ComputeStep

@@ -34,11 +34,10 @@ What the text settles:
   operands read from the URAM KV cache (72 bits per URAM per cycle, UG573) or, past what
   the URAMs hold, from HBM (§V-C); Softmax rows pipeline through the VFU like LayerNorm's.
 
-A mixture's experts: a step streams the tiles of the distinct experts its tokens route to,
-each token's vector or rows meeting its own experts' only (`ComputeStep.read`).
-
 Resources follow Eq. 5-7. One fitted constant, HBM_EFFICIENCY (see below). Synchronization
-runs on LORA's own router (`router.py`, §IV-C, §V-B).
+runs on LORA's own router (`router.py`, §IV-C, §V-B). A mixture's experts: a step streams
+the tiles of the distinct experts its tokens route to, each token's vector or rows meeting
+its own experts' only (`ComputeStep.read`).
 
 A design search (§V-D) costs many cores that differ only in their hardware parameters: the
 same engine runs them at once when its config holds each parameter as an array over the
@@ -63,7 +62,7 @@ from archipelago.engines.base import (
 from archipelago.engines.dsp_packing import PRODUCTS_PER_DSP
 from archipelago.hardware.cluster import Cluster
 from archipelago.hardware.device import Device, Resources
-from archipelago.models.graph import Phase
+from archipelago.models.graph_ops import Phase
 from archipelago.models.spec import ModelSpec
 from archipelago.strategies.tensor_parallel.engines.router import (
     lora_all_gather_s,
@@ -111,8 +110,7 @@ Number = int | float | np.ndarray
 
 def _least(a: Number, b: Number) -> Number:
     """min(a, b), elementwise where either holds variants; a plain number for one core."""
-    return np.minimum(a, b) if isinstance(a, np.ndarray) or isinstance(b, np.ndarray) else \
-        min(a, b)
+    return np.minimum(a, b) if isinstance(a + b, np.ndarray) else min(a, b)
 
 
 def _eq8(l_buf: float | np.ndarray, l_cal: float, iterations: int | np.ndarray) -> np.ndarray:

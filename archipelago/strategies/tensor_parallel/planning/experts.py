@@ -40,7 +40,7 @@ from dataclasses import replace
 from math import comb
 
 from archipelago.errors import ArchipelagoError
-from archipelago.models.graph import Op, Routed
+from archipelago.models.graph_ops import Op, Routed
 from archipelago.models.spec import ModelSpec, MoE
 from archipelago.split import split_bounds
 from archipelago.strategies.tensor_parallel.plan import (

@@ -13,7 +13,8 @@ from typing import Any, Literal
 from archipelago.errors import ArchipelagoError
 from archipelago.hardware.cluster import Cluster
 from archipelago.memo import by_content
-from archipelago.models.graph import Graph, Op, absorbed_block, build_graph
+from archipelago.models.graph import Graph, absorbed_block, build_graph
+from archipelago.models.graph_ops import Op
 from archipelago.models.spec import ModelSpec
 from archipelago.split import split_bounds
 from archipelago.strategies.tensor_parallel.plan import (
