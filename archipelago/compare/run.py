@@ -21,6 +21,7 @@ from archipelago.compare.request import Request
 from archipelago.compare.rows import Refusal, Row, first_reason, group_reasons, row_of
 from archipelago.errors import ArchipelagoError, Notice, elide_path
 from archipelago.estimate.workload import Generation
+from archipelago.scratch import DIR_ENV, cache_root
 
 KIND = "compare"  # the journal's kind: a store of comparison records
 
@@ -54,11 +55,19 @@ def identity(spec: Any, tokens: Generation, precision: str | None = None
 
 
 def default_store(spec: Any, tokens: Generation, precision: str | None = None) -> Path:
-    """`compare-MODEL-IN-OUT-DIGEST.jsonl` in the working directory."""
+    """`compare/MODEL-IN-OUT-DIGEST.jsonl` in the cache directory (scratch.cache_root),
+    that directory made if missing: a store the user did not name is a cache of estimates,
+    not a file of theirs to find in the working directory."""
     key, _ = identity(spec, tokens, precision)
     name = re.sub(r"[^A-Za-z0-9._-]+", "-", spec.name).strip("-.")[:80] or "model"
-    return Path(f"compare-{name}-{tokens.input_tokens}-{tokens.output_tokens}-"
-                f"{digest(key)[:8]}.jsonl")
+    folder = cache_root() / "compare"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ArchipelagoError(f"the cache directory {elide_path(str(folder))} cannot be "
+                               f"made ({err.strerror or err}); set {DIR_ENV} or give "
+                               "--store FILE") from None
+    return folder / f"{name}-{tokens.input_tokens}-{tokens.output_tokens}-{digest(key)[:8]}.jsonl"
 
 
 def _tasks(spec: Any, tokens: str, pending: list[Combo], precision: str | None

@@ -2,8 +2,8 @@
 checkpoint made once per machine and reused by later runs, under a cache directory rather
 than the temp folder, with a size cap.
 
-    ARCHIPELAGO_CACHE_DIR      where (default $XDG_CACHE_HOME/archipelago, else
-                               ~/.cache/archipelago)
+    ARCHIPELAGO_CACHE_DIR      where (scratch.cache_root: default
+                               $XDG_CACHE_HOME/archipelago, else ~/.cache/archipelago)
     ARCHIPELAGO_CACHE_MAX_GIB  the cap in GiB (default 4): after a new entry is written, the
                                least recently used entries go until the rest fit
 
@@ -26,21 +26,13 @@ from pathlib import Path
 from typing import IO
 
 from archipelago.errors import ArchipelagoError
+from archipelago.scratch import cache_root
 
-DIR_ENV = "ARCHIPELAGO_CACHE_DIR"
 CAP_ENV = "ARCHIPELAGO_CACHE_MAX_GIB"
 DEFAULT_CAP_GIB = 4.0
 GIB = 2**30
 _PARTIAL = ".partial-"  # an entry being written, renamed into place when complete
 _IN_USE: list[IO] = []  # lock files this process holds shared: entries it reads
-
-
-def cache_root(env: Mapping[str, str] = os.environ) -> Path:
-    """The cache directory (not created here)."""
-    if env.get(DIR_ENV):
-        return Path(env[DIR_ENV]).expanduser()
-    base = env.get("XDG_CACHE_HOME") or str(Path("~/.cache").expanduser())
-    return Path(base) / "archipelago"
 
 
 def cache_cap_bytes(env: Mapping[str, str] = os.environ) -> int:

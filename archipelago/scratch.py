@@ -1,0 +1,57 @@
+"""Where `archi` keeps files nobody named (docs/hostile-input.md): what outlives a command goes in
+the cache directory, and everything a command needs only while it runs goes in one
+temporary directory the command makes and removes when it ends, however it ends short of
+SIGKILL. The libraries it runs write there too: Dask's worker scratch space and
+multiprocessing's socket folder (both under the temporary folder Python reports, which
+`owned_scratch` points at the command's directory, for its child processes as well), and
+onnxruntime, whose telemetry would keep a device id and a database in
+~/.cache/Microsoft/DeveloperTools and a `.ses` file in $TMPDIR (its ORT_DISABLE_TELEMETRY
+switch turns it off, files included).
+
+    ARCHIPELAGO_CACHE_DIR   the cache directory (default $XDG_CACHE_HOME/archipelago, else
+                            ~/.cache/archipelago)
+"""
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+
+DIR_ENV = "ARCHIPELAGO_CACHE_DIR"
+# What a command's child processes inherit: the temporary folder, and onnxruntime's
+# telemetry off (read when onnxruntime starts its environment, in whichever process).
+_CHILD_ENV = ("TMPDIR", "ORT_DISABLE_TELEMETRY")
+
+
+def cache_root(env: Mapping[str, str] = os.environ) -> Path:
+    """The cache directory (not created here)."""
+    if env.get(DIR_ENV):
+        return Path(env[DIR_ENV]).expanduser()
+    base = env.get("XDG_CACHE_HOME") or str(Path("~/.cache").expanduser())
+    return Path(base) / "archipelago"
+
+
+@contextmanager
+def owned_scratch() -> Iterator[Path]:
+    """A temporary directory for one command, which Python's `tempfile` (in this process
+    and, through TMPDIR, in every child) uses while the block runs; removed, with
+    whatever was written in it, when the block ends. The environment and `tempfile` are
+    restored after, so commands run one after another in one process (tests) each get
+    their own."""
+    saved = {name: os.environ.get(name) for name in _CHILD_ENV}
+    saved_tempdir = tempfile.tempdir  # None until first asked: then read from TMPDIR
+    path = Path(tempfile.mkdtemp(prefix="archipelago-"))
+    os.environ.update({"TMPDIR": str(path), "ORT_DISABLE_TELEMETRY": "1"})
+    tempfile.tempdir = str(path)
+    try:
+        yield path
+    finally:
+        tempfile.tempdir = saved_tempdir
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        shutil.rmtree(path, ignore_errors=True)
