@@ -1,12 +1,12 @@
-"""Where `archi` keeps files nobody named (docs/hostile-input.md): what outlives a command goes in
-the cache directory, and everything a command needs only while it runs goes in one
+"""Where `archi` keeps files nobody named (docs/hostile-input.md): what outlives a command
+goes in the cache directory, and everything a command needs only while it runs goes in one
 temporary directory the command makes and removes when it ends, however it ends short of
-SIGKILL. The libraries it runs write there too: Dask's worker scratch space and
-multiprocessing's socket folder (both under the temporary folder Python reports, which
-`owned_scratch` points at the command's directory, for its child processes as well), and
-onnxruntime, whose telemetry would keep a device id and a database in
-~/.cache/Microsoft/DeveloperTools and a `.ses` file in $TMPDIR (its ORT_DISABLE_TELEMETRY
-switch turns it off, files included).
+SIGKILL (and then too where an emulation's reaper runs). The libraries it runs write there
+too: Dask's worker scratch space and the emulation's run directories (both under the
+temporary folder Python reports, which `owned_scratch` points at the command's directory,
+for its child processes as well), and onnxruntime, whose telemetry would keep a device id
+and a database in ~/.cache/Microsoft/DeveloperTools and a `.ses` file in $TMPDIR (its
+ORT_DISABLE_TELEMETRY switch turns it off, files included).
 
     ARCHIPELAGO_CACHE_DIR   the cache directory (default $XDG_CACHE_HOME/archipelago, else
                             ~/.cache/archipelago)
@@ -23,6 +23,13 @@ DIR_ENV = "ARCHIPELAGO_CACHE_DIR"
 # What a command's child processes inherit: the temporary folder, and onnxruntime's
 # telemetry off (read when onnxruntime starts its environment, in whichever process).
 _CHILD_ENV = ("TMPDIR", "ORT_DISABLE_TELEMETRY")
+_OWNED: list[Path] = []  # the scratch directories of the commands running, innermost last
+
+
+def current_scratch() -> Path | None:
+    """The running command's scratch directory (None outside a command): the emulation's
+    reaper removes it too when a SIGKILL leaves no command to."""
+    return _OWNED[-1] if _OWNED else None
 
 
 def cache_root(env: Mapping[str, str] = os.environ) -> Path:
@@ -45,9 +52,11 @@ def owned_scratch() -> Iterator[Path]:
     path = Path(tempfile.mkdtemp(prefix="archipelago-"))
     os.environ.update({"TMPDIR": str(path), "ORT_DISABLE_TELEMETRY": "1"})
     tempfile.tempdir = str(path)
+    _OWNED.append(path)
     try:
         yield path
     finally:
+        _OWNED.remove(path)
         tempfile.tempdir = saved_tempdir
         for name, value in saved.items():
             if value is None:
