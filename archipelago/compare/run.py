@@ -1,6 +1,9 @@
 """Run a comparison: the combinations not yet in its store estimated on Dask (a local cluster
 of processes, or a running scheduler), each worker's records appended to the store as they
 come back, then every requested combination read back as a row, a refusal or a misfit.
+A record read back is checked by the models that write it (record.py): one that is not as
+`archi compare` writes it (edited, damaged, of an older layout) is estimated again and
+replaced, and one notice line says so.
 
 The store is a journal (batch/journal.py) whose identity is the model's content digest and
 the workload, so a rerun with more devices, counts or batches estimates only the new
