@@ -196,6 +196,12 @@ def _as_fresh(rows: list[dict[str, Any]]) -> bool:
                                                                          strict=True))
 
 
+def compare_store_setup() -> None:
+    """The cluster and the fresh estimates every compare-store case uses."""
+    _scheduler()
+    store_inputs.base_lines()
+
+
 def compare_store_case(data: bytes, tmp: Path) -> dict[str, Any]:
     """A (hostile) store handed to `archi compare --store` of the combinations it was
     written for. Rows other than a fresh estimate's (a figure read back as edited, a
