@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from archipelago.estimate.figures import finite_estimate
-from archipelago.estimate.floors import check_floors
+from archipelago.estimate.floors import PhaseFloor, check_floors
 from archipelago.families import family_of
 from archipelago.hardware.cluster import resolve_cluster
 from archipelago.models.zoo import resolve_model
@@ -79,11 +79,18 @@ def estimate(strategy: str, plan: Any, workload: Any, where: str) -> Any:
     error naming the input behind it (`where` says which plan), and no phase faster than
     its physical floors (estimate/floors.py) or a one-line error naming the phase, its
     estimate and its floor."""
+    return estimate_and_floors(strategy, plan, workload, where)[0]
+
+
+def estimate_and_floors(strategy: str, plan: Any, workload: Any, where: str
+                        ) -> tuple[Any, list[PhaseFloor]]:
+    """`estimate`, and the phase floors it was checked against (a comparison's store keeps
+    them beside the figures, so a record read back is held to them too)."""
     kind = get_strategy(strategy).plan_kind
     est = finite_estimate(kind.hook("estimator"), plan, workload, where)
-    if kind.floors is not None:  # every built-in kind has one (tests/test_floors.py)
-        check_floors(kind.hook("floors")(plan, workload, est), where)
-    return est
+    floors = [] if kind.floors is None else kind.hook("floors")(plan, workload, est)
+    check_floors(floors, where)  # every built-in kind has floors (tests/test_floors.py)
+    return est, floors
 
 
 def plan_and_estimate(model: str, cluster: str, strategy: str,

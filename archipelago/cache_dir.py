@@ -1,6 +1,7 @@
 """Where Archipelago keeps what it computed once per machine (docs/emulation.md, "Weights
-cache"; docs/models.md, "Config files read by transformers"): the seeded weights of
-emulation ranks and the structure read from a config file, each in its own entries.
+cache"; docs/models.md, "Config files read by transformers"; docs/compare.md): the seeded
+weights of emulation ranks, the structure read from a config file and compare's default
+stores, each in its own folder.
 
     ARCHIPELAGO_CACHE_DIR      where (default $XDG_CACHE_HOME/archipelago, else
                                ~/.cache/archipelago)

@@ -35,6 +35,7 @@ from archipelago.cli_options import (
     workload_options,
 )
 from archipelago.errors import ArchipelagoError
+from archipelago.scratch import owned_scratch
 
 # `archi plan`'s status for a plan that does not fit (its input was valid: not 2).
 INFEASIBLE = 1
@@ -89,9 +90,13 @@ app = typer.Typer(cls=ArchiGroup, add_completion=False, invoke_without_command=T
 
 @app.callback()
 def _commands(ctx: typer.Context) -> None:
-    """A bare `archi` prints its help (the commands) rather than an error."""
+    """A bare `archi` prints its help (the commands) rather than an error; a command's
+    temporary files (its own and its libraries') go in one directory it removes at the
+    end (scratch.py)."""
     if ctx.invoked_subcommand is None:
         print(ctx.get_help())
+    else:
+        ctx.with_resource(owned_scratch())
 
 
 @app.command(context_settings=KIND_OPTIONS, help="Split MODEL over CLUSTER and estimate its "
@@ -328,7 +333,8 @@ def compare(
         help="local Dask worker processes (default: one per core)")] = None,
     store: Annotated[Path | None, typer.Option(
         help="results journal, reused and extended (default: named after the model and "
-             "workload, in this directory)", **OUTPUT)] = None,
+             "workload, in compare/ of the cache directory: $ARCHIPELAGO_CACHE_DIR, else "
+             "$XDG_CACHE_HOME/archipelago, else ~/.cache/archipelago)", **OUTPUT)] = None,
     as_json: Annotated[bool, typer.Option(
         "--json", help="print one JSON object: every row, reason, the front and the power "
                        "model")] = False,

@@ -172,3 +172,18 @@ def test_racing_writers_stop_at_the_shared_budget_exactly(tmp_path) -> None:
     assert len(records) == 50 and len(lines(Path(path))) == 51
     # Only meaningful if the writers did interleave: more than one got records in.
     assert len({value["worker"] for value in records.values()}) > 1
+
+
+def test_a_value_already_held_is_not_written_again(tmp_path) -> None:
+    """Two runs of one question opened the journal before either wrote: the second's
+    records are the first's, and the file holds them once; a changed value is appended
+    (a later value replaces), and repeating it adds nothing."""
+    path = tmp_path / "d.jsonl"
+    first, second = (Journal.open(path, "compare", IDENTITY) for _ in range(2))
+    first.append([("a", {"x": 1.5}), ("b", {"y": [1, 2]})])
+    second.append([("a", {"x": 1.5}), ("b", {"y": (1, 2)})])  # a tuple is written as a list
+    assert len(lines(path)) == 3
+    second.append([("a", {"x": 2.5}), ("a", {"x": 2.5})])
+    first.append([("a", {"x": 2.5})])
+    assert len(lines(path)) == 4
+    assert first.records() == second.records() == {"a": {"x": 2.5}, "b": {"y": [1, 2]}}

@@ -27,7 +27,7 @@ def wait_for_hang(tmp: Path, launcher: subprocess.Popen, deadline_s: float = 120
     """The run directory once rank 0 hangs before its 3rd collective and rank 1 waits."""
     deadline = time.monotonic() + deadline_s
     while time.monotonic() < deadline and launcher.poll() is None:
-        for run_dir in tmp.glob("archipelago-emulate-*"):
+        for run_dir in tmp.glob("archipelago-*/archipelago-emulate-*"):  # in the command's
             board = run_dir / "progress"
             if board.exists() and board.stat().st_size == 16:
                 counts = np.fromfile(board, np.int64)

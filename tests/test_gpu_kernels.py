@@ -195,7 +195,8 @@ def test_the_measurement_script_refuses_cleanly_without_cuda() -> None:
         assert "Traceback" not in run.stderr
 
 
-def test_compare_rows_take_the_precision_and_keep_its_store_apart() -> None:
+def test_compare_rows_take_the_precision_and_keep_its_store_apart(
+        tmp_path, monkeypatch) -> None:
     from archipelago.compare.combos import Combo, estimate_combo
     from archipelago.compare.run import default_store
     from archipelago.estimate.workload import parse_tokens
@@ -211,4 +212,5 @@ def test_compare_rows_take_the_precision_and_keep_its_store_apart() -> None:
     dfx = estimate_combo(spec, "128:128", Combo("dfx", "u280", 4, 1), "fp8")
     assert dfx["status"] == "refused" and "--precision" in dfx["reason"]
     tokens = parse_tokens("128:128")
+    monkeypatch.setenv("ARCHIPELAGO_CACHE_DIR", str(tmp_path))  # the default store's folder
     assert default_store(spec, tokens, "fp8") != default_store(spec, tokens)

@@ -89,8 +89,10 @@ class Journal:
         return dict(self._records)
 
     def append(self, items: Sequence[tuple[str, dict[str, Any]]]) -> None:
-        """Add every `(key, value)`, in one write; a later value of a key replaces it."""
-        data = [_record_line(key, value) for key, value in items]
+        """Add every `(key, value)`, in one write; a later value of a key replaces it, and
+        a value the journal already holds for its key (another run of the same question
+        appended it meanwhile) is not written again."""
+        data = [(key, _record_line(key, value)) for key, value in items]
         with self._opened(os.O_RDWR | os.O_APPEND, lock=True) as fd:
             self._write(fd, data)
 
@@ -121,7 +123,7 @@ class Journal:
         """Append the longest leading run of `items` that keeps the number of distinct keys
         at most `budget`, counting under the lock what every other writer has appended, so
         concurrent runs sharing a budget never overshoot it. Returns how many went in."""
-        data = [_record_line(key, value) for key, value in items]
+        data = [(key, _record_line(key, value)) for key, value in items]
         with self._opened(os.O_RDWR | os.O_APPEND, lock=True) as fd:
             self._catch_up(fd)
             keys, taken = set(self._records), 0
@@ -133,14 +135,22 @@ class Journal:
             self._write(fd, data[:taken])
         return taken
 
-    def _write(self, fd: int, data: list[bytes]) -> None:
-        """Under the lock: cut a torn tail, append `data` in one write, fsync, read it back."""
+    def _write(self, fd: int, data: list[tuple[str, bytes]]) -> None:
+        """Under the lock: cut a torn tail, append in one write the lines of `data` (key,
+        line) that say something new of their key, fsync, read them back."""
         self._catch_up(fd)
         if self._tail:
             os.ftruncate(fd, self._offset)
             self._tail = 0
-        if data:
-            _write_all(fd, b"".join(data))
+        held = {key: _record_line(key, self._records[key]) for key, _ in data
+                if key in self._records}
+        new = []
+        for key, line in data:
+            if held.get(key) != line:
+                new.append(line)
+                held[key] = line
+        if new:
+            _write_all(fd, b"".join(new))
         os.fsync(fd)
         self._catch_up(fd)
 

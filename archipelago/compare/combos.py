@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from archipelago import api
+from archipelago.compare.record import recorded_floors
 from archipelago.errors import ArchipelagoError
 from archipelago.estimate.generation import GenerationTiming
 from archipelago.hardware.catalog import get_device
@@ -93,15 +94,17 @@ class Task:
 
 def estimate_combo(spec: Any, tokens: str, combo: Combo,
                    precision: str | None = None) -> dict[str, Any]:
-    """The record of one combination: its timing, split and binding resource, whether it
-    fits (with the kind's reasons), or the one line its strategy refused it with."""
+    """The record of one combination: its timing (with the floors of its prefill and decode
+    step), split and binding resource, whether it fits (with the kind's reasons), or the
+    one line its strategy refused it with (record.py checks it)."""
     where = f"{combo.strategy} on {combo.cluster}"
     given = {} if precision is None else {"precision": precision}
     try:
         work = api.parse_workload(combo.strategy, {TOKENS: tokens, "batch": str(combo.batch),
                                                    **given})
         plan = api.plan_on(spec, resolve_cluster(combo.cluster), combo.strategy, None, work)
-        est = api.estimate(combo.strategy, plan, work, f"{where} ({spec.name})")
+        est, floors = api.estimate_and_floors(combo.strategy, plan, work,
+                                              f"{where} ({spec.name})")
     except ArchipelagoError as err:
         return {"status": "refused", "reason": str(err)}
     if not isinstance(est, GenerationTiming):  # a kind's registration mistake
@@ -112,7 +115,8 @@ def estimate_combo(spec: Any, tokens: str, combo: Combo,
     return {"status": "ok" if est.feasible else "infeasible", "reasons": reasons,
             "latency_s": est.latency_s, "tokens_per_s": est.tokens_per_s,
             "prefill_s": est.prefill_s, "decode_s_per_token": est.decode_s_per_token,
-            "split": traits.split, "binding": traits.binding, "shares": traits.shares}
+            "split": traits.split, "binding": traits.binding, "shares": traits.shares,
+            "floors": recorded_floors(floors)}
 
 
 def evaluate(task: Task) -> list[tuple[str, dict[str, Any]]]:

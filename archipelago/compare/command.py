@@ -54,12 +54,12 @@ def run_compare(options: CompareCommand, console: Console) -> bool:
         from archipelago.batch.workers import check_scheduler
 
         check_scheduler(options.scheduler)
-    target = options.store or default_store(spec, request.tokens, request.precision)
-    check_output_file(target, "--store", True)  # an existing store is read and extended
     if options.report_file is not None:
         from archipelago.report.html import check_target
 
         check_target(options.report_file, options.force, "--report")
+    target = options.store or default_store(spec, request.tokens, request.precision)
+    check_output_file(target, "--store", True)  # an existing store is read and extended
     result = compare(request, spec, target, options.scheduler, options.workers,
                      progress=console.is_terminal)
     summary = comparison_dict(result)

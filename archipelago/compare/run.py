@@ -1,6 +1,9 @@
 """Run a comparison: the combinations not yet in its store estimated on Dask (a local cluster
 of processes, or a running scheduler), each worker's records appended to the store as they
 come back, then every requested combination read back as a row, a refusal or a misfit.
+A record read back is checked by the models that write it (record.py): one that is not as
+`archi compare` writes it (edited, damaged, of an older layout) is estimated again and
+replaced, and one notice line says so.
 
 The store is a journal (batch/journal.py) whose identity is the model's content digest and
 the workload, so a rerun with more devices, counts or batches estimates only the new
@@ -8,15 +11,19 @@ combinations, and an interrupted one resumes: whatever finished is in the file.
 """
 
 import re
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from archipelago.batch.journal import Journal
+from archipelago.cache_dir import DIR_ENV, cache_root
 from archipelago.compare.combos import Combo, Task, applicable, combinations, digest, evaluate
 from archipelago.compare.rank import pareto_front, ranked
+from archipelago.compare.record import IDENTITY, BadRecord, checked
 from archipelago.compare.request import Request
 from archipelago.compare.rows import Refusal, Row, first_reason, group_reasons, row_of
+from archipelago.errors import ArchipelagoError, Notice, elide_path
 from archipelago.estimate.workload import Generation
 
 KIND = "compare"  # the journal's kind: a store of comparison records
@@ -51,11 +58,19 @@ def identity(spec: Any, tokens: Generation, precision: str | None = None
 
 
 def default_store(spec: Any, tokens: Generation, precision: str | None = None) -> Path:
-    """`compare-MODEL-IN-OUT-DIGEST.jsonl` in the working directory."""
+    """`compare/MODEL-IN-OUT-DIGEST.jsonl` in the cache directory (scratch.cache_root),
+    that directory made if missing: a store the user did not name is a cache of estimates,
+    not a file of theirs to find in the working directory."""
     key, _ = identity(spec, tokens, precision)
     name = re.sub(r"[^A-Za-z0-9._-]+", "-", spec.name).strip("-.")[:80] or "model"
-    return Path(f"compare-{name}-{tokens.input_tokens}-{tokens.output_tokens}-"
-                f"{digest(key)[:8]}.jsonl")
+    folder = cache_root() / "compare"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ArchipelagoError(f"the cache directory {elide_path(str(folder))} cannot be "
+                               f"made ({err.strerror or err}); set {DIR_ENV} or give "
+                               "--store FILE") from None
+    return folder / f"{name}-{tokens.input_tokens}-{tokens.output_tokens}-{digest(key)[:8]}.jsonl"
 
 
 def _tasks(spec: Any, tokens: str, pending: list[Combo], precision: str | None
@@ -80,9 +95,11 @@ def compare(request: Request, spec: Any, store: Path, scheduler: str | None = No
     combos = combinations(names, request.devices, request.counts, request.batches)
     key, labels = identity(spec, request.tokens, request.precision)
     journal = Journal.open(store, KIND, key, labels)
-    records = journal.records()
     keys = {combo: combo.key() for combo in combos}
+    out = request.tokens.output_tokens
+    records = _read_back(journal, keys, out)
     pending = [c for c in combos if keys[c] not in records]
+    combo_of = {keys[c]: c for c in pending}
     evaluated: list[str] = []
     tokens = f"{request.tokens.input_tokens}:{request.tokens.output_tokens}"
     tasks = _tasks(spec, tokens, pending, request.precision)
@@ -93,14 +110,51 @@ def compare(request: Request, spec: Any, store: Path, scheduler: str | None = No
 
             def done(_: str, result: list[tuple[str, dict[str, Any]]]) -> None:
                 for key, value in result:
-                    add(key, value)
-                records.update(result)
+                    records[key] = _fresh(value, combo_of[key], out)
+                    add(key, records[key])
                 evaluated.extend(k for k, _ in result)
 
             stream(client, evaluate, tasks, done,
                    f"comparing {len(pending)} combinations" if progress else None)
     return _assemble(request, spec.name, store, [records[keys[c]] for c in combos],
                      not_applicable, evaluated, len(combos) - len(pending))
+
+
+def _identity(combo: Combo) -> dict[str, Any]:
+    return {name: getattr(combo, name) for name in IDENTITY}
+
+
+def _read_back(journal: Journal, keys: dict[Combo, str], output_tokens: int
+               ) -> dict[str, dict[str, Any]]:
+    """The store's records of these combinations that are as `archi compare` writes them;
+    the others are left out, to be estimated again, and one notice line says so."""
+    stored = journal.records()
+    records, damaged = {}, {}
+    for combo, key in keys.items():
+        if key in stored:
+            try:
+                records[key] = checked(stored[key], _identity(combo), output_tokens)
+            except BadRecord as err:
+                damaged[key] = str(err)
+    if damaged:
+        first = next(iter(damaged))
+        warnings.warn(Notice(
+            f"store {elide_path(str(journal.path))}: {len(damaged)} record"
+            f"{'s' if len(damaged) > 1 else ''} not as archi compare writes "
+            f"{'them' if len(damaged) > 1 else 'it'} (first: '{first}', {damaged[first]}); "
+            "estimated again and replaced"), stacklevel=2)
+    return records
+
+
+def _fresh(value: dict[str, Any], combo: Combo, output_tokens: int) -> dict[str, Any]:
+    """A record estimated now, checked as a record read back would be: one failing is a
+    defect of its kind's estimate, never written to the store."""
+    try:
+        return checked(value, _identity(combo), output_tokens)
+    except BadRecord as err:
+        raise ArchipelagoError(f"{combo.strategy} on {combo.cluster}: the estimate's record "
+                               f"{err}: a bug in the estimate, please report the "
+                               "command") from None
 
 
 def _assemble(request: Request, model: str, store: Path, records: list[dict[str, Any]],

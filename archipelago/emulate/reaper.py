@@ -10,7 +10,8 @@ each:
     dir PATH    a run directory exists         done PATH   the launcher removed it
     scan        record my helper processes now (answered `ok`)
     also PATH   remove PATH at the end too (multiprocessing's own temporary directory,
-                told before it exists; only a launcher that exits normally removes it)
+                told before it exists, and the command's scratch directory: only a
+                launcher that exits normally removes them)
 
 End of file means the launcher is gone (exit, exception, signal, SIGKILL): the reaper
 SIGKILLs the helpers it recorded (the fork server, the resource tracker and every rank
@@ -33,6 +34,7 @@ from pathlib import Path
 
 from archipelago.errors import signals_as_errors
 from archipelago.processes import all_pids, command_line, parent_of, start_time
+from archipelago.scratch import current_scratch
 
 HELPER_MARK = "multiprocessing"  # in the fork server's and the resource tracker's command line
 POLL_S = 0.25  # how often the reaper looks for new helpers while a run is in progress
@@ -133,7 +135,11 @@ def _announced_mp_temp_dir() -> None:
     config = getattr(process.current_process(), "_config", None)  # where util looks
     if config is None or config.get("tempdir") is not None:
         return
-    path = Path(tempfile.gettempdir()) / f"pymp-{os.urandom(4).hex()}"
+    # Beside the command's scratch directory, not inside it: the server's socket path in
+    # it must stay within AF_UNIX's 107 bytes under a long TMPDIR.
+    scratch = current_scratch()
+    base = scratch.parent if scratch is not None else Path(tempfile.gettempdir())
+    path = base / f"pymp-{os.urandom(4).hex()}"
     _tell(f"also {path}")
     path.mkdir(mode=0o700)
     util.Finalize(None, shutil.rmtree, args=(str(path), True), exitpriority=-100)
@@ -174,6 +180,9 @@ def owned_run_dir() -> Iterator[Path]:
     ends or this process does, however. SIGINT and SIGTERM end the run as an error (exit
     130 or 143) saying every rank was stopped."""
     _tell("scan")  # starts the reaper before there is anything to lose
+    scratch = current_scratch()
+    if scratch is not None:  # the command's own, which holds this run's directory
+        _tell(f"also {scratch}")
     path = tempfile.mkdtemp(prefix="archipelago-emulate-")
     try:
         _tell(f"dir {path}")

@@ -90,6 +90,11 @@ class BelowFloor(ArchipelagoError):
     """An estimate came out faster than its plan's physical floor: a bug in the estimate."""
 
 
+def below(estimate_s: float, floor_s: float) -> bool:
+    """Whether `estimate_s` is under `floor_s` by more than arithmetic slack."""
+    return estimate_s < floor_s * (1 - _SLACK)
+
+
 def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:,.4g} ms"
 
@@ -107,7 +112,7 @@ def check_floor(phase: str, estimate_s: float | np.ndarray, floor: tuple[float, 
     `floor` (seconds, why)."""
     least = float(np.min(estimate_s))
     bound, why = floor
-    if least < bound * (1 - _SLACK):
+    if below(least, bound):
         raise BelowFloor(f"{where}: {phase} estimated at {_ms(least)}, below its physical "
                          f"floor of {_ms(bound)} ({why}): a bug in the estimate, please "
                          "report the command")

@@ -29,6 +29,12 @@ class PassWork:
 
 Loads = Callable[[PassWork], tuple[DeviceLoad, ...]]
 
+# Each phase's name and the GenerationTiming figure it bounds.
+FIGURES = {"prefill": "prefill_s", "the first decode step": "decode_s_first",
+           "the last decode step": "decode_s_last",
+           "the mean decode step": "decode_s_per_token"}
+PREFILL, FIRST, LAST, MEAN = FIGURES
+
 
 def generation_floors(est: GenerationTiming, work: Generation, loads: Loads
                       ) -> list[PhaseFloor]:
@@ -36,11 +42,11 @@ def generation_floors(est: GenerationTiming, work: Generation, loads: Loads
     decode step attends to the prompt (`input_tokens` cached), the last to all but the
     last two tokens (the last output token is sampled from it, and it adds its own)."""
     batch = work.batch
-    floors = [PhaseFloor("prefill", est.prefill_s, loads(PassWork(work.input_tokens, batch, 0)))]
+    floors = [PhaseFloor(PREFILL, est.prefill_s, loads(PassWork(work.input_tokens, batch, 0)))]
     if work.output_tokens > 1:
         first = loads(PassWork(1, batch, work.input_tokens))
         last = loads(PassWork(1, batch, work.total_tokens - 2))
-        floors += [PhaseFloor("the first decode step", est.decode_s_first, first),
-                   PhaseFloor("the last decode step", est.decode_s_last, last),
-                   PhaseFloor("the mean decode step", est.decode_s_per_token, first)]
+        floors += [PhaseFloor(FIRST, est.decode_s_first, first),
+                   PhaseFloor(LAST, est.decode_s_last, last),
+                   PhaseFloor(MEAN, est.decode_s_per_token, first)]
     return floors

@@ -2,6 +2,9 @@
 returns the plan's figures (the dict `--json` prints) for the harness to check."""
 
 import json
+import math
+import random
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +18,7 @@ from archipelago.emulate.torchrun import torchrun_place
 from archipelago.errors import ArchipelagoError
 from archipelago.strategies.host_offload.proxies import load_profile
 from archipelago.strategies.registry import get_strategy
-from tests.fuzz import inputs
+from tests.fuzz import inputs, store_inputs
 from tests.fuzz.pt2_inputs import MARKER
 
 # The model each strategy plans in the engine-config and cluster cases.
@@ -155,3 +158,61 @@ def pt2_case(data: bytes, tmp: Path) -> dict[str, Any]:
             return {"payload_ran": -1}
         raise
     return {"payload_ran": -1} if MARKER.exists() else result
+
+
+_CLUSTERS: list[Any] = []  # the compare-store kind's Dask cluster, kept for the process
+
+
+@cache
+def _scheduler() -> str:
+    """A Dask cluster in this process (one worker thread), started once: the comparisons
+    re-estimate on it through `--scheduler` instead of starting processes each time."""
+    from distributed import LocalCluster
+
+    state = random.getstate()  # hypothesis refuses a case that moves the global random
+    cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp",
+                           dashboard_address=None, scheduler_kwargs={
+                               "dashboard": False, "dashboard_address": "127.0.0.1:0"})
+    random.setstate(state)
+    _CLUSTERS.append(cluster)
+    return cluster.scheduler_address
+
+
+def _labelled(records: Any) -> dict[str, Any]:
+    """{label: (figures)} of a comparison's rows, from `--json` rows or store records."""
+    return {f"{r['strategy']} {r['count']}x{r['device']}": tuple(r[f] for f in
+                                                              store_inputs.FIGURES)
+            for r in records}
+
+
+def _as_fresh(rows: list[dict[str, Any]]) -> bool:
+    """Whether `rows` are the fresh estimate's combinations with its figures (to a
+    millionth: bytes inserted deep in a number's digits change it by less, and no reader
+    of the table would call that figure a lie)."""
+    _, base = store_inputs.base_lines()
+    fresh, shown = _labelled(v for _, v in base if v["status"] == "ok"), _labelled(rows)
+    return shown.keys() == fresh.keys() and all(
+        math.isclose(a, b, rel_tol=1e-6) for k in fresh for a, b in zip(shown[k], fresh[k],
+                                                                         strict=True))
+
+
+def compare_store_setup() -> None:
+    """The cluster and the fresh estimates every compare-store case uses."""
+    _scheduler()
+    store_inputs.base_lines()
+
+
+def compare_store_case(data: bytes, tmp: Path) -> dict[str, Any]:
+    """A (hostile) store handed to `archi compare --store` of the combinations it was
+    written for. Rows other than a fresh estimate's (a figure read back as edited, a
+    combination lost or gained) are a wrong result: a negative figure, which the harness
+    counts as insane."""
+    path = tmp / "store.jsonl"
+    path.write_bytes(data)
+    state = random.getstate()  # Dask's client draws from it; hypothesis refuses that
+    try:
+        result = cli_case([*store_inputs.ARGS, "--store", str(path), "--scheduler",
+                           _scheduler()])
+    finally:
+        random.setstate(state)
+    return result if _as_fresh(result["rows"]) else {"rows_differ": -1}

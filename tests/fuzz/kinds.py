@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from tests.fuzz import cases, inputs
 from tests.fuzz.harness import ALLOWED, HANG_S, classify
 from tests.fuzz.pt2_inputs import pt2_file
+from tests.fuzz.store_inputs import compare_store
 
 Kind = tuple[st.SearchStrategy[Any], Callable[[Any, Path], Any]]
 
@@ -42,6 +43,7 @@ KINDS: dict[str, Kind] = {
     "cluster:chef": (inputs.chef_cluster_doc(), cases.chef_cluster_case),
     "onnx": (inputs.onnx_file(), cases.onnx_case),
     "pt2": (pt2_file(), cases.pt2_case),
+    "compare-store": (compare_store(), cases.compare_store_case),
     "file": (st.tuples(inputs.FILE_BYTES, st.sampled_from(LOADERS)),
              lambda x, tmp: cases.file_case(x[0], x[1], tmp)),
 }
@@ -55,12 +57,19 @@ SLOW_SHARE = 10
 SLOW_HANG_S = 45.0
 
 
+# Kinds whose cases share something started once (a Dask cluster, the base store's
+# estimates): started before the first case, outside its time limit.
+SETUP: dict[str, Callable[[], Any]] = {"compare-store": cases.compare_store_setup}
+
+
 def fuzz_kind(name: str, examples: int, seed: int | None = None) -> tuple[Counter[str],
                                                                           list[str]]:
     """Outcome counts over `examples` generated inputs of kind `name` (a slow kind: one in
     SLOW_SHARE of them, at least one), and the first few findings (outcomes outside
     ALLOWED) with their input."""
     strategy, case = KINDS[name]
+    if name in SETUP:
+        SETUP[name]()
     hang_s = SLOW_HANG_S if name in SLOW else HANG_S
     if name in SLOW:
         examples = max(1, examples // SLOW_SHARE)

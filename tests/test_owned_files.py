@@ -1,0 +1,63 @@
+"""No file outside what the user named (issue 39 point 6): a command's temporary files, and
+those of the libraries it runs (onnxruntime's telemetry, Dask's worker scratch space,
+multiprocessing's sockets), live in one directory the command removes; what outlives it
+(compare's default store) is in the documented cache directory. Checked with HOME and
+TMPDIR pointed at empty directories: after the commands, only the cache directory and the
+--out files hold anything."""
+
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from archipelago.scratch import owned_scratch
+from tests.test_onnx_emulate import _tiny_resnet
+
+
+def test_the_scratch_directory_is_used_then_removed_and_the_environment_restored(
+        tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.delenv("ORT_DISABLE_TELEMETRY", raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", None)  # read from TMPDIR again, as at start
+    with owned_scratch() as scratch:
+        assert scratch.parent == tmp_path  # made where the user's TMPDIR said
+        assert tempfile.gettempdir() == os.environ["TMPDIR"] == str(scratch)
+        assert os.environ["ORT_DISABLE_TELEMETRY"] == "1"
+        (Path(tempfile.mkdtemp()) / "left").write_text("x")  # a library's leftovers
+    assert not scratch.exists() and list(tmp_path.iterdir()) == []
+    assert tempfile.tempdir is None and os.environ["TMPDIR"] == str(tmp_path)
+    assert "ORT_DISABLE_TELEMETRY" not in os.environ
+
+
+def _tree(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+def test_commands_leave_files_only_in_the_cache_directory_and_out(tmp_path: Path) -> None:
+    home, temp, work = (tmp_path / name for name in ("home", "tmp", "work"))
+    for folder in (home, temp, work):
+        folder.mkdir()
+    model = _tiny_resnet(tmp_path / "tiny.onnx")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("XDG_CACHE_HOME", "ARCHIPELAGO_CACHE_DIR")}
+    env |= {"HOME": str(home), "TMPDIR": str(temp)}
+    commands = [  # onnxruntime as the reference; Dask's local cluster; a report page
+        ["emulate", str(model), "--strategy", "chef", "--cluster", "chef-cluster1"],
+        ["compare", "gpt2-345m", "--tokens", "16:8", "--counts", "1", "--devices",
+         "u280,v100", "--strategies", "lora-q,gpu-graph", "--workers", "1"],
+        ["plan", "gpt2-345m", "--cluster", "2xu280", "--strategy", "dfx", "--report",
+         str(tmp_path / "page.html")],
+    ]
+    said = []
+    for args in commands:
+        out = subprocess.run([sys.executable, "-m", "archipelago", *args], cwd=work, env=env,
+                             capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr
+        said.append(out.stdout)
+    stores = list((home / ".cache" / "archipelago" / "compare").glob("gpt2-345m-16-8-*.jsonl"))
+    assert len(stores) == 1 and f"store {stores[0]}: 4 combinations" in said[1]
+    assert _tree(home) == [".cache", ".cache/archipelago", ".cache/archipelago/compare",
+                           str(stores[0].relative_to(home))]
+    assert _tree(temp) == [] and _tree(work) == []
+    assert (tmp_path / "page.html").exists()
