@@ -19,7 +19,6 @@ from archipelago.cli_options import (
     KIND_OPTIONS,
     MAX_SAMPLER_SEED,
     MAX_TRIALS,
-    MAX_WORKERS,
     OUTPUT,
     SEARCH_OPTIONS,
     ClusterOpt,
@@ -31,6 +30,7 @@ from archipelago.cli_options import (
     console,
     given_options,
     load_engine_config,
+    machine_workers,
     within,
     workload_options,
 )
@@ -294,7 +294,7 @@ def explore(
                                       help="the search's random seed")] = 0,
     force: Annotated[bool, typer.Option(help="replace an existing --out file")] = False,
     workers: Annotated[int | None, typer.Option(
-        callback=within(0, MAX_WORKERS),
+        callback=machine_workers(allow_zero=True),
         help="local Dask worker processes (default: one per core; 0: in this process)")
     ] = None,
     scheduler: Annotated[str | None, typer.Option(
@@ -329,7 +329,7 @@ def compare(
     scheduler: Annotated[str | None, typer.Option(
         help="a running Dask scheduler, tcp://HOST:PORT (default: a local cluster)")] = None,
     workers: Annotated[int | None, typer.Option(
-        callback=lambda v: v if v is None else within(1, 1024)(v),
+        callback=machine_workers(allow_zero=False),
         help="local Dask worker processes (default: one per core)")] = None,
     store: Annotated[Path | None, typer.Option(
         help="results journal, reused and extended (default: named after the model and "

@@ -20,17 +20,19 @@ from archipelago.errors import (
     notices_on_stderr,
     signals_as_errors,
 )
+from archipelago.library_logs import libraries_kept
 
 
 def user_errors(command: Callable[..., None]) -> Callable[..., None]:
     """Turn ArchipelagoError into `error: ...` on stderr and exit status 2, no traceback;
     SIGINT and SIGTERM into `error: interrupted by ...` and exit status 128 + N; notices
-    into one `notice: ...` line each."""
+    into one `notice: ...` line each; the libraries' own log records and warnings kept off
+    the terminal (library_logs.libraries_kept)."""
 
     @functools.wraps(command)
     def run(*args: Any, **kwargs: Any) -> None:
         try:
-            with signals_as_errors(), notices_on_stderr():
+            with signals_as_errors(), notices_on_stderr(), libraries_kept():
                 command(*args, **kwargs)
         except ArchipelagoError as err:
             print(f"error: {err}", file=sys.stderr)

@@ -81,7 +81,6 @@ MAX_TRIALS = 100_000
 # LORA spaces in every case measured (benchmarks/bench_explore.py).
 DEFAULT_TRIALS = 10_000
 MAX_SAMPLER_SEED = 2**32 - 1  # the search's numpy generator: any 32-bit seed
-MAX_WORKERS = 1024  # processes of a local Dask cluster
 SEARCH_OPTIONS = ("trials", "storage", "study", "out", "seed", "force", "workers", "scheduler")
 
 
@@ -93,6 +92,24 @@ def within(low: int, high: int) -> Callable[[int | None], int | None]:
             shown = str(value) if len(str(value)) <= 24 else f"a {len(str(value))}-digit number"
             raise typer.BadParameter(f"{shown} is outside {low}..{high}")
         return value
+
+    return check
+
+
+def machine_workers(allow_zero: bool) -> Callable[[int | None], int | None]:
+    """A --workers callback: at most what this machine runs (batch.workers.check_workers,
+    which says the limit and why); 0, where `allow_zero` (explore: run in this process)."""
+
+    def check(value: int | None) -> int | None:
+        if value is None:
+            return value
+        from archipelago.batch.workers import check_workers
+        from archipelago.errors import ArchipelagoError
+
+        try:
+            return check_workers(value, "", 0 if allow_zero else 1)
+        except ArchipelagoError as err:
+            raise typer.BadParameter(str(err).strip()) from None
 
     return check
 

@@ -5,16 +5,20 @@ completes it), and a bad scheduler address is one line naming --scheduler."""
 import os
 import signal
 import socket
+import struct
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import dask
 import pytest
 
 from archipelago.batch.journal import Journal
-from archipelago.batch.workers import _chunk_size, dask_client, stream
+from archipelago.batch.workers import WORKERS_PER_CORE, _chunk_size, dask_client, stream
 from archipelago.errors import ArchipelagoError, Interrupted
 from tests.dask_cluster import running_cluster
 
@@ -90,7 +94,7 @@ def _slow(key: str) -> dict:
 RUN = """
 import os, sys
 from archipelago.batch.journal import Journal
-from archipelago.batch.workers import _chunk_size, dask_client, stream
+from archipelago.batch.workers import WORKERS_PER_CORE, _chunk_size, dask_client, stream
 from archipelago.errors import Interrupted
 from tests.test_batch_workers import COUNT, _slow
 
@@ -181,7 +185,57 @@ def test_an_unreachable_scheduler_is_one_line_naming_the_option() -> None:
     with pytest.raises(ArchipelagoError) as caught, dask_client(address, None,
                                                                 connect_timeout_s=0.5):
         pass
-    assert str(caught.value) == f"--scheduler {address}: no Dask scheduler answered within 0.5 s"
+    assert str(caught.value).startswith(f"--scheduler {address}: no Dask scheduler answered "
+                                        "within 0.5 s (waited ")
+
+
+@contextmanager
+def listening(first: bytes) -> Iterator[str]:
+    """A TCP server that accepts one connection, writes `first` (nothing: silent) and then
+    holds it open, never speaking Dask, until the test is done; its address. The socket
+    listens before the address is handed out, so a client's connect cannot come early."""
+    done = threading.Event()
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        def serve() -> None:
+            conn, _ = server.accept()
+            with conn:
+                conn.sendall(first)
+                done.wait()
+
+        thread = threading.Thread(target=serve, daemon=True)
+        thread.start()
+        try:
+            yield f"tcp://127.0.0.1:{server.getsockname()[1]}"
+        finally:
+            done.set()
+
+
+@pytest.mark.parametrize("first, says", [
+    (b"", "no Dask scheduler answered within 1 s (waited 1."),  # silent
+    (struct.pack("<Q", 64) + b"abc", "no Dask scheduler answered within 1 s (waited 1."),
+    (b"HTTP/1.1 400 Bad Request\r\n\r\n", "what answered there is not a Dask scheduler"),
+    (b"\xff" * 64, "what answered there is not a Dask scheduler"),
+])
+def test_a_port_that_does_not_speak_dask_is_one_line_within_the_timeout(first, says) -> None:
+    """Silent, a frame begun and never finished, garbage: the handshake (connect and the
+    first reply) is bounded by the timeout, where Dask's own covers only the connect."""
+    with listening(first) as address, pytest.raises(ArchipelagoError) as caught, \
+            dask_client(address, None, connect_timeout_s=1.0):
+        pass
+    assert str(caught.value).startswith(f"--scheduler {address}: {says}")
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("count", [0, WORKERS_PER_CORE * len(os.sched_getaffinity(0)) + 1,
+                                   1000])
+def test_local_workers_are_bounded_by_the_machine(count) -> None:
+    cores = len(os.sched_getaffinity(0))
+    with pytest.raises(ArchipelagoError) as caught, dask_client(None, count):
+        pass
+    assert str(caught.value) == (
+        f"--workers {count}: give 1 to {WORKERS_PER_CORE * cores} ({WORKERS_PER_CORE} per "
+        f"core this process may use, {cores} here; more processes only contend for the "
+        "cores)")
 
 
 @pytest.mark.parametrize("address", ["localhost:8786", "tcp://host", "http://h:1",

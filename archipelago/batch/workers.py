@@ -3,12 +3,14 @@ cluster across machines (`--scheduler tcp://HOST:PORT`); each result comes back 
 process as soon as it finishes, so the caller can persist it before the next one arrives.
 Dask is imported inside the functions: `import archipelago` stays free of it."""
 
+import asyncio
 import logging
 import os
 import queue
 import re
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -19,8 +21,14 @@ if TYPE_CHECKING:
     from distributed import Client, Future
 
 # A scheduler on the network answers in milliseconds; five seconds covers a slow link
-# without leaving the user staring at a mistyped address.
+# without leaving the user staring at a mistyped address. It bounds the whole handshake:
+# the connection and the scheduler's first reply.
 CONNECT_TIMEOUT_S = 5.0
+# Local worker processes per core this process may use, at most: each runs one pure-Python
+# task at a time, so past one per core they only contend; four leaves room for a user who
+# oversubscribes on purpose, while 1000 on two cores (70-80 processes starting, no answer
+# in a minute: issue 39 point 4) is refused.
+WORKERS_PER_CORE = 4
 # A host name is at most 253 characters (RFC 1035 §2.3.4, without the trailing dot), an IPv6
 # address at most 45 (with an IPv4 tail); a longer host is a typo, not an address.
 _ADDRESS = re.compile(r"(tcp|tls)://(\[[0-9A-Fa-f:.]{2,45}\]|[A-Za-z0-9_.-]{1,253}):(\d{1,5})")
@@ -34,6 +42,25 @@ def check_scheduler(address: str) -> str:
         raise ArchipelagoError(f"--scheduler '{elide(address)}' is not a scheduler address; "
                                "give tcp://HOST:PORT, e.g. tcp://10.0.0.5:8786")
     return address
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (a container's or taskset's share, not the
+    host's count)."""
+    return len(os.sched_getaffinity(0))
+
+
+def check_workers(count: int, option: str = "--workers", low: int = 1) -> int:
+    """`count` if this machine can run that many local worker processes (`low` ..
+    WORKERS_PER_CORE per usable core), else one line naming the limit and why."""
+    cores = usable_cores()
+    limit = WORKERS_PER_CORE * cores
+    if not low <= count <= limit:
+        shown = str(count) if len(str(count)) <= 24 else f"a {len(str(count))}-digit number"
+        raise ArchipelagoError(f"{option} {shown}: give {low} to {limit} ({WORKERS_PER_CORE} per "
+                               f"core this process may use, {cores} here; more processes "
+                               "only contend for the cores)")
+    return count
 
 
 @contextmanager
@@ -59,10 +86,7 @@ def dask_client(scheduler: str | None, workers: int | None,
 def _local_client(workers: int | None) -> Iterator["Client"]:
     from distributed import Client, LocalCluster
 
-    count = len(os.sched_getaffinity(0)) if workers is None else workers  # the cores this
-    # process may run on (a container's or taskset's share, not the host's count)
-    if count < 1:
-        raise ArchipelagoError(f"--workers {count}: give at least 1")
+    count = usable_cores() if workers is None else check_workers(workers)
     # No dashboard; the scheduler's HTTP routes (health, metrics) on a free local port, not
     # on 8787, which concurrent runs would contend for.
     quiet = {"dashboard": False, "dashboard_address": "127.0.0.1:0"}
@@ -78,17 +102,51 @@ def _remote_client(scheduler: str, connect_timeout_s: float) -> Iterator["Client
     from distributed import Client
 
     check_scheduler(scheduler)
+    started = time.monotonic()
+    handshake(scheduler, connect_timeout_s)
+    left = max(connect_timeout_s - (time.monotonic() - started), 0.1)
     try:
-        client = Client(scheduler, timeout=connect_timeout_s)
-    except (OSError, TimeoutError):  # refused, unknown host, silent: dask retries, then this
-        raise ArchipelagoError(f"--scheduler {scheduler}: no Dask scheduler answered within "
-                               f"{connect_timeout_s:g} s") from None
-    except Exception as err:  # something else listens there: dask reads, say, an HTTP
-        # reply as a frame length and fails with MemoryError or ValueError
-        raise ArchipelagoError(f"--scheduler {scheduler}: what answered there is not a Dask "
-                               f"scheduler ({type(err).__name__})") from None
+        client = Client(scheduler, timeout=left)
+    except Exception as err:  # it answered the probe, then stopped: gone, or not Dask
+        raise ArchipelagoError(f"--scheduler {elide(scheduler)}: the scheduler answered, "
+                               f"then the client could not connect ({type(err).__name__})"
+                               ) from None
     with client:
         yield client
+
+
+def handshake(address: str, timeout_s: float) -> None:
+    """Connect to `address` and ask the scheduler who it is, all within `timeout_s`
+    (Dask's own connect timeout stops at the TCP connection, so a port that accepts and
+    never speaks would hold the client forever); else one line naming the address and the
+    time waited."""
+    from distributed.comm import connect
+    from distributed.security import Security
+
+    async def ask() -> object:
+        comm = await connect(address, timeout=timeout_s,
+                             **Security().get_connection_args("client"))
+        try:
+            await comm.write({"op": "identity", "reply": True})
+            return await comm.read()
+        finally:
+            comm.abort()
+
+    started = time.monotonic()
+    shown = elide(address)
+    try:
+        reply = asyncio.run(asyncio.wait_for(ask(), timeout_s))
+    except (OSError, TimeoutError):  # refused, unknown host, silent
+        raise ArchipelagoError(f"--scheduler {shown}: no Dask scheduler answered within "
+                               f"{timeout_s:g} s (waited "
+                               f"{time.monotonic() - started:.1f} s)") from None
+    except Exception as err:  # something else listens there: dask reads, say, an HTTP
+        # reply as a frame length and fails with MemoryError or ValueError
+        raise ArchipelagoError(f"--scheduler {shown}: what answered there is not a Dask "
+                               f"scheduler ({type(err).__name__})") from None
+    if not isinstance(reply, dict) or reply.get("type") != "Scheduler":
+        raise ArchipelagoError(f"--scheduler {shown}: what answered there is not a Dask "
+                               "scheduler (its reply to 'identity' names no scheduler)")
 
 
 def dask_setup(worker: object) -> None:

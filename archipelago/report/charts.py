@@ -59,11 +59,15 @@ def cluster_graph(nodes: Sequence[Node], links: dict[tuple[int, int], float], pe
     with a width proportional to the bytes they carry `per` token or inference."""
     fig = go.Figure()
     most = max(links.values(), default=0.0) or 1.0
-    for (a, b), nbytes in links.items():
-        na, nb = nodes[a], nodes[b]
+    widths: dict[float, tuple[list, list]] = {}  # one trace per link width: a ring of
+    for (a, b), nbytes in links.items():  # thousands draws its links in one or two traces
+        xs, ys = widths.setdefault(nbytes, ([], []))
+        xs += [nodes[a].x, nodes[b].x, None]  # None: a break between segments
+        ys += [nodes[a].y, nodes[b].y, None]
+    for nbytes, (xs, ys) in widths.items():
         fig.add_trace(go.Scatter(
-            x=[na.x, nb.x], y=[na.y, nb.y], mode="lines", showlegend=False,
-            line={"width": 1 + 11 * nbytes / most, "color": "#8896ab"}, hoverinfo="skip"))
+            x=xs, y=ys, mode="lines", showlegend=False, hoverinfo="skip",
+            line={"width": 1 + 11 * nbytes / most, "color": "#8896ab"}))
     if links:  # hover the middle of each link for its bytes
         mids = [((nodes[a].x + nodes[b].x) / 2, (nodes[a].y + nodes[b].y) / 2,
                  f"{nodes[a].label} → {nodes[b].label}: {n:,.0f} bytes per {per}")
@@ -95,19 +99,45 @@ def ring_positions(count: int) -> list[tuple[float, float]]:
              round(math.cos(2 * math.pi * r / count), 9)) for r in range(count)]
 
 
+# Up to this many devices, each has its own bar group; above, runs of devices alike (the
+# same share of every resource) share one, so a ring of thousands draws a handful of bars.
+OWN_BARS_MAX = 16
+
+
+def alike_runs(devices: Sequence[str], columns: Sequence[tuple]) -> list[tuple[str, int]]:
+    """Runs of consecutive devices whose `columns` are equal: (label, first index) each,
+    labelled 'A … B (N alike)' for a run of several."""
+    runs: list[tuple[str, int]] = []
+    start = 0
+    for i in range(1, len(devices) + 1):
+        if i == len(devices) or columns[i] != columns[start]:
+            count = i - start
+            runs.append((devices[start] if count == 1 else
+                         f"{devices[start]} … {devices[i - 1]} ({count} alike)", start))
+            start = i
+    return runs
+
+
 def resource_bars(devices: Sequence[str], fractions: dict[str, Sequence[float]],
                   details: dict[str, Sequence[str]]) -> go.Figure:
-    """One bar group per device, one bar per resource as % of capacity; each device's
-    binding (largest) resource drawn with a thick black outline."""
+    """One bar group per device (above OWN_BARS_MAX devices, per run of devices alike), one
+    bar per resource as % of capacity; each device's binding (largest) resource drawn with
+    a thick black outline."""
     names = list(fractions)
     table = np.array([fractions[n] for n in names]) * 100  # resources x devices
+    labels, keep = list(devices), list(range(len(devices)))
+    if len(devices) > OWN_BARS_MAX:
+        columns = [tuple(table[:, j]) + tuple(details[n][j] for n in names)
+                   for j in range(len(devices))]
+        labels, keep = (list(t) for t in zip(*alike_runs(devices, columns), strict=True))
+    table = table[:, keep]
     binding = table.argmax(axis=0)
     fig = go.Figure()
     for i, name in enumerate(names):
         fig.add_trace(go.Bar(
-            name=name, x=list(devices), y=table[i], marker_color=PALETTE[i % len(PALETTE)],
+            name=name, x=labels, y=table[i], marker_color=PALETTE[i % len(PALETTE)],
             marker_line_width=[3 if b == i else 0 for b in binding],
-            marker_line_color="black", customdata=list(details[name]),
+            marker_line_color="black", customdata=[details[name][j] for j in keep],
             hovertemplate=f"%{{x}} · {name}: %{{y:.1f}}% (%{{customdata}})<extra></extra>"))
     fig.add_hline(y=100, line_dash="dash", line_color="#b00",
                   annotation_text="capacity", annotation_position="top left")

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from tests.fuzz import cases, inputs
 from tests.fuzz.harness import ALLOWED, HANG_S, classify
 from tests.fuzz.pt2_inputs import pt2_file
+from tests.fuzz.schedulers import scheduler_case, scheduler_input
 from tests.fuzz.store_inputs import compare_store
 
 Kind = tuple[st.SearchStrategy[Any], Callable[[Any, Path], Any]]
@@ -44,6 +45,7 @@ KINDS: dict[str, Kind] = {
     "onnx": (inputs.onnx_file(), cases.onnx_case),
     "pt2": (pt2_file(), cases.pt2_case),
     "compare-store": (compare_store(), cases.compare_store_case),
+    "scheduler": (scheduler_input(), scheduler_case),  # within HANG_S: its handshake's 0.3 s
     "file": (st.tuples(inputs.FILE_BYTES, st.sampled_from(LOADERS)),
              lambda x, tmp: cases.file_case(x[0], x[1], tmp)),
 }

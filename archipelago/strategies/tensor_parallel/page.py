@@ -57,6 +57,13 @@ _COLOUR_ORDER = (*CATEGORIES, "collective", "transfer")  # a rack's hops last
 _FSMS = ("Compute", "Dma", "Router")
 # The batch sweep doubles from 1 while the KV caches fit, up to this many sequences.
 MAX_SWEPT_BATCH = 256
+# The timing simulator steps every core through a program whose collectives take one hop
+# per other core, its scoreboard growing with them: its time grows with about the cube of
+# the ring (128 cores: 200 s), so the page simulates rings up to this size (32: 10 s).
+SIMULATED_CORES_MAX = 16
+# Every device of a ring runs the same steps at the same times (SPMD): the block timeline
+# draws this many of them, not thousands of identical rows.
+TIMELINE_DEVICES = 4
 
 
 def _mean_decode_context(work: Generation) -> int:
@@ -145,7 +152,8 @@ def _block_timeline(plan: Plan, context: int) -> Chart:
     phase, steps = Phase(1, np.array([context])), plan.layer_steps(1)
     seconds = [float(s[0]) for s in steps_seconds(plan, steps, phase)]
     spans = []
-    for rank in range(plan.ranks):
+    shown = min(plan.ranks, TIMELINE_DEVICES)
+    for rank in range(shown):
         now = 0.0
         for step, exposed in zip(steps, seconds, strict=True):
             if isinstance(step, ComputeStep):
@@ -162,7 +170,9 @@ def _block_timeline(plan: Plan, context: int) -> Chart:
     return Chart("one decoder block, step by step",
                  f"A decode step at context {context}: every device runs the same steps on "
                  "its shards (SPMD); collectives run on the link row, and compute waits only "
-                 "where they are not hidden.",
+                 "where they are not hidden."
+                 + (f" Devices 0-{shown - 1} of {plan.ranks} shown; the rest run alike."
+                    if shown < plan.ranks else ""),
                  gantt(spans, 1e6, "µs", "device", _COLOUR_ORDER))
 
 
@@ -198,6 +208,10 @@ def _simulated(plan: Plan, work: Generation) -> tuple[list[Chart], list[str]]:
     the page stands without it."""
     if not plan.engine.instruction_set:
         return [], []
+    if plan.ranks > SIMULATED_CORES_MAX:
+        return [], [f"no simulated timeline: the page runs the timing simulator on rings of "
+                    f"at most {SIMULATED_CORES_MAX} cores, not {plan.ranks}: its time grows "
+                    "with about the cube of the ring"]
     try:
         return [_simulated_layer(plan, work)], []
     except PartitionError as err:
