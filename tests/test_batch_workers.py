@@ -8,7 +8,6 @@ import socket
 import struct
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,6 +20,7 @@ from archipelago.batch.journal import Journal
 from archipelago.batch.workers import WORKERS_PER_CORE, _chunk_size, dask_client, stream
 from archipelago.errors import ArchipelagoError, Interrupted
 from tests.dask_cluster import running_cluster
+from tests.fuzz.schedulers import local_server
 
 ROOT = Path(__file__).resolve().parents[1]
 COUNT = 10  # tasks in the interrupted run
@@ -192,22 +192,10 @@ def test_an_unreachable_scheduler_is_one_line_naming_the_option() -> None:
 @contextmanager
 def listening(first: bytes) -> Iterator[str]:
     """A TCP server that accepts one connection, writes `first` (nothing: silent) and then
-    holds it open, never speaking Dask, until the test is done; its address. The socket
-    listens before the address is handed out, so a client's connect cannot come early."""
-    done = threading.Event()
-    with socket.create_server(("127.0.0.1", 0)) as server:
-        def serve() -> None:
-            conn, _ = server.accept()
-            with conn:
-                conn.sendall(first)
-                done.wait()
-
-        thread = threading.Thread(target=serve, daemon=True)
-        thread.start()
-        try:
-            yield f"tcp://127.0.0.1:{server.getsockname()[1]}"
-        finally:
-            done.set()
+    holds it open, never speaking Dask, until the test is done; its address (the fuzz
+    kind's server, which listens before the address is handed out)."""
+    with local_server("speaks" if first else "silent", first) as address:
+        yield address
 
 
 @pytest.mark.parametrize("first, says", [

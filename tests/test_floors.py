@@ -24,6 +24,18 @@ H, LAYERS, VOCAB = 1024, 24, 50257
 PROMPT = 64
 
 
+def _mixtral(folder: Path, hidden: int, ffn: int, heads: int, layers: int, vocab: int,
+             experts: int, per_token: int, positions: int) -> Path:
+    """A Mixtral-shaped config.json (two key/value heads) written in `folder`."""
+    path = folder / "config.json"
+    path.write_text(json.dumps({
+        "model_type": "mixtral", "hidden_size": hidden, "intermediate_size": ffn,
+        "num_attention_heads": heads, "num_key_value_heads": 2, "num_hidden_layers": layers,
+        "vocab_size": vocab, "num_local_experts": experts, "num_experts_per_tok": per_token,
+        "max_position_embeddings": positions}))
+    return path
+
+
 def _phase_floors(strategy: str, cluster: str, tokens: str = "64:64",
                   batch: str = "1") -> dict[str, PhaseFloor]:
     result = api.plan_and_estimate("gpt2-345m", cluster, strategy,
@@ -92,12 +104,8 @@ def test_tensor_parallel_floor_by_hand() -> None:
 def test_experts_read_by_the_distinct_experts_the_tokens_route_to(tmp_path: Path) -> None:
     """Top-2 of 4 experts: one token reads 2 of 4, three tokens 4 (1 - (1/2)^3) = 3.5 of
     4 in expectation (every expert misses a token with probability 1/2)."""
-    config = {"model_type": "mixtral", "hidden_size": 64, "intermediate_size": 128,
-              "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 1,
-              "vocab_size": 97, "num_local_experts": 4, "num_experts_per_tok": 2,
-              "max_position_embeddings": 128}
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(config))
+    path = _mixtral(tmp_path, hidden=64, ffn=128, heads=4, layers=1, vocab=97,
+                    experts=4, per_token=2, positions=128)
     spec = resolve_model(str(path))
     stack = WeightTensor("experts_up.weight", (4, 64, 128), 0)
     assert read_share(spec, stack, 1) == pytest.approx(2 / 4)
@@ -112,12 +120,8 @@ def test_an_estimate_below_its_floor_is_refused_in_one_line(monkeypatch, tmp_pat
     prompt's prefill below the weights it must read: the CLI refuses it, exit 2."""
     from archipelago.models.graph import Op
 
-    config = {"model_type": "mixtral", "hidden_size": 1024, "intermediate_size": 4096,
-              "num_attention_heads": 8, "num_key_value_heads": 2, "num_hidden_layers": 4,
-              "vocab_size": 1000, "num_local_experts": 64, "num_experts_per_tok": 1,
-              "max_position_embeddings": 512}
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(config))
+    path = _mixtral(tmp_path, hidden=1024, ffn=4096, heads=8, layers=4, vocab=1000,
+                    experts=64, per_token=1, positions=512)
     args = ["plan", str(path), "--strategy", "gpu-graph", "--cluster", "1xh100",
             "--tokens", "256:4"]
     assert CliRunner().invoke(app, args).exit_code == 0
@@ -135,12 +139,8 @@ def test_a_skewed_router_moves_the_floor_with_the_estimate(strategy: str, cluste
     """An engine config's `expert_skew` makes a step read fewer distinct experts; the
     floor assumes the same routing, so the skewed estimate is printed, not refused, and
     its floor is the lower one."""
-    config = {"model_type": "mixtral", "hidden_size": 512, "intermediate_size": 1024,
-              "num_attention_heads": 8, "num_key_value_heads": 2, "num_hidden_layers": 2,
-              "vocab_size": 1000, "num_local_experts": 16, "num_experts_per_tok": 2,
-              "max_position_embeddings": 512}
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(config))
+    path = _mixtral(tmp_path, hidden=512, ffn=1024, heads=8, layers=2, vocab=1000,
+                    experts=16, per_token=2, positions=512)
     hook = api.get_strategy(strategy).plan_kind.hook("floors")
     floor = {}
     for skew in (0.0, 4.0):

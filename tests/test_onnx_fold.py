@@ -52,18 +52,25 @@ def test_weights_computed_from_initializers_are_folded(tmp_path) -> None:
     assert np.array_equal(imported.constants["b"], np.full(4, 0.25, np.float32))
 
 
-def test_shape_arithmetic_on_data_is_folded(tmp_path) -> None:
-    """Flatten as the legacy exporter writes it: Reshape(x, Concat(Gather(Shape(x), 0),
-    [-1])); the Shape of data is a constant (static shapes), the FC reads 192 features."""
+def _save_flatten(path, **inputs) -> None:
+    """Flatten as the legacy exporter writes it, Reshape(x, Concat(Gather(Shape(x), 0),
+    [-1])), then an FC of 192 features to 10."""
     nodes = [helper.make_node("Shape", ["x"], ["s"]),
              helper.make_node("Gather", ["s", "zero"], ["n"], axis=0),
              helper.make_node("Unsqueeze", ["n", "axes"], ["n1"]),
              helper.make_node("Concat", ["n1", "minus"], ["target"], axis=0),
              helper.make_node("Reshape", ["x", "target"], ["flat"]),
              helper.make_node("Gemm", ["flat", "w"], ["y"], name="fc", transB=1)]
-    weight = numpy_helper.from_array(np.zeros((10, 192), np.float32), "w")
-    zero = numpy_helper.from_array(np.array(0, np.int64), "zero")
-    _save(tmp_path / "s.onnx", nodes, [zero, _ints("axes", [0]), _ints("minus", [-1]), weight])
+    _save(path, nodes, [numpy_helper.from_array(np.array(0, np.int64), "zero"),
+                        _ints("axes", [0]), _ints("minus", [-1]),
+                        numpy_helper.from_array(np.zeros((10, 192), np.float32), "w")],
+          **inputs)
+
+
+def test_shape_arithmetic_on_data_is_folded(tmp_path) -> None:
+    """Flatten as the legacy exporter writes it: Reshape(x, Concat(Gather(Shape(x), 0),
+    [-1])); the Shape of data is a constant (static shapes), the FC reads 192 features."""
+    _save_flatten(tmp_path / "s.onnx")
     imported = import_onnx(tmp_path / "s.onnx")
     (fc,) = imported.dag.layers
     assert (fc.in_features, fc.out_features, fc.macs) == (192, 10, 1920)
@@ -159,16 +166,7 @@ def test_a_shape_of_a_dynamic_dimension_names_the_value_not_the_operator(tmp_pat
     """A batch dimension 'N': Shape(x) is not folded (its 0 is no size), and the refusal
     names x's unknown shape, as the one of a value computed from it did before."""
     batch = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, 8])
-    nodes = [helper.make_node("Shape", ["x"], ["s"]),
-             helper.make_node("Gather", ["s", "zero"], ["n"], axis=0),
-             helper.make_node("Unsqueeze", ["n", "axes"], ["n1"]),
-             helper.make_node("Concat", ["n1", "minus"], ["target"], axis=0),
-             helper.make_node("Reshape", ["x", "target"], ["flat"]),
-             helper.make_node("Gemm", ["flat", "w"], ["y"], name="fc", transB=1)]
-    _save(tmp_path / "n.onnx", nodes, [numpy_helper.from_array(np.array(0, np.int64), "zero"),
-                                       _ints("axes", [0]), _ints("minus", [-1]),
-                                       numpy_helper.from_array(np.zeros((10, 192), np.float32),
-                                                               "w")], inputs=(batch,))
+    _save_flatten(tmp_path / "n.onnx", inputs=(batch,))
     with pytest.raises(ConfigError, match=r"field 'x': shape inference left this value's "
                                           "shape unknown; export with static input shapes"):
         import_onnx(tmp_path / "n.onnx")

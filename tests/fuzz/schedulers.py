@@ -50,7 +50,7 @@ def _closed_port() -> int:
 
 
 @contextmanager
-def _server(behaviour: str, first: bytes) -> Iterator[str]:
+def local_server(behaviour: str, first: bytes) -> Iterator[str]:
     """A local port that accepts one connection and then behaves so; its address. It
     listens before the address is handed out."""
     done = threading.Event()
@@ -85,5 +85,5 @@ def scheduler_case(value: tuple[str, Any], tmp: Path) -> dict[str, Any]:
         with dask_client(detail.replace(PORT, str(_closed_port())), None, HANDSHAKE_S):
             return {"connected": -1}
     behaviour, first = detail
-    with _server(behaviour, first) as address, dask_client(address, None, HANDSHAKE_S):
+    with local_server(behaviour, first) as address, dask_client(address, None, HANDSHAKE_S):
         return {"connected": -1}
