@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from archipelago import scratch
+from archipelago import cache_dir
 from archipelago.cli import app
 from archipelago.emulate import cache
 from archipelago.emulate.stderr import Captured
@@ -153,9 +153,9 @@ def test_torchs_stderr_summary_is_its_first_meaningful_line() -> None:
 
 def test_cache_location_follows_the_documented_variables(tmp_path: Path) -> None:
     home = str(Path("~").expanduser())
-    assert scratch.cache_root({}) == Path(home) / ".cache" / "archipelago"
-    assert scratch.cache_root({"XDG_CACHE_HOME": "/x"}) == Path("/x/archipelago")
-    assert scratch.cache_root({"XDG_CACHE_HOME": "/x", scratch.DIR_ENV: "/y"}) == Path("/y")
+    assert cache_dir.cache_root({}) == Path(home) / ".cache" / "archipelago"
+    assert cache_dir.cache_root({"XDG_CACHE_HOME": "/x"}) == Path("/x/archipelago")
+    assert cache_dir.cache_root({"XDG_CACHE_HOME": "/x", cache_dir.DIR_ENV: "/y"}) == Path("/y")
     assert cache.cache_cap_bytes({}) == 4 * 2**30
     assert cache.cache_cap_bytes({cache.CAP_ENV: "0.5"}) == 2**29
     for bad in ("0", "-1", "nan", "lots", "inf"):
@@ -188,7 +188,7 @@ def _entry(key: str, size: int, env: dict[str, str]) -> tuple[str, bool]:
 def test_cache_is_reused_across_runs_and_capped_least_recently_used_first(
         tmp_path: Path) -> None:
     # a cap of 2,500 bytes holds two 1,000-byte entries, not three
-    env = {scratch.DIR_ENV: str(tmp_path), cache.CAP_ENV: str(2500 / 2**30)}
+    env = {cache_dir.DIR_ENV: str(tmp_path), cache.CAP_ENV: str(2500 / 2**30)}
     a, made = _entry("a", 1000, env)
     assert made and _entry("a", 1000, env) == (a, False)  # reused, not written again
     _entry("b", 1000, env)
@@ -198,7 +198,7 @@ def test_cache_is_reused_across_runs_and_capped_least_recently_used_first(
     # an entry a running process reads is never evicted, even over the cap: by age this
     # one would go third, after a and c, and the rest (e alone) would fit
     held = cache.cached_directory("seeded", "d", lambda d: _filled(d, 1000),
-                                  {scratch.DIR_ENV: str(tmp_path), cache.CAP_ENV: "1"})
+                                  {cache_dir.DIR_ENV: str(tmp_path), cache.CAP_ENV: "1"})
     e, _ = _entry("e", 2000, env)
     assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == sorted([held.name, e])
 

@@ -58,7 +58,7 @@ def identity(spec: Any, tokens: Generation, precision: str | None = None
 
 
 def default_store(spec: Any, tokens: Generation, precision: str | None = None) -> Path:
-    """`compare/MODEL-IN-OUT-DIGEST.jsonl` in the cache directory (scratch.cache_root),
+    """`compare/MODEL-IN-OUT-DIGEST.jsonl` in the cache directory (cache_dir.cache_root),
     that directory made if missing: a store the user did not name is a cache of estimates,
     not a file of theirs to find in the working directory."""
     key, _ = identity(spec, tokens, precision)
