@@ -55,11 +55,16 @@ def simulate_plan(plan: Plan, n_in: int, n_out: int,
     the cores instruction by instruction together, so an uneven split is refused first."""
     require_even(plan.spec, plan.ranks, "the timing simulator")
     programs, _ = compile_plan(plan, n_in, n_out)
+    return Simulator(units_of(plan)).run(programs, positions)
+
+
+def units_of(plan: Plan) -> UnitModel:
+    """The units of `plan`'s cores: its engine's configuration, one HBM channel's rate, its
+    ring's link, and the analytical engine's two calibrated figures."""
     hbm = plan.devices[0].device.memory("hbm")
     assert hbm is not None  # tensor-parallel plans refuse boards without HBM
-    units = UnitModel(plan.engine.config,  # type: ignore[attr-defined]
-                      hbm.bandwidth_Bps / hbm.channels, plan.cluster)
-    return Simulator(units).run(programs, positions)
+    return UnitModel.calibrated(plan.engine.config,  # type: ignore[attr-defined]
+                                hbm.bandwidth_Bps / hbm.channels, plan.cluster)
 
 
 def estimated_groups(plan: Plan, n_in: int, n_out: int) -> dict[str, np.ndarray]:
