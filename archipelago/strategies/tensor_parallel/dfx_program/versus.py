@@ -8,7 +8,8 @@ instructions add to the critical path, every core done (`SimResult.group_cycles`
 instructions named by the compiler's notes); the estimate's are its steps' critical-path
 seconds (`steps_seconds`, what its latency adds up) converted at the core clock. The two are
 separate models of the machine: the simulator schedules the compiled instructions on the
-core's units, the estimate adds closed forms per step, with its two fitted constants.
+core's units, the estimate adds closed forms per step. Both carry the same two calibrated
+figures (dfx.DFX_TILE_EFFICIENCY, router.DFX_SYNC_OVERHEAD_S; `units_of`).
 """
 
 from typing import Any
@@ -94,11 +95,12 @@ def simulated_groups(plan: Plan, result: SimResult) -> dict[str, np.ndarray]:
 
 
 def fitted_note() -> str:
-    """What the estimate has that the simulator has not: its two fitted constants."""
-    return (f"the estimate carries two fitted constants, DFX_TILE_EFFICIENCY = "
-            f"{dfx.DFX_TILE_EFFICIENCY} (matrix tiles) and DFX_SYNC_OVERHEAD_S = "
-            f"{router.DFX_SYNC_OVERHEAD_S * 1e6:.3f} us per sync; the simulator none "
-            "(docs/strategies/dfx-simulator.md)")
+    """The two calibrated figures both sides carry (the simulator takes the estimate's)."""
+    return (f"both carry the two figures fitted to seeds/001's measured points, "
+            f"DFX_TILE_EFFICIENCY = {dfx.DFX_TILE_EFFICIENCY} (matrix block rows) and "
+            f"DFX_SYNC_OVERHEAD_S = {router.DFX_SYNC_OVERHEAD_S * 1e6:.3f} us per sync (the "
+            "router's, before a sync's first hop); every other cycle the simulator schedules "
+            "from the compiled instructions (docs/strategies/dfx-simulator.md)")
 
 
 def _cycles(groups: dict[str, np.ndarray], hz: float) -> dict[str, float]:
