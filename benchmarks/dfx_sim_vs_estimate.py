@@ -77,11 +77,13 @@ def totals(name: str, cluster: str, n_in: int, n_out: int
 
 
 def referee() -> None:
-    """Issue #34's cases: end-to-end latency and sync time, simulated against estimated."""
+    """Issue #34's cases: end-to-end latency and sync time, simulated against estimated;
+    the simulated sync share (seeds/002 §II-C quotes about 17% for a DFX case); the seconds
+    each case takes (planning, compiling, simulating, estimating)."""
     models, boards, (n_in, n_out) = REFEREE
     print(f"Referee (issue #34 point 3): {n_in}:{n_out} tokens on U280 rings, ms over the run")
     print(f"  {'model':10s} {'boards':>6s} {'simulated':>10s} {'estimated':>10s} {'gap':>7s} "
-          f"{'sync sim':>9s} {'sync est':>9s} {'seconds':>8s}")
+          f"{'sync sim':>9s} {'sync est':>9s} {'share':>6s} {'seconds':>8s}")
     for name in models:
         for n in boards:
             t0 = time.perf_counter()
@@ -89,7 +91,7 @@ def referee() -> None:
             e, s = (sum(float(v.sum()) for v in d.values()) for d in (est, sim))
             print(f"  {name:10s} {n:6d} {s * 1e3:10.2f} {e * 1e3:10.2f} {s / e - 1:+7.2%} "
                   f"{sim['sync'].sum() * 1e3:9.3f} {est['sync'].sum() * 1e3:9.3f} "
-                  f"{time.perf_counter() - t0:8.2f}")
+                  f"{sim['sync'].sum() / s:6.1%} {time.perf_counter() - t0:8.2f}")
 
 
 def compare(name: str, cluster: str, n_in: int, n_out: int, detail: bool = True
