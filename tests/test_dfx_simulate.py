@@ -44,8 +44,7 @@ def run_json(*args: str) -> dict:
 
 
 def test_json_has_both_sides_and_they_agree_on_a_small_model(tiny: str) -> None:
-    """One core: no ring sync, and on so small a model the tile efficiency barely shows, so
-    neither fitted constant stands between the two models."""
+    """One core, no ring sync; both sides carry the same two fitted figures."""
     summary = run_json("simulate", tiny, "--cluster", "1xu280", "--tokens", "8:8", "--json")
     sim, est = summary["simulated"], summary["estimated"]
     for side in (sim, est):
