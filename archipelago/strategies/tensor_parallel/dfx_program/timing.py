@@ -35,7 +35,8 @@ matching receive writes back when that hop ends. A sync's first send (one of dat
 computed, not a forward of a slice a receive wrote) is preceded by the router's per-sync cost
 (`UnitModel.sync_overhead_s`, the analytical engine's DFX_SYNC_OVERHEAD_S): compute waits
 for the whole gathered vector (§V-A scoreboard), so it is on the critical path once a sync,
-as the paper's four-board point measures it (docs/strategies/dfx-simulator.md).
+as the paper's four-board point and seeds/002 §II-C's ~17% sync share for DFX say it is
+(docs/strategies/dfx-simulator.md, "The referee").
 
 The controller runs the program once per token (§V-A); a token's pass starts when the
 previous one has finished on every core (the next token's embedding needs the argmax, and
