@@ -13,7 +13,7 @@ from archipelago.models.zoo import resolve_model
 from archipelago.strategies.registry import get_strategy
 from archipelago.strategies.tensor_parallel.dfx_program.compile import compile_plan
 from archipelago.strategies.tensor_parallel.dfx_program.timing import Simulator
-from archipelago.strategies.tensor_parallel.dfx_program.units import UnitModel
+from archipelago.strategies.tensor_parallel.dfx_program.versus import units_of
 
 MODEL, CLUSTER, N_IN, N_OUT = "gpt2-1.5b", "4xu280", 64, 64
 
@@ -22,10 +22,7 @@ def main() -> None:
     cluster = resolve_cluster(CLUSTER)
     plan = get_strategy("dfx").plan(resolve_model(MODEL), cluster, None,
                                     Generation(N_IN, N_OUT)).program
-    hbm = plan.devices[0].device.memory("hbm")
-    assert hbm is not None
-    units = UnitModel(plan.engine.config, hbm.bandwidth_Bps / hbm.channels,  # type: ignore[attr-defined]
-                      cluster)
+    units = units_of(plan)
     t0 = time.perf_counter()
     programs, _ = compile_plan(plan, N_IN, N_OUT)
     t1 = time.perf_counter()

@@ -3,6 +3,8 @@ DFX_TILE_EFFICIENCY (dfx.py) so that gpt2-345m on one U280 at 64:64 tokens runs 
 tokens/s (no sync on one board), then DFX_SYNC_OVERHEAD_S (router.py) so that the same model
 on four U280s runs at 207.56 tokens/s (tokens/s = output tokens / end-to-end latency).
 Prints the values to paste; the test suite checks the pasted values reproduce both points.
+The DFX timing simulator reads the same two figures (dfx_program/units.py,
+`UnitModel.calibrated`), so a refit reaches both models.
 
     python -m benchmarks.calibrate_dfx
 """

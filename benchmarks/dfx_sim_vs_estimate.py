@@ -1,18 +1,23 @@
 """The analytical DFX engine (dfx.py, router.py) against the timing simulator
-(dfx_program/timing.py) running the compiled programs (issue #23 point 4).
+(dfx_program/timing.py) running the compiled programs (issues #23 point 4, #34 point 3).
 
-Per operation group (the time each adds to the critical path, summed over a 64:64-style
-run's token passes) and per generated token, for several models, core counts and context
-lengths; then the two DFX calibration points as the simulator predicts them with no fitted
-constant, beside the analytical engine with and without its two fitted constants.
+First the referee's cases (issue #34): gpt2-345m and gpt2-1.5b at 32:32 on 1, 2 and 4 U280s,
+simulated and estimated latency, the gap, and the sync time both ways. Then per operation
+group (the time each adds to the critical path, summed over a run's token passes) and per
+generated token, for several models, core counts and context lengths, both sides with their
+two calibrated figures; then the two DFX calibration points as both sides predict them with
+and without those figures (the mechanisms alone).
 
-    python -m benchmarks.dfx_sim_vs_estimate            # the full grid
-    python -m benchmarks.dfx_sim_vs_estimate --quick    # the small models only
+    python -m benchmarks.dfx_sim_vs_estimate            # the referee's cases and the grid
+    python -m benchmarks.dfx_sim_vs_estimate --quick    # the referee's cases, small grid
 """
 
 import sys
+import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
+
+import numpy as np
 
 from archipelago.estimate.workload import Generation
 from archipelago.hardware.cluster import resolve_cluster
@@ -38,6 +43,7 @@ SMALL = {
                   "activation_function": "gelu_new"},
 }
 CALIBRATION = (("1xu280", 93.1), ("4xu280", 207.56))  # seeds/001 §VII-B via issue #20
+REFEREE = ("gpt2-345m", "gpt2-1.5b"), (1, 2, 4), (32, 32)  # issue #34 point 3
 
 
 def model(name: str) -> ModelSpec:
@@ -47,7 +53,8 @@ def model(name: str) -> ModelSpec:
 
 @contextmanager
 def unfitted() -> Iterator[None]:
-    """The analytical engine with neither fitted constant (efficiency 1, no overhead)."""
+    """Both sides with neither calibrated figure (efficiency 1, no per-sync cost): the
+    simulator reads them from the same two names (UnitModel.calibrated)."""
     saved = dfx.DFX_TILE_EFFICIENCY, router.DFX_SYNC_OVERHEAD_S
     dfx.DFX_TILE_EFFICIENCY, router.DFX_SYNC_OVERHEAD_S = 1.0, 0.0
     try:
@@ -61,40 +68,60 @@ def plan_for(name: str, cluster: str) -> Plan:
                                     Generation(1, 2)).program  # a ring: no split to choose
 
 
-def compare(name: str, cluster: str, n_in: int, n_out: int, detail: bool = True
-            ) -> dict[str, tuple[float, float, float]]:
-    """(estimate, unfitted estimate, simulated) seconds per row, 'token' one generated
-    token's; printed as a table when `detail`."""
+def totals(name: str, cluster: str, n_in: int, n_out: int
+           ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """(estimated, simulated) seconds per group and token pass."""
     plan = plan_for(name, cluster)
-    est = estimated_groups(plan, n_in, n_out)
-    with unfitted():
-        bare = estimated_groups(plan, n_in, n_out)
-    sim = simulated_groups(plan, simulate_plan(plan, n_in, n_out))
-    out = {row: (est[row].sum(), bare[row].sum(), sim[row].sum()) for row in GROUPS}
+    return (estimated_groups(plan, n_in, n_out),
+            simulated_groups(plan, simulate_plan(plan, n_in, n_out)))
+
+
+def referee() -> None:
+    """Issue #34's cases: end-to-end latency and sync time, simulated against estimated;
+    the simulated sync share (seeds/002 §II-C quotes about 17% for a DFX case); the seconds
+    each case takes (planning, compiling, simulating, estimating)."""
+    models, boards, (n_in, n_out) = REFEREE
+    print(f"Referee (issue #34 point 3): {n_in}:{n_out} tokens on U280 rings, ms over the run")
+    print(f"  {'model':10s} {'boards':>6s} {'simulated':>10s} {'estimated':>10s} {'gap':>7s} "
+          f"{'sync sim':>9s} {'sync est':>9s} {'share':>6s} {'seconds':>8s}")
+    for name in models:
+        for n in boards:
+            t0 = time.perf_counter()
+            est, sim = totals(name, f"{n}xu280", n_in, n_out)
+            e, s = (sum(float(v.sum()) for v in d.values()) for d in (est, sim))
+            print(f"  {name:10s} {n:6d} {s * 1e3:10.2f} {e * 1e3:10.2f} {s / e - 1:+7.2%} "
+                  f"{sim['sync'].sum() * 1e3:9.3f} {est['sync'].sum() * 1e3:9.3f} "
+                  f"{sim['sync'].sum() / s:6.1%} {time.perf_counter() - t0:8.2f}")
+
+
+def compare(name: str, cluster: str, n_in: int, n_out: int, detail: bool = True
+            ) -> dict[str, tuple[float, float]]:
+    """(estimate, simulated) seconds per row, 'token' one generated token's; printed as a
+    table when `detail`."""
+    est, sim = totals(name, cluster, n_in, n_out)
+    out = {row: (est[row].sum(), sim[row].sum()) for row in GROUPS}
     # one generated token: the mean of the passes after the prompt's
     out["token"] = tuple(  # type: ignore[assignment]
-        float(sum(v[n_in:] for v in d.values()).mean()) for d in (est, bare, sim))
+        float(sum(v[n_in:] for v in d.values()).mean()) for d in (est, sim))
     if detail:
         print(f"\n{name} on {cluster}, {n_in}:{n_out} (seconds over the run's token passes)")
-        print(f"  {'op':10s} {'estimate':>10s} {'unfitted':>10s} {'simulated':>10s} "
-              f"{'sim/est':>8s} {'sim/unfit':>9s}")
-        for row, (e, b, s) in out.items():
+        print(f"  {'op':10s} {'estimate':>10s} {'simulated':>10s} {'sim/est':>8s}")
+        for row, (e, s) in out.items():
             if e or s:
-                print(f"  {row:10s} {e:10.4g} {b:10.4g} {s:10.4g} {_ratio(s, e):>8s} "
-                      f"{_ratio(s, b):>9s}")
+                print(f"  {row:10s} {e:10.4g} {s:10.4g} {_ratio(s, e):>8s}")
     return out
 
 
-def summary(rows: list[tuple[str, dict[str, tuple[float, float, float]]]]) -> None:
-    """One line per configuration: simulated / unfitted estimate per group and per token,
-    and the per-token time of the fitted estimate and of the simulator."""
-    print("\nAgreement: simulated / unfitted analytical (1.000 = equal); per-token ms")
+def summary(rows: list[tuple[str, dict[str, tuple[float, float]]]]) -> None:
+    """One line per configuration: simulated / estimated per group and per token, and the
+    per-token time of each."""
+    print("\nAgreement: simulated / estimated (1.000 = equal); per-token ms")
     print(f"  {'configuration':28s} " + " ".join(f"{r[:8]:>8s}" for r in GROUPS)
           + f" {'token':>8s} {'est ms':>7s} {'sim ms':>7s}")
     for label, out in rows:
-        ratios = " ".join(f"{_ratio(out[r][2], out[r][1]):>8s}" for r in GROUPS)
-        e, b, s = out["token"]
-        print(f"  {label:28s} {ratios} {_ratio(s, b):>8s} {e * 1e3:7.3f} {s * 1e3:7.3f}")
+        ratios = " ".join(f"{_ratio(out[r][1], out[r][0]):>8s}" for r in GROUPS)
+        e, s = out["token"]
+        print(f"  {label:28s} {ratios} {_ratio(s, e):>8s} {e * 1e3:7.3f} {s * 1e3:7.3f}")
 
 
 def _ratio(a: float, b: float) -> str:
@@ -102,19 +129,23 @@ def _ratio(a: float, b: float) -> str:
 
 
 def calibration_points() -> None:
-    """The two points before any fitting: tokens/s = output tokens / end-to-end latency."""
+    """The two points with and without the calibrated figures: tokens/s = output tokens /
+    end-to-end latency."""
     print("\nCalibration points, gpt2-345m 64:64 (tokens/s)")
-    print(f"  {'cluster':8s} {'paper':>8s} {'estimate':>9s} {'unfitted':>9s} {'simulated':>9s}")
+    print(f"  {'cluster':8s} {'paper':>8s} {'estimate':>9s} {'simulated':>9s} "
+          f"{'est unfit':>9s} {'sim unfit':>9s}")
     for cluster, paper in CALIBRATION:
-        plan = plan_for("gpt2-345m", cluster)
-        est = sum(v.sum() for v in estimated_groups(plan, 64, 64).values())
-        with unfitted():
-            bare = sum(v.sum() for v in estimated_groups(plan, 64, 64).values())
-        sim = simulate_plan(plan, 64, 64).latency_s
-        print(f"  {cluster:8s} {paper:8.2f} {64 / est:9.2f} {64 / bare:9.2f} {64 / sim:9.2f}")
+        rates = []
+        for fitted in (True, False):
+            with unfitted() if not fitted else nullcontext():
+                plan = plan_for("gpt2-345m", cluster)
+                rates += [64 / sum(v.sum() for v in estimated_groups(plan, 64, 64).values()),
+                          64 / simulate_plan(plan, 64, 64).latency_s]
+        print(f"  {cluster:8s} {paper:8.2f} " + " ".join(f"{r:9.2f}" for r in rates))
 
 
 def main(quick: bool) -> None:
+    referee()
     models = ("tiny", "gpt2-124m") if quick else (
         "tiny", "gpt2-124m", "gpt2-345m", "gpt2-774m", "gpt2-1.5b")
     rows = []

@@ -27,8 +27,11 @@ from archipelago.strategies.tensor_parallel.engines.router import dfx_hop_s
 U280_CHANNEL_BPS = 460e9 / 32  # seeds/001 §IV-B: 460 GB/s over 32 channels
 
 
-def simulator(cluster: str = "1xu280") -> Simulator:
-    return Simulator(UnitModel(DFXConfig(), U280_CHANNEL_BPS, resolve_cluster(cluster)))
+def simulator(cluster: str = "1xu280", efficiency: float = 1.0,
+              sync_overhead_s: float = 0.0) -> Simulator:
+    """The mechanisms alone unless told: efficiency 1, no per-sync cost."""
+    return Simulator(UnitModel(DFXConfig(), U280_CHANNEL_BPS, resolve_cluster(cluster),
+                               efficiency, sync_overhead_s))
 
 
 def program(layer: list[Instr], core: int = 0, cores: int = 1) -> Program:
@@ -121,6 +124,36 @@ def test_a_ring_of_two_cores_waits_for_the_neighbour_hop() -> None:
     assert send.start[:, 0] == pytest.approx([15, 15])
     assert recv.end[:, 0] == pytest.approx([15 + hop, 15 + hop])
     assert result.token_cycles[0] == pytest.approx(15 + hop)
+
+
+def test_a_sync_pays_the_routers_cost_once_before_its_first_hop() -> None:
+    """A four-core ring all-gather as the compiler emits it (hop s: send core id - s + 1's
+    slice, receive core id - s's): the first send, of the core's own slice, waits the
+    per-sync cost; the two forwards of received slices do not. 1 us = 200 cycles."""
+    def core(rank: int) -> Program:
+        layer: list[Instr] = [Compute(Op.ADD, 0, 1024, 2048 + 256 * rank, cols=256)]
+        for s in range(1, 4):
+            sent, got = (rank - s + 1) % 4, (rank - s) % 4
+            layer += [Router(RouterOp.SEND, 2048 + 256 * sent, 2048 + 256 * sent, 256),
+                      Router(RouterOp.RECV, 0, 2048 + 256 * got, 256)]
+        return program(layer, rank, 4)
+    cluster = resolve_cluster("4xu280")
+    hop = dfx_hop_s(256, cluster.link(0, 1), 200e6) * 200e6
+    result = simulator("4xu280", sync_overhead_s=1e-6).run([core(r) for r in range(4)])
+    sends = [r for r in result.timeline[:7] if r.instr.op == RouterOp.SEND and
+             isinstance(r.instr, Router)]
+    # the add ends at 15; the first send holds the TX path 200 + hop, each forward one hop
+    assert [float(r.end[0, 0] - r.start[0, 0]) for r in sends] == pytest.approx(
+        [200 + hop, hop, hop])
+    assert result.token_cycles[0] == pytest.approx(15 + 200 + 3 * hop)
+
+
+def test_matrix_block_rows_take_one_over_the_tile_efficiency() -> None:
+    """The Conv1D of the accumulator test at efficiency 0.8: its 676 cycles of stream take
+    845, the 83-cycle pipeline does not stretch."""
+    layer = [Compute(Op.CONV1D, 0, 0, 4096, rows=1024, cols=256, src2_loc=Loc.HBM)]
+    result = simulator(efficiency=0.8).run([program(layer)])
+    assert float(result.timeline[0].end[0, 0]) == pytest.approx(676 / 0.8 + 83)
 
 
 def test_context_sized_instructions_vectorise_over_tokens() -> None:

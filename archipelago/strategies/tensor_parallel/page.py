@@ -198,7 +198,8 @@ def _simulated_layer(plan: Plan, work: Generation) -> Chart:
                  f"(dfx_program/timing.py) at context {context}: compute, dma and router "
                  f"instructions issue in parallel, each type in order; bars run from issue "
                  f"to writeback, in cycles of the {result.clock_hz / 1e6:,.0f} MHz "
-                 "kernel clock (no fitted constant, unlike the estimate's block above).",
+                 "kernel clock (with the estimate's two fitted figures: the matrix unit's "
+                 "efficiency and the router's per-sync cost).",
                  gantt_per_group(groups, 1.0, "cycles", "core · instruction type", busiest))
 
 

@@ -31,7 +31,12 @@ until the MFU has taken all but the DMA FIFOs' worth of tiles (units.DMA_FIFO_DE
 end in the timeline is when its last tile would arrive with the FIFOs never full, the
 interface staying held past it while they are. Router (§V-E): a send
 occupies the core's TX path for one store-and-forward hop (engines/router.py); the next core's
-matching receive writes back when that hop ends.
+matching receive writes back when that hop ends. A sync's first send (one of data this core
+computed, not a forward of a slice a receive wrote) is preceded by the router's per-sync cost
+(`UnitModel.sync_overhead_s`, the analytical engine's DFX_SYNC_OVERHEAD_S): compute waits
+for the whole gathered vector (§V-A scoreboard), so it is on the critical path once a sync,
+as the paper's four-board point and seeds/002 §II-C's ~17% sync share for DFX say it is
+(docs/strategies/dfx-simulator.md, "The referee").
 
 The controller runs the program once per token (§V-A); a token's pass starts when the
 previous one has finished on every core (the next token's embedding needs the argmax, and
@@ -81,6 +86,7 @@ class _Write:
     span: Span
     first: np.ndarray  # first result written (= end unless streamed)
     end: np.ndarray  # writeback
+    received: bool = False  # written by a router receive (a peer's slice)
 
 
 @dataclass
@@ -102,12 +108,13 @@ class _Core:
             if w.span[1] < hi and lo < w.span[2]:
                 yield w
 
-    def write(self, span: Span, first: np.ndarray, end: np.ndarray) -> None:
+    def write(self, span: Span, first: np.ndarray, end: np.ndarray,
+              received: bool = False) -> None:
         """Mark `span` stale until `end`; writes it covers whole are superseded (a later
         reader depends on this one, which waited for them)."""
         loc, lo, hi = span
         kept = [w for w in self.live.get(loc, ()) if not (lo <= w.span[1] and w.span[2] <= hi)]
-        kept.append(_Write(span, first, end))
+        kept.append(_Write(span, first, end, received))
         self.live[loc] = kept
 
 
@@ -261,8 +268,10 @@ class Simulator:
         if weights is not None and not loaded:
             start = np.maximum(start, core.at(weights, core.free))
         floor = core.zero  # last input no earlier than a chained producer's last result
+        forwards = False  # a send of a slice a receive wrote: a later hop of a sync
         for span, chained in acc.reads:
             for w in core.hazards(span):
+                forwards = forwards or w.received
                 if chained:
                     start = np.maximum(start, w.first)
                     floor = np.maximum(floor, w.end)
@@ -275,7 +284,8 @@ class Simulator:
         end = last_in + cost.latency
         if isinstance(instr, Router):
             if instr.op == RouterOp.SEND:
-                end = start + cost.stream
+                setup = 0.0 if forwards else self.units.sync_setup_cycles
+                end = start + setup + cost.stream
                 core.sent.append(end)
             else:
                 end = np.maximum(start, left.sent.pop(0))
@@ -290,9 +300,10 @@ class Simulator:
                 held = np.maximum(held, start + np.ceil(cost.tiles) * self.units.feed)
             core.free[weights] = held
             core.live[Loc.WBUF] = []  # the stream is consumed
+        received = isinstance(instr, Router) and instr.op == RouterOp.RECV
         for span, streamed in acc.writes:
             first = start + cost.first if streamed and cost.first is not None else end
-            core.write(span, np.minimum(first, end), end)
+            core.write(span, np.minimum(first, end), end, received)
         return start, end
 
 

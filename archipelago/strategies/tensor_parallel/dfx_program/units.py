@@ -1,6 +1,12 @@
 """What one DFX instruction costs on its unit (seeds/001 §V-B..E), before any scheduling.
 
-Every figure is a mechanism of the paper, none is fitted:
+Every figure is a mechanism of the paper, but for the two the analytical engine calibrates
+on the paper's measurements, which the simulator takes from it (`UnitModel.calibrated`) as
+figures of the same hardware: the fraction of cycles the matrix unit is fed
+(dfx.DFX_TILE_EFFICIENCY, a matrix instruction's block rows take 1 / efficiency longer) and
+the router's per-sync cost (router.DFX_SYNC_OVERHEAD_S, timing.py charges it to a sync's
+first send). With both neutral (`tile_efficiency=1`, `sync_overhead_s=0`) it is the
+mechanisms alone:
   - matrix instructions (Conv1D, MaskedMM, MM) stream d x l weight tiles from HBM in the
     zigzag order of §V-B (d / l tiles across a d x d block, then the block row below); each
     of the l lanes has one scalar FP16 adder (§V-C, "2 x l DSPs for scalar additions",
@@ -40,6 +46,7 @@ from archipelago.strategies.tensor_parallel.dfx_program.isa import (
     Loc,
     Op,
 )
+from archipelago.strategies.tensor_parallel.engines import dfx, router
 from archipelago.strategies.tensor_parallel.engines.dfx import (
     BYPASS_CYCLES,
     COMPARE_LEVEL_CYCLES,
@@ -72,11 +79,28 @@ class Cost:
 
 @dataclass(frozen=True)
 class UnitModel:
-    """The core's units for one configuration and cluster (§V-B..E)."""
+    """The core's units for one configuration and cluster (§V-B..E), with the two
+    calibrated figures: the fraction of cycles the matrix unit is fed, and the router's cost
+    per sync beyond its hops (seconds)."""
 
     config: DFXConfig
     hbm_channel_Bps: float
     cluster: Cluster
+    tile_efficiency: float
+    sync_overhead_s: float
+
+    @classmethod
+    def calibrated(cls, config: DFXConfig, hbm_channel_Bps: float,
+                   cluster: Cluster) -> "UnitModel":
+        """The units with the analytical engine's calibrated figures as they stand now (read
+        at the call, so a refit or the benchmark's `unfitted` reaches both models)."""
+        return cls(config, hbm_channel_Bps, cluster, dfx.DFX_TILE_EFFICIENCY,
+                   router.DFX_SYNC_OVERHEAD_S)
+
+    @property
+    def sync_setup_cycles(self) -> float:
+        """The router's per-sync cost in kernel cycles (router.DFX_SYNC_OVERHEAD_S)."""
+        return self.sync_overhead_s * self.config.clock_hz
 
     @property
     def feed(self) -> float:
@@ -104,7 +128,7 @@ class UnitModel:
         def block(tiles: np.ndarray) -> np.ndarray:
             feed = tiles * self.feed
             row = np.where(tile_rows > 1, np.maximum(feed, FP16_ADD_CYCLES), feed)
-            return np.where(tiles > 0, feed + (tile_rows - 1) * row, 0.0)
+            return np.where(tiles > 0, feed + (tile_rows - 1) * row, 0.0) / self.tile_efficiency
 
         whole, part = block(np.full_like(groups, width)), block(rest)
         stream = full * whole + part

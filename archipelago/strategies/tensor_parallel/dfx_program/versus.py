@@ -8,7 +8,8 @@ instructions add to the critical path, every core done (`SimResult.group_cycles`
 instructions named by the compiler's notes); the estimate's are its steps' critical-path
 seconds (`steps_seconds`, what its latency adds up) converted at the core clock. The two are
 separate models of the machine: the simulator schedules the compiled instructions on the
-core's units, the estimate adds closed forms per step, with its two fitted constants.
+core's units, the estimate adds closed forms per step. Both carry the same two calibrated
+figures (dfx.DFX_TILE_EFFICIENCY, router.DFX_SYNC_OVERHEAD_S; `units_of`).
 """
 
 from typing import Any
@@ -55,11 +56,16 @@ def simulate_plan(plan: Plan, n_in: int, n_out: int,
     the cores instruction by instruction together, so an uneven split is refused first."""
     require_even(plan.spec, plan.ranks, "the timing simulator")
     programs, _ = compile_plan(plan, n_in, n_out)
+    return Simulator(units_of(plan)).run(programs, positions)
+
+
+def units_of(plan: Plan) -> UnitModel:
+    """The units of `plan`'s cores: its engine's configuration, one HBM channel's rate, its
+    ring's link, and the analytical engine's two calibrated figures."""
     hbm = plan.devices[0].device.memory("hbm")
     assert hbm is not None  # tensor-parallel plans refuse boards without HBM
-    units = UnitModel(plan.engine.config,  # type: ignore[attr-defined]
-                      hbm.bandwidth_Bps / hbm.channels, plan.cluster)
-    return Simulator(units).run(programs, positions)
+    return UnitModel.calibrated(plan.engine.config,  # type: ignore[attr-defined]
+                                hbm.bandwidth_Bps / hbm.channels, plan.cluster)
 
 
 def estimated_groups(plan: Plan, n_in: int, n_out: int) -> dict[str, np.ndarray]:
@@ -89,11 +95,12 @@ def simulated_groups(plan: Plan, result: SimResult) -> dict[str, np.ndarray]:
 
 
 def fitted_note() -> str:
-    """What the estimate has that the simulator has not: its two fitted constants."""
-    return (f"the estimate carries two fitted constants, DFX_TILE_EFFICIENCY = "
-            f"{dfx.DFX_TILE_EFFICIENCY} (matrix tiles) and DFX_SYNC_OVERHEAD_S = "
-            f"{router.DFX_SYNC_OVERHEAD_S * 1e6:.3f} us per sync; the simulator none "
-            "(docs/strategies/dfx-simulator.md)")
+    """The two calibrated figures both sides carry (the simulator takes the estimate's)."""
+    return (f"both carry the two figures fitted to seeds/001's measured points, "
+            f"DFX_TILE_EFFICIENCY = {dfx.DFX_TILE_EFFICIENCY} (matrix block rows) and "
+            f"DFX_SYNC_OVERHEAD_S = {router.DFX_SYNC_OVERHEAD_S * 1e6:.3f} us per sync (the "
+            "router's, before a sync's first hop); every other cycle the simulator schedules "
+            "from the compiled instructions (docs/strategies/dfx-simulator.md)")
 
 
 def _cycles(groups: dict[str, np.ndarray], hz: float) -> dict[str, float]:

@@ -66,8 +66,9 @@ COMPARE_LEVEL_CYCLES = 1
 # gives DFX's 93.1 tokens/s (the point issue #2 names); refit with
 # `python -m benchmarks.calibrate_dfx`. Every other configuration is a prediction.
 # Issue #23: it was 0.9265 while every head's Score x Value paid its pipeline drain; the
-# timing simulator (dfx_program/timing.py), whose cycles are all mechanisms, predicts 102.8
-# tokens/s for this point: the 10% it leaves is what this constant stands for.
+# timing simulator (dfx_program/timing.py) without it, its cycles all mechanisms, predicts
+# 102.8 tokens/s for this point: the 10% it leaves is what this constant stands for. The
+# simulator divides its matrix block rows by the same figure (issue #34, units.py).
 DFX_TILE_EFFICIENCY = 0.8975
 
 

@@ -8,9 +8,12 @@ its TX buffer from the register file a beat per kernel cycle, the beats cross in
 Aurora core's clock, travel the link (its latency, then the beats at the payload rate),
 cross back, and the reorder module writes them into the register file at the sending core's
 ID offset, a beat per cycle; only then does the next hop read them out. Compute waits for
-the whole gathered vector (the scoreboard holds the next instruction, §V-A), so the whole
-sync is exposed. What the router's control, the Aurora framing and the pipeline restart add
-beyond that, per sync, is the one fitted constant DFX_SYNC_OVERHEAD_S.
+the whole gathered vector (the scoreboard holds the next instruction, §V-A; seeds/002 §II:
+"computation is completely stalled during synchronization"), so the whole sync is exposed.
+What the router's control, the Aurora framing and the pipeline restart add beyond that, per
+sync, is the one fitted constant DFX_SYNC_OVERHEAD_S; the timing simulator charges it too,
+before a sync's first hop (dfx_program/timing.py; issue #34: the hops alone put gpt2-1.5b's
+sync share on four boards at 5%, against the ~17% seeds/002 §II-C quotes for DFX).
 
 LORA (seeds/002 §IV-C, §V-B): the router drives a 4-lane Aurora 64b/66b core at 12.8 Gb/s
 per lane in full-duplex streaming mode through a 256-bit port. An all-gather sends every
