@@ -90,7 +90,7 @@ _CLUSTERS = {"default_cluster": "4xu280", "command_clusters": {"explore": "1xu28
 #   PE every 2 cycles (systolic.py's DECODE_WAVEFRONT_PASSES, from §V-C's "around 190
 #   GB/s"): 32 x 32 / 2 x 250 MHz = 128 GB/s, 64 x 64 / 2 x 250 MHz = 512 GB/s > 460 GB/s,
 #   so 64 is the first side HBM bounds: 2,048 DSPs. §VI-C-b agrees: 32 x 1024 x 1024 MACs
-#   take "about 9208 cycles", at least 3,641 MACs per cycle (D_sa >= 61); 64 x 64 = 4,096
+#   take "about 9208 cycles", at least 3,644 MACs per cycle (D_sa >= 61); 64 x 64 = 4,096
 #   gives 8,192 cycles plus fill and drain.
 # - t_m = d_sa: §V-C's prefill figure moves one T_m^2 tile per T_m^3 / D_sa^2 cycles, 2 KB
 #   per 32 cycles = 12.8 GB/s ("approximately 11 GB/s", in GiB) with T_m = D_sa = 32.
