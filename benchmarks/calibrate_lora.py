@@ -1,22 +1,21 @@
 """Fit HBM_EFFICIENCY to the one LORA calibration point issue 20 names: LORA-F runs
 gpt2-345m at 32:256 tokens on one U280 in 678.4 ms end to end (seeds/002 Table IV's
-workload), at the design point the project's own search picks for it, as the paper's
-prototype was picked by its own (§V-D). The efficiency moves the searched point, so search
-and fit alternate until the searched design no longer changes. Prints the value to paste
-into archipelago/strategies/tensor_parallel/engines/systolic.py; tests/test_lora.py checks the
-pasted value reproduces the point.
+workload), with the published LORA-F engine (the strategy's default: the prototype
+seeds/002 §VI-A-d describes, its parameters derived in the strategies' registration,
+strategies/tensor_parallel/__init__.py). No search: the project's searched engine is a
+separate result (benchmarks/predictions.py, `archi explore`). Prints the value to paste
+into archipelago/strategies/tensor_parallel/engines/systolic.py; tests/test_lora_engine.py
+checks the pasted value reproduces the point.
 
-    python -m benchmarks.calibrate_lora [--trials 10000]
+    python -m benchmarks.calibrate_lora
 """
 
 import argparse
-from typing import Any
 
 import numpy as np
 
 from archipelago.api import make_plan
 from archipelago.estimate.workload import Generation
-from archipelago.explore.search import SearchRequest, run_search
 from archipelago.models.graph_ops import Phase
 from archipelago.strategies.tensor_parallel.costs import decode_seconds
 from archipelago.strategies.tensor_parallel.engines import systolic
@@ -25,63 +24,34 @@ from archipelago.strategies.tensor_parallel.plan import ComputeStep
 
 TARGET_S = 678.4e-3
 MODEL, CLUSTER, STRATEGY, WORKLOAD = "gpt2-345m", "1xu280", "lora-f", Generation(32, 256)
-# Trials per search: 10,000 take seconds since issue 22, and reach the optimum of an
-# enumeration of the whole LORA-F space (tests/test_explore_genetic.py).
-SEARCH_TRIALS = 10_000
-# The design the fixed point settles on. With optuna's NSGA-II at 300 trials (before issue
-# 22): round 0 searched at 1.0 picked 48 x 48 and fitted 0.6990; the search at 0.6990 picked
-# 40 x 40 (whose decode demand, 40^2 x 2 B / 2 cycles at 200 MHz = 320 GB/s, just meets
-# 0.69 x 460 GB/s), which fits 0.6885. The search of SEARCH_TRIALS at 0.6885 picks the same
-# 40 x 40 design (the space's optimum; windows of 32 and 64 tie with it on latency and
-# worst fabric fraction and use more BRAM), so 0.6885 stays the fixed point.
-CALIBRATED_DESIGN: dict[str, Any] = {
-    "d_sa": 40, "t_m": 40, "t_v": 40, "n_acc": 256, "hbm_axi_bits": 512, "kv_uram": 864,
-    "token_window": 16, "clock_hz": 200e6}
 
 
-def latency_s(efficiency: float, design: dict[str, Any]) -> float:
+def latency_s(efficiency: float) -> float:
+    """The published LORA-F engine's (the strategy's default) latency at `efficiency`."""
     systolic.HBM_EFFICIENCY = efficiency
-    plan = make_plan(MODEL, CLUSTER, STRATEGY, design)
-    return estimate(plan, WORKLOAD).latency_s
+    return estimate(make_plan(MODEL, CLUSTER, STRATEGY), WORKLOAD).latency_s
 
 
-def searched(efficiency: float, trials: int) -> dict[str, Any]:
-    systolic.HBM_EFFICIENCY = efficiency
-    request = SearchRequest(MODEL, CLUSTER, STRATEGY, WORKLOAD, trials, "", "predictions")
-    return run_search(request).engine
-
-
-def fit(design: dict[str, Any], low: float = 0.05, high: float = 1.0,
-        iterations: int = 50) -> float:
-    """Bisection: latency falls monotonically as the efficiency rises."""
-    for _ in range(iterations):
-        mid = (low + high) / 2
-        low, high = (mid, high) if latency_s(mid, design) > TARGET_S else (low, mid)
-    return (low + high) / 2
-
-
-def fixed_point(trials: int, start: float, rounds: int = 8) -> tuple[float, dict[str, Any]]:
-    """Search at the current efficiency, fit the efficiency at the searched design, repeat
-    until the search returns the design the efficiency was fitted at."""
+def fit(low: float = 0.05, high: float = 1.0, iterations: int = 50) -> float:
+    """Bisection: latency falls monotonically as the efficiency rises. Refuses a target
+    the design cannot reach at any efficiency (its array, not HBM, bounds it)."""
     original = systolic.HBM_EFFICIENCY
     try:
-        efficiency, design = start, searched(start, trials)
-        for round_ in range(rounds):
-            efficiency = fit(design)
-            again = searched(efficiency, trials)
-            print(f"round {round_}: efficiency {efficiency:.4f} at {design}")
-            if again == design:
-                return efficiency, design
-            design = again
-        raise RuntimeError(f"no fixed point in {rounds} rounds")
+        if latency_s(high) > TARGET_S:
+            raise SystemExit(f"{MODEL} {WORKLOAD} on {CLUSTER}: {latency_s(high) * 1e3:.1f} ms "
+                             f"even at efficiency {high}; no efficiency reaches {TARGET_S}")
+        for _ in range(iterations):
+            mid = (low + high) / 2
+            low, high = (mid, high) if latency_s(mid) > TARGET_S else (low, mid)
+        return (low + high) / 2
     finally:
         systolic.HBM_EFFICIENCY = original
 
 
-def decode_stream(strategy: str, design: dict[str, Any] | None) -> tuple[float, float]:
+def decode_stream(strategy: str) -> tuple[float, float]:
     """Bytes one decode token streams (weights and KV cache, whole tiles) at the workload's
     mean context, and their rate over that token's predicted time."""
-    plan = make_plan(MODEL, CLUSTER, strategy, design).program
+    plan = make_plan(MODEL, CLUSTER, strategy).program
     context = np.array([WORKLOAD.input_tokens + WORKLOAD.output_tokens // 2])
     phase = Phase(1, context)
     parts = ((plan.block_steps, plan.spec.layers), (plan.output_steps, 1))
@@ -90,19 +60,18 @@ def decode_stream(strategy: str, design: dict[str, Any] | None) -> tuple[float, 
     return nbytes, nbytes / float(decode_seconds(plan, context)[0])
 
 
-def report(efficiency: float, design: dict[str, Any]) -> None:
+def report(efficiency: float) -> None:
     systolic.HBM_EFFICIENCY = efficiency
     peak = make_plan(MODEL, CLUSTER, STRATEGY).program.devices[0].device.memory("hbm")
-    for strategy, engine in ((STRATEGY, design), ("lora-q", None)):
-        nbytes, rate = decode_stream(strategy, engine)
+    for strategy in (STRATEGY, "lora-q"):
+        nbytes, rate = decode_stream(strategy)
         print(f"{strategy} decode: {nbytes / 1e6:.1f} MB per token at {rate / 1e9:.1f} GB/s = "
               f"{rate / peak.bandwidth_Bps:.0%} of the HBM's {peak.bandwidth_Bps / 1e9:.0f} GB/s")
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--trials", type=int, default=SEARCH_TRIALS)
-    value, design = fixed_point(parser.parse_args().trials, systolic.HBM_EFFICIENCY)
-    print(f"HBM_EFFICIENCY = {value:.4f}  ->  {latency_s(value, design) * 1e3:.2f} ms "
-          f"(target {TARGET_S * 1e3}) at {design}")
-    report(value, design)
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
+    value = fit()
+    print(f"HBM_EFFICIENCY = {value:.4f}  ->  {latency_s(value) * 1e3:.2f} ms "
+          f"(target {TARGET_S * 1e3}) with the published LORA-F engine")
+    report(value)

@@ -112,8 +112,9 @@ def test_concurrent_runs_stop_at_the_budget_in_total(tmp_path) -> None:
     keys = journal_keys(storage)
     assert len(set(keys)) == 400 and published_key("lora-q") in keys
     # The test only means something if both runs did add trials to the study. (A design
-    # both evaluated at the same instant is written twice and counts once.)
-    assert min(added) > 0 and sum(added) == len(keys) >= 400
+    # both scored at once counts in both runs' `trials_added` but, its records equal, is
+    # written once: the journal deduplicates them, batch/journal.py.)
+    assert min(added) > 0 and sum(added) >= len(keys) >= 400
 
 
 HANG_IN_EVALUATE = """

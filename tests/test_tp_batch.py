@@ -46,14 +46,14 @@ def _engine() -> tuple[SystolicEngine, ComputeStep]:
 
 
 @pytest.mark.parametrize(("vectors", "expected"), [
-    # LORA-F defaults (T_m = T_v = D_sa = 32, 200 MHz): q is 1024 x 1024 FP16, 32 x 32
-    # tiles of 2 KiB, 32 iterations of 32 tiles. HBM gives 32 x min(12.8, 0.6885 x 460 / 32)
-    # GB/s = 1583.5 bytes a cycle: L_axi = 65536 / 1583.5. Vector mode: L_cal = B x 2 x 32.
-    # Matrix mode from HBM: 1024 tile pairs of 32^3 / 32^2 = 32 cycles, L_buf = 2048 /
-    # 1583.5, plus 2 x 32 fill: the sooner of the two.
-    (1, 65536 / 1583.52 + 64 * 31 + 64),
-    (4, 65536 / 1583.52 + 256 * 31 + 256),
-    (32, 2048 / 1583.52 + 32 * 1023 + 32 + 64),
+    # SystolicConfig's field defaults (§V-C's 32 x 32 example, 200 MHz): q is 1024 x 1024
+    # FP16, 32 x 32 tiles of 2 KiB, 32 iterations of 32 tiles. HBM gives 32 x min(12.8,
+    # 0.6986 x 460 / 32) GB/s = 1606.8 bytes a cycle: L_axi = 65536 / 1606.8. Vector mode:
+    # L_cal = B x 2 x 32. Matrix mode from HBM: 1024 tile pairs of 32^3 / 32^2 = 32 cycles,
+    # L_buf = 2048 / 1606.8, plus 2 x 32 fill: the sooner of the two.
+    (1, 65536 / 1606.78 + 64 * 31 + 64),
+    (4, 65536 / 1606.78 + 256 * 31 + 256),
+    (32, 2048 / 1606.78 + 32 * 1023 + 32 + 64),
 ])
 def test_lora_decode_vectors_share_each_tile(vectors: int, expected: float) -> None:
     engine, step = _engine()

@@ -97,14 +97,14 @@ ONCHIP_READ_CYCLES = 2
 DECODE_WAVEFRONT_PASSES = 2
 # The one fitted constant: the fraction of an HBM pseudo-channel's peak (the U280's 460
 # GB/s over 32, seeds/002 §VI-A-c) that the decode's tile reads sustain (refresh, row
-# activations and the AXI switch between the kernel's ports and the pseudo-channels).
-# Fitted by `python -m benchmarks.calibrate_lora` to the one calibration point issue 20
-# names: LORA-F, gpt2-345m, 32:256 tokens on one U280 = 678.4 ms end to end, at the design
-# the project's own 300-trial search picks for that workload (a fixed point of search and
-# fit: 40 x 40, whose 320 GB/s decode demand just meets the 317 GB/s this leaves of 460);
-# checked by tests/test_lora_engine.py. There, decode streams 297 GB/s (65% of peak): the
-# rest is Eq. 8's first load and last compute per matrix, tile padding and the VFU.
-HBM_EFFICIENCY = 0.6885
+# activations and the AXI switch between the kernel's ports and the pseudo-channels);
+# plausible between 0.5 and 1. Fitted by `python -m benchmarks.calibrate_lora` to the one
+# calibration point issue 20 names: LORA-F, gpt2-345m, 32:256 tokens on one U280 = 678.4
+# ms end to end, with the published LORA-F engine (48 x 48 at 200 MHz, the strategies'
+# registration derives it from seeds/002 §VI-A-d), whose 460.8 GB/s decode demand HBM
+# bounds (tests/test_lora_engine.py). Decode streams 303 GB/s there (66% of peak), the rest
+# Eq. 8's first loads and last computes and the VFU. (0.6885, issue 20, fitted at 40 x 40.)
+HBM_EFFICIENCY = 0.6986
 Number = int | float | np.ndarray
 
 
