@@ -162,3 +162,18 @@ def test_a_format_an_engine_cannot_run_is_refused_in_one_line(strategy: str, pre
                  "--tokens", "8:8", "--precision", precision)
     assert run.returncode == 2 and run.stdout == ""
     assert run.stderr.strip().splitlines() == [message]
+
+
+def test_a_name_two_commands_take_is_one_taker_in_a_refusal() -> None:
+    """The tensor-parallel kind's --precision is an emulation's job option and a plan's
+    format: a refusal names the kind once, with every command that takes it."""
+    from archipelago.strategies.options import WorkloadOption, WorkloadType
+    from archipelago.strategies.refusals import unknown_option
+
+    work = WorkloadType("generation", (
+        WorkloadOption("precision", "ranks' arithmetic", "fp32", role="job",
+                       commands=("emulate",)),
+        WorkloadOption("precision", "format", "", commands=("plan", "explore"))), "m:f")
+    assert unknown_option("precision", "build", "chef", [], [(work, ["dfx", "lora-f"])]) == (
+        "--precision applies to generation strategies (dfx, lora-f) in `archi emulate` and "
+        "`archi plan` and `archi explore`; strategy 'chef' takes no options in `archi build`")
