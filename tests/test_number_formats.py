@@ -13,6 +13,7 @@ from archipelago.engines.dsp_packing import PRODUCTS_PER_DSP, lora_fields, produ
 from archipelago.errors import ArchipelagoError
 from archipelago.hardware.catalog import catalog
 from archipelago.number_formats import FORMATS, GROUP_SIZE, PRECISIONS, canonical
+from archipelago.strategies.registry import get_strategy
 from tests.conftest import TINY_GPT2
 
 
@@ -122,6 +123,19 @@ def test_narrower_weights_speed_an_hbm_bound_decode() -> None:
 
     assert latency("lora-q", "w4a8") < 0.75 * latency("lora-q", None)
     assert latency("lora-f", "w4a16") == pytest.approx(latency("lora-f", None), rel=0.02)
+
+
+def test_ring_floors_read_the_format_s_bytes() -> None:
+    """The floors of a W4A8 LORA-Q ring read its 0.52-byte weights and INT8 KV cache: below
+    the W8A8 ring's in every phase, so its faster estimate is not refused against them."""
+    hook = get_strategy("lora-q").plan_kind.hook("floors")
+    floors = {}
+    for p in ("w8a8", "w4a8"):
+        result = plan_and_estimate("gpt2-345m", "1xu280", "lora-q",
+                                   {"tokens": "32:256", "precision": p})
+        floors[p] = {f.phase: f.floor()[0]
+                     for f in hook(result.plan, result.workload, result.estimate)}
+    assert all(floors["w4a8"][k] < floors["w8a8"][k] for k in floors["w8a8"])
 
 
 def _archi(*args: str) -> subprocess.CompletedProcess:
