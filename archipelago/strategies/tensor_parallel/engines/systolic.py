@@ -107,6 +107,8 @@ DECODE_WAVEFRONT_PASSES = 2
 # checked by tests/test_lora_engine.py. There, decode streams 297 GB/s (65% of peak): the
 # rest is Eq. 8's first load and last compute per matrix, tile padding and the VFU.
 HBM_EFFICIENCY = 0.6885
+
+
 def _eq8(l_buf: float | np.ndarray, l_cal: float, iterations: int | np.ndarray) -> np.ndarray:
     """Eq. 8 over double-buffered iterations: the first load, then each later load hidden
     behind (or hiding) the previous iteration's compute, then the last compute."""
@@ -135,7 +137,7 @@ class SystolicEngine:
         assert hbm is not None, "LORA streams decode weights from HBM (seeds/002 §V-C)"
         channel_peak = hbm.bandwidth_Bps / hbm.channels
         per_channel = least(config.hbm_axi_bits / 8 * config.clock_hz,
-                             HBM_EFFICIENCY * channel_peak)
+                            HBM_EFFICIENCY * channel_peak)
         self.hbm_bytes_per_cycle = config.hbm_channels * per_channel / config.clock_hz
         # Prefill weights and tables stream from DDR (§V-C), or on a board without DDR
         # (U55C) from the HBM copy the plan keeps instead.
@@ -227,7 +229,6 @@ class SystolicEngine:
     @property
     def _kv_tile_bytes(self) -> float:
         return self.config.t_m ** 2 * self.format.kv_bytes
-
 
     def _fill(self) -> int:
         """Systolic fill and drain: a wavefront crosses the array twice."""
