@@ -342,8 +342,9 @@ def compare(
         "--report", help="write the HTML page (Pareto chart and table) here", **OUTPUT)] = None,
     force: Annotated[bool, typer.Option(help="replace an existing --report file")] = False,
     precision: Annotated[str | None, typer.Option(
-        help="fp16, bf16, fp8, int8 or int4 for every strategy (one whose kind takes no "
-             "--precision is refused)", show_default=False)] = None,
+        help="a number format for every strategy: fp16, bf16, fp8, w8a8, w4a16, w4a8, "
+             "-kv8 (docs/number-formats.md; a strategy that cannot run it is refused)",
+        show_default=False)] = None,
 ) -> None:
     from archipelago.compare.command import CompareCommand, run_compare
 

@@ -138,13 +138,10 @@ def kin(strategy: str) -> str:
      f"strategies ({kin('dfx')}); strategy 'chef' takes --bandwidth in `archi emulate`"),
     (("plan", "gpt2-345m", "--gantt", "g.html"),
      f"--gantt applies to scheduled DAG strategies ({kin('chef')}); strategy 'dfx' "
-     "takes --tokens, --batch, --split in `archi plan`"),
+     "takes --tokens, --precision, --batch, --split in `archi plan`"),
     (("emulate", "ibert-base", "--strategy", "galapagos", "--checkpoint", "ckpt"),
      f"--checkpoint applies to generation strategies ({kin('dfx')}); strategy "
      "'galapagos' takes --seq-len in `archi emulate`"),
-    (("plan", "gpt2-345m", "--precision", "fp16"),
-     f"--precision applies to GPU generation strategies ({kin('gpu-graph')}) and generation "
-     f"strategies ({kin('dfx')}) in `archi emulate`"),
     (("plan", "nmt-luong", "--strategy", "persistent", "--largest"),
      f"--largest applies to host program strategies ({kin('persistent')}) in `archi "
      "explore`"),

@@ -135,7 +135,10 @@ def test_formats_read_their_bytes_at_their_tensor_rates() -> None:
     assert format_on(h100, "fp8")[1] == 1978.9e12 and format_on(l4, "fp8")[1] == 242.5e12
     assert format_on(a100, "int8")[1] == 624e12
     assert format_on(a100, "int4")[1] == 312e12  # weight-only: FP16 products
-    assert FORMATS["int4"].weight_bytes == 0.5 + 2 / 128  # an FP16 scale per 128 weights
+    # the former spellings are synonyms of the shared vocabulary's names
+    assert format_on(a100, "int4")[0] == FORMATS["w4a16"]
+    assert format_on(a100, "int8")[0] == FORMATS["w8a8"]
+    assert FORMATS["w4a16"].weight_bytes == 0.5 + 2 / 128  # an FP16 scale per 128 weights
     held = {p: plan_and_estimate("llama2-7b", "1xh100", "gpu-graph", {
         "tokens": "128:128", "batch": "8", "precision": p}).estimate.memory_bytes
         for p in ("fp16", "fp8", "int4")}
@@ -146,12 +149,15 @@ def test_formats_read_their_bytes_at_their_tensor_rates() -> None:
         "tokens": "128:128", "precision": p}).estimate.decode_s_per_token
         for p in ("fp16", "fp8")}
     assert 1.3 < step["fp16"] / step["fp8"] < 2  # half the bytes, the same kernel floors
-    with pytest.raises(ArchipelagoError, match="no FP8 tensor cores; it serves fp16, bf16, "
-                                               "int8, int4"):
+    with pytest.raises(ArchipelagoError, match=r"no FP8 tensor cores; it serves fp16, "
+                                               r"fp16-kv8, bf16, bf16-kv8, w8a8, w4a16, "
+                                               r"w4a16-kv8, w4a8$"):
         format_on(a100, "fp8")
     with pytest.raises(ArchipelagoError, match="no BF16 tensor cores"):
         format_on(v100, "bf16")
-    with pytest.raises(ArchipelagoError, match="valid choices are fp16, bf16, fp8, int8, int4"):
+    with pytest.raises(ArchipelagoError, match=r"valid choices are fp16, fp16-kv8, bf16, "
+                                               r"bf16-kv8, fp8, w8a8, w4a16, w4a16-kv8, "
+                                               r"w4a8, int8, int4$"):
         plan_and_estimate("llama2-7b", "1xh100", "gpu-graph", {"precision": "fp6"})
 
 

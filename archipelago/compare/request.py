@@ -10,9 +10,10 @@ import re
 from dataclasses import dataclass
 
 from archipelago.errors import ArchipelagoError, UnknownNameError
-from archipelago.estimate.workload import MAX_BATCH, PRECISIONS, Generation, parse_tokens
+from archipelago.estimate.workload import MAX_BATCH, Generation, parse_tokens
 from archipelago.hardware.catalog import catalog, compare_defaults
 from archipelago.hardware.machines import MAX_DEVICES
+from archipelago.number_formats import canonical
 
 DEFAULT_COUNTS = "1,2,4,8"
 SORTS = ("latency", "cost", "tokens-per-dollar", "joules-per-token")
@@ -124,8 +125,5 @@ def parse_request(model: str, tokens: str, devices: str, counts: str, strategies
 
 
 def parse_precision(text: str) -> str:
-    name = text.strip().lower()
-    if name not in PRECISIONS:
-        raise ArchipelagoError(f"--precision '{text[:20]}': valid choices are "
-                               f"{', '.join(PRECISIONS)}")
-    return name
+    """One format of the shared vocabulary (number_formats.py), synonyms resolved."""
+    return canonical(text)

@@ -5,25 +5,24 @@ from dataclasses import dataclass
 
 from archipelago.engines.base import MAX_TOKENS
 from archipelago.errors import ArchipelagoError
+from archipelago.number_formats import canonical
 
 # Concurrent sequences one plan serves at most: past every published serving batch (vLLM's
 # default cap is 256 sequences), a larger count is a typo.
 MAX_BATCH = 4096
-# The number formats a generation's weights (and KV cache, where the format stores it) may
-# be served in (`--precision`); each kind says which its devices have.
-PRECISIONS = ("fp16", "bf16", "fp8", "int8", "int4")
 
 
 @dataclass(frozen=True)
 class Generation:
     """Text generation: a prompt of `input_tokens`, then `output_tokens` generated greedily;
     the first output token comes from the prefill (summarization) stage. `batch` sequences
-    run together, each with its own prompt and KV cache, in `precision` (PRECISIONS)."""
+    run together, each with its own prompt and KV cache, in `precision` (a format of
+    number_formats.py; each kind says which its devices run; None: the strategy's own)."""
 
     input_tokens: int
     output_tokens: int
     batch: int = 1
-    precision: str = "fp16"
+    precision: str | None = None
 
     def __post_init__(self) -> None:
         if not (1 <= self.input_tokens <= MAX_TOKENS and 1 <= self.output_tokens <= MAX_TOKENS):
@@ -31,9 +30,8 @@ class Generation:
                                    f"counts must be in 1..{MAX_TOKENS}")
         if not 1 <= self.batch <= MAX_BATCH:
             raise ArchipelagoError(f"--batch {self.batch}: must be in 1..{MAX_BATCH} sequences")
-        if self.precision not in PRECISIONS:
-            raise ArchipelagoError(f"--precision '{self.precision[:20]}': valid choices are "
-                                   f"{', '.join(PRECISIONS)}")
+        if self.precision is not None:
+            canonical(self.precision)  # a one-line refusal naming the valid choices
 
     @property
     def total_tokens(self) -> int:
@@ -51,16 +49,17 @@ def parse_tokens(tokens: str) -> Generation:
     return Generation(int(match.group(1)), int(match.group(2)))
 
 
-def parse_generation(tokens: str, batch: str = "1", precision: str = "fp16") -> Generation:
+def parse_generation(tokens: str, batch: str = "1", precision: str = "") -> Generation:
     """`--tokens IN:OUT`, `--batch B` (B concurrent sequences, a whole number) and
-    `--precision` (one of PRECISIONS)."""
+    `--precision` (number_formats.PRECISIONS, synonyms resolved; empty: the strategy's
+    own format)."""
     work = parse_tokens(tokens)
     text = batch.strip()
     if not re.fullmatch(r"[0-9]{1,7}", text):
         raise ArchipelagoError(f"--batch '{batch[:40]}' must be a whole number of sequences, "
                                f"1..{MAX_BATCH}")
     return Generation(work.input_tokens, work.output_tokens, int(text),
-                      precision.strip().lower())
+                      canonical(precision) if precision.strip() else None)
 
 
 @dataclass(frozen=True)

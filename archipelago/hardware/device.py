@@ -78,6 +78,12 @@ class GPUCores(_Frozen):
     cuda_core_flops: float = Field(gt=0)
 
 
+# The DSP slice an FPGA's fabric has, which sets how many integer products it packs a cycle
+# (engines/dsp_packing.py): DSP48E1 (7 series, UG479), DSP48E2 (UltraScale and UltraScale+,
+# UG579), DSP58 (Versal, AM004), Intel's variable-precision block (UG-S10-DSP).
+DSPKind = Literal["dsp48e1", "dsp48e2", "dsp58", "intel-vp"]
+
+
 class Device(_Frozen):
     """A catalog entry. `key` is the name used in cluster shorthand such as `4xu280`."""
 
@@ -86,6 +92,7 @@ class Device(_Frozen):
     kind: Literal["fpga", "gpu", "cpu"]
     vendor: str
     resources: Resources = Resources()
+    dsp_kind: DSPKind | None = None  # an FPGA's DSP slice; None: not stated
     bram_block_kbit: float = Field(default=36.0, gt=0)
     uram_block_kbit: float = Field(default=288.0, gt=0)
     memories: dict[str, Memory] = Field(default_factory=dict)

@@ -116,6 +116,8 @@ class WorkloadType:
 
 
 # `--precision` of a generation's plan: the number format of its weights and KV cache
-# (estimate/workload.PRECISIONS), one option for every kind whose devices serve formats.
-PRECISION = WorkloadOption("precision", "number format of the weights and KV cache: fp16, "
-                           "bf16, fp8, int8 or int4 (weight-only)", "fp16")
+# (number_formats.py), one vocabulary for every kind whose devices serve formats.
+PRECISION_HELP = ("number format of the weights, activations and KV cache: fp16, bf16, fp8, "
+                  "w8a8, w4a16, w4a8 (INT4 weights in groups of 128), -kv8 for an INT8 KV "
+                  "cache beside 16-bit activations (int8 = w8a8, int4 = w4a16)")
+PRECISION = WorkloadOption("precision", PRECISION_HELP, "fp16")

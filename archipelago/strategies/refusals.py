@@ -63,12 +63,15 @@ def _who_takes(option: str, command: str,
     """Which strategies take `option`, and in which commands where `command` is not one."""
     takers = []
     for workload, users in workloads:
-        for o in workload.options:
-            if o.name != option:
-                continue
-            where = "" if o.applies(command) else " in " + " and ".join(
-                f"`archi {c}`" for c in o.commands or ())
-            takers.append(f"{workload.name} strategies ({', '.join(users)}){where}")
+        # one name may be two options for different commands (an emulation's --precision
+        # and a plan's): the kind takes it in all their commands
+        named = [o for o in workload.options if o.name == option]
+        if not named:
+            continue
+        commands = dict.fromkeys(c for o in named for c in o.commands or ())
+        where = "" if any(o.applies(command) for o in named) else " in " + " and ".join(
+            f"`archi {c}`" for c in commands)
+        takers.append(f"{workload.name} strategies ({', '.join(users)}){where}")
     if takers:
         return f"applies to {' and '.join(takers)}"
     return "is not an option of any plan kind"

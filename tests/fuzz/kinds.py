@@ -35,6 +35,7 @@ KINDS: dict[str, Kind] = {
                            lambda x, tmp, f=family: cases.model_case(x, f, tmp))
        for family in sorted(inputs.FAMILY_BASE)},
     "cli": (inputs.cli_args(), lambda x, tmp: cases.cli_case(x)),
+    "precision": (inputs.precision_args(), lambda x, tmp: cases.cli_case(x)),
     "emulate-edge": (st.tuples(st.integers(-2**70, 2**70),
                                st.floats(allow_nan=True, allow_infinity=True), ENV),
                      lambda x, tmp: cases.emulate_edge_case(*x)),

@@ -1,29 +1,32 @@
-"""The number formats a GPU serves a decoder in (`--precision`): the bytes each weight and
-each cached key/value takes, the tensor-core format its products run in, and the CUDA-core
-work a weight-only format adds to unpack its weights.
+"""The number formats a GPU serves a decoder in (`--precision`, the shared vocabulary of
+archipelago/number_formats.py): the bytes each weight and each cached key/value takes, the
+tensor-core format its products run in (the activations'), and the CUDA-core work a
+4-bit-weight format adds to unpack its weights.
 
     fp16, bf16  16-bit weights, activations and KV cache on the 16-bit tensor cores
     fp8         FP8 (E4M3) weights and activations on the FP8 tensor cores, FP8 KV cache
                 (TensorRT-LLM's and vLLM's `kv_cache_dtype=fp8`)
-    int8        W8A8 (SmoothQuant, Xiao et al. 2023) on the INT8 tensor cores, INT8 KV cache
+    w8a8        (also `int8`) SmoothQuant W8A8 on the INT8 tensor cores, INT8 KV cache
                 (TensorRT-LLM's INT8 KV cache)
-    int4        weight-only INT4 (AWQ/GPTQ, group size 128 with an FP16 scale each): 4-bit
-                weights read, unpacked to FP16 on the CUDA cores, FP16 products and KV cache
+    w4a16       (also `int4`) weight-only INT4 (AWQ/GPTQ, group size 128 with an FP16 scale
+                each): 4-bit weights read, unpacked to FP16 on the CUDA cores, FP16 products
+    w4a8        INT4 weights unpacked to INT8 on the CUDA cores, INT8 products and KV cache
+    *-kv8       an INT8 KV cache beside 16-bit activations (its scale folded into the
+                attention kernel, as TensorRT-LLM's INT8 KV cache)
 """
 
 from dataclasses import dataclass
 
 from archipelago.errors import ArchipelagoError
 from archipelago.hardware.device import Device
+from archipelago.number_formats import FORMATS as NUMBER_FORMATS
+from archipelago.number_formats import canonical
 
 # A weight-only INT4 weight's CUDA-core work before its FP16 product: unpack (shift, mask),
 # convert to FP16, subtract the zero point, multiply by the group's scale, about 4
 # operations (AWQ's and GPTQ's dequantizing GEMV kernels; Marlin's lop3 tricks reach 2, so
-# the plausible range is 2-6).
+# the plausible range is 2-6). W4A8 unpacks to INT8 with the same steps (QServe).
 INT4_DEQUANT_OPS = 4.0
-# Group size 128 with one FP16 scale per group (AWQ's and GPTQ's default): 2 / 128 bytes more
-# per weight.
-INT4_GROUP = 128
 
 
 @dataclass(frozen=True)
@@ -38,14 +41,9 @@ class Format:
     dequant_ops: float = 0.0
 
 
-FORMATS = {f.name: f for f in (
-    Format("fp16", 2, 2, "fp16"),
-    Format("bf16", 2, 2, "bf16"),
-    Format("fp8", 1, 1, "fp8"),
-    Format("int8", 1, 1, "int8"),
-    Format("int4", 0.5 + 2 / INT4_GROUP, 2, "fp16", INT4_DEQUANT_OPS),
-)}
-PRECISIONS = tuple(FORMATS)
+FORMATS = {name: Format(name, f.weight_bytes, f.kv_bytes, f.activation,
+                        INT4_DEQUANT_OPS if f.weight == "int4" else 0.0)
+           for name, f in NUMBER_FORMATS.items()}
 
 
 def tensor_rates(device: Device) -> dict[str, float]:
@@ -63,12 +61,9 @@ def served(device: Device) -> list[str]:
 
 def format_on(device: Device, precision: str) -> tuple[Format, float]:
     """`precision`'s format and its tensor rate on `device`, or a one-line refusal."""
-    if precision not in FORMATS:
-        raise ArchipelagoError(f"--precision '{precision[:20]}': valid choices are "
-                               f"{', '.join(PRECISIONS)}")
-    fmt, rates = FORMATS[precision], tensor_rates(device)
+    fmt, rates = FORMATS[canonical(precision)], tensor_rates(device)
     if fmt.tensor not in rates:
-        raise ArchipelagoError(f"--precision {precision}: {device.name} has no "
+        raise ArchipelagoError(f"--precision {fmt.name}: {device.name} has no "
                                f"{fmt.tensor.upper()} tensor cores; it serves "
                                f"{', '.join(served(device))}")
     return fmt, rates[fmt.tensor]

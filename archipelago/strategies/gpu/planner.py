@@ -42,7 +42,7 @@ def _check(spec: ModelSpec, cluster: Cluster, strategy: str) -> None:
 def _plan(strategy: str, spec: ModelSpec, cluster: Cluster, config: GPUConfig,
           workload: object) -> GPUPlan:
     _check(spec, cluster, strategy)
-    precision = workload.precision if isinstance(workload, Generation) else "fp16"
+    precision = (workload.precision if isinstance(workload, Generation) else None) or "fp16"
     fmt, rate = format_on(cluster.devices[0], precision)
     return GPUPlan(strategy, spec, build_graph(spec), cluster, config, _ring_link(cluster),
                    fmt, rate)

@@ -9,7 +9,7 @@ on first use, so listing strategies or starting `archi` imports none of the kind
 from typing import Any
 
 from archipelago.models import features as F
-from archipelago.strategies.options import WorkloadOption, WorkloadType
+from archipelago.strategies.options import PRECISION_HELP, WorkloadOption, WorkloadType
 from archipelago.strategies.registry import PlanKind, register, register_kind
 
 # The model features the plans split, and the fewer the emulator runs (PlanKind.supports /
@@ -34,6 +34,10 @@ GENERATION = WorkloadType("generation", (
                    {"emulate": "16:16", "explore": "32:256"}),
     WorkloadOption("precision", "arithmetic on the emulated ranks: fp32 or fp16", "fp32",
                    role="job", commands=("emulate",)),
+    # The number format of a plan (number_formats.py); left out, the strategy's own (DFX and
+    # LORA-F fp16, LORA-Q w8a8). Each engine's config refuses a format it cannot run.
+    WorkloadOption("precision", PRECISION_HELP + "; default: the strategy's own", "",
+                   commands=("plan", "report", "explore")),
     WorkloadOption("checkpoint", "local Hugging Face checkpoint directory (safetensors) "
                    "instead of seeded weights", "seeded", role="job", commands=("emulate",)),
     WorkloadOption("batch", "concurrent sequences, each with its own KV cache", "1",

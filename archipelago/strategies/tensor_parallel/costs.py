@@ -272,10 +272,10 @@ def kv_cache_bytes(plan: Plan, rank: int, tokens: int, sequences: int = 1,
         return 0.0
     count = plan.spec.layers if layers is None else layers
     if plan.spec.mla is not None:
-        return float(count * tokens * plan.spec.kv_values_per_token() * plan.bytes_per_param
+        return float(count * tokens * plan.spec.kv_values_per_token() * plan.kv_value_bytes
                      * sequences)
     k = plan.devices[rank].layer_shards["k.weight"]
-    return float(2 * count * tokens * (k.stop - k.start) * plan.bytes_per_param * sequences)
+    return float(2 * count * tokens * (k.stop - k.start) * plan.kv_value_bytes * sequences)
 
 
 def _end_elements(dp: DevicePlan, plan: Plan, memory: MemoryKind) -> tuple[int, int]:

@@ -83,21 +83,24 @@ def decode_efficiency(plan: StagedPlan, workload: Generation, est: Estimate
     devices = [d.device for stage in plan.stages for d in stage.program.devices]
     return decode_roofline(program.graph, program.bytes_per_param, devices,
                            len(devices) * program.engine.peak_ops_per_s, workload,
-                           est.decode_s_per_token, weight_reads, program.engine.expert_skew)
+                           est.decode_s_per_token, weight_reads, program.engine.expert_skew,
+                           program.kv_value_bytes)
 
 
 def decode_roofline(graph: Graph, bytes_per_param: float, devices: Sequence[Device],
                     peak_ops_per_s: float, workload: Generation, seconds_per_token: float,
-                    weight_reads: int = 1, skew: float = 0.0) -> DecodeEfficiency | None:
+                    weight_reads: int = 1, skew: float = 0.0, kv_bytes: float | None = None
+                    ) -> DecodeEfficiency | None:
     """`decode_efficiency` of any set of devices running `graph`. A
     decode step of a batch yields `workload.batch` tokens, each sequence reading its own KV
     cache; the weights are read once, or `weight_reads` times (by batch / weight_reads
-    tokens each, whose experts are routed with skew `skew`)."""
+    tokens each, whose experts are routed with skew `skew`); a cached value takes
+    `kv_bytes` (None: a weight's)."""
     if workload.output_tokens < 2 or seconds_per_token <= 0:
         return None
     # decode step i (1 .. n_out - 1) attends n_in + i keys: the mean is the midpoint
     context = workload.input_tokens + workload.output_tokens / 2
-    kv = graph.kv_cache_bytes(context, bytes_per_param)
+    kv = graph.kv_cache_bytes(context, bytes_per_param if kv_bytes is None else kv_bytes)
     memory = sum(weight_memory_Bps(d) for d in devices)
     if memory <= 0:
         return None

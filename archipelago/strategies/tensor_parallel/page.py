@@ -11,6 +11,7 @@ import numpy as np
 from archipelago.errors import PartitionError
 from archipelago.estimate.workload import Generation
 from archipelago.models.graph_ops import Phase
+from archipelago.number_formats import number_format
 from archipelago.report.charts import (
     Node,
     OpPoint,
@@ -249,7 +250,7 @@ def _roofline(plan: Plan, work: Generation) -> Chart:
     if not engine.token_serial_prefill:  # else the prompt runs as decode-like passes
         points += _op_points(plan, Phase(work.input_tokens, work.input_tokens), "prefill")
     bandwidth = engine.hbm_bytes_per_cycle * engine.config.clock_hz
-    unit = "FLOP" if plan.numerics == "fp16" else "OP"
+    unit = "OP" if number_format(plan.numerics).integer else "FLOP"
     return Chart("roofline of one device",
                  "Each decoder-block operator on one device at decode (and prefill where the "
                  "prompt runs as one matrix pass): points near the slope are bound by HBM "

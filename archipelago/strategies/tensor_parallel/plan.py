@@ -218,7 +218,9 @@ class Plan:
     block_steps: list[Step]
     output_steps: list[Step]
     devices: list[DevicePlan]
-    numerics: Literal["fp16", "w8a8"] = "fp16"  # the datapath's arithmetic
+    numerics: str = "fp16"  # the datapath's number format (number_formats.py)
+    # Bytes of one cached key or value (None: `bytes_per_param`, the weights')
+    kv_bytes: float | None = None
     # The block a pass of one new token runs where it differs from a prompt's (latent
     # attention absorbed, graph.absorbed_block); None: `block_steps` alike.
     decode_steps: list[Step] | None = None
@@ -244,6 +246,11 @@ class Plan:
     @property
     def ranks(self) -> int:
         return len(self.devices)
+
+    @property
+    def kv_value_bytes(self) -> float:
+        """Bytes of one cached key or value in the plan's format."""
+        return self.bytes_per_param if self.kv_bytes is None else self.kv_bytes
 
     def fabric(self, rank: int) -> Resources:
         """The fabric rank `rank`'s design may use: its cluster node's, which a cluster

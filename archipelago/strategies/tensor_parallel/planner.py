@@ -47,7 +47,6 @@ from archipelago.strategies.tensor_parallel.split_choice import (
 )
 from archipelago.strategies.tensor_parallel.staged import Stage, StagedPlan
 
-FP16_BYTES = 2
 # A strategy's ring program: its scheme run by its engine on one ring.
 RingPlanner = Callable[[str, Scheme, ModelSpec, Cluster, Any], Plan]
 
@@ -113,10 +112,13 @@ def _table_Bps(device: Device) -> float | None:
 
 def dfx_ring(strategy: str, scheme: Scheme, spec: ModelSpec, cluster: Cluster,
              config: DFXConfig) -> Plan:
-    """`scheme` on DFX cores: FP16 weights and activations."""
+    """`scheme` on DFX cores: FP16 activations, weights and KV cache stored in the config's
+    format (widened to FP16 before the MFU)."""
     check_inputs(spec, cluster, strategy, scheme)
     engine = DFXEngine(config, cluster.size, _table_Bps(cluster.devices[0]))
-    return ring_program(strategy, scheme, spec, cluster, engine, FP16_BYTES)
+    fmt = config.format
+    return ring_program(strategy, scheme, spec, cluster, engine, fmt.weight_bytes,
+                        numerics=fmt.name, kv_bytes=fmt.kv_bytes)
 
 
 def systolic_ring(strategy: str, scheme: Scheme, spec: ModelSpec, cluster: Cluster,
@@ -124,8 +126,9 @@ def systolic_ring(strategy: str, scheme: Scheme, spec: ModelSpec, cluster: Clust
     """`scheme` on LORA's systolic cores, at their precision and row packing."""
     check_inputs(spec, cluster, strategy, scheme)
     engine = SystolicEngine(config, cluster.devices[0], spec, cluster.size)
-    return ring_program(strategy, scheme, spec, cluster, engine, config.weight_bytes,
-                        config.weight_bytes, config.pack_rows, config.precision)
+    fmt = config.format
+    return ring_program(strategy, scheme, spec, cluster, engine, fmt.weight_bytes,
+                        fmt.activation_bytes, config.pack_rows, fmt.name, fmt.kv_bytes)
 
 
 def _whole_ring(strategy: str, spec: ModelSpec, cluster: Cluster, program: Plan
@@ -137,12 +140,21 @@ def _whole_ring(strategy: str, spec: ModelSpec, cluster: Cluster, program: Plan
                       "cluster")
 
 
+def in_format(config: Any, workload: Generation) -> Any:
+    """The engine parameters in the workload's `--precision` where one is given (the config
+    refuses a format its engine cannot run, in one line), else the strategy's own format."""
+    if getattr(workload, "precision", None) is None or workload.precision == config.precision:
+        return config
+    return type(config).model_validate({**config.model_dump(), "precision": workload.precision})
+
+
 def staged(strategy: str, scheme: str, ring: RingPlanner) -> Callable[..., StagedPlan]:
     """The planner of strategy `strategy`: `ring`'s program of `scheme` on every stage of
     the split it makes for the workload (this module's docstring)."""
 
     def planner(spec: ModelSpec, cluster: Cluster, config: Any, workload: Generation
                 ) -> StagedPlan:
+        config = in_format(config, workload)
         sync = get_scheme(scheme)
         request = parse_split(getattr(config, "split", None))
         if request is None and cluster.rings == 1:

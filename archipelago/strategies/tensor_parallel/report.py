@@ -95,6 +95,7 @@ def summarize(plan: StagedPlan, workload: Generation, est: Estimate) -> Summary:
         Figure("strategy", plan.strategy),
         Figure("tokens", {"input": workload.input_tokens, "output": workload.output_tokens}),
         Figure("batch", est.batch), Figure("batch_note", est.batch_note),
+        Figure("precision", plan.program.numerics),  # the format (number_formats.py)
         *([Figure("parameters", parameter_count(plan.spec)), Figure("split", _split_dict(plan))]
           if shown else []),
         *_timing_figures(est),

@@ -39,6 +39,7 @@ from archipelago.strategies.tensor_parallel.costs import (
 from archipelago.strategies.tensor_parallel.estimate import estimate
 from archipelago.strategies.tensor_parallel.floors import check_latency, floors
 from archipelago.strategies.tensor_parallel.plan import Plan
+from archipelago.strategies.tensor_parallel.planner import in_format
 from archipelago.strategies.tensor_parallel.planning.rings import one_ring
 from archipelago.strategies.tensor_parallel.utilization import LIMITED, Number, worst_use
 
@@ -110,7 +111,7 @@ def evaluate_variants(model: str, cluster: str, strategy: str, workload: Generat
     groups: dict[tuple[Any, ...], list[tuple[int, Any]]] = {}
     for row, engine in enumerate(engines):
         try:
-            config = chosen.config(engine)
+            config = in_format(chosen.config(engine), workload)  # --precision, if given
         except ArchipelagoError as err:
             table.errors[row] = str(err)
             continue

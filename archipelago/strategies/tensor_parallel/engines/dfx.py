@@ -51,7 +51,13 @@ from archipelago.hardware.cluster import Cluster
 from archipelago.hardware.device import Resources
 from archipelago.models.graph_ops import Phase
 from archipelago.models.spec import ModelSpec
+from archipelago.number_formats import NumberFormat, number_format, refuse_unless
 from archipelago.strategies.tensor_parallel.engines.router import dfx_all_gather_s
+from archipelago.strategies.tensor_parallel.engines.widening import (
+    dequant_units,
+    kv_widen_cycles,
+    rescale_cycles,
+)
 from archipelago.strategies.tensor_parallel.plan import CommStep, ComputeStep
 
 # Load/store bypass the VFU execution stage: one cycle (seeds/001 §V-C).
@@ -70,6 +76,12 @@ COMPARE_LEVEL_CYCLES = 1
 # 102.8 tokens/s for this point: the 10% it leaves is what this constant stands for. The
 # simulator divides its matrix block rows by the same figure (issue #34, units.py).
 DFX_TILE_EFFICIENCY = 0.8975
+# The formats DFX's core runs (number_formats.py): its MFU, VFU and SFUs are FP16 operators
+# (seeds/001 §V-C, §IV-B "FP16 model parameters"), so activations stay FP16; INT4 weights
+# and an INT8 KV cache can be stored narrower and widened to FP16 in the tile stream
+# (widening.py) before the MFU. 8-bit activations would need an integer MFU DFX lacks.
+DFX_FORMATS = ("fp16", "fp16-kv8", "w4a16", "w4a16-kv8")
+DFX_WHY = "computes in FP16 (seeds/001 §V-C), so its activations stay 16-bit"
 
 
 class DFXConfig(EngineConfig):
@@ -88,6 +100,8 @@ class DFXConfig(EngineConfig):
     # per-channel data width at the kernel clock (§V-B)
     channel_bits: int = Field(512, ge=1, le=MAX_BITS)
     data_bits: int = Field(16, ge=1, le=64)  # FP16 (seeds/001 §IV-B)
+    # the stored format of weights and KV cache (`--precision`): one of DFX_FORMATS
+    precision: str = Field("fp16", max_length=40)
     # one DDR channel: half of the 38 GB/s of two (§IV-B)
     ddr_Bps: float = Field(19e9, ge=MIN_BANDWIDTH_BPS, le=MAX_BANDWIDTH_BPS)
     # summarization sliding window held on chip (§IV-C Conv1D); taken equal to d, the tile height
@@ -100,6 +114,11 @@ class DFXConfig(EngineConfig):
             raise ValueError("must be a power of two")
         return d
 
+    @field_validator("precision")
+    @classmethod
+    def _runs(cls, name: str) -> str:
+        return refuse_unless(name, DFX_FORMATS, "DFX", DFX_WHY).name
+
     @model_validator(mode="after")
     def _a_channel_carries_a_value(self) -> "DFXConfig":
         if self.channel_bits < self.data_bits:
@@ -108,8 +127,19 @@ class DFXConfig(EngineConfig):
         return self
 
     @property
+    def format(self) -> NumberFormat:
+        return number_format(self.precision)
+
+    @property
     def hbm_values_per_cycle(self) -> int:
         return self.hbm_channels * self.channel_bits // self.data_bits
+
+    def stream_values_per_cycle(self, stored_bytes: float) -> float:
+        """Values of `stored_bytes` each the 32 x 512-bit stream brings a cycle: the FP16
+        values of §V-B, or a narrower format's more."""
+        if stored_bytes * 8 == self.data_bits:
+            return self.hbm_values_per_cycle
+        return self.hbm_channels * self.channel_bits / (8 * stored_bytes)
 
     def row_values_per_cycle(self, memory_Bps: float) -> float:
         """Table rows reach the DMA through one channel-wide port (§V-B), from one DDR
@@ -119,9 +149,13 @@ class DFXConfig(EngineConfig):
 
     @property
     def tile_feed_cycles(self) -> float:
-        """Cycles to bring one d x l tile from HBM: one, unless the tile is wider than the
-        32 x 512-bit stream."""
-        return max(1.0, self.d * self.l / self.hbm_values_per_cycle)
+        """Cycles to bring one d x l weight tile from HBM: one, unless the tile is wider
+        than the 32 x 512-bit stream."""
+        return self.feed_cycles(self.format.weight_bytes)
+
+    def feed_cycles(self, stored_bytes: float) -> float:
+        """Cycles to bring one d x l tile of `stored_bytes` values from HBM."""
+        return max(1.0, self.d * self.l / self.stream_values_per_cycle(stored_bytes))
 
     @property
     def zigzag_tiles(self) -> int:
@@ -176,7 +210,8 @@ class DFXEngine:
     def hbm_bytes_per_cycle(self) -> float:
         """Bytes the tile stream pulls from HBM each cycle (at most the 32 x 512 bits)."""
         c = self.config
-        return min(c.d * c.l, c.hbm_values_per_cycle) * c.data_bits / 8
+        size = c.format.weight_bytes
+        return min(c.d * c.l, c.stream_values_per_cycle(size)) * size
 
     @property
     def peak_ops_per_s(self) -> float:
@@ -202,25 +237,28 @@ class DFXEngine:
                                 self.config.clock_hz, self.config.data_bits)
 
     # --- matrix instructions (MFU + SFU_M) ---------------------------------------------
-    def matrix_vector_cycles(self, fan_in: int | np.ndarray,
-                             fan_out: int | np.ndarray) -> np.ndarray:
-        """One input row against a fan_in x fan_out matrix: zigzag blocks of d / l tiles,
-        each block row max(tiles x feed, adder latency) once partial sums recur (§V-B/C)."""
+    def matrix_vector_cycles(self, fan_in: int | np.ndarray, fan_out: int | np.ndarray,
+                             stored_bytes: float | None = None) -> np.ndarray:
+        """One input row against a fan_in x fan_out matrix of `stored_bytes` values (None:
+        weights): zigzag blocks of d / l tiles, each block row max(tiles x feed, adder
+        latency) once partial sums recur (§V-B/C)."""
         c = self.config
+        tile_feed = c.tile_feed_cycles if stored_bytes is None else c.feed_cycles(stored_bytes)
         rows, groups = ceil_div(fan_in, c.d), ceil_div(fan_out, c.l)
         width = c.zigzag_tiles
         full, rest = groups // width, groups % width
 
         def block(tiles: int | np.ndarray) -> np.ndarray:
-            feed = tiles * c.tile_feed_cycles
+            feed = tiles * tile_feed
             recur = np.where(rows > 1, np.maximum(feed, FP16_ADD_CYCLES), feed)
             return np.where(tiles > 0, feed + (rows - 1) * recur, 0)
 
         return (full * block(width) + block(rest)) / DFX_TILE_EFFICIENCY
 
     def _linear(self, step: ComputeStep, m: int, t: np.ndarray) -> np.ndarray:
+        """The tiles, then the MFU's drain (and a group format's scaling, widening.py)."""
         return m * self.matrix_vector_cycles(step.op.fan_in, step.local_out) + \
-            self.config.mfu_latency
+            self.config.mfu_latency + rescale_cycles(self.config.format)
 
     def _lm_head(self, step: ComputeStep, m: int, t: np.ndarray) -> np.ndarray:
         """MM of the last row against the vocabulary, then argmax (SFU_M's reduce-max)."""
@@ -229,9 +267,10 @@ class DFXEngine:
     def _attn_score(self, step: ComputeStep, m: int, t: np.ndarray) -> np.ndarray:
         """MaskedMM: the query against Key^T (head_dim x t) tiles, then ReduMax, per head."""
         c = self.config
-        per_head = (m * self.matrix_vector_cycles(step.op.fan_in, t) + c.mfu_latency
+        kv = c.format.kv_bytes
+        per_head = (m * self.matrix_vector_cycles(step.op.fan_in, t, kv) + c.mfu_latency
                     + self._reduce_max_cycles)
-        return step.local_heads * per_head
+        return step.local_heads * per_head + kv_widen_cycles(c.format)
 
     def _attn_context(self, step: ComputeStep, m: int, t: np.ndarray) -> np.ndarray:
         """MM: Score x Value, Value stored transposed (§V-B), per head. The next head's
@@ -240,8 +279,10 @@ class DFXEngine:
         work in parallel", §IV-C), so it enters the pipelined MPU behind this MM's last
         tile: only the last head's pipeline drain is exposed (the timing simulator,
         dfx_program/timing.py, schedules it so)."""
-        return (step.local_heads * m * self.matrix_vector_cycles(t, step.op.fan_in)
-                + self.config.mfu_latency)
+        c = self.config
+        return (step.local_heads * m * self.matrix_vector_cycles(t, step.op.fan_in,
+                                                                 c.format.kv_bytes)
+                + c.mfu_latency + kv_widen_cycles(c.format))
 
     @property
     def _reduce_max_cycles(self) -> int:
@@ -327,4 +368,8 @@ class DFXEngine:
             # Instruction buffer and scalar register file.
             memory_blocks(64, 1024), memory_blocks(c.data_bits, 1024),
         )
-        return {"mfu": mfu, "vfu": vfu, "sfu": sfu, "buffers": buffers}
+        units = {"mfu": mfu, "vfu": vfu, "sfu": sfu, "buffers": buffers}
+        # A narrower stored format's widening lanes, one per value the MFU takes a cycle,
+        # and one FP16 multiplier (1 DSP) per lane's sum for a group's scale (widening.py).
+        dequant = dequant_units(c.format, d * l, l)
+        return {**units, "dequant": Resources(**dequant)} if dequant else units

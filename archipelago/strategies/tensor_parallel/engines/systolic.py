@@ -59,7 +59,8 @@ from archipelago.engines.base import (
     ceil_div,
     dispatch_cycles,
 )
-from archipelago.engines.dsp_packing import PRODUCTS_PER_DSP
+from archipelago.engines.dsp_packing import products_per_dsp
+from archipelago.errors import PartitionError
 from archipelago.hardware.cluster import Cluster
 from archipelago.hardware.device import Device, Resources
 from archipelago.models.graph_ops import Phase
@@ -71,21 +72,22 @@ from archipelago.strategies.tensor_parallel.engines.router import (
     lora_link,
 )
 from archipelago.strategies.tensor_parallel.engines.systolic_config import (
-    LINK_PORT_BITS,
     SystolicConfig,
     SystolicVariants,
+)
+from archipelago.strategies.tensor_parallel.engines.systolic_resources import (
+    URAM_BYTES,
+    Number,
+    least,
+    unit_counts,
+)
+from archipelago.strategies.tensor_parallel.engines.widening import (
+    kv_widen_cycles,
+    rescale_cycles,
 )
 from archipelago.strategies.tensor_parallel.plan import CommStep, ComputeStep
 from archipelago.strategies.tensor_parallel.planning.heads import cached_values
 
-# DSP cost of one operator (Table II's Psi), from the FP16 operator mapping of the same
-# board's DFX core (seeds/001 §V-C: multiplier 1 DSP, adder 2 DSPs, exponential 2 DSPs).
-PSI_FP16 = {"mul": 1.0, "add": 2.0, "exp": 2.0, "square": 1.0}
-# W8A8: two int8 products share one DSP48E2 (seeds/002 §V-A); int32 accumulation in LUTs.
-PSI_INT8_MAC = 1 / PRODUCTS_PER_DSP
-# UltraScale+ memory primitives (UG573): BRAM18 = 1024 x 18 (Eq. 5), BRAM36 = 512 x 72 in
-# the reshape mode Eq. 6 uses with 36-bit words; URAM288 = 288 Kb.
-URAM_BYTES = 288 * 1024 // 8
 # UltraScale+ URAM288 read port: 72 bits per cycle (UG573); one port per URAM reads the KV
 # cache while the other writes the new token's keys and values.
 URAM_READ_BYTES = 72 // 8
@@ -105,12 +107,6 @@ DECODE_WAVEFRONT_PASSES = 2
 # bounds (tests/test_lora_engine.py). Decode streams 303 GB/s there (66% of peak), the rest
 # Eq. 8's first loads and last computes and the VFU. (0.6885, issue 20, fitted at 40 x 40.)
 HBM_EFFICIENCY = 0.6986
-Number = int | float | np.ndarray
-
-
-def _least(a: Number, b: Number) -> Number:
-    """min(a, b), elementwise where either holds variants; a plain number for one core."""
-    return np.minimum(a, b) if isinstance(a + b, np.ndarray) else min(a, b)
 
 
 def _eq8(l_buf: float | np.ndarray, l_cal: float, iterations: int | np.ndarray) -> np.ndarray:
@@ -140,8 +136,8 @@ class SystolicEngine:
         hbm, ddr = device.memory("hbm"), device.memory("ddr")
         assert hbm is not None, "LORA streams decode weights from HBM (seeds/002 §V-C)"
         channel_peak = hbm.bandwidth_Bps / hbm.channels
-        per_channel = _least(config.hbm_axi_bits / 8 * config.clock_hz,
-                             HBM_EFFICIENCY * channel_peak)
+        per_channel = least(config.hbm_axi_bits / 8 * config.clock_hz,
+                            HBM_EFFICIENCY * channel_peak)
         self.hbm_bytes_per_cycle = config.hbm_channels * per_channel / config.clock_hz
         # Prefill weights and tables stream from DDR (§V-C), or on a board without DDR
         # (U55C) from the HBM copy the plan keeps instead.
@@ -149,9 +145,19 @@ class SystolicEngine:
                                     else self.hbm_bytes_per_cycle)
         self.local_kv_values = cached_values(spec, ranks)  # per token and layer
         self.uram_bytes_per_cycle = config.kv_uram * URAM_READ_BYTES
-        # K and V of every layer, in the datapath's precision (SmoothQuant O3 quantizes the
-        # attention matmuls' inputs too, seeds/002 §IV-B-c)
-        kv_bytes_per_token = spec.layers * self.local_kv_values * config.weight_bytes
+        self.format = fmt = config.format
+        # Integer products one DSP packs a cycle (engines/dsp_packing.py); FP16 formats
+        # spend DSPs per operator instead (systolic_resources.PSI_FP16).
+        self.packed = 1
+        if fmt.integer:
+            if device.dsp_kind is None:
+                raise PartitionError(f"--precision {fmt.name}: device '{device.key}' states "
+                                     "no dsp_kind, which sets the products a DSP packs")
+            self.packed = products_per_dsp(device.dsp_kind, fmt.weight_bits,
+                                           fmt.activation_bits)
+        # K and V of every layer, in the format's KV width (SmoothQuant O3 quantizes the
+        # attention matmuls' inputs too, seeds/002 §IV-B-c: INT8 under W8A8)
+        kv_bytes_per_token = spec.layers * self.local_kv_values * fmt.kv_bytes
         self.kv_tokens_onchip = config.kv_uram * URAM_BYTES // kv_bytes_per_token
         # The ACC module's binary tree over N_acc partial sums, an FP16 adder per level.
         self._tree_cycles = np.ceil(np.log2(np.maximum(config.n_acc, 2))) * FP16_ADD_CYCLES
@@ -191,7 +197,7 @@ class SystolicEngine:
             rows = ceil(m * sequences * meets) if m > 1 else 1
             nbytes = self._weight_tiles(read, rows) * self._tile_bytes
         elif kind in ("attn_score", "attn_context"):  # each sequence its own KV cache
-            nbytes = sequences * self._kv_tiles(step, m, t) * self._tile_bytes
+            nbytes = sequences * self._kv_tiles(step, m, t) * self._kv_tile_bytes
         elif kind == "embedding":
             nbytes = m * sequences * self._embedding_row_bytes(step)
         else:
@@ -217,20 +223,26 @@ class SystolicEngine:
     # --- MPU ---------------------------------------------------------------------------
     @property
     def _tile_bytes(self) -> float:
-        return self.config.t_m ** 2 * self.config.weight_bytes
+        """A weight tile as stored (group scales included)."""
+        return self.config.t_m ** 2 * self.format.weight_bytes
+
+    @property
+    def _kv_tile_bytes(self) -> float:
+        return self.config.t_m ** 2 * self.format.kv_bytes
 
     def _fill(self) -> int:
         """Systolic fill and drain: a wavefront crosses the array twice."""
         return 2 * self.config.d_sa
 
     def _vector_matrix(self, tiles: int | np.ndarray, cycles_per_byte: float | np.ndarray,
-                       vectors: float = 1) -> np.ndarray:
+                       vectors: float = 1, tile_bytes: float | None = None) -> np.ndarray:
         """Fig. 8: per iteration one vector meets the next T_v tiles in 2 T_m cycles (L_cal)
         while the following T_v tiles stream in (L_axi), Eq. 8; a batch's `vectors` pass
         the buffered tiles in turn, so L_cal grows and L_axi does not."""
         c = self.config
         iterations = ceil_div(tiles, c.t_v)
-        l_axi = tiles / iterations * self._tile_bytes * np.asarray(cycles_per_byte)
+        size = self._tile_bytes if tile_bytes is None else tile_bytes
+        l_axi = tiles / iterations * size * np.asarray(cycles_per_byte)
         return _eq8(l_axi, vectors * DECODE_WAVEFRONT_PASSES * c.t_m, iterations)
 
     def _matrix_matrix(self, m: int, k: int | np.ndarray, n: int | np.ndarray,
@@ -296,7 +308,7 @@ class SystolicEngine:
 
     def _embedding_row_bytes(self, step: ComputeStep) -> float:
         """A token's and a position's table rows (this device's columns)."""
-        return 2 * step.local_out * self.config.weight_bytes
+        return 2 * step.local_out * self.format.weight_bytes
 
     def _embedding(self, step: ComputeStep, m: int, t: np.ndarray) -> np.ndarray:
         """Table rows from DDR, then one add sweep."""
@@ -321,13 +333,13 @@ class SystolicEngine:
         if m == 1:
             vector = self._vector_matrix(self._weight_tiles(step, 1),
                                          1 / self.hbm_bytes_per_cycle, vectors * meets)
-            if vectors == 1:
-                return vector
-            return np.minimum(vector, self._matrix_matrix(
-                ceil(vectors * meets), step.op.fan_in, step.local_out,
-                self.hbm_bytes_per_cycle))
+            if vectors > 1:
+                vector = np.minimum(vector, self._matrix_matrix(
+                    ceil(vectors * meets), step.op.fan_in, step.local_out,
+                    self.hbm_bytes_per_cycle))
+            return vector + rescale_cycles(self.format)
         return self._matrix_matrix(ceil(m * vectors * meets), step.op.fan_in, step.local_out,
-                                   self.ddr_bytes_per_cycle)
+                                   self.ddr_bytes_per_cycle) + rescale_cycles(self.format)
 
     @staticmethod
     def _attention_shape(step: ComputeStep, t: np.ndarray) -> tuple[int | np.ndarray, ...]:
@@ -345,8 +357,9 @@ class SystolicEngine:
         cache or, past what it holds, HBM. Prefill: per head, tile pairs from on chip."""
         sequences = step.sequences
         if m == 1:
-            return sequences * self._vector_matrix(self._kv_tiles(step, 1, t),
-                                                   self._kv_cycles_per_byte(t, sequences))
+            return sequences * self._vector_matrix(
+                self._kv_tiles(step, 1, t), self._kv_cycles_per_byte(t, sequences),
+                tile_bytes=self._kv_tile_bytes) + kv_widen_cycles(self.format)
         k, n = self._attention_shape(step, t)
         return sequences * step.local_heads * self._matrix_matrix(m, k, n, None)
 
@@ -359,42 +372,9 @@ class SystolicEngine:
                 for unit, counts in self.unit_counts(spec).items()}
 
     def unit_counts(self, spec: ModelSpec) -> dict[str, dict[str, Number]]:
-        """Fabric resources by unit (MPU, VFU, buffers), an array over variants where the
-        config holds them (`resources` makes them `Resources` for one core)."""
+        """Fabric resources by unit (MPU, VFU, buffers, dequantization), an array over
+        variants where the config holds them (`resources` makes them `Resources` for one
+        core): systolic_resources.py."""
         c = self.config
-        if c.precision == "w8a8":
-            mpu_dsp = np.ceil(c.d_sa ** 2 * PSI_INT8_MAC)
-        else:
-            mpu_dsp = c.d_sa ** 2 * int(PSI_FP16["mul"] + PSI_FP16["add"])
-        # Eq. 7 for the ACC units, plus the Scaling module's mul and add on N_acc lanes and
-        # the GELU piece-wise linear unit (one mul, one add per lane).
-        acc = ((PSI_FP16["exp"] + PSI_FP16["square"]) * c.n_acc
-               + PSI_FP16["add"] * (3 * c.n_acc - 1))
-        scaling = 2 * (PSI_FP16["mul"] + PSI_FP16["add"]) * c.n_acc
-        return {"mpu": {"dsp": mpu_dsp}, "vfu": {"dsp": np.trunc(acc + scaling)},
-                "buffers": self._buffers(spec)}
-
-    def _buffers(self, spec: ModelSpec) -> dict[str, Number]:
-        c = self.config
-        bits = 8 * int(c.weight_bytes)
-        local = ceil_div(spec.hidden, self.ranks)  # the widest column slice
-        local_ffn = ceil_div(spec.widest_ffn, self.ranks)
-        # Eq. 5: double-buffered weight tile, partitioned P_w = D_sa ways (one weight per
-        # systolic column per cycle), BRAM18 units of 1024 x 18 -> counted as BRAM36 halves.
-        p_w = c.d_sa
-        weight18 = np.ceil(bits / 18) * np.ceil(c.t_m ** 2 / (1024 * p_w)) * p_w * 2
-        # Eq. 6: AXI read buffers of every HBM channel and the router's TX/RX buffers. The
-        # router packs and sends this board's block and unpacks each peer's block into the
-        # on-chip buffer as it arrives (§IV-C Data Sending/Receiving), so N_tran covers one
-        # board's share of the widest gather (the FFN activation), not the gathered whole.
-        axi = c.hbm_channels * np.ceil(c.hbm_axi_bits / 36)  # N_tran = 512: one block deep
-        router = 2 * np.ceil(LINK_PORT_BITS / 36) * np.ceil(
-            c.token_window * local_ffn // (LINK_PORT_BITS // bits) / 512)
-        # Intermediate activations of the local columns (LayerNorm, residual, FFN) for the
-        # token window: the buffer §II-C says dominates BRAM use.
-        inter_values = c.token_window * (6 * local + 2 * local_ffn)
-        inter = np.ceil(inter_values * bits / (36 * 1024))
-        bram = np.ceil(weight18 / 2) + axi + router + inter
-        kv_need = np.ceil(spec.layers * spec.max_positions * self.local_kv_values
-                          * c.weight_bytes / URAM_BYTES)
-        return {"bram": bram, "uram": _least(c.kv_uram, kv_need)}
+        return unit_counts(c, self.format, self.packed, c.d_sa ** 2 // DECODE_WAVEFRONT_PASSES,
+                           spec, self.ranks, self.local_kv_values)

@@ -4,10 +4,10 @@ is systolic.py."""
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import ClassVar
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from archipelago.engines.base import (
     MAX_BITS,
@@ -19,8 +19,14 @@ from archipelago.engines.base import (
     EngineConfig,
 )
 from archipelago.models.expert_routing import EXPERT_SKEW
+from archipelago.number_formats import NumberFormat, number_format, refuse_unless
 
-Precision = Literal["fp16", "w8a8"]
+# The formats LORA's core runs (number_formats.py): FP16 on the FP16 array (seeds/002 §V),
+# INT8 products on the packed INT8 array (§V-A); INT4 weights widened in the stream, before
+# the array (systolic.py); an INT8 KV cache beside FP16 activations widened at the URAM's
+# read port. No BF16 or FP8 datapath is described.
+LORA_FORMATS = ("fp16", "fp16-kv8", "w8a8", "w4a16", "w4a16-kv8", "w4a8")
+LORA_WHY = "has an FP16 or a packed INT8 systolic array (seeds/002 §V-A)"
 
 # Aurora stream port width that packs d rows per transfer (seeds/002 §VI-C: "Given the
 # 256-bit data width of the communication IP, up to 16 input rows can be packed").
@@ -34,7 +40,8 @@ VARIED = ("clock_hz", "d_sa", "t_m", "t_v", "n_acc", "hbm_axi_bits", "hbm_channe
 class SystolicConfig(EngineConfig):
     """Design parameters of one LORA core (the variables the §V-D search explores)."""
 
-    precision: Precision = "fp16"
+    # the number format (`--precision`, number_formats.py): one of LORA_FORMATS
+    precision: str = Field("fp16", max_length=40)
     # LORA-F 200 MHz, LORA-Q 250 MHz (seeds/002 Table IV)
     clock_hz: float = Field(200e6, ge=MIN_CLOCK_HZ, le=MAX_CLOCK_HZ)
     d_sa: int = Field(32, ge=1, le=MAX_DIM)  # systolic array side (seeds/002 §V-C example: 32 x 32)
@@ -55,6 +62,11 @@ class SystolicConfig(EngineConfig):
     # What designs costed together may differ in (`SystolicEngine.variants`).
     varied: ClassVar[tuple[str, ...]] = VARIED
 
+    @field_validator("precision")
+    @classmethod
+    def _runs(cls, name: str) -> str:
+        return refuse_unless(name, LORA_FORMATS, "LORA", LORA_WHY).name
+
     @model_validator(mode="after")
     def _tiles_fit_the_array(self) -> "SystolicConfig":
         if self.t_m < self.d_sa or self.t_m % self.d_sa:
@@ -66,18 +78,18 @@ class SystolicConfig(EngineConfig):
         return self
 
     @property
+    def format(self) -> NumberFormat:
+        return number_format(self.precision)
+
+    @property
     def weight_bytes(self) -> float:
-        return precision_bytes(self.precision)
+        """Bytes of a stored weight (its group's scale share included)."""
+        return self.format.weight_bytes
 
     @property
     def pack_rows(self) -> int:
         """Rows packed per transfer: the link port width over the activation width (§III-B)."""
-        return LINK_PORT_BITS // (8 * int(self.weight_bytes))
-
-
-def precision_bytes(precision: Precision) -> float:
-    """Bytes of a weight or activation in the datapath: FP16, or int8 under W8A8 (§V-A)."""
-    return 1.0 if precision == "w8a8" else 2.0
+        return LINK_PORT_BITS // self.format.activation_bits
 
 
 @dataclass(frozen=True)
@@ -86,7 +98,7 @@ class SystolicVariants:
     each an (N, 1) array so that the engine's figures come out with the variants on their
     first axis."""
 
-    precision: Precision
+    precision: str
     expert_skew: float
     clock_hz: np.ndarray
     d_sa: np.ndarray
@@ -108,5 +120,9 @@ class SystolicVariants:
                       for name in VARIED})
 
     @property
+    def format(self) -> NumberFormat:
+        return number_format(self.precision)
+
+    @property
     def weight_bytes(self) -> float:
-        return precision_bytes(self.precision)
+        return self.format.weight_bytes

@@ -191,7 +191,8 @@ def _steps(spec: ModelSpec, scheme: Scheme, ranks: int, activation_bytes: float,
 
 def ring_program(strategy: str, scheme: Scheme, spec: ModelSpec, cluster: Cluster,
                  engine: Any, bytes_per_param: float, activation_bytes: float = 2.0,
-                 group_rows: int = 1, numerics: str = "fp16") -> Plan:
+                 group_rows: int = 1, numerics: str = "fp16", kv_bytes: float | None = None
+                 ) -> Plan:
     """The ring program of `spec` on `cluster` under `scheme`, run by `engine`'s cores."""
     embed, output, blocks = _steps(spec, scheme, cluster.size, activation_bytes, group_rows)
     devices = device_plans(spec, cluster, scheme.column_residual, scheme.matrix_mirror,
@@ -201,7 +202,7 @@ def ring_program(strategy: str, scheme: Scheme, spec: ModelSpec, cluster: Cluste
     return Plan(strategy=strategy, scheme=scheme.name, spec=spec, graph=graph,
                 cluster=cluster, engine=engine, bytes_per_param=bytes_per_param,
                 embed_steps=list(embed), block_steps=list(block), output_steps=list(output),
-                devices=devices, numerics=numerics,  # type: ignore[arg-type]
+                devices=devices, numerics=numerics, kv_bytes=kv_bytes,
                 decode_steps=list(one) if one else None,
                 other_blocks=[LayerBlock(ids, list(steps), list(other) if other else None)
                               for (_, ids), (steps, other) in others])
