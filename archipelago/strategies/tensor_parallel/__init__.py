@@ -30,7 +30,8 @@ EMULATES = frozenset({F.GATED_MLP, F.BIASES, F.RMSNORM, F.POST_NORM, F.GROUPED_Q
 GENERATION = WorkloadType("generation", (
     WorkloadOption("tokens", "IN:OUT prompt and generated token counts", "64:64",
                    {"emulate": "16:16", "explore": "32:256"}),
-    WorkloadOption("precision", "arithmetic on the emulated ranks: fp32 or fp16", "fp32",
+    WorkloadOption("precision", "arithmetic on the emulated ranks: fp32, fp16, or the block "
+                   "matrices in w8a8 or w4a16 (FP32 elsewhere)", "fp32",
                    role="job", commands=("emulate",)),
     WorkloadOption("checkpoint", "local Hugging Face checkpoint directory (safetensors) "
                    "instead of seeded weights", "seeded", role="job", commands=("emulate",)),
