@@ -7,7 +7,6 @@ Tiny models whose every matrix has 256 or 1024 input rows, so W4A16's groups of 
 (quant_formats.GROUP_SIZE, the published size, unchanged for the tests) are whole on every
 rank of every split here."""
 
-import time
 from dataclasses import replace
 from typing import Any
 
@@ -21,7 +20,10 @@ from archipelago.emulate.job import EmulationJob
 from archipelago.estimate.workload import parse_tokens
 from archipelago.models.zoo import resolve_model
 from archipelago.strategies.tensor_parallel.emulate import emulate as emulate_plan
+from archipelago.strategies.tensor_parallel.emulate.program import PROGRAM
+from archipelago.strategies.tensor_parallel.emulate.quant_formats import INT32_FAN_IN
 from archipelago.strategies.tensor_parallel.emulate.quant_reference import quantize_reference
+from archipelago.strategies.tensor_parallel.emulate.quant_shard import refusal
 from tests.conftest import TINY_GPT2
 from tests.test_cli import archi
 from tests.test_emulate import (
@@ -75,16 +77,11 @@ def gpt2_w(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 @pytest.fixture(scope="module")
-def runs(gpt2_w: str) -> dict[tuple[str, int], tuple[dict[str, Any], float]]:
-    """One DFX emulation per (format, ranks), and its wall time."""
-    out = {}
-    for precision in FORMATS:
-        for ranks in (1, 2, 4):
-            start = time.perf_counter()
-            report = emulate(gpt2_w, f"{ranks}xu280", "dfx",
-                             {"tokens": TOKENS, "precision": precision}, seed=SEED)
-            out[precision, ranks] = report, time.perf_counter() - start
-    return out
+def runs(gpt2_w: str) -> dict[tuple[str, int], dict[str, Any]]:
+    """One DFX emulation per (format, ranks)."""
+    return {(precision, ranks): emulate(gpt2_w, f"{ranks}xu280", "dfx",
+                                        {"tokens": TOKENS, "precision": precision}, seed=SEED)
+            for precision in FORMATS for ranks in (1, 2, 4)}
 
 
 def held_bytes(precision: str, ranks: int) -> int:
@@ -112,7 +109,7 @@ def test_split_computes_what_the_quantized_unsplit_model_computes(runs, gpt2_w,
     model = quantized_model(gpt2_w, GPT2_W, precision)
     fp32 = hf_model(GPT2_W, SEED)
     for ranks in (1, 2, 4):
-        report, _ = runs[precision, ranks]
+        report = runs[precision, ranks]
         expected, scale = hf_greedy(model, report["prompt"])
         assert len(set(expected)) > 3  # not one repeated token
         assert report["generated"] == expected == report["reference"], ranks
@@ -128,9 +125,9 @@ def test_split_computes_what_the_quantized_unsplit_model_computes(runs, gpt2_w,
 
 def test_w8a8_integers_are_the_same_on_every_split(runs) -> None:
     """A digest of every INT32 accumulator, additive over ranks (compute._digest)."""
-    digests = {runs["w8a8", n][0]["integer_checksum"] for n in (1, 2, 4)}
+    digests = {runs["w8a8", n]["integer_checksum"] for n in (1, 2, 4)}
     assert len(digests) == 1 and None not in digests
-    assert runs["w4a16", 1][0]["integer_checksum"] is None  # no integer products
+    assert runs["w4a16", 1]["integer_checksum"] is None  # no integer products
 
 
 @pytest.fixture(scope="module")
@@ -151,11 +148,16 @@ def test_a_row_split_agrees_on_the_whole_rows_scales(llama_w, precision) -> None
     all-reduce each FFN2 column's weight maximum once, at load, and each token's input
     maximum before every FFN2 product."""
     job = EmulationJob(parse_tokens(TOKENS), seed=SEED, precision=precision)
-    report = emulate_plan(row_split_plan(llama_w, 2), job)
+    plan = row_split_plan(llama_w, 2)
+    report = emulate_plan(plan, job)
     layers = LLAMA_W["num_hidden_layers"]
     maxima = {"absmax_all_reduce": layers * (1 + NEW)} if precision == "w8a8" else {}
     assert report["collectives"] == {"all_gather": 2 * layers * NEW,
                                      "all_reduce": layers * NEW, **maxima}
+    # the progress bar's count per token: all of them but the load's
+    per_token, tokens = PROGRAM.pace(plan, job, 0)
+    assert (per_token * tokens == sum(report["collectives"].values())
+            - layers * (precision == "w8a8"))
     expected, scale = hf_greedy(quantized_model(llama_w, LLAMA_W, precision),
                                 report["prompt"])
     assert report["generated"] == expected and report["tokens_match"]
@@ -187,3 +189,16 @@ def test_what_cannot_run_is_refused_in_one_line(tmp_path, args, message) -> None
     assert out.returncode == 2 and out.stdout == "", out.stderr
     line = message.format(model=resolve_model(config).name)
     assert out.stderr.count("\n") == 1 and line in out.stderr, out.stderr
+
+
+def test_w8a8_bounds_the_int32_sums(tmp_path) -> None:
+    """An FFN2 of INT32_FAN_IN input rows runs; two more would overflow INT32 (the bound
+    `refusal` checks before any rank starts)."""
+    for ffn, refused in ((INT32_FAN_IN, False), (INT32_FAN_IN + 2, True)):
+        config = write_config(tmp_path / str(ffn), {**LLAMA_W, "intermediate_size": ffn})
+        plan = make_plan(config, "2xu280", "dfx").program
+        expected = (f"--precision w8a8: {plan.spec.name} ffn_down.weight sums {ffn} products "
+                    f"per output, more than the {INT32_FAN_IN} an INT32 accumulator holds "
+                    "exactly") if refused else None
+        assert refusal(plan, "w8a8") == expected
+        assert refusal(plan, "fp32") is None

@@ -73,6 +73,15 @@ def _straddles(plan: Plan, role: str, fan_in: int, name: str) -> str | None:
     return None
 
 
+def row_maxima(spec: ModelSpec, device: DevicePlan, layers: range, precision: str) -> int:
+    """The ABSMAX_REDUCE collectives a rank runs per forward pass over `layers`: one per
+    W8A8 matrix it holds split by input rows (the progress bar counts them)."""
+    if precision != W8A8:
+        return 0
+    return sum(1 for layer in layers for t in layer_weights(spec, layer)
+               if is_quantized(t.role, len(t.shape)) and device.shard_for(t).axis == 0)
+
+
 def quantize_shard(precision: str, spec: ModelSpec, device: DevicePlan, loaded: LoadedShard,
                    reduce_max: Callable[[torch.Tensor, str], torch.Tensor]
                    ) -> dict[str, QuantizedMatrix]:
