@@ -24,6 +24,7 @@ from archipelago.strategies.tensor_parallel.emulate.checkpoint import Checkpoint
 from archipelago.strategies.tensor_parallel.emulate.comm_steps import COMM
 from archipelago.strategies.tensor_parallel.emulate.compute import ACTIVATIONS, COMPUTE
 from archipelago.strategies.tensor_parallel.emulate.numerics import numerics
+from archipelago.strategies.tensor_parallel.emulate.quant_formats import W8A8
 from archipelago.strategies.tensor_parallel.emulate.quant_shard import (
     ABSMAX_REDUCE,
     quantize_shard,
@@ -178,7 +179,7 @@ def report_head(plan: Plan, job: EmulationJob, ranks: list[dict[str, Any]],
         "model": plan.spec.name, "cluster": plan.cluster.name, "strategy": plan.strategy,
         "ranks": plan.ranks, "precision": job.precision, "numerics": plan.numerics,
         "integer_checksum": (f"{sum(r['integer_checksum'] for r in ranks) % 2 ** 64:016x}"
-                             if "w8a8" in (plan.numerics, job.precision) else None),
+                             if W8A8 in (plan.numerics, job.precision) else None),
         "weights": job.checkpoint or f"random, seed {job.seed}",
         "prompt": prompt.tolist(), "generated": tokens, "reference": expected,
         "tokens_match": tokens == expected, "agrees": tokens == expected,
