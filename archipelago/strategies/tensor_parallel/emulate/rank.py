@@ -72,9 +72,6 @@ def check(plan: Plan, job: EmulationJob) -> None:
     if (spec.moe or spec.mla) and plan.numerics == "w8a8":
         raise EmulationError(f"{spec.name}: W8A8 "
                              f"{'experts' if spec.moe else 'latent attention'} not emulated")
-    refused = refusal(plan, job.precision)
-    if refused:
-        raise EmulationError(refused)
     if spec.moe and spec.moe.shared_gate:
         raise EmulationError(f"{spec.name}: a sigmoid-gated shared expert is not emulated")
     if spec.embed_proj_dim:
@@ -104,6 +101,9 @@ def check(plan: Plan, job: EmulationJob) -> None:
     if not (gathers or whole):
         raise EmulationError(f"plan '{plan.scheme}' splits the vocabulary but has no "
                              "argmax_gather to pick tokens with")
+    refused = refusal(plan, job.precision)
+    if refused:
+        raise EmulationError(refused)
     work = job.workload
     if work.total_tokens > spec.max_positions:
         raise EmulationError(f"--tokens {work.input_tokens}:{work.output_tokens}: "
