@@ -54,10 +54,11 @@ class Exchange:
         self.link_bytes[kind] += (len(parts) - 1) * x.nelement() * x.element_size()
         return parts
 
-    def all_reduce(self, x: torch.Tensor, kind: str, what: str) -> torch.Tensor:
+    def all_reduce(self, x: torch.Tensor, kind: str, what: str,
+                   op: dist.ReduceOp.RedOpType = dist.ReduceOp.SUM) -> torch.Tensor:
+        """Element-wise `op` (a sum, or the maximum) of every rank's `x`."""
         total = x.clone()
-        self._run(kind, what, lambda: dist.all_reduce(total, op=dist.ReduceOp.SUM,
-                                                      group=self.group))
+        self._run(kind, what, lambda: dist.all_reduce(total, op=op, group=self.group))
         ranks = dist.get_world_size(self.group)
         self.link_bytes[kind] += 2 * (ranks - 1) * x.nelement() * x.element_size() / ranks
         return total

@@ -8,7 +8,10 @@ from typing import Any
 
 from archipelago.errors import ArchipelagoError, UnknownNameError
 
-PRECISIONS = ("fp32", "fp16")
+# The quantized formats a tensor-parallel emulation runs (`--precision`; their arithmetic in
+# strategies/tensor_parallel/emulate/quant_formats.py), beside the float ones.
+QUANTIZED_PRECISIONS = ("w8a8", "w4a16")
+PRECISIONS = ("fp32", "fp16", *QUANTIZED_PRECISIONS)
 # torch.manual_seed takes a signed 64-bit seed; negative ones are refused as user mistakes.
 MAX_SEED = 2**63 - 1
 # A day: a longer watchdog patience is a typo, and past ~2^31 s gloo's timeout overflows.

@@ -95,10 +95,12 @@ def cli_case(args: list[str], env: dict[str, str] | None = None) -> dict[str, An
     raise RuntimeError(f"exit {result.exit_code}: {result.stderr[-300:]!r}")
 
 
-def emulate_edge_case(seed: int, timeout: float, env: dict[str, str]) -> None:
-    """What `archi emulate` checks before it starts a process: the job and the torchrun
-    environment (the emulation itself is the fault tests' subject)."""
-    EmulationJob(get_strategy("dfx").workload({}, "emulate"), seed, "fp32", None, timeout)
+def emulate_edge_case(seed: int, timeout: float, env: dict[str, str], precision: str
+                      ) -> None:
+    """What `archi emulate` checks before it starts a process: the job (its seed, timeout
+    and precision) and the torchrun environment (the emulation itself is the fault tests'
+    subject)."""
+    EmulationJob(get_strategy("dfx").workload({}, "emulate"), seed, precision, None, timeout)
     torchrun_place(env)
 
 

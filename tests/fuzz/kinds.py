@@ -23,6 +23,9 @@ Kind = tuple[st.SearchStrategy[Any], Callable[[Any, Path], Any]]
 LOADERS = ["cluster", "engine", "model", "profile"]
 ENV_TEXT = st.one_of(st.integers(-5, 10).map(str), st.sampled_from(["abc", "", " 1", "1e3",
                                                                      "99999999999999999"]))
+# --precision of an emulation: its formats, ones it does not run, and any text.
+PRECISION_TEXT = st.one_of(st.sampled_from(["fp32", "fp16", "w8a8", "w4a16", "w4a8", "int8",
+                                            "W8A8", "", "fp8"]), st.text(max_size=40))
 ENV = st.dictionaries(st.sampled_from(["RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"]),
                       ENV_TEXT, max_size=4)
 
@@ -37,7 +40,8 @@ KINDS: dict[str, Kind] = {
     "cli": (inputs.cli_args(), lambda x, tmp: cases.cli_case(x)),
     "precision": (inputs.precision_args(), lambda x, tmp: cases.cli_case(x)),
     "emulate-edge": (st.tuples(st.integers(-2**70, 2**70),
-                               st.floats(allow_nan=True, allow_infinity=True), ENV),
+                               st.floats(allow_nan=True, allow_infinity=True), ENV,
+                               PRECISION_TEXT),
                      lambda x, tmp: cases.emulate_edge_case(*x)),
     "dag": (inputs.dag_doc(), cases.dag_case),
     "dag-emulate": (inputs.dag_doc() | inputs.window_dag_doc(), cases.dag_emulate_case),

@@ -32,7 +32,8 @@ EMULATES = frozenset({F.GATED_MLP, F.BIASES, F.RMSNORM, F.POST_NORM, F.GROUPED_Q
 GENERATION = WorkloadType("generation", (
     WorkloadOption("tokens", "IN:OUT prompt and generated token counts", "64:64",
                    {"emulate": "16:16", "explore": "32:256"}),
-    WorkloadOption("precision", "arithmetic on the emulated ranks: fp32 or fp16", "fp32",
+    WorkloadOption("precision", "arithmetic on the emulated ranks: fp32, fp16, or the block "
+                   "matrices in w8a8 or w4a16 (FP32 elsewhere)", "fp32",
                    role="job", commands=("emulate",)),
     # The number format of a plan (number_formats.py); left out, the strategy's own (DFX and
     # LORA-F fp16, LORA-Q w8a8). Each engine's config refuses a format it cannot run.

@@ -10,9 +10,11 @@ from collections.abc import Callable
 from functools import partial
 
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 
 from archipelago.strategies.tensor_parallel.emulate import latent
+from archipelago.strategies.tensor_parallel.emulate.quant_shard import ABSMAX_REDUCE
 from archipelago.strategies.tensor_parallel.emulate.rotary import rotary
 from archipelago.strategies.tensor_parallel.emulate.routing import route, shared_down, shared_up
 from archipelago.strategies.tensor_parallel.emulate.state import RankState
@@ -100,11 +102,15 @@ NORM_STAGES: dict[str, Handler] = {"stats": norm_stats, "apply": norm_apply}
 
 def linear(step: ComputeStep, inputs: list[torch.Tensor], rs: RankState) -> torch.Tensor:
     """x @ W for this rank's (in, local_out) slice of W, plus its slice of the bias; in
-    W8A8 runs an int8 x int8 product with int32 accumulation (w8a8.w8a8_linear). An op
+    `--precision` w8a8 or w4a16 in that format (quantized_linear); in a W8A8 plan (LORA-Q)
+    an int8 x int8 product with int32 accumulation (w8a8.w8a8_linear). An op
     of one block per head (latent attention absorbed) runs its own (latent.PER_HEAD)."""
     if step.op.heads:
         return latent.PER_HEAD[step.op.name](step, inputs, rs)
     name, bias = rs.param_name(step.op, "weight"), rs.param(step.op, "bias")
+    if name in rs.quantized:
+        y = quantized_linear(inputs[0], name, rs)
+        return y if bias is None else y + bias
     if rs.weights[name].dim() == 3:  # a stack of experts' matrices
         return experts(step, inputs, rs)
     (x,) = inputs
@@ -116,6 +122,21 @@ def linear(step: ComputeStep, inputs: list[torch.Tensor], rs: RankState) -> torc
         return y
     y = x @ rs.weights[name]
     return y if bias is None else y + bias
+
+
+def quantized_linear(x: torch.Tensor, name: str, rs: RankState) -> torch.Tensor:
+    """x @ W in the run's quantized format (quant_formats.py); a W8A8 slice of split input
+    rows takes each token's maximum over every rank's part of the row. W8A8's INT32
+    accumulators join the digest, which adds up over ranks to the unsplit one's."""
+    matrix = rs.quantized[name]
+    what = f"the token maxima of '{name}' (layer {rs.layer})"
+    row_max = (partial(rs.exchange.all_reduce, kind=ABSMAX_REDUCE, what=what,
+                       op=dist.ReduceOp.MAX) if matrix.rows_split else None)
+    y, acc = matrix(x, row_max)
+    if acc is not None:
+        rs.integer_checksum = (rs.integer_checksum
+                               + _digest(acc, rs, name, matrix.first_column)) % 2 ** 64
+    return y
 
 
 def experts(step: ComputeStep, inputs: list[torch.Tensor], rs: RankState) -> torch.Tensor:

@@ -36,6 +36,7 @@ from archipelago.strategies.tensor_parallel.emulate.interpreter import (
     result_name,
     run_layers,
 )
+from archipelago.strategies.tensor_parallel.emulate.quant_shard import row_maxima
 from archipelago.strategies.tensor_parallel.emulate.rank import (
     DTYPES,
     busiest_links,
@@ -204,7 +205,8 @@ def summarize(plan: StagedPlan, job: EmulationJob, ranks: list[dict[str, Any]]
 
 def pace(plan: StagedPlan, job: EmulationJob, rank: int) -> tuple[int, int]:
     """Collectives and transfers rank `rank` runs per generated token, and the tokens."""
-    stage = _Place.of(plan, rank).stage
+    place = _Place.of(plan, rank)
+    stage = place.stage
     ring, pp = stage.program, len(plan.stages)
 
     def count(steps: list) -> int:
@@ -214,7 +216,9 @@ def pace(plan: StagedPlan, job: EmulationJob, rank: int) -> tuple[int, int]:
     per_token = (count(ring.embed_steps) * first
                  + sum(count(ring.layer_steps(1, layer)) for layer in stage.layers)
                  + count(ring.output_steps) * last
-                 + (not first) + (not last) + (pp > 1) * (first or last))
+                 + (not first) + (not last) + (pp > 1) * (first or last)
+                 + row_maxima(ring.spec, ring.devices[place.tp_rank], stage.layers,
+                              job.precision))
     return per_token, job.workload.output_tokens
 
 

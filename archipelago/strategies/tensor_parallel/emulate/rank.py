@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.distributed as dist
 
 from archipelago.emulate.errors import EmulationError
 from archipelago.emulate.exchange import Exchange
-from archipelago.emulate.job import EmulationJob
+from archipelago.emulate.job import QUANTIZED_PRECISIONS, EmulationJob
 from archipelago.errors import elide_path
 from archipelago.models.hf_state_dict import named_archs, state_dict_names
 from archipelago.models.spec import ModelSpec
@@ -23,13 +24,22 @@ from archipelago.strategies.tensor_parallel.emulate.checkpoint import Checkpoint
 from archipelago.strategies.tensor_parallel.emulate.comm_steps import COMM
 from archipelago.strategies.tensor_parallel.emulate.compute import ACTIVATIONS, COMPUTE
 from archipelago.strategies.tensor_parallel.emulate.numerics import numerics
+from archipelago.strategies.tensor_parallel.emulate.quant_formats import W8A8
+from archipelago.strategies.tensor_parallel.emulate.quant_shard import (
+    ABSMAX_REDUCE,
+    quantize_shard,
+    refusal,
+)
 from archipelago.strategies.tensor_parallel.emulate.quantized import read_scales
 from archipelago.strategies.tensor_parallel.emulate.state import RankState
 from archipelago.strategies.tensor_parallel.emulate.w8a8 import quantize
 from archipelago.strategies.tensor_parallel.plan import CommStep, ComputeStep, DevicePlan, Plan
 from archipelago.strategies.tensor_parallel.planning.heads import even
 
-DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
+# The float arithmetic of each --precision: the quantized formats keep FP32 outside their
+# matrices (and W4A16's activations), so they differ from the FP32 reference only there.
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16,
+          **dict.fromkeys(QUANTIZED_PRECISIONS, torch.float32)}
 
 
 def prompt_ids(spec: ModelSpec, length: int, seed: int) -> torch.Tensor:
@@ -91,6 +101,9 @@ def check(plan: Plan, job: EmulationJob) -> None:
     if not (gathers or whole):
         raise EmulationError(f"plan '{plan.scheme}' splits the vocabulary but has no "
                              "argmax_gather to pick tokens with")
+    refused = refusal(plan, job.precision)
+    if refused:
+        raise EmulationError(refused)
     work = job.workload
     if work.total_tokens > spec.max_positions:
         raise EmulationError(f"--tokens {work.input_tokens}:{work.output_tokens}: "
@@ -127,10 +140,14 @@ def rank_state(plan: Plan, job: EmulationJob, device: DevicePlan, exchange: Exch
     with CheckpointReader(directory) as reader:
         shard = load_shard(spec, device, reader, _converter(DTYPES[job.precision], scales),
                            tensors)
+    quantized = {} if job.precision not in QUANTIZED_PRECISIONS else quantize_shard(
+        job.precision, spec, device, shard,
+        lambda t, what: exchange.all_reduce(t, ABSMAX_REDUCE, what, dist.ReduceOp.MAX))
     offsets = {t.name: device.shard_for(t).start for t in all_weights(spec)
                if scales is not None and t.name in scales}
     rs = RankState(spec, shard.weights, numerics(spec), exchange, device.vocab_slice,
-                   device.columns(spec.hidden), device.ranks, scales, offsets)
+                   device.columns(spec.hidden), device.ranks, scales, offsets,
+                   quantized=quantized)
     return rs, shard.bytes_by_memory
 
 
@@ -143,6 +160,9 @@ def report_head(plan: Plan, job: EmulationJob, ranks: list[dict[str, Any]],
     from archipelago.strategies.tensor_parallel.emulate import (
         reference,  # transformers loads only where results meet
     )
+    from archipelago.strategies.tensor_parallel.emulate.quant_reference import (
+        quantize_reference,
+    )
 
     tokens = scorers[0]["tokens"]
     slices = {tuple(r["vocab_slice"]): r["logits"] for r in scorers}  # a whole head: one
@@ -151,13 +171,15 @@ def report_head(plan: Plan, job: EmulationJob, ranks: list[dict[str, Any]],
     work = job.workload
     prompt = prompt_ids(plan.spec, work.input_tokens, job.seed)
     model = reference.load_model(Path(job.weights_dir))
+    if job.precision in QUANTIZED_PRECISIONS:
+        quantize_reference(model, plan.spec, job.precision)
     expected = reference.greedy_generate(model, prompt, work.output_tokens)
     along = reference.logits_along(model, prompt, tokens)
     return {
         "model": plan.spec.name, "cluster": plan.cluster.name, "strategy": plan.strategy,
         "ranks": plan.ranks, "precision": job.precision, "numerics": plan.numerics,
         "integer_checksum": (f"{sum(r['integer_checksum'] for r in ranks) % 2 ** 64:016x}"
-                             if plan.numerics == "w8a8" else None),
+                             if W8A8 in (plan.numerics, job.precision) else None),
         "weights": job.checkpoint or f"random, seed {job.seed}",
         "prompt": prompt.tolist(), "generated": tokens, "reference": expected,
         "tokens_match": tokens == expected, "agrees": tokens == expected,

@@ -8,6 +8,7 @@ from archipelago.emulate.exchange import Exchange
 from archipelago.models.graph_ops import Op
 from archipelago.models.spec import ModelSpec
 from archipelago.strategies.tensor_parallel.emulate.numerics import Numerics
+from archipelago.strategies.tensor_parallel.emulate.quant_formats import QuantizedMatrix
 
 
 @dataclass
@@ -27,6 +28,8 @@ class RankState:
     scales: dict[str, tuple[float, float]] | None = None
     column_offsets: dict[str, int] = field(default_factory=dict)  # W8A8 slices' first column
     integer_checksum: int = 0  # W8A8: additive digest of every int32 accumulator
+    # --precision w8a8 / w4a16: the block matrices' slices in that format (canonical name)
+    quantized: dict[str, QuantizedMatrix] = field(default_factory=dict)
     layer: int | None = None
     seen: int = 0  # tokens already in the KV cache
     positions: torch.Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.long))
