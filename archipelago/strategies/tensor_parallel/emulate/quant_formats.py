@@ -29,10 +29,10 @@ from dataclasses import dataclass
 import torch
 
 from archipelago.emulate.job import QUANTIZED_PRECISIONS
+from archipelago.number_formats import GROUP_SIZE  # the estimate's group: one vocabulary
 from archipelago.strategies.tensor_parallel.emulate.quantized import QUANTIZED
 
 W8A8, W4A16 = QUANTIZED_PRECISIONS
-GROUP_SIZE = 128  # W4A16's input rows per scale and zero point (AWQ's and GPTQ's g128)
 INT8_MAX = 127  # symmetric [-127, 127]: zero maps to zero
 INT4_MAX = 15  # asymmetric codes 0..15 around a zero point
 # INT32 holds K products of |127 x 127| exactly while K * 127^2 < 2^31: the longest
