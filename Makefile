@@ -17,9 +17,11 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/archi plan gpt2-1.5b --cluster 4xu280 --strategy dfx --tokens 64:64
 
+# Tests in one worker process per core, four at most (pytest-xdist); a module's tests stay in
+# one worker (loadscope), so a module-scoped emulation or model runs once, not once a worker.
 test: $(STAMP) browser
 	$(BIN)/ruff check archipelago tests benchmarks
-	$(BIN)/pytest
+	$(BIN)/pytest -n auto --maxprocesses 4 --dist loadscope
 
 # The report pages are checked in a real headless Chromium (tests/test_report_browser.py):
 # installed from the system's Debian packages when missing (needs root or sudo).

@@ -21,8 +21,8 @@ from archipelago.cli import app
 from archipelago.errors import ArchipelagoError
 from archipelago.hardware.catalog import catalog as devices
 from archipelago.strategies import registry
+from tests.cli_here import archi_here as archi  # what commands say: in this process
 from tests.test_any_cluster import MODEL_OF_KIND
-from tests.test_cli import archi
 
 ROOT = Path(archipelago.__file__).parent
 RUNNER = CliRunner()

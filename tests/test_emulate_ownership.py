@@ -4,12 +4,14 @@ tracker or temporary directory behind within a few seconds; a failed run removes
 directory too."""
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -37,11 +39,20 @@ def wait_for_hang(tmp: Path, launcher: subprocess.Popen, deadline_s: float = 120
     raise AssertionError(f"the run never hung; launcher status {launcher.poll()}")
 
 
+@pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    """An empty TMPDIR in which the fork server's socket path fits AF_UNIX's 108 bytes: a
+    pytest-xdist worker's tmp_path (.../popen-gw0/test_.../tmp) is too long for it."""
+    path = Path(tempfile.mkdtemp(prefix="own-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
 @pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT])
-def test_a_killed_launcher_leaves_no_process_and_no_directory(tmp_path, signum) -> None:
+def test_a_killed_launcher_leaves_no_process_and_no_directory(tmp_path, short_tmp,
+                                                              signum) -> None:
     config = write_config(tmp_path / "gpt2", GPT2)
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
+    tmp = short_tmp
     marker = f"archipelago-test-{uuid.uuid4()}"
     env = {**os.environ, FAULT_ENV: "0:hang:3", "TMPDIR": str(tmp),
            "ARCHIPELAGO_TEST_MARKER": marker}

@@ -16,11 +16,9 @@ from archipelago.estimate.workload import Generation
 from archipelago.explore.search import SearchRequest, run_search
 from archipelago.hardware.catalog import get_device
 from archipelago.strategies.tensor_parallel.estimate import estimate as estimate_plan
+from tests.cli_here import archi_here
 
-
-def archi(*args: str, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "archipelago", *args], capture_output=True,
-                          text=True, timeout=300, **kwargs)
+archi = archi_here  # what a search says and writes: in this process (tests/cli_here.py)
 
 
 def journal_keys(storage: Path) -> list[str]:

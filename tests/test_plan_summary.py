@@ -3,19 +3,15 @@ parameters, MACs, and every operator the importer folded or fused, in the table 
 --json's `model_summary`."""
 
 import json
-import subprocess
-import sys
 
 import yaml
 
 from archipelago.models.dag_summary import model_summary, summary_lines
 from archipelago.models.dag_zoo import builtin_dag
+from tests.cli_here import archi_here
 from tests.test_chef_vs_h2h import vgg19_chain
 
-
-def archi(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "archipelago", *args],
-                          capture_output=True, text=True, timeout=300)
+archi = archi_here  # what `plan` prints: in this process (tests/cli_here.py)
 
 
 def test_casua_surf_counted_by_hand():

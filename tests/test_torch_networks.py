@@ -6,10 +6,9 @@ counted by hand (and against torch's own parameter count); torch.fx and torch.ex
 
 import json
 import math
-import subprocess
-import sys
 
 import pytest
+from typer.testing import CliRunner
 
 torch = pytest.importorskip("torch")
 nn = torch.nn
@@ -18,6 +17,7 @@ F = torch.nn.functional
 # exporter warns about its own deprecation.
 pytestmark = pytest.mark.filterwarnings("ignore")
 
+from archipelago.cli import app  # noqa: E402
 from archipelago.errors import ConfigError  # noqa: E402
 from archipelago.families import resolve  # noqa: E402
 from archipelago.models.dag import ModelDAG  # noqa: E402
@@ -164,10 +164,9 @@ def test_cifar10_tutorial_net_reuses_its_pool_and_plans(tmp_path) -> None:
     torch.export.save(torch.export.export(net, (image,)), str(path))
     assert resolve("model", str(path)).layers == dag.layers
     for strategy in ("chef", "h2h"):
-        out = subprocess.run([sys.executable, "-m", "archipelago", "plan", str(path),
-                              "--cluster", "hacc", "--strategy", strategy, "--json"],
-                             capture_output=True, text=True, timeout=300)
-        assert out.returncode == 0, out.stderr
+        out = CliRunner().invoke(app, ["plan", str(path), "--cluster", "hacc",
+                                       "--strategy", strategy, "--json"])
+        assert out.exit_code == 0, out.output
         planned = {row["layer"] for row in json.loads(out.stdout)["mapping"]}
         assert planned == {la.name for la in dag.layers}
 

@@ -3,8 +3,6 @@ vectors share each weight tile), in turn on DFX's (no input batching, seeds/001 
 KV cache of every sequence counted; an infeasible plan says why first and exits 1."""
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -20,6 +18,7 @@ from archipelago.strategies.tensor_parallel.engines.systolic import SystolicEngi
 from archipelago.strategies.tensor_parallel.engines.systolic_config import SystolicConfig
 from archipelago.strategies.tensor_parallel.page import batch_sweep
 from archipelago.strategies.tensor_parallel.plan import ComputeStep
+from tests.cli_here import archi_here
 
 
 def test_dfx_runs_a_batch_one_sequence_after_another() -> None:
@@ -103,9 +102,7 @@ def test_bad_batch_is_one_line(text: str) -> None:
         parse_generation("8:8", text)
 
 
-def archi(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "archipelago", *args], capture_output=True,
-                          text=True, timeout=300, check=False)
+archi = archi_here  # what `plan` prints: in this process (tests/cli_here.py)
 
 
 def test_a_plan_that_does_not_fit_says_why_first_and_exits_1() -> None:
