@@ -52,8 +52,8 @@ def test_lora_bounds_on_the_u280_and_the_v80_by_hand() -> None:
 
 
 def test_a_board_without_hbm_is_refused_in_one_line() -> None:
-    with pytest.raises(ArchipelagoError, match="^the LORA engine runs on HBM FPGAs; 'u250' is "
-                       "a fpga without HBM$"):
+    with pytest.raises(ArchipelagoError, match=r"^the LORA engine runs on HBM FPGAs; 'u250' is "
+                       r"a fpga without HBM$"):
         design_space("lora-q", "gpt2-345m", "1xu250")
 
 
