@@ -368,11 +368,15 @@ def compare(
     precision: Annotated[str | None, typer.Option(
         help="fp16, bf16, fp8, int8 or int4 for every strategy (one whose kind takes no "
              "--precision is refused)", show_default=False)] = None,
+    engine: Annotated[str, typer.Option(
+        help="best (each FPGA row on the best engine of its strategy's design space bounded "
+             "by the board, searched once and read back from the explore store) or published "
+             "(the papers' engines)")] = "best",
 ) -> None:
     from archipelago.compare.command import CompareCommand, run_compare
 
     options = CompareCommand(model, tokens, devices, counts, strategies, batch, latency_target,
                              sort, scheduler, workers, store, as_json, report_file, force,
-                             precision)
+                             precision, engine)
     if not run_compare(options, console()):
         raise typer.Exit(INFEASIBLE)

@@ -6,7 +6,8 @@ search, named by the study's identity digest: the model's and the boards' conten
 strategy, its space's genes (bounded by the device) and the whole parsed workload (tokens,
 batch and every other field a workload carries, a number format included), so any change
 to them is a new search and an unchanged request reads the finished study back without
-costing a design.
+costing a design. The search machinery is imported when a search is asked for: the
+choice's names and checks are all compare's and plan's option parsing need.
 """
 
 import time
@@ -15,9 +16,6 @@ from typing import Any
 
 from archipelago.cache_dir import DIR_ENV, cache_root
 from archipelago.errors import ArchipelagoError, elide_path
-from archipelago.explore.search import SearchRequest, run_search
-from archipelago.explore.spaces import space_builder
-from archipelago.explore.study import study_identity
 
 # Trials of one search: the DFX spaces (at most a few hundred engines) are exhausted well
 # within it; the LORA spaces reach their optimum in under 30% of a space of ~25,000 engines
@@ -74,6 +72,10 @@ def explore_store() -> str:
 def best_engine(model: str, cluster: str, strategy: str, workload: Any) -> BestEngine:
     """The best engine of `strategy`'s space for `model` on `cluster` at `workload` (as the
     strategy's plan kind parsed it), from the store when searched before."""
+    from archipelago.explore.search import SearchRequest, run_search
+    from archipelago.explore.spaces import space_builder
+    from archipelago.explore.study import study_identity
+
     start = time.perf_counter()
     space_builder(strategy)  # a strategy without a space: one line, before anything else
     identity = study_identity(model, cluster, strategy, workload)
