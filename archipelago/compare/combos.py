@@ -80,12 +80,9 @@ class Combo:
         links = [cluster.link(0, 1).model_dump()] if cluster.size > 1 else []
         content = {"device": get_device(self.device).model_dump(), "links": links,
                    "engine": strategies()[self.strategy].engine_defaults}
-        searched = ""
         if self.searched:
             content["search"] = {"trials": BEST_TRIALS}
-            searched = " searched engine"
-        return (f"{self.strategy} {self.cluster} batch {self.batch}{searched} "
-                f"{digest(content)[:10]}")
+        return f"{self.strategy} {self.cluster} batch {self.batch} {digest(content)[:10]}"
 
 
 def combinations(names: list[str], devices: tuple[str, ...], counts: tuple[int, ...],
