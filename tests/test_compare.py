@@ -138,6 +138,7 @@ def archi(*args: str) -> subprocess.CompletedProcess:
                                    "(s, ms, us, µs), e.g. 50ms"),
     (("--latency-target", "fast"), "--latency-target 'fast'"),
     (("--sort", "speed"), "--sort 'speed': valid choices: latency, cost, tokens-per-dollar"),
+    (("--engine", "fast"), "--engine 'fast': valid choices are published, best"),
     (("--batch", "1,x"), "--batch 'x': each batch must be a whole number in 1..4096"),
     (("--scheduler", "localhost:8786"), "--scheduler 'localhost:8786' is not a scheduler"),
 ])
