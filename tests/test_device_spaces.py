@@ -69,3 +69,14 @@ def test_explore_reports_the_bandwidth_share_plan_reports() -> None:
     assert planned["bandwidth_efficiency"] == pytest.approx(best.utilization["hbm_bandwidth"],
                                                             rel=1e-12)
     assert planned["latency_s"] == pytest.approx(best.latency_s, rel=1e-12)
+
+
+def test_the_engine_grows_with_the_board() -> None:
+    """At batch 8 LORA-Q's best engine on a V80 (10,848 DSPs, 819 GB/s of HBM) is another
+    engine than on a U55C (9,024, 460 GB/s), and faster: before, both boards ran the
+    published 64 x 64 array."""
+    work = Generation(8, 8, 8)
+    u55c = run_search(SearchRequest("gpt2-345m", "1xu55c", "lora-q", work, 400, "", "x"))
+    v80 = run_search(SearchRequest("gpt2-345m", "1xv80", "lora-q", work, 400, "", "x"))
+    assert u55c.engine != v80.engine and v80.latency_s < u55c.latency_s
+    assert v80.engine["d_sa"] > 64 and v80.utilization["dsp"] > 0.6
