@@ -117,8 +117,8 @@ def choose_engine(choice: str, model: str, cluster: str, strategy: str, workload
 
     check_engine(choice)
     if choice == PUBLISHED:
-        return Chosen(given or None, "published" if not given else "published, with "
-                      "--engine-config")
+        return Chosen(given or None, "published" if not given else "published, with the "
+                      "parameters of --engine-config")
     if given:
         raise ArchipelagoError("--engine best searches the engine's parameters; leave "
                                "--engine-config out (or use --engine published)")

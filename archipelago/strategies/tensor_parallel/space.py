@@ -36,6 +36,7 @@ from archipelago.strategies.tensor_parallel.engines.systolic_config import (
     SystolicConfig,
     SystolicVariants,
 )
+from archipelago.strategies.tensor_parallel.utilization import LIMITED
 
 # AMBA AXI4 (ARM IHI 0022): a data bus is 8 to 1024 bits wide; the widest port a kernel
 # can put on one HBM channel.
@@ -136,7 +137,7 @@ def systolic_bounds(spec: ModelSpec, device: Device, precision: Precision,
         engine = SystolicEngine(SystolicVariants.of(configs), device, spec, 1)
         counts = engine.unit_counts(spec)
         ok = [True] * len(configs)
-        for res in ("dsp", "bram", "uram"):
+        for res in LIMITED:
             total = sum(unit.get(res, 0) for unit in counts.values())
             have = getattr(device.resources, res)
             ok = [a and bool(b) for a, b in zip(ok, (total <= have).ravel(), strict=True)]
