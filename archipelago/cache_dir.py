@@ -1,7 +1,8 @@
 """Where Archipelago keeps what it computed once per machine (docs/emulation.md, "Weights
 cache"; docs/models.md, "Config files read by transformers"; docs/compare.md): the seeded
-weights of emulation ranks, the structure read from a config file and compare's default
-stores, each in its own folder.
+weights of emulation ranks, the structure read from a config file, compare's default
+stores and the explore store of searched engines (`plan --engine best`, compare's rows;
+docs/explore.md), each in its own folder.
 
     ARCHIPELAGO_CACHE_DIR      where (default $XDG_CACHE_HOME/archipelago, else
                                ~/.cache/archipelago)

@@ -22,6 +22,7 @@ from archipelago.cli_options import (
     OUTPUT,
     SEARCH_OPTIONS,
     ClusterOpt,
+    EngineChoiceOpt,
     EngineOpt,
     ForceReportOpt,
     JsonOpt,
@@ -108,6 +109,7 @@ def plan(
     cluster: ClusterOpt = None,
     strategy: StrategyOpt = None,
     engine_config: EngineOpt = None,
+    engine_choice: EngineChoiceOpt = None,
     as_json: JsonOpt = False,
     report_file: Annotated[Path | None, typer.Option(
         "--report", help="also write the HTML report page (as `archi report`) to this file",
@@ -124,9 +126,19 @@ def plan(
 
         kind.hook("page")
         check_target(report_file, force, "--report")
-    result = plan_and_estimate(model, cluster, strategy, workload_options(ctx),
-                               load_engine_config(engine_config, strategy))
+    engine, chosen = load_engine_config(engine_config, strategy), None
+    if engine_choice is not None:  # without --engine, the published engine as before
+        chosen = _chosen_engine(engine_choice, model, cluster, strategy, ctx, engine)
+        engine = chosen.engine
+    result = plan_and_estimate(model, cluster, strategy, workload_options(ctx), engine)
     summary = kind.hook("report").summarize(*result)
+    if chosen is not None:
+        from dataclasses import replace
+
+        from archipelago.estimate.summary import Figure
+
+        summary = replace(summary, figures=[*summary.figures, Figure(
+            "engine", chosen.as_json(), "engine", (chosen.shown(),))])
     parameters = listed_parameters(model)
     if as_json:
         figures = summary.as_json()
@@ -146,6 +158,18 @@ def plan(
             console().print(f"report page written to {report_file}")
     if not getattr(result.estimate, "feasible", True):
         raise typer.Exit(INFEASIBLE)
+
+
+def _chosen_engine(choice: str, model: str, cluster: str, strategy: str,
+                   ctx: typer.Context, given: dict[str, Any]) -> Any:
+    """The engine `--engine` names (explore/best.py), the strategy's design space searched
+    at the workload the plan is costed on."""
+    from archipelago.api import parse_workload
+    from archipelago.explore.best import choose_engine
+
+    texts = workload_options(ctx)
+    return choose_engine(choice, model, cluster, strategy,
+                         parse_workload(strategy, texts, "plan"), given)
 
 
 @app.command(context_settings=KIND_OPTIONS, help="Write MODEL's plan on CLUSTER as one "
@@ -345,11 +369,15 @@ def compare(
         help="a number format for every strategy: fp16, bf16, fp8, w8a8, w4a16, w4a8, "
              "-kv8 (docs/number-formats.md; a strategy that cannot run it is refused)",
         show_default=False)] = None,
+    engine: Annotated[str, typer.Option(
+        help="best (each FPGA row on the best engine of its strategy's design space bounded "
+             "by the board, searched once and read back from the explore store) or published "
+             "(the papers' engines)")] = "best",
 ) -> None:
     from archipelago.compare.command import CompareCommand, run_compare
 
     options = CompareCommand(model, tokens, devices, counts, strategies, batch, latency_target,
                              sort, scheduler, workers, store, as_json, report_file, force,
-                             precision)
+                             precision, engine)
     if not run_compare(options, console()):
         raise typer.Exit(INFEASIBLE)

@@ -26,6 +26,11 @@ StrategyOpt = Annotated[str | None, typer.Option(
     help="partitioning strategy (see `archi catalog`)", show_default=False)]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON object")]
 EngineOpt = Annotated[Path | None, typer.Option(help="engine parameters (YAML)")]
+EngineChoiceOpt = Annotated[str | None, typer.Option(
+    "--engine", help="published (the paper's engine: the default) or best (the best of the "
+    "strategy's design space bounded by the board, searched once for this model, cluster and "
+    "workload, then read back from the explore store in the cache directory)",
+    show_default=False)]
 ForceReportOpt = Annotated[bool, typer.Option("--force", help="replace an existing report file")]
 
 

@@ -30,7 +30,7 @@ OPTUNA_S_PER_TRIAL = 28e-3  # issue 22: the search before it, 1,000 LORA-Q trial
 def optimum(strategy: str) -> tuple[str, float, float]:
     """The enumerated optimum (key, latency) in explore's order, and the enumeration's time."""
     start = time.perf_counter()
-    space = design_space(strategy)
+    space = design_space(strategy, MODEL, CLUSTER)
     engines = {engine_key(e): e for e in map(space.engine,
                                               space.rows(np.arange(space.combinations)))}
     scores = dict(zip(engines, evaluate_chunk((Problem(MODEL, CLUSTER, strategy, WORK),
@@ -78,7 +78,7 @@ def main() -> None:
     for strategy in ("lora-q", "lora-f"):
         key, latency, enumeration_s = optimum(strategy)
         print(f"\n{strategy}: enumerated optimum {latency * 1e3:.3f} ms  {key}"
-              f"  ({design_space(strategy).combinations:,} gene combinations in"
+              f"  ({design_space(strategy, MODEL, CLUSTER).combinations:,} gene combinations in"
               f" {enumeration_s:.1f} s)")
         runs = {"Dask, default workers": lambda s=strategy: searched(s, trials, None),
                 "in process (--workers 0)": lambda s=strategy: searched(s, trials, 0),

@@ -22,7 +22,7 @@ MODEL, CLUSTER, TOKENS, DESIGNS = "gpt2-1.5b", "4xu280", "64:64", 1000
 def sampled(strategy: str, count: int, seed: int) -> list[dict[str, Any]]:
     """Designs with each gene drawn uniformly from its choices, seeded (a search's first
     generation)."""
-    rng, space = random.Random(seed), design_space(strategy)
+    rng, space = random.Random(seed), design_space(strategy, MODEL, CLUSTER)
     return [space.decode({name: rng.choice(choices) for name, choices in space.genes.items()})
             for _ in range(count)]
 

@@ -22,6 +22,7 @@ from archipelago.compare.rows import Row, group_reasons, row_of
 from archipelago.compare.run import compare
 from archipelago.compare.summary import rows_from_dict
 from archipelago.compare.table import binding as binding_cell
+from archipelago.explore.best import best_engine
 from archipelago.hardware.catalog import catalog, device_from_dict, raw_catalog
 from archipelago.models.zoo import resolve_model
 from archipelago.strategies.registry import strategies
@@ -137,6 +138,7 @@ def archi(*args: str) -> subprocess.CompletedProcess:
                                    "(s, ms, us, µs), e.g. 50ms"),
     (("--latency-target", "fast"), "--latency-target 'fast'"),
     (("--sort", "speed"), "--sort 'speed': valid choices: latency, cost, tokens-per-dollar"),
+    (("--engine", "fast"), "--engine 'fast': valid choices are published, best"),
     (("--batch", "1,x"), "--batch 'x': each batch must be a whole number in 1..4096"),
     (("--scheduler", "localhost:8786"), "--scheduler 'localhost:8786' is not a scheduler"),
 ])
@@ -191,9 +193,18 @@ def test_json_round_trip_and_rows_equal_the_pipeline_estimate(tmp_path: Path) ->
     assert again.rows == rows  # rows -> JSON -> rows
     assert {r.label for r in rows} == {"lora-q 1xu280", "lora-q 2xu280", "gpu-graph 1xv100",
                                       "gpu-graph 2xv100"}
-    for row in rows:  # the same figures as `archi plan` gives
-        est = api.plan_and_estimate("gpt2-345m", f"{row.count}x{row.device}", row.strategy,
-                                    {"tokens": "16:8"}).estimate
+    for row in rows:  # the same figures as `archi plan` gives, on the engine it names
+        cluster, work = f"{row.count}x{row.device}", {"tokens": "16:8"}
+        engine = None
+        if row.strategy == "lora-q":  # searched (default --engine best), read back
+            found = best_engine("gpt2-345m", cluster, row.strategy,
+                                api.parse_workload(row.strategy, work))
+            assert found.cached and row.engine.startswith("searched: ")
+            engine = found.engine
+        else:
+            assert row.engine == "published"  # a GPU strategy has no design space
+        est = api.plan_and_estimate("gpt2-345m", cluster, row.strategy, work,
+                                    engine).estimate
         assert row.latency_s == est.latency_s and row.tokens_per_s == est.tokens_per_s
     assert data["front"] == [r.label for r in pareto_front(rows)]
     assert [r.upfront_usd for r in rows] == sorted(r.upfront_usd for r in rows)  # --sort cost
@@ -217,10 +228,12 @@ def compared_strategies(model: str) -> set[str]:
 def test_an_interrupted_comparison_resumes_where_it_stopped(tmp_path: Path) -> None:
     """SIGINT once the first records are in the store: the run stops (status 130) keeping
     them; the rerun estimates exactly the combinations the store lacks, and the two runs
-    together cover every strategy x device x count x batch once."""
+    together cover every strategy x device x count x batch once. On the published engines:
+    resuming is the store's, whatever engine a row runs (searching every FPGA row's engine
+    first would take minutes)."""
     store = tmp_path / "s.jsonl"
     args = [sys.executable, "-m", "archipelago", "compare", "llama2-7b", "--tokens", "128:128",
-            "--batch", "1,8", "--workers", "1", "--store", str(store)]
+            "--batch", "1,8", "--workers", "1", "--store", str(store), "--engine", "published"]
     run = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                            preexec_fn=default_sigint)
     deadline = time.monotonic() + 120

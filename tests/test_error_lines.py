@@ -38,6 +38,10 @@ SWEEP = [
     ["explore", "gpt2-345m", "--strategy", "magic"], ["proxies", "nosuch"], ["nosuchcmd"],
     ["compare", "gpt2-345m", "--tokens", "8:8", "--devices", "nosuch"],
     ["compare", "gpt2-345m", "--tokens", "8:8", "--sort", "zz"],
+    ["compare", "gpt2-345m", "--tokens", "8:8", "--engine", "x" * 5000],
+    ["plan", "gpt2-345m", "--engine", "\x00best"],
+    ["plan", "gpt2-345m", "--engine", "best", "--engine-config", "{engine.yaml}"],
+    ["plan", "gpt2-345m", "--cluster", "1xh100", "--strategy", "gpu-graph", "--engine", "best"],
     # a NUL byte names no file: os.stat's ValueError escaped (found by make fuzz's cli kind)
     ["plan", "lstm", "--cluster", "\x00|axvck190", "--strategy", "persistent"],
     ["plan", "\x00model"],

@@ -127,7 +127,7 @@ def test_baseline_is_the_default_engine_and_is_tried_first(tmp_path) -> None:
     explorable = [name for name, s in strategies().items() if s.design_space]
     assert {"dfx", "lora-f", "lora-q"} <= set(explorable)  # the papers' engines, by hand
     for strategy in explorable:
-        space = design_space(strategy)
+        space = design_space(strategy, "gpt2-345m", "1xu280")
         default = make_plan("gpt2-345m", "1xu280", strategy).engine.config
         published = space.decode(dict(space.baseline))
         assert make_plan("gpt2-345m", "1xu280", strategy, published).engine.config == default

@@ -75,7 +75,7 @@ def test_offspring_stay_inside_the_space_and_mutation_moves_genes() -> None:
 
 def enumerate_space(strategy: str, problem: Problem) -> dict[str, dict]:
     """Every distinct engine of the space, scored: the ground truth of the search."""
-    space = design_space(strategy)
+    space = design_space(strategy, problem.model, problem.cluster)
     rows = space.rows(np.arange(space.combinations))
     engines = {engine_key(e): e for e in map(space.engine, rows)}
     scores = evaluate_chunk((problem, list(engines.values())))

@@ -38,7 +38,7 @@ def one_line_error(out: subprocess.CompletedProcess) -> str:
 
 
 def published_key(strategy: str) -> str:
-    space = design_space(strategy)
+    space = design_space(strategy, "gpt2-345m", "1xu280")
     return engine_key(space.decode(dict(space.baseline)))
 
 
@@ -231,16 +231,19 @@ def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path, mon
 
 
 def test_a_space_exhausted_before_the_budget_says_so(tmp_path) -> None:
-    """DFX's space holds 20 engines (5 array shapes x 4 windows): a budget of 50 ends there."""
+    """DFX's space on a U280 holds 160 engines: 5 depths d x 4 matrix-unit sizes (256 to
+    2,048 values a cycle; 4,096 would take 3 x 4,096 = 12,288 multiplier and adder DSPs of
+    the 9,024) x 4 windows x 2 HBM port widths (256 and 512 bits; 1,024 at 200 MHz is 25.6
+    GB/s, over a channel's 460 / 32 = 14.375): a budget of 200 ends there."""
     storage = tmp_path / "x"
-    args = ["explore", "gpt2-345m", *OPTIONS, "--strategy", "dfx", "--trials", "50",
+    args = ["explore", "gpt2-345m", *OPTIONS, "--strategy", "dfx", "--trials", "200",
             "--storage", str(storage), "--workers", "0", "--out", str(tmp_path / "x.yaml")]
     out = archi(*args, "--json")
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
-    assert result["trials"] == 20 == complete_trials(storage) and result["exhausted"]
+    assert result["trials"] == 160 == complete_trials(storage) and result["exhausted"]
     out = archi(*args, "--force")
-    assert out.returncode == 0 and "the design space has no other designs: all 20" in out.stdout
+    assert out.returncode == 0 and "the design space has no other designs: all 160" in out.stdout
 
 
 def worker_processes(pid: int) -> list[int]:

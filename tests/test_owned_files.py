@@ -57,7 +57,12 @@ def test_commands_leave_files_only_in_the_cache_directory_and_out(tmp_path: Path
         said.append(out.stdout)
     stores = list((home / ".cache" / "archipelago" / "compare").glob("gpt2-345m-16-8-*.jsonl"))
     assert len(stores) == 1 and f"store {stores[0]}: 4 combinations" in said[1]
+    # compare's rows on searched engines: the one search (lora-q on a U280) in the explore
+    # store beside compare's
+    studies = list((home / ".cache" / "archipelago" / "explore").glob("best-*.journal"))
+    assert len(studies) == 1
     assert _tree(home) == [".cache", ".cache/archipelago", ".cache/archipelago/compare",
-                           str(stores[0].relative_to(home))]
+                           str(stores[0].relative_to(home)), ".cache/archipelago/explore",
+                           str(studies[0].relative_to(home))]
     assert _tree(temp) == [] and _tree(work) == []
     assert (tmp_path / "page.html").exists()

@@ -19,7 +19,7 @@ RELATIVE = 1e-12
 
 def _sampled(strategy: str, count: int, seed: int) -> list[dict[str, Any]]:
     """Designs with each gene drawn uniformly from its choices, seeded."""
-    rng, space = random.Random(seed), design_space(strategy)
+    rng, space = random.Random(seed), design_space(strategy, "gpt2-345m", "1xu280")
     return [space.decode({name: rng.choice(choices) for name, choices in space.genes.items()})
             for _ in range(count)]
 
@@ -30,7 +30,7 @@ def _scalar(model: str, cluster: str, strategy: str, workload: Any, engine: dict
     try:
         plan = make_plan(model, cluster, strategy, engine)
         est = estimate(strategy, plan, workload, f"{strategy} plan of {model} on {cluster}")
-        return est, get_strategy(strategy).plan_kind.hook("utilization")(plan, est)
+        return est, get_strategy(strategy).plan_kind.hook("utilization")(plan, workload, est)
     except ArchipelagoError as err:
         return str(err)
 

@@ -17,6 +17,7 @@ from archipelago import api
 from archipelago.compare.record import recorded_floors
 from archipelago.errors import ArchipelagoError
 from archipelago.estimate.generation import GenerationTiming
+from archipelago.explore.best import BEST_TRIALS, PUBLISHED, best_engine
 from archipelago.hardware.catalog import get_device
 from archipelago.hardware.cluster import resolve_cluster
 from archipelago.strategies.registry import Strategy, get_strategy, strategies
@@ -59,26 +60,35 @@ class Combo:
     device: str
     count: int
     batch: int
+    engine: str = PUBLISHED  # "best": the best engine of the strategy's space, if it has one
 
     @property
     def cluster(self) -> str:
         return f"{self.count}x{self.device}"
 
+    @property
+    def searched(self) -> bool:
+        """Whether its engine is searched: asked for, and the strategy has a space."""
+        return self.engine != PUBLISHED and strategies()[self.strategy].design_space is not None
+
     def key(self) -> str:
         """The journal key: the combination and the content it was estimated with (the
         device's catalog entry, the links between the boards, the strategy's engine
-        defaults), so an edited catalog entry or link is estimated afresh rather than read
-        back."""
+        defaults; a searched engine's budget), so an edited catalog entry or link is
+        estimated afresh rather than read back."""
         cluster = resolve_cluster(self.cluster)
         links = [cluster.link(0, 1).model_dump()] if cluster.size > 1 else []
         content = {"device": get_device(self.device).model_dump(), "links": links,
                    "engine": strategies()[self.strategy].engine_defaults}
+        if self.searched:
+            content["search"] = {"trials": BEST_TRIALS}
         return f"{self.strategy} {self.cluster} batch {self.batch} {digest(content)[:10]}"
 
 
 def combinations(names: list[str], devices: tuple[str, ...], counts: tuple[int, ...],
-                 batches: tuple[int, ...]) -> list[Combo]:
-    return [Combo(s, d, n, b) for s in names for d in devices for n in counts for b in batches]
+                 batches: tuple[int, ...], engine: str = PUBLISHED) -> list[Combo]:
+    return [Combo(s, d, n, b, engine) for s in names for d in devices for n in counts
+            for b in batches]
 
 
 @dataclass(frozen=True)
@@ -90,19 +100,36 @@ class Task:
     tokens: str
     combos: tuple[Combo, ...]
     precision: str | None = None  # --precision when given
+    model: str = ""  # the name the model was given by: a searched engine's study resolves it
+
+
+def _engine(model: str, combo: Combo, work: Any) -> tuple[dict[str, Any] | None, str]:
+    """The engine parameters a combination runs (None: the strategy's defaults) and their
+    label: the best of its space where searched (explore/best.py), else the published. A
+    search that finds nothing that fits (or a plan its strategy refuses) leaves the
+    published engine, whose record then says why."""
+    if not combo.searched:
+        return None, PUBLISHED
+    try:
+        found = best_engine(model, combo.cluster, combo.strategy, work)
+    except ArchipelagoError:
+        return None, PUBLISHED
+    published = get_strategy(combo.strategy).config({}).model_dump()
+    return found.engine, found.label(published)
 
 
 def estimate_combo(spec: Any, tokens: str, combo: Combo,
-                   precision: str | None = None) -> dict[str, Any]:
+                   precision: str | None = None, model: str = "") -> dict[str, Any]:
     """The record of one combination: its timing (with the floors of its prefill and decode
-    step), split and binding resource, whether it fits (with the kind's reasons), or the
-    one line its strategy refused it with (record.py checks it)."""
+    step), split and binding resource, whether it fits (with the kind's reasons), the
+    engine it ran, or the one line its strategy refused it with (record.py checks it)."""
     where = f"{combo.strategy} on {combo.cluster}"
     given = {} if precision is None else {"precision": precision}
     try:
         work = api.parse_workload(combo.strategy, {TOKENS: tokens, "batch": str(combo.batch),
                                                    **given})
-        plan = api.plan_on(spec, resolve_cluster(combo.cluster), combo.strategy, None, work)
+        engine, label = _engine(model or spec.name, combo, work)
+        plan = api.plan_on(spec, resolve_cluster(combo.cluster), combo.strategy, engine, work)
         est, floors = api.estimate_and_floors(combo.strategy, plan, work,
                                               f"{where} ({spec.name})")
     except ArchipelagoError as err:
@@ -116,7 +143,7 @@ def estimate_combo(spec: Any, tokens: str, combo: Combo,
             "latency_s": est.latency_s, "tokens_per_s": est.tokens_per_s,
             "prefill_s": est.prefill_s, "decode_s_per_token": est.decode_s_per_token,
             "split": traits.split, "binding": traits.binding, "shares": traits.shares,
-            "floors": recorded_floors(floors)}
+            "floors": recorded_floors(floors), "engine": label}
 
 
 def evaluate(task: Task) -> list[tuple[str, dict[str, Any]]]:
@@ -125,6 +152,6 @@ def evaluate(task: Task) -> list[tuple[str, dict[str, Any]]]:
     for combo in task.combos:
         value = {"strategy": combo.strategy, "device": combo.device, "count": combo.count,
                  "batch": combo.batch, **estimate_combo(task.spec, task.tokens, combo,
-                                                                   task.precision)}
+                                                                   task.precision, task.model)}
         out.append((combo.key(), value))
     return out

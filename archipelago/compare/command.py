@@ -31,6 +31,7 @@ class CompareCommand:
     report_file: Path | None
     force: bool
     precision: str | None = None
+    engine: str = "best"
 
 
 def run_compare(options: CompareCommand, console: Console) -> bool:
@@ -49,7 +50,7 @@ def run_compare(options: CompareCommand, console: Console) -> bool:
     request = parse_request(options.model, options.tokens, options.devices or default_devices(),
                             options.counts or DEFAULT_COUNTS, options.strategies, options.batch,
                             options.latency_target, options.sort, taking, list(registered()),
-                            options.precision)
+                            options.precision, options.engine)
     if options.scheduler is not None:
         from archipelago.batch.workers import check_scheduler
 

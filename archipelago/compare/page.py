@@ -8,7 +8,13 @@ from typing import Any
 import plotly.graph_objects as go
 
 from archipelago.compare.summary import rows_from_dict
-from archipelago.compare.table import COLUMNS, cells, not_compared_lines
+from archipelago.compare.table import (
+    COLUMNS,
+    cells,
+    engine_lines,
+    engine_names,
+    not_compared_lines,
+)
 from archipelago.report.charts import PALETTE
 from archipelago.report.page import Chart, Headline, KindPage, TableBlock, render
 
@@ -73,12 +79,15 @@ def comparison_page(summary: dict[str, Any]) -> KindPage:
                             "boards; the staircase joins the rows no other row beats on both "
                             "latency and cost.", pareto_chart(summary)))
     rows, target = rows_from_dict(summary), summary["latency_target"]
+    names = engine_names(rows)
     marks = ["#", "★", *(["≤ target"] if target else [])]
     table = TableBlock("Ranked by " + summary["sort"], [*marks, *COLUMNS],
                        [[str(d["rank"]), "★" if d["front"] else "",
-                         *(["✓" if d["meets_target"] else ""] if target else []), *cells(r)]
+                         *(["✓" if d["meets_target"] else ""] if target else []),
+                         *cells(r, names)]
                         for d, r in zip(summary["rows"], rows, strict=True)])
-    notes = [r["line"] for r in summary["refused"] + summary["infeasible"]]
+    notes = engine_lines(names) + [r["line"] for r in summary["refused"]
+                                   + summary["infeasible"]]
     if target:
         notes.insert(0, f"latency target {target['seconds'] * _MS:,.3g} ms: "
                         f"{len(target['meeting'])} rows meet it; cheapest: "

@@ -82,6 +82,7 @@ class Estimated(_Combination):
     binding: Text
     shares: dict[str, NonNegative]
     floors: dict[Floored, NonNegative]
+    engine: Text = "published"  # the engine it ran: published, or a searched one's label
 
     @model_validator(mode="after")
     def _consistent(self, info: ValidationInfo) -> "Estimated":

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from archipelago.errors import ArchipelagoError, UnknownNameError
 from archipelago.estimate.workload import MAX_BATCH, Generation, parse_tokens
+from archipelago.explore.best import check_engine
 from archipelago.hardware.catalog import catalog, compare_defaults
 from archipelago.hardware.machines import MAX_DEVICES
 from archipelago.number_formats import canonical
@@ -34,6 +35,7 @@ class Request:
     latency_target_s: float | None = None
     sort: str = "latency"
     precision: str | None = None  # --precision, passed to every strategy when given
+    engine: str = "best"  # --engine: each row's engine, the best searched or the published
 
 
 def _items(option: str, text: str) -> list[str]:
@@ -111,7 +113,7 @@ def parse_sort(text: str) -> str:
 def parse_request(model: str, tokens: str, devices: str, counts: str, strategies: str,
                   batches: str, latency_target: str | None, sort: str,
                   applicable: list[str], every: list[str],
-                  precision: str | None = None) -> Request:
+                  precision: str | None = None, engine: str = "best") -> Request:
     """Every option checked before any work; `applicable` are the strategies compare takes
     for this model, `every` all the registered ones. `precision`, when given, goes to every
     strategy: one whose kind takes no --precision refuses its rows in one line."""
@@ -121,7 +123,8 @@ def parse_request(model: str, tokens: str, devices: str, counts: str, strategies
     return Request(model, parse_tokens(tokens), parse_devices(devices), parse_counts(counts),
                    parse_strategies(strategies, applicable, every), parse_batches(batches),
                    None if latency_target is None else parse_latency(latency_target),
-                   parse_sort(sort), None if precision is None else parse_precision(precision))
+                   parse_sort(sort), None if precision is None else parse_precision(precision),
+                   check_engine(engine))
 
 
 def parse_precision(text: str) -> str:

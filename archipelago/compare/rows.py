@@ -33,6 +33,7 @@ class Row:
     decode_j: float | None
     joules_per_token: float | None
     shares: dict[str, float] = field(default_factory=dict)
+    engine: str = "published"  # the engine it ran: published, or a searched one's label
 
     @property
     def label(self) -> str:
@@ -66,7 +67,7 @@ def row_of(record: dict[str, Any], output_tokens: int) -> Row:
                record["decode_s_per_token"], record["split"], record["binding"], usd,
                energy.tokens_per_s_per_million_usd(record["tokens_per_s"], usd),
                None if power is None else power.watts, prefill_j, decode_j, per_token,
-               dict(record["shares"]))
+               dict(record["shares"]), record.get("engine", "published"))
 
 
 @dataclass(frozen=True)

@@ -73,14 +73,14 @@ def default_store(spec: Any, tokens: Generation, precision: str | None = None) -
     return folder / f"{name}-{tokens.input_tokens}-{tokens.output_tokens}-{digest(key)[:8]}.jsonl"
 
 
-def _tasks(spec: Any, tokens: str, pending: list[Combo], precision: str | None
+def _tasks(spec: Any, tokens: str, pending: list[Combo], precision: str | None, model: str
            ) -> dict[str, Task]:
     """One task per strategy and device (its counts and batches in turn): few enough that
     scheduling costs little, many enough to keep every worker busy."""
     groups: dict[str, list[Combo]] = {}
     for combo in pending:
         groups.setdefault(f"{combo.strategy} on {combo.device}", []).append(combo)
-    return {name: Task(spec, tokens, tuple(combos), precision)
+    return {name: Task(spec, tokens, tuple(combos), precision, model)
             for name, combos in groups.items()}
 
 
@@ -92,7 +92,8 @@ def compare(request: Request, spec: Any, store: Path, scheduler: str | None = No
     names, not_applicable = applicable(spec)
     if request.strategies is not None:
         names, not_applicable = list(request.strategies), {}
-    combos = combinations(names, request.devices, request.counts, request.batches)
+    combos = combinations(names, request.devices, request.counts, request.batches,
+                          request.engine)
     key, labels = identity(spec, request.tokens, request.precision)
     journal = Journal.open(store, KIND, key, labels)
     keys = {combo: combo.key() for combo in combos}
@@ -102,7 +103,7 @@ def compare(request: Request, spec: Any, store: Path, scheduler: str | None = No
     combo_of = {keys[c]: c for c in pending}
     evaluated: list[str] = []
     tokens = f"{request.tokens.input_tokens}:{request.tokens.output_tokens}"
-    tasks = _tasks(spec, tokens, pending, request.precision)
+    tasks = _tasks(spec, tokens, pending, request.precision, request.model)
     if tasks:
         # records reach the store in one write every quarter second (an fsync each), and
         # whatever is left when the run ends or is stopped

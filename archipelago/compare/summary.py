@@ -64,6 +64,7 @@ def comparison_dict(c: Comparison) -> dict[str, Any]:
         "tokens": f"{request.tokens.input_tokens}:{request.tokens.output_tokens}",
         "devices": list(request.devices), "counts": list(request.counts),
         "batches": list(request.batches), "precision": request.precision,
+        "engine": request.engine,
         "sort": request.sort,
         "strategies": sorted({r.strategy for r in c.rows}),
         "headline": _headline(c.rows, c.front),

@@ -2,6 +2,7 @@
 refusals and misfits, one line per reason), then the ranked table with the Pareto front
 starred, then the latency target's answer, the unknowns and the power model."""
 
+from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
@@ -9,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from archipelago.compare.rows import Row
+from archipelago.explore.best import PUBLISHED
 
 _MS = 1e3
 
@@ -28,18 +30,33 @@ def binding(row: Row) -> str:
     return row.binding if share is None else f"{row.binding} {share:.0%}"
 
 
-def cells(row: Row) -> list[str]:
-    """The row's cells from latency to split (the columns after rank and marks)."""
+def engine_names(rows: Sequence[Row]) -> dict[tuple[str, str], str]:
+    """A short name for each searched engine (strategy, label), E1, E2, ... in rank order:
+    the table names it, and a line under the table gives its parameters."""
+    names: dict[tuple[str, str], str] = {}
+    for row in rows:
+        if row.engine != PUBLISHED and (row.strategy, row.engine) not in names:
+            names[(row.strategy, row.engine)] = f"E{len(names) + 1}"
+    return names
+
+
+def engine_lines(names: dict[tuple[str, str], str]) -> list[str]:
+    return [f"{short} ({strategy}): {label}" for (strategy, label), short in names.items()]
+
+
+def cells(row: Row, names: dict[tuple[str, str], str]) -> list[str]:
+    """The row's cells from latency to engine (the columns after rank and marks)."""
     batch = f" b{row.batch}" if row.batch > 1 else ""
     return [f"{row.count}x{row.device}{batch}", f"{row.latency_s * _MS:,.2f}",
             f"{row.tokens_per_s:,.1f}", f"{row.prefill_s * _MS:,.2f}",
             f"{row.decode_s_per_token * _MS:,.3f}", _money(row.upfront_usd),
             _figure(row.tokens_per_s_per_million_usd, ",.0f"),
-            _figure(row.joules_per_token, ",.3f"), binding(row), row.strategy, row.split]
+            _figure(row.joules_per_token, ",.3f"), binding(row), row.strategy, row.split,
+            names.get((row.strategy, row.engine), row.engine)]
 
 
 COLUMNS = ("cluster", "latency ms", "tokens/s", "prefill ms", "decode ms/tok", "upfront $",
-           "tok/s per M$", "J/token", "binding", "strategy", "split")
+           "tok/s per M$", "J/token", "binding", "strategy", "split", "engine")
 
 
 def not_compared_lines(not_applicable: dict[str, str]) -> list[str]:
@@ -64,13 +81,17 @@ def print_comparison(summary: dict[str, Any], rows: list[Row], console: Console)
                         f"ranked by {summary['sort']} · ★ Pareto front (latency x upfront $)")
     for col in ("#", "★", *(["≤ target"] if target else []), *COLUMNS):
         table.add_column(col, justify="left" if col in ("cluster", "binding", "strategy",
-                                                        "split") else "right", no_wrap=True)
+                                                        "split", "engine") else "right",
+                         no_wrap=True)
+    names = engine_names(rows)
     for data, row in zip(summary["rows"], rows, strict=True):
         marks = ["★" if data["front"] else ""]
         if target:
             marks.append("✓" if data["meets_target"] else "")
-        table.add_row(str(data["rank"]), *marks, *(escape(c) for c in cells(row)))
+        table.add_row(str(data["rank"]), *marks, *(escape(c) for c in cells(row, names)))
     console.print(table)
+    for line in engine_lines(names):
+        console.print(escape(line))
     _print_notes(summary, console)
 
 

@@ -72,7 +72,7 @@ def _search(options: ExploreCommand, strategy: str, cluster: str, console: Conso
     from archipelago.api import parse_workload
     from archipelago.batch.workers import check_scheduler
     from archipelago.explore.search import SearchRequest, run_search
-    from archipelago.explore.spaces import design_space
+    from archipelago.explore.spaces import space_builder
     from archipelago.explore.store import check_storage
     from archipelago.explore.study import check_study_name, default_study_name, study_identity
     from archipelago.output_file import check_output_file, write_atomically
@@ -80,7 +80,7 @@ def _search(options: ExploreCommand, strategy: str, cluster: str, console: Conso
     from archipelago.strategies.registry import get_strategy
 
     o = options
-    design_space(strategy)  # a strategy without one is refused before any storage is made
+    space_builder(strategy)  # a strategy without one is refused before any storage is made
     check_storage(o.storage)
     if o.scheduler is not None:
         check_scheduler(o.scheduler)

@@ -48,7 +48,7 @@ def _one(problem: Problem, engine: dict[str, Any]) -> dict[str, Any]:
     except ArchipelagoError:
         return {"latency_s": math.inf, "tokens_per_s": 0.0, "feasible": False,
                 "utilization": dict.fromkeys(FABRIC, math.inf)}
-    used = kind.hook("utilization")(plan, est)
+    used = kind.hook("utilization")(plan, problem.workload, est)
     return {"latency_s": float(est.latency_s), "tokens_per_s": float(est.tokens_per_s),
             "feasible": bool(est.feasible),
             "utilization": {k: float(v) for k, v in used.items()}}

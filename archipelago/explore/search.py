@@ -70,7 +70,9 @@ def run_search(request: SearchRequest, on_trial: Callable[[int], None] | None = 
     """Run until the study holds `trials` trials (all runs on it together) or the space is
     exhausted, then return the best feasible. SIGINT/SIGTERM stop it after the batch in
     flight, keeping what finished."""
-    space = design_space(request.strategy)  # a strategy without one: before any storage
+    # a strategy without one: refused before any storage
+    space = design_space(request.strategy, request.model, request.cluster,
+                         request.workload)
     identity = study_identity(request.model, request.cluster, request.strategy,
                               request.workload)
     study = (open_study(check_storage(request.storage), request.study_name, identity)

@@ -1,5 +1,6 @@
-"""Design spaces: what a strategy's engine search may move (each kind defines its own in
-its package's `space` module and names it when it registers), and the lookup by strategy.
+"""Design spaces: what a strategy's engine search may move (each kind defines a builder
+`space(spec, device)` in its package's `space` module and names it when it registers: the
+candidate values are bounded by the board's resources), and the lookup by strategy.
 
 A space is a set of categorical genes (each a name and its candidate values, seeds/002 §V-D:
 "define a set of candidate values for each hardware parameter") and a decode from one value
@@ -85,9 +86,11 @@ def engine_key(engine: Mapping[str, Any]) -> str:
     return json.dumps(engine, sort_keys=True, separators=(",", ":"))
 
 
-def design_space(strategy: str) -> DesignSpace:
-    """The space strategy `strategy` registered; an error naming the strategies `archi
-    explore` takes (those with a space, and those whose plan kind explores by itself)."""
+def space_builder(strategy: str) -> Callable[[Any, Any, Any], DesignSpace]:
+    """The builder `space(spec, device, workload)` strategy `strategy` registered (the
+    workload as its plan kind parsed it, None for the strategy's own number format); an
+    error naming the strategies `archi explore` takes (those with a space, and those whose plan kind
+    explores by itself)."""
     path = get_strategy(strategy).design_space
     if path is None:
         explorable = sorted(n for n, s in strategies().items()
@@ -95,3 +98,15 @@ def design_space(strategy: str) -> DesignSpace:
         raise ArchipelagoError(f"strategy '{strategy}' has no engine design space to explore; "
                                f"explorable: {', '.join(explorable)}")
     return resolve(path)
+
+
+def design_space(strategy: str, model: str, cluster: str, workload: Any = None
+                 ) -> DesignSpace:
+    """Strategy `strategy`'s space for `model` on the boards of `cluster` (a ring's boards
+    are identical: its first board's resources bound it), in `workload`'s number format
+    (None: the strategy's own)."""
+    from archipelago.hardware.cluster import resolve_cluster
+    from archipelago.models.zoo import resolve_model
+
+    builder = space_builder(strategy)
+    return builder(resolve_model(model), resolve_cluster(cluster).devices[0], workload)

@@ -49,7 +49,7 @@ def study_identity(model: str, cluster: str, strategy: str, workload: Any) -> St
     space's genes and their choices included); resolves model and cluster, so bad names
     fail here."""
     from archipelago.api import make_plan
-    from archipelago.explore.spaces import design_space
+    from archipelago.explore.spaces import space_builder
     from archipelago.hardware.cluster import resolve_cluster
     from archipelago.models.zoo import resolve_model
 
@@ -58,7 +58,7 @@ def study_identity(model: str, cluster: str, strategy: str, workload: Any) -> St
     model_key = digest(spec.model_dump(exclude={"name"}))
     cluster_key = digest(machines.model_dump(exclude={"name"}))
     objectives = ", ".join(f"{d} {o}" for d, o in zip(DIRECTIONS, OBJECTIVES, strict=True))
-    space = design_space(strategy)
+    space = space_builder(strategy)(spec, machines.devices[0], workload)
     key = {"model": model_key, "cluster": cluster_key, "strategy": strategy, "engine": engine,
            "space": digest({name: list(choices) for name, choices in space.genes.items()}),
            "workload": repr(workload), "objectives": objectives}

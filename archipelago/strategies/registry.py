@@ -58,7 +58,7 @@ class PlanKind:
                  `print_emulation(report, console)` and `print_build(summary, console)`
     emulator     (plan, EmulationJob) -> report dict (None on torchrun ranks other than 0)
     writers      (plan, out, force) -> summary dict; files only inside `out`
-    utilization  (plan, est) -> {limit: worst fraction used}, for design-space search
+    utilization  (plan, workload, est) -> {limit: worst fraction used}, for design-space search
                  (`archi explore`; the estimate then has latency_s, tokens_per_s, feasible)
     explorer     (model, cluster, strategy, options) -> summary dict: a kind whose
                  exploration is not an engine-parameter search (server sizing) answers

@@ -177,6 +177,8 @@ def cli_args(draw: st.DrawFn) -> list[str]:
     flags = st.one_of(st.sampled_from(own), st.sampled_from(own), st.sampled_from(anyone))
     for flag in draw(st.lists(flags, max_size=3, unique=True)):
         args += [f"--{flag}", draw(NUMBERISH)]
+    if draw(st.booleans()):  # never `best`: a search per case would be the fuzzer's time
+        args += ["--engine", draw(st.one_of(st.just("published"), NUMBERISH))]
     return args
 
 

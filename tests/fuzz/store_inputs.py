@@ -26,7 +26,7 @@ STRATEGIES, DEVICES, COUNTS, BATCHES = ("lora-q", "gpu-graph"), ("u280", "v100")
 # `archi compare` of the stored combinations, its store and scheduler left to the case
 ARGS = ["compare", MODEL, "--tokens", TOKENS, "--strategies", ",".join(STRATEGIES),
         "--devices", ",".join(DEVICES), "--counts", ",".join(map(str, COUNTS)), "--batch",
-        ",".join(map(str, BATCHES)), "--json"]
+        ",".join(map(str, BATCHES)), "--json", "--engine", "published"]
 FIGURES = ("latency_s", "tokens_per_s", "prefill_s", "decode_s_per_token")
 STATUSES = ["ok", "infeasible", "refused", "", "OK", "fits"]
 

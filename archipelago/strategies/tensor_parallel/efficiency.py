@@ -13,14 +13,18 @@ memory-bound and how much of the hardware it uses, independently of the engine's
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from archipelago.estimate.workload import Generation
 from archipelago.hardware.device import Device
 from archipelago.models.graph import Graph
 from archipelago.models.graph_ops import Op, decode
 from archipelago.strategies.tensor_parallel.estimate import Estimate
+from archipelago.strategies.tensor_parallel.plan import Plan
 from archipelago.strategies.tensor_parallel.staged import StagedPlan
 
 _WEIGHT_KINDS = frozenset({"linear", "lm_head"})
+Number = float | np.ndarray
 
 
 @dataclass(frozen=True)
@@ -76,15 +80,31 @@ def decode_efficiency(plan: StagedPlan, workload: Generation, est: Estimate
     """None when the workload decodes no token after the first (nothing to rate). Against
     every device of every stage: one stage works at a time, so a plan of several is at
     most one over their count."""
-    # sequences run in turn (an engine without batching) reread the weights, each step
-    # a token's experts
-    weight_reads = workload.batch if est.batch_note else 1
-    program = plan.program
     devices = [d.device for stage in plan.stages for d in stage.program.devices]
+    return _roofline(plan.program, devices, workload, est.decode_s_per_token)
+
+
+def _roofline(program: Plan, devices: Sequence[Device], workload: Generation,
+              seconds_per_token: float) -> DecodeEfficiency | None:
+    """`decode_roofline` of `program`'s engine on `devices`: sequences run in turn (an
+    engine without batching, whose estimate says so) reread the weights, each step a
+    token's experts."""
+    engine = program.engine
+    weight_reads = workload.batch if workload.batch > 1 and engine.one_sequence else 1
     return decode_roofline(program.graph, program.bytes_per_param, devices,
-                           len(devices) * program.engine.peak_ops_per_s, workload,
-                           est.decode_s_per_token, weight_reads, program.engine.expert_skew,
-                           program.kv_value_bytes)
+                           len(devices) * engine.peak_ops_per_s, workload, seconds_per_token,
+                           weight_reads, engine.expert_skew, program.kv_value_bytes)
+
+
+def decode_stream_share(program: Plan, workload: Generation, seconds_per_token: Number
+                        ) -> Number:
+    """The share of the boards' weight-memory bandwidth decode streams at, for one or many
+    designs' mean decode step (an array over them): `archi plan`'s "decode streams" figure
+    and a design search's `hbm_bandwidth`, one definition (0 when nothing is decoded)."""
+    roof = _roofline(program, [dp.device for dp in program.devices], workload, 1.0)
+    if roof is None:
+        return 0.0
+    return roof.bytes_per_token / np.maximum(seconds_per_token, 1e-30) / roof.memory_Bps
 
 
 def decode_roofline(graph: Graph, bytes_per_param: float, devices: Sequence[Device],

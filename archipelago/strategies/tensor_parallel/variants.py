@@ -36,6 +36,7 @@ from archipelago.strategies.tensor_parallel.costs import (
     generation_seconds,
     positions_reason,
 )
+from archipelago.strategies.tensor_parallel.efficiency import decode_stream_share
 from archipelago.strategies.tensor_parallel.estimate import estimate
 from archipelago.strategies.tensor_parallel.floors import check_latency, floors
 from archipelago.strategies.tensor_parallel.plan import Plan
@@ -61,7 +62,8 @@ class VariantEngine(Protocol):
 class VariantEstimates:
     """One entry per design, in the order given: the latency and tokens/s `archi plan`
     estimates, whether it fits (memory and every fabric resource), the worst device's
-    fraction of each fabric resource, of HBM capacity and of HBM bandwidth, and the error
+    fraction of each fabric resource and of HBM capacity, the share of HBM bandwidth decode
+    streams at (as `archi plan` reports it), and the error
     the plan raised for a refused design (None for the others)."""
 
     latency_s: np.ndarray
@@ -178,8 +180,11 @@ def _figures(many: Plan, workload: Generation, held: list[Any], fits: bool
         for res in FABRIC:
             feasible = feasible & (total[res] <= getattr(dp.device.resources, res))
     used = worst_use(many, [(total, use.hbm_bytes) for use in held], FABRIC)
+    steps = sum(dec.values())
+    per_token = np.mean(steps, axis=-1) if workload.output_tokens > 1 else 0.0
     return {"latency_s": latency, "tokens_per_s": workload.batch * workload.output_tokens
-            / latency, "feasible": feasible, **used}
+            / latency, "feasible": feasible, **used,
+            "hbm_bandwidth": decode_stream_share(many, workload, per_token)}
 
 
 def _one_by_one(table: _Table, chosen: Strategy, spec: ModelSpec, ring: Cluster,
@@ -193,4 +198,6 @@ def _one_by_one(table: _Table, chosen: Strategy, spec: ModelSpec, ring: Cluster,
         check_floors(floors(staged, workload, est), where)
         uses = [(use.total.model_dump(), use.hbm_bytes) for use in est.devices]
         table.fill([row], {"latency_s": est.latency_s, "tokens_per_s": est.tokens_per_s,
-                           "feasible": est.feasible, **worst_use(plan, uses, FABRIC)})
+                           "feasible": est.feasible, **worst_use(plan, uses, FABRIC),
+                           "hbm_bandwidth": decode_stream_share(plan, workload,
+                                                                est.decode_s_per_token)})

@@ -1,0 +1,70 @@
+"""`plan --engine best`: the best engine of the device-bounded space, searched once per
+model, cluster and workload and read back from the explore store; labelled; the published
+engine stays `plan`'s default, unchanged."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from archipelago.api import parse_workload
+from archipelago.explore.best import best_engine
+
+PLAN = ("plan", "gpt2-345m", "--cluster", "1xu280", "--strategy", "lora-q", "--tokens", "8:8")
+
+
+def archi(*args: str) -> subprocess.CompletedProcess:
+    """The command, its table wide enough to keep the engine's label on one line."""
+    return subprocess.run([sys.executable, "-m", "archipelago", *args], capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "COLUMNS": "240"})
+
+
+def test_searched_once_then_read_back_and_labelled() -> None:
+    first = archi(*PLAN, "--engine", "best", "--json")
+    again = archi(*PLAN, "--engine", "best", "--json")
+    assert first.returncode == again.returncode == 0, first.stderr + again.stderr
+    one, two = json.loads(first.stdout), json.loads(again.stdout)
+    assert not one["engine"]["from_store"] and two["engine"]["from_store"]
+    assert one["engine"]["parameters"] == two["engine"]["parameters"]
+    assert one["latency_s"] == two["latency_s"]
+    assert one["engine"]["engine"].startswith("searched: ")
+    published = json.loads(archi(*PLAN, "--json").stdout)
+    assert "engine" not in published  # the default: the published engine, unchanged
+    assert one["latency_s"] <= published["latency_s"]  # the published point is a candidate
+    labelled = json.loads(archi(*PLAN, "--engine", "published", "--json").stdout)
+    assert labelled.pop("engine") == {"engine": "published"} and labelled == published
+    table = archi(*PLAN, "--engine", "best").stdout
+    assert "searched: " in table and "read back from the explore store" in table
+
+
+def test_the_cache_is_keyed_by_the_whole_workload() -> None:
+    """Another batch is another search; the same workload reads the study back."""
+    one = best_engine("gpt2-345m", "1xu280", "dfx", parse_workload("dfx", {"tokens": "4:4"}))
+    two = best_engine("gpt2-345m", "1xu280", "dfx",
+                      parse_workload("dfx", {"tokens": "4:4", "batch": "2"}))
+    again = best_engine("gpt2-345m", "1xu280", "dfx", parse_workload("dfx", {"tokens": "4:4"}))
+    assert not one.cached and not two.cached and again.cached
+    assert one.study != two.study and again.study == one.study
+    assert again.engine == one.engine and one.exhausted  # DFX's 160 engines: all tried
+
+
+@pytest.mark.parametrize(("args", "line"), [
+    (("--engine", "fastest"), "error: --engine 'fastest': valid choices are published, best"),
+    (("--engine", "best", "--engine-config", "x.yaml"), "leave --engine-config out"),
+])
+def test_bad_engine_options_are_one_line(args: tuple[str, ...], line: str, tmp_path) -> None:
+    (tmp_path / "x.yaml").write_text("n_acc: 32\n")
+    out = subprocess.run([sys.executable, "-m", "archipelago", *PLAN, *args],
+                         capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    lines = [x for x in out.stderr.splitlines() if x.strip()]
+    assert out.returncode == 2 and len(lines) == 1 and line in lines[0], out.stderr
+
+
+def test_a_strategy_without_a_space_is_refused_in_one_line() -> None:
+    out = archi("plan", "gpt2-345m", "--cluster", "1xh100", "--strategy", "gpu-graph",
+                "--engine", "best")
+    lines = [x for x in out.stderr.splitlines() if x.strip()]
+    assert out.returncode == 2 and len(lines) == 1, out.stderr
+    assert "strategy 'gpu-graph' has no engine design space" in lines[0]
