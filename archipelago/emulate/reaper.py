@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from archipelago.errors import signals_as_errors
+from archipelago.errors import ArchipelagoError, signals_as_errors
 from archipelago.processes import all_pids, command_line, parent_of, start_time
 from archipelago.scratch import current_scratch
 
@@ -140,10 +140,30 @@ def _announced_mp_temp_dir() -> None:
     scratch = current_scratch()
     base = scratch.parent if scratch is not None else Path(tempfile.gettempdir())
     path = base / f"pymp-{os.urandom(4).hex()}"
+    _check_socket_room(path)
     _tell(f"also {path}")
     path.mkdir(mode=0o700)
     util.Finalize(None, shutil.rmtree, args=(str(path), True), exitpriority=-100)
     config["tempdir"] = str(path)
+
+
+# A Unix socket's path holds 107 bytes and a NUL (unix(7), sun_path); the fork server's
+# listener is `listener-` and 8 random characters in its directory (multiprocessing's
+# forkserver, `tempfile.mktemp(prefix="listener-")`).
+SOCKET_PATH_MAX = 107
+LISTENER_NAME = len("/listener-") + 8
+
+
+def _check_socket_room(directory: Path) -> None:
+    """Refuse in one line a temporary directory too deep for the fork server's socket,
+    which multiprocessing would report as a traceback once the ranks start."""
+    length = len(os.fsencode(directory)) + LISTENER_NAME
+    if length > SOCKET_PATH_MAX:
+        room = SOCKET_PATH_MAX - LISTENER_NAME - len("/pymp-") - 8
+        raise ArchipelagoError(f"TMPDIR '{directory.parent}' is too long for the emulation's "
+                               f"fork server socket ({length} bytes, AF_UNIX takes "
+                               f"{SOCKET_PATH_MAX}); set TMPDIR to a directory of at most "
+                               f"{room} bytes")
 
 
 def start_fork_server(preload: list[str]) -> None:
