@@ -1,7 +1,8 @@
 """Records the split `--split auto` chooses, and its estimate, for every built-in decoder
 and the published configs in tests/data, with lora-q, lora-f and dfx at their default
-configs, on 8 to 256 U280s as rings of 8 and as one ring, at 128:128 tokens one at a
-time and 1024:1024 sixteen at a time (KV caches that need more stages). tests/test_split_scale.py checks today's search against the file this wrote from the
+configs, on 8 to 256 U280s: as rings of 8 at 128:128 tokens one at a time, and as one ring
+(every divisor a degree) at 1024:1024 sixteen at a time (KV caches that need more stages).
+tests/test_split_scale.py checks today's search against the file this wrote from the
 commit before the search pruned (issue 36 point 2); rerun it only to record a deliberate
 change of the choice.
 
@@ -23,7 +24,9 @@ FIXTURE = DATA / "auto_splits.json"
 CONFIGS = ("llama-2-13b", "llama-2-70b", "mixtral-8x7b", "qwen2-moe")
 STRATEGIES = ("lora-q", "lora-f", "dfx")
 BOARDS = (8, 16, 32, 64, 128, 256)
-WORKLOADS = ({"tokens": "128:128"}, {"tokens": "1024:1024", "batch": "16"})
+# (cluster of N boards, workload): rings of 8 at batch 1, one ring at batch 16
+SHAPES = (("{rings}x8xu280", {"tokens": "128:128"}),
+          ("{boards}xu280", {"tokens": "1024:1024", "batch": "16"}))
 
 
 def models() -> dict[str, str]:
@@ -35,10 +38,9 @@ def models() -> dict[str, str]:
 
 def cases() -> list[tuple[str, str, str, dict[str, str]]]:
     """(model, cluster, strategy, workload) of every recorded choice."""
-    return [(model, cluster, strategy, work) for model in models()
-            for strategy in STRATEGIES for boards in BOARDS
-            for cluster in (f"{boards // 8}x8xu280", f"{boards}xu280")
-            for work in WORKLOADS]
+    return [(model, shape.format(rings=boards // 8, boards=boards), strategy, work)
+            for model in models() for strategy in STRATEGIES for boards in BOARDS
+            for shape, work in SHAPES]
 
 
 def key(model: str, cluster: str, strategy: str, work: dict[str, str]) -> str:
