@@ -316,6 +316,11 @@ class Holdings:
         self.ends = {m: [_end_elements(dp, plan, m) for dp in plan.devices]
                      for m in _MEMORIES}
 
+    @property
+    def total(self) -> Resources:
+        """The fabric of a board's core: the same whatever share of the model it runs."""
+        return _summed(tuple(self.units.values()))
+
     def held_bytes(self, rank: int, memory: MemoryKind, share: Share) -> float:
         """Bytes board `rank` keeps in `memory` for `share`; every layer of a kind shares
         one template (DevicePlan.held_bytes, for all of the model)."""
@@ -353,19 +358,30 @@ def feasibility(plan: Plan, devices: list[DeviceUse], where: str = "") -> list[s
     (`where` names a stage's place in the rack)."""
     reasons = []
     for use, dp in zip(devices, plan.devices, strict=True):
-        dev = dp.device
-        name = f"device {use.rank} ({dev.key}{where})"
-        for kind, need in (("hbm", use.hbm_bytes), ("ddr", use.ddr_bytes)):
-            mem = dev.memory(kind)
-            if need and (mem is None or need > mem.capacity_bytes):
-                have = mem.capacity_bytes if mem else 0
-                reasons.append(f"{name}: {kind.upper()} needs {need:.4g} bytes, has "
-                               f"{have:.4g} ({need - have:.3g} over)")
-        fabric = plan.fabric(dp.rank)
-        for res in use.total.exceeding(fabric):
-            need, have = getattr(use.total, res), getattr(fabric, res)
-            reasons.append(f"{name}: {res.upper()} needs {need}, has {have} "
-                           f"({need - have:,} over)")
+        name = f"device {use.rank} ({dp.device.key}{where})"
+        reasons += memory_reasons(use, dp, name) + fabric_reasons(plan, use.total, dp, name)
+    return reasons
+
+
+def memory_reasons(use: DeviceUse, dp: DevicePlan, name: str) -> list[str]:
+    """Each memory of board `dp` that cannot hold what `use` keeps there."""
+    reasons = []
+    dev = dp.device
+    for kind, need in (("hbm", use.hbm_bytes), ("ddr", use.ddr_bytes)):
+        mem = dev.memory(kind)
+        if need and (mem is None or need > mem.capacity_bytes):
+            have = mem.capacity_bytes if mem else 0
+            reasons.append(f"{name}: {kind.upper()} needs {need:.4g} bytes, has "
+                           f"{have:.4g} ({need - have:.3g} over)")
+    return reasons
+
+
+def fabric_reasons(plan: Plan, total: Resources, dp: DevicePlan, name: str) -> list[str]:
+    """Each fabric resource board `dp`'s core (`total`) needs more of than its node offers."""
+    reasons, fabric = [], plan.fabric(dp.rank)
+    for res in total.exceeding(fabric):
+        need, have = getattr(total, res), getattr(fabric, res)
+        reasons.append(f"{name}: {res.upper()} needs {need}, has {have} ({need - have:,} over)")
     return reasons
 
 

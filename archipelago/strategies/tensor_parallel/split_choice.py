@@ -2,11 +2,19 @@
 workload, from the costs of the candidate ring programs (costs.py).
 
 The stages run one after another (no micro-batching across them yet): a token's latency is
-every stage's time plus the transfers between them, so "auto" tries every tensor-parallel
-degree (and expert placement) with every stage count and keeps the fastest split that fits
-(the fewer devices on a tie) or, when none fits, the one using the most devices, whose
-refusal the estimate reports. A given split without `ep` keeps the placement that fits and
-is faster; without `layers`, its boundaries balance the stages' times (stages.py).
+every stage's time plus the transfers between them, so "auto" is defined as trying every
+tensor-parallel degree (and expert placement) with every stage count and keeping the
+fastest split that fits (the fewer devices on a tie) or, when none fits, the one using the
+most devices, whose refusal the estimate reports. A given split without `ep` keeps the
+placement that fits and is faster; without `layers`, its boundaries balance the stages'
+times (stages.py).
+
+The search prunes without changing that answer (tests/test_split_scale.py holds it to the
+choices recorded before it pruned): a degree refused whatever the stage count (too many
+tokens, or a core larger than its boards' fabric) is never tried stage count by stage
+count; a stage's fit is asked once per share of the model it holds (and its boards' fabric
+once per place), without the refusals' text; and the fallback, where no split fits, is
+each degree's most stages, the only count that can use the most devices.
 """
 
 from dataclasses import dataclass, replace
@@ -21,8 +29,10 @@ from archipelago.strategies.tensor_parallel.costs import (
     Holdings,
     PartTimes,
     Share,
+    fabric_reasons,
     feasibility,
     generation_seconds,
+    memory_reasons,
     positions_reason,
 )
 from archipelago.strategies.tensor_parallel.plan import Plan
@@ -59,8 +69,13 @@ def check_given(split: Split, spec: ModelSpec, cluster: Cluster) -> None:
 
 def share(stage: Stage) -> Share:
     """A stage's share; where layers differ (Plan.other_blocks), which layers it holds."""
-    start = stage.layers.start if stage.program.other_blocks else 0
-    return Share(len(stage.layers), stage.first, stage.last, start)
+    return layers_share(stage.program, stage.layers)
+
+
+def layers_share(program: Plan, layers: range) -> Share:
+    """The share of a stage running `layers` of `program`'s model (`share`)."""
+    start = layers.start if program.other_blocks else 0
+    return Share(len(layers), layers.start == 0, layers.stop == program.spec.layers, start)
 
 
 def _total(program: Plan, workload: Generation, share: Share, times: PartTimes) -> float:
@@ -93,6 +108,19 @@ class Candidate:
         self.holdings = Holdings(self.program)  # every stage's boards hold alike
         self._programs = {0: self.program}  # by stage: each on its group's cluster
         self._checked: tuple[Split, list[list[DeviceUse]], list[str]] | None = None
+        self._memory_fits: dict[Share, bool] = {}  # by share of the model
+        self._fabric_fits: dict[int, bool] = {}  # by stage
+
+    @property
+    def most_stages(self) -> int:
+        """Stages the cluster's boards and the model's layers allow at this degree."""
+        return min(self.cluster.size // self.tp, self.program.spec.layers)
+
+    @property
+    def never_fits(self) -> bool:
+        """Refused at every stage count: more tokens than the model's positions, or a core
+        larger than the first stage's boards (every split has that stage)."""
+        return bool(positions_reason(self.program, self.workload)) or not self._fabric_fit(0)
 
     def _main(self) -> int:
         """A layer of the kind most layers are."""
@@ -111,18 +139,50 @@ class Candidate:
     def split(self, pp: int, layers: tuple[int, ...] | None = None) -> Split:
         return Split(self.tp, pp, self.counts(Split(self.tp, pp, layers)), self.ep)
 
+    def _stage_program(self, k: int) -> Plan:
+        """Stage k's copy of the program, on its group's cluster."""
+        if k not in self._programs:
+            group = self.cluster.group(k * self.tp, self.tp)
+            self._programs[k] = replace(self.program, cluster=group)
+        return self._programs[k]
+
     def stages(self, split: Split) -> list[Stage]:
         """Stage k on boards [k tp, (k + 1) tp), each its group's copy of the program."""
         out, start = [], 0
         for k, count in enumerate(split.layers or ()):
             nodes = tuple(range(k * self.tp, (k + 1) * self.tp))
-            if k not in self._programs:
-                group = self.cluster.group(k * self.tp, self.tp)
-                self._programs[k] = replace(self.program, cluster=group)
-            out.append(Stage(k, range(start, start + count), nodes, self._programs[k],
+            out.append(Stage(k, range(start, start + count), nodes, self._stage_program(k),
                              self.ep))
             start += count
         return out
+
+    def fits(self, split: Split) -> bool:
+        """Whether `reasons(split)` is empty, for a degree that is not `never_fits`: each
+        stage's boards hold its share and run the core."""
+        start = 0
+        for k, count in enumerate(split.layers or ()):
+            part = layers_share(self.program, range(start, start + count))
+            if not (self._memory_fit(part) and self._fabric_fit(k)):
+                return False
+            start += count
+        return True
+
+    def _memory_fit(self, part: Share) -> bool:
+        """Whether every board of a stage holds `part` (as `feasibility` checks)."""
+        if part not in self._memory_fits:
+            uses = self.holdings.device_use(self.workload, part)
+            self._memory_fits[part] = not any(
+                memory_reasons(use, dp, "") for use, dp in
+                zip(uses, self.program.devices, strict=True))
+        return self._memory_fits[part]
+
+    def _fabric_fit(self, k: int) -> bool:
+        """Whether stage k's boards offer the fabric of the core (as `feasibility` checks)."""
+        if k not in self._fabric_fits:
+            program, total = self._stage_program(k), self.holdings.total
+            self._fabric_fits[k] = not any(fabric_reasons(program, total, dp, "")
+                                           for dp in program.devices)
+        return self._fabric_fits[k]
 
     def reasons(self, split: Split) -> list[str]:
         stages = self.stages(split)
@@ -186,21 +246,23 @@ def choose_given(candidates: list[Candidate], given: Split) -> tuple[Candidate, 
 def choose_auto(candidates: list[Candidate]) -> tuple[Candidate, Split]:
     """The fastest split that fits (fewer devices on a tie), else the one using the most
     devices; at batch 1 more stages of one degree only add transfers, so the first stage
-    count that fits ends that degree's search."""
+    count that fits ends that degree's search. Only the fit is asked of the splits tried;
+    the one chosen is checked in full, for the plan to keep its stages' use and refusals."""
     best: tuple | None = None
-    fallback: tuple | None = None
     for cand in candidates:
-        layers = cand.program.spec.layers
-        for pp in range(1, min(cand.cluster.size // cand.tp, layers) + 1):
+        if cand.never_fits:
+            continue
+        for pp in range(1, cand.most_stages + 1):
             split = cand.split(pp)
-            latency = cand.latency_s(pp)
-            if not cand.reasons(split):
-                key = (latency, cand.tp * pp)
+            if cand.fits(split):
+                key = (cand.latency_s(pp), cand.tp * pp)
                 if best is None or key < best[0]:
                     best = (key, cand, split)
                 break
-            key = (-cand.tp * pp, latency)
-            if fallback is None or key < fallback[0]:
-                fallback = (key, cand, split)
-    _, cand, split = best or fallback  # type: ignore[misc]
+    if best is None:  # the most devices, then the fastest; the earlier degree on a tie
+        _, _, cand = min(((-c.tp * c.most_stages, c.latency_s(c.most_stages)), i, c)
+                         for i, c in enumerate(candidates))
+        best = (None, cand, cand.split(cand.most_stages))
+    _, cand, split = best
+    cand.reasons(split)
     return cand, split

@@ -7,9 +7,11 @@ every expert's columns across the ring, `tp` gives each board E / tp whole exper
 out, the planner costs both and keeps the faster.
 """
 
+import heapq
 import math
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from archipelago.errors import ArchipelagoError
 
@@ -84,8 +86,9 @@ def balanced_layers(layers: int, stages: int, layer_s: float, first_s: float,
     """Layer counts (each >= 1) minimizing the slowest stage, layers costing `layer_s`
     each, the first stage also `first_s`, the last `last_s` (stages in a row set the rate
     of a pipelined stream). The bottleneck is the least candidate n x layer_s + extra that
-    every stage can meet with all layers placed (bisection over the sorted candidates); the
-    excess is then taken from the slowest stages, the later one first on a tie."""
+    every stage can meet with all layers placed (bisection over the sorted candidates, the
+    same for every stage count past two: a split search asks for many); the excess is then
+    taken from the slowest stages, the later one first on a tie."""
     if not 1 <= stages <= layers:
         raise ValueError(f"{stages} stages for {layers} layers")
     if stages == 1:
@@ -96,16 +99,17 @@ def balanced_layers(layers: int, stages: int, layer_s: float, first_s: float,
     if layer_s <= 0:  # nothing to balance by: even counts
         base, more = divmod(layers, stages)
         return tuple(base + (s < more) for s in range(stages))
+    kinds = sorted(set(extras))  # each distinct extra: its stages share one capacity
 
-    def capacity(bound: float) -> list[int]:
+    def capacity(bound: float) -> dict[float, int]:
         # a relative tolerance keeps a bound equal to n x layer_s + extra at n layers
-        return [math.floor((bound - e) / layer_s * (1 + 1e-12) + 1e-9) for e in extras]
+        return {e: math.floor((bound - e) / layer_s * (1 + 1e-12) + 1e-9) for e in kinds}
 
     def feasible(bound: float) -> bool:
         caps = capacity(bound)
-        return min(caps) >= 1 and sum(caps) >= layers
+        return min(caps.values()) >= 1 and sum(caps[e] for e in extras) >= layers
 
-    candidates = sorted({n * layer_s + e for e in set(extras) for n in range(1, layers + 1)})
+    candidates = _bounds(layers, layer_s, tuple(kinds))
     low, high = 0, len(candidates) - 1
     while low < high:
         mid = (low + high) // 2
@@ -113,9 +117,21 @@ def balanced_layers(layers: int, stages: int, layer_s: float, first_s: float,
             high = mid
         else:
             low = mid + 1
-    counts = [min(c, layers - stages + 1) for c in capacity(candidates[low])]
-    while sum(counts) > layers:
-        times = [n * layer_s + e if n > 1 else -1.0 for n, e in zip(counts, extras, strict=True)]
-        slowest = max(range(stages), key=lambda s: (times[s], s))
-        counts[slowest] -= 1
+    caps = capacity(candidates[low])
+    counts = [min(caps[e], layers - stages + 1) for e in extras]
+    # the slowest first, the later on a tie; a stage down to one layer is never taken
+    slowest = [(-(n * layer_s + e), -s) for s, (n, e) in enumerate(zip(counts, extras,
+                                                                      strict=True)) if n > 1]
+    heapq.heapify(slowest)
+    for _ in range(sum(counts) - layers):
+        _, s = heapq.heappop(slowest)
+        counts[-s] -= 1
+        if counts[-s] > 1:
+            heapq.heappush(slowest, (-(counts[-s] * layer_s + extras[-s]), s))
     return tuple(counts)
+
+
+@lru_cache(maxsize=256)
+def _bounds(layers: int, layer_s: float, extras: tuple[float, ...]) -> tuple[float, ...]:
+    """Every stage time a bottleneck can take, sorted: n x layer_s + extra, n in 1..layers."""
+    return tuple(sorted({n * layer_s + e for e in extras for n in range(1, layers + 1)}))
