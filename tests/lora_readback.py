@@ -53,8 +53,7 @@ def _tile_bytes(region: dict[str, Any]) -> int:
 
 def count(spec: ModelSpec, boards: list[dict[str, Any]]) -> dict[tuple[str, str], np.ndarray]:
     """(tensor name, memory) -> how often each element is placed, over `boards`; tiles
-    walked in stream order (row_blocks, then left to right), each tile marking its
-    rectangle of the matrix."""
+    walked in stream order (row_blocks, then left to right, `_mark_tiles`)."""
     shapes = {t.name: t.shape for t in all_weights(spec)}
     counts: dict[tuple[str, str], np.ndarray] = {}
     for layout in boards:
@@ -74,17 +73,21 @@ def count(spec: ModelSpec, boards: list[dict[str, Any]]) -> dict[tuple[str, str]
 
 
 def _mark_tiles(region: dict[str, Any], mark: np.ndarray) -> None:
+    """Walk the stream: tile i is in tile row row_blocks[i // tile_cols], tile column
+    i % tile_cols; every tile of the grid must be streamed exactly once, and the grid's
+    rectangle (partial tiles clipped) is then marked."""
     t = region["tile"]
     (r0, r1), (c0, c1) = region["rows"], region["cols"]
     tile_rows, tile_cols = ceil_div(r1 - r0, t), ceil_div(c1 - c0, t)
+    order = np.asarray(region["row_blocks"])
     assert sorted(region["row_blocks"]) == list(range(tile_rows))
+    stream = np.arange(tile_rows * tile_cols)
+    grid = np.zeros((tile_rows, tile_cols), np.int64)
+    np.add.at(grid, (order[stream // tile_cols], stream % tile_cols), 1)
+    assert (grid == 1).all()
     stack = region["stack"] or [0, 1]
     view = mark.T if region["transposed"] else mark
     if region["stack"] is None:
         view = view[None]
-    for i in range(tile_rows * tile_cols):
-        tr, tc = region["row_blocks"][i // tile_cols], i % tile_cols
-        rows = slice(r0 + tr * t, min(r1, r0 + (tr + 1) * t))
-        cols = slice(c0 + tc * t, min(c1, c0 + (tc + 1) * t))
-        view[stack[0]:stack[1], rows, cols] += 1
+    view[stack[0]:stack[1], r0:r1, c0:c1] += 1
     assert region["bytes"] == (stack[1] - stack[0]) * tile_rows * tile_cols * _tile_bytes(region)
