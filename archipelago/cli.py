@@ -237,8 +237,9 @@ def build(
     force: Annotated[bool, typer.Option(help="write into a non-empty --out")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Write the deployment files of MODEL's plan (the strategy's plan kind says which:
-    cluster descriptions, routing tables, a summary), all inside --out."""
+    """Write the deployment files of MODEL's plan (the strategy's plan kind and engine say
+    which: cluster descriptions and routing tables, programs, memory layouts and engine
+    headers, a summary), all inside --out."""
     from archipelago.api import build as write
     from archipelago.api import choose
     from archipelago.emit.output_dir import check_output_dir

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from archipelago.api import build
 from archipelago.errors import ArchipelagoError
 from archipelago.strategies.tensor_parallel.dfx_program.asm import parse_listing
 from archipelago.strategies.tensor_parallel.dfx_program.compile import compile_plan
@@ -144,9 +143,3 @@ def test_build_writes_every_file_and_refuses_an_existing_dir(tmp_path: Path) -> 
     assert again.stderr.strip().splitlines() == [
         f"error: --out {out.resolve()} is not empty; pass --force to overwrite the files of "
         "a previous build"]
-
-
-def test_lora_has_no_program_to_build(tmp_path: Path) -> None:
-    with pytest.raises(ArchipelagoError, match=r"'lora-f'.*no instruction set"):
-        build("gpt2-345m", "4xu280", "lora-f", str(tmp_path / "x"))
-    assert not (tmp_path / "x").exists()

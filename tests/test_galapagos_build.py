@@ -106,10 +106,11 @@ def test_cli_build_and_its_one_line_errors(tmp_path: Path) -> None:
     assert again.stderr.strip().splitlines() == [
         f"error: --out {tmp_path.resolve()} is not empty; pass --force to overwrite the files "
         "of a previous build"]
-    lora = subprocess.run([*run[:4], "gpt2-345m", "--cluster", "4xu280", "--strategy",
-                           "lora-f", "--out", str(tmp_path / "x")],
+    chef = subprocess.run([*run[:4], "vlocnet", "--cluster", "hacc", "--strategy",
+                           "chef", "--out", str(tmp_path / "x")],
                           capture_output=True, text=True, timeout=120)
-    assert lora.returncode == 2 and "has no instruction set" in lora.stderr
+    assert chef.returncode == 2 and "has no build files" in chef.stderr
+    assert "lora-f" in chef.stderr.split("strategies with build files:")[1]
 
 
 def test_no_build_for_fewer_fpgas_than_the_plan_needs(tmp_path: Path) -> None:

@@ -168,6 +168,9 @@ class StepEngine(Engine, Protocol):
     one_sequence: ClassVar[str | None]
     # Where the core's instruction set is described (a build emits programs), or None.
     instruction_set: ClassVar[str | None]
+    # `module:attribute` of the writer of its `archi build` files, (staged plan, out,
+    # force) -> summary (tensor_parallel/emit.py).
+    builder: ClassVar[str]
 
     @property
     def expert_skew(self) -> float:

@@ -206,9 +206,4 @@ def print_emulation(report: dict[str, Any], console: Console) -> None:
 
 
 def print_build(summary: dict[str, Any], console: Console) -> None:
-    first, cores = summary["per_core"][0], summary["cores"]
-    words = sum(sum(c.values()) for c in first["instructions"].values())
-    console.print(f"{summary['model']} on {summary['hardware']}: {summary['strategy']} programs "
-                  f"for {cores} core{'s' if cores > 1 else ''} ({words:,} instructions, "
-                  f"{first['conv1d_tiles_per_layer']:,} Conv1D tiles a layer on core 0); "
-                  f"{len(summary['files'])} files in {summary['out']}")
+    console.print(f"{summary['headline']}; {len(summary['files'])} files in {summary['out']}")

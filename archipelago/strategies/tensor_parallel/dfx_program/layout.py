@@ -26,15 +26,12 @@ from archipelago.errors import PartitionError
 from archipelago.models.weights import template_weights
 from archipelago.strategies.tensor_parallel.dfx_program.isa import DDR_BYTES, HBM_BYTES
 from archipelago.strategies.tensor_parallel.engines.dfx import DFXConfig
+from archipelago.strategies.tensor_parallel.hbm_striping import Striping, ceil_div
 from archipelago.strategies.tensor_parallel.plan import Plan
 
 Memory = Literal["hbm", "ddr"]
 VALUE_BYTES = 2  # FP16 (seeds/001 §IV-B)
 CAPACITY: dict[str, int] = {"hbm": HBM_BYTES, "ddr": DDR_BYTES}
-
-
-def ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 @dataclass(frozen=True)
@@ -62,7 +59,7 @@ class Tiling:
     @property
     def stripe(self) -> int:
         """Bytes of one beat over every channel: the alignment of every HBM region."""
-        return self.channels * self.channel_bytes
+        return self.striping.stripe
 
     def grid(self, rows: int, cols: int) -> tuple[int, int]:
         return ceil_div(rows, self.d), ceil_div(cols, self.l)
@@ -117,16 +114,18 @@ class Tiling:
         tr, tc = self.grid(used_rows, used_cols)
         return sorted(self.tile_index(rows, cols, r, c) for r in range(tr) for c in range(tc))
 
+    @property
+    def striping(self) -> Striping:
+        """The HBM's striped view (hbm_striping.py, shared with LORA's layout)."""
+        return Striping(self.channels, self.channel_bytes)
+
     def channel_of(self, address: int) -> tuple[int, int]:
         """(channel, byte offset inside that channel) of a striped HBM address."""
-        beat, byte = divmod(address, self.channel_bytes)
-        row, channel = divmod(beat, self.channels)
-        return channel, row * self.channel_bytes + byte
+        return self.striping.channel_of(address)
 
     def striped(self, channel: int, offset: int) -> int:
         """Inverse of `channel_of`."""
-        row, byte = divmod(offset, self.channel_bytes)
-        return (row * self.channels + channel) * self.channel_bytes + byte
+        return self.striping.striped(channel, offset)
 
 
 @dataclass(frozen=True)

@@ -180,6 +180,9 @@ class DFXEngine:
     # §V-A: the controller runs the decoder layers once per token, prompt tokens included.
     token_serial_prefill = True
     instruction_set: ClassVar[str | None] = DFXConfig.instruction_set
+    # its build: every core's compiled program (§IV-C)
+    builder: ClassVar[str] = \
+        "archipelago.strategies.tensor_parallel.dfx_program.build:write_programs"
     # §V-A/B: one token of one sequence at a time; "weights and biases cannot be reused in
     # matrix multiplications due to no input batching".
     one_sequence: ClassVar[str | None] = (

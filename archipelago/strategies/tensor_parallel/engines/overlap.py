@@ -21,17 +21,24 @@ def collective_seconds(plan: Plan, step: CommStep, rows: int) -> float:
     return plan.engine.collective_seconds(step, rows, plan.cluster)
 
 
-def _consumers_seconds(steps: list[Step], index: int, compute: list[np.ndarray]) -> np.ndarray:
-    """Compute time of the steps after `index` (up to the next collective) that read the
-    gathered tensor."""
-    tensor = steps[index].tensor
-    total = np.zeros(compute[index].shape)
+def consumers(steps: list[Step], index: int) -> list[int]:
+    """The steps after collective `steps[index]` (up to the next collective) that read its
+    tensor: the matmuls a `matmul_blocks` gather hides behind."""
+    tensor, out = steps[index].tensor, []
     for later in range(index + 1, len(steps)):
         step = steps[later]
         if isinstance(step, CommStep):
             break
         if tensor in step.op.inputs:
-            total = total + compute[later]
+            out.append(later)
+    return out
+
+
+def _consumers_seconds(steps: list[Step], index: int, compute: list[np.ndarray]) -> np.ndarray:
+    """Compute time of the steps that read the gathered tensor (`consumers`)."""
+    total = np.zeros(compute[index].shape)
+    for later in consumers(steps, index):
+        total = total + compute[later]
     return total
 
 

@@ -123,6 +123,10 @@ class SystolicEngine:
     token_serial_prefill = False
     # seeds/002 describes LORA's datapath and Control Unit, but no instruction set to emit.
     instruction_set: ClassVar[str | None] = None
+    # so its build is what the Control Unit and HLS source are made from: each board's
+    # memory layout, the synchronization schedule, the engine parameters as a header
+    builder: ClassVar[str] = \
+        "archipelago.strategies.tensor_parallel.lora_build.emit:write_build"
     # A batch's decode vectors share each weight tile the Control Unit loads: the MPU takes
     # them in turn against the buffered T_v tiles (Fig. 8), or as the rows of a T_m x T_m
     # activation tile (Fig. 3b) with the tiles from HBM, whichever is sooner (`_matmul`).
