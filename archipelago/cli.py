@@ -366,8 +366,9 @@ def compare(
         "--report", help="write the HTML page (Pareto chart and table) here", **OUTPUT)] = None,
     force: Annotated[bool, typer.Option(help="replace an existing --report file")] = False,
     precision: Annotated[str | None, typer.Option(
-        help="a number format for every strategy: fp16, bf16, fp8, w8a8, w4a16, w4a8, "
-             "-kv8 (docs/number-formats.md; a strategy that cannot run it is refused)",
+        help="number formats, comma-separated, each a row of every strategy: fp16, bf16, "
+             "fp8, w8a8, w4a16, w4a8, -kv8 (docs/number-formats.md; a strategy or device "
+             "that cannot run one is refused for it; default: each strategy's own)",
         show_default=False)] = None,
     engine: Annotated[str, typer.Option(
         help="best (each FPGA row on the best engine of its strategy's design space bounded "
