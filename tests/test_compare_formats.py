@@ -10,12 +10,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from archipelago import api
 from archipelago.compare.request import parse_precisions
 from archipelago.compare.rows import group_reasons
 from archipelago.errors import ArchipelagoError
 from archipelago.explore.best import best_engine
+from archipelago.number_formats import FORMATS, PRECISIONS, SYNONYMS
 from archipelago.strategies.registry import get_strategy
 from tests.cli_here import archi_here
 
@@ -115,6 +118,26 @@ def test_a_format_named_twice_or_by_its_synonym_counts_once() -> None:
     assert parse_precisions("int8") == ("w8a8",)
     with pytest.raises(ArchipelagoError, match="'fp32'"):
         parse_precisions("fp16,fp32")
+
+
+_ITEM = st.one_of(st.sampled_from([*PRECISIONS, "W4A16", " w8a8 ", "fp32", "int2", "", " "]),
+                  st.text(max_size=12))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_ITEM, min_size=1, max_size=70))
+def test_any_format_list_is_the_formats_it_names_or_one_line(items: list[str]) -> None:
+    """Hostile lists: the formats named, in order and once each, or one line naming the
+    option, and never anything but the formats of number_formats.py."""
+    text = ",".join(items)
+    names = [SYNONYMS.get(t.strip().lower(), t.strip().lower()) for t in text.split(",")]
+    try:
+        got = parse_precisions(text)
+    except ArchipelagoError as err:
+        assert str(err).startswith("--precision") and "\n" not in str(err)
+        assert (len(names) > 64 or any(n not in FORMATS for n in names)), text
+        return
+    assert got == tuple(dict.fromkeys(names)) and len(names) <= 64
 
 
 def test_refusals_in_several_formats_share_a_line() -> None:
