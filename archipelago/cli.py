@@ -163,14 +163,14 @@ def _chosen_engine(choice: str | None, model: str, cluster: str, strategy: str,
     space, searched at the workload the plan is costed on); (`given`, None) for a strategy
     with one engine and no `--engine`."""
     from archipelago.api import parse_workload
-    from archipelago.explore.best import choose_engine, engine_choice
+    from archipelago.explore.best import PUBLISHED, choose_engine, engine_choice
 
     choice = engine_choice(choice, strategy)
     if choice is None:
         return given, None
-    chosen = choose_engine(choice, model, cluster, strategy,
-                           parse_workload(strategy, workload_options(ctx), ctx.info_name),
-                           given or {})
+    work = None if choice == PUBLISHED else parse_workload(strategy, workload_options(ctx),
+                                                           ctx.info_name)
+    chosen = choose_engine(choice, model, cluster, strategy, work, given or {})
     return chosen.engine, chosen
 
 
