@@ -64,6 +64,12 @@ def test_each_row_is_the_plan_of_its_format_and_a_format_not_run_is_refused(
         est = api.plan_and_estimate("gpt2-345m", f"1x{device}", strategy, work,
                                     engine).estimate
         assert (row["latency_s"], row["tokens_per_s"]) == (est.latency_s, est.tokens_per_s)
+    # the page's table: a precision column, each row's format in it, in rank order
+    from archipelago.compare.page import comparison_page
+
+    (table,) = comparison_page(data).tables
+    at = table.columns.index("precision")
+    assert [r[at] for r in table.rows] == [r["precision"] for r in data["rows"]]
     # and as the command says it: `archi plan --precision w8a8 --engine best`
     plan = json.loads(archi("plan", "gpt2-345m", "--cluster", "1xu280", "--strategy",
                             "lora-q", "--tokens", "16:8", "--precision", "w8a8", "--engine",
