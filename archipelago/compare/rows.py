@@ -4,7 +4,7 @@ decode steps; per token is the total over every sequence's output tokens), and t
 combinations that were refused or do not fit, with their reasons grouped."""
 
 import re
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
 from archipelago.estimate import energy
@@ -52,9 +52,10 @@ class Row:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Row":
-        """The row of `to_dict`'s object (other keys beside it are left out)."""
-        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data
-                      or f.name != "precision"})
+        """The row of `to_dict`'s object (other keys beside it are left out; a field with
+        a default may be absent)."""
+        return cls(**{f.name: data[f.name] for f in fields(cls)
+                      if f.name in data or f.default is MISSING})
 
 
 def row_of(record: dict[str, Any], output_tokens: int) -> Row:
