@@ -126,19 +126,14 @@ def plan(
 
         kind.hook("page")
         check_target(report_file, force, "--report")
-    engine, chosen = load_engine_config(engine_config, strategy), None
-    if engine_choice is not None:  # without --engine, the published engine as before
-        chosen = _chosen_engine(engine_choice, model, cluster, strategy, ctx, engine)
-        engine = chosen.engine
+    engine, chosen = _chosen_engine(engine_choice, model, cluster, strategy, ctx,
+                                    load_engine_config(engine_config, strategy))
     result = plan_and_estimate(model, cluster, strategy, workload_options(ctx), engine)
     summary = kind.hook("report").summarize(*result)
     if chosen is not None:
         from dataclasses import replace
 
-        from archipelago.estimate.summary import Figure
-
-        summary = replace(summary, figures=[*summary.figures, Figure(
-            "engine", chosen.as_json(), "engine", (chosen.shown(),))])
+        summary = replace(summary, figures=[*summary.figures, chosen.figure()])
     parameters = listed_parameters(model)
     if as_json:
         figures = summary.as_json()
@@ -153,23 +148,30 @@ def plan(
     if report_file is not None:
         from archipelago.report.html import write_report
 
-        write_report(f"{model} on {cluster}", strategy, result, report_file, force, "--report")
+        write_report(f"{model} on {cluster}", strategy, result, report_file, force, "--report",
+                     None if chosen is None else chosen.shown())
         if not as_json:
             console().print(f"report page written to {report_file}")
     if not getattr(result.estimate, "feasible", True):
         raise typer.Exit(INFEASIBLE)
 
 
-def _chosen_engine(choice: str, model: str, cluster: str, strategy: str,
-                   ctx: typer.Context, given: dict[str, Any]) -> Any:
-    """The engine `--engine` names (explore/best.py), the strategy's design space searched
-    at the workload the plan is costed on."""
+def _chosen_engine(choice: str | None, model: str, cluster: str, strategy: str,
+                   ctx: typer.Context, given: dict[str, Any] | None) -> tuple[Any, Any]:
+    """(the engine parameters to plan with, the `Chosen` engine that labels them): the one
+    `--engine` names (explore/best.py; published by default where the strategy has a design
+    space, searched at the workload the plan is costed on); (`given`, None) for a strategy
+    with one engine and no `--engine`."""
     from archipelago.api import parse_workload
-    from archipelago.explore.best import choose_engine
+    from archipelago.explore.best import PUBLISHED, choose_engine, engine_choice
 
-    texts = workload_options(ctx)
-    return choose_engine(choice, model, cluster, strategy,
-                         parse_workload(strategy, texts, "plan"), given)
+    choice = engine_choice(choice, strategy)
+    if choice is None:
+        return given, None
+    work = None if choice == PUBLISHED else parse_workload(strategy, workload_options(ctx),
+                                                           ctx.info_name)
+    chosen = choose_engine(choice, model, cluster, strategy, work, given or {})
+    return chosen.engine, chosen
 
 
 @app.command(context_settings=KIND_OPTIONS, help="Write MODEL's plan on CLUSTER as one "
@@ -182,6 +184,7 @@ def report(
     cluster: ClusterOpt = None,
     strategy: StrategyOpt = None,
     engine_config: EngineOpt = None,
+    engine_choice: EngineChoiceOpt = None,
     force: ForceReportOpt = False,
 ) -> None:
     from archipelago.api import choose, plan_and_estimate
@@ -191,9 +194,12 @@ def report(
     strategy, cluster = choose("report", strategy, cluster)
     get_strategy(strategy).plan_kind.hook("page")  # no page, or a bad path: fail before planning
     check_target(out, force)
-    result = plan_and_estimate(model, cluster, strategy, workload_options(ctx),
-                               load_engine_config(engine_config, strategy), "report")
-    path = write_report(f"{model} on {cluster}", strategy, result, out, force)
+    engine, chosen = _chosen_engine(engine_choice, model, cluster, strategy, ctx,
+                                    load_engine_config(engine_config, strategy))
+    result = plan_and_estimate(model, cluster, strategy, workload_options(ctx), engine,
+                               "report")
+    path = write_report(f"{model} on {cluster}", strategy, result, out, force, "--out",
+                        None if chosen is None else chosen.shown())
     console().print(f"report page written to {path} ({path.stat().st_size / 1e6:.2f} MB)")
 
 
@@ -367,8 +373,9 @@ def compare(
         "--report", help="write the HTML page (Pareto chart and table) here", **OUTPUT)] = None,
     force: Annotated[bool, typer.Option(help="replace an existing --report file")] = False,
     precision: Annotated[str | None, typer.Option(
-        help="a number format for every strategy: fp16, bf16, fp8, w8a8, w4a16, w4a8, "
-             "-kv8 (docs/number-formats.md; a strategy that cannot run it is refused)",
+        help="number formats, comma-separated, each a row of every strategy: fp16, bf16, "
+             "fp8, w8a8, w4a16, w4a8, -kv8 (docs/number-formats.md; a strategy or device "
+             "that cannot run one is refused for it; default: each strategy's own)",
         show_default=False)] = None,
     engine: Annotated[str, typer.Option(
         help="best (each FPGA row on the best engine of its strategy's design space bounded "

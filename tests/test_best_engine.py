@@ -31,12 +31,38 @@ def test_searched_once_then_read_back_and_labelled() -> None:
     assert one["latency_s"] == two["latency_s"]
     assert one["engine"]["engine"].startswith("searched: ")
     published = json.loads(archi(*PLAN, "--json").stdout)
-    assert "engine" not in published  # the default: the published engine, unchanged
+    # the default: the published engine, labelled as such
+    assert published["engine"] == {"engine": "published"}
     assert one["latency_s"] <= published["latency_s"]  # the published point is a candidate
     labelled = json.loads(archi(*PLAN, "--engine", "published", "--json").stdout)
-    assert labelled.pop("engine") == {"engine": "published"} and labelled == published
+    assert labelled == published
     table = archi(*PLAN, "--engine", "best").stdout
     assert "searched: " in table and "read back from the explore store" in table
+    rows = [line.strip("│ ").split() for line in archi(*PLAN).stdout.splitlines()]
+    assert ["engine", "│", "published"] in rows  # the table's row says so too
+
+
+def test_the_published_figures_are_unchanged_by_the_label() -> None:
+    """The label is the only addition: the figures are the published engine's, those of
+    the pipeline without any engine given; a strategy without a design space has no
+    label (nothing to choose)."""
+    from archipelago import api
+
+    plan = json.loads(archi(*PLAN, "--json").stdout)
+    est = api.plan_and_estimate("gpt2-345m", "1xu280", "lora-q", {"tokens": "8:8"}).estimate
+    assert plan["latency_s"] == est.latency_s and plan["tokens_per_s"] == est.tokens_per_s
+    gpu = ("plan", "gpt2-345m", "--cluster", "1xh100", "--strategy", "gpu-graph", "--tokens",
+           "8:8", "--json")
+    assert "published" not in archi(*gpu).stdout
+
+
+def test_report_takes_engine_and_names_it_under_the_title(tmp_path) -> None:
+    page = tmp_path / "p.html"
+    for choice, label in ((None, "engine published<"), ("best", "engine searched: ")):
+        given = () if choice is None else ("--engine", choice)
+        out = archi("report", *PLAN[1:], *given, "--out", str(page), "--force")
+        assert out.returncode == 0, out.stderr
+        assert label in page.read_text(), choice
 
 
 def test_the_cache_is_keyed_by_the_whole_workload() -> None:

@@ -201,22 +201,19 @@ def test_the_measurement_script_refuses_cleanly_without_cuda() -> None:
         assert "Traceback" not in run.stderr
 
 
-def test_compare_rows_take_the_precision_and_keep_its_store_apart(
-        tmp_path, monkeypatch) -> None:
+def test_compare_rows_take_the_precision_and_key_it_apart() -> None:
     from archipelago.compare.combos import Combo, estimate_combo
-    from archipelago.compare.run import default_store
-    from archipelago.estimate.workload import parse_tokens
     from archipelago.models.zoo import zoo_model
 
     spec = zoo_model("llama2-7b")
-    fp8 = estimate_combo(spec, "128:128", Combo("gpu-graph", "h100", 1, 1), "fp8")
+    h100 = Combo("gpu-graph", "h100", 1, 1, precision="fp8")
+    fp8 = estimate_combo(spec, "128:128", h100)
     fp16 = estimate_combo(spec, "128:128", Combo("gpu-graph", "h100", 1, 1))
     assert fp8["status"] == fp16["status"] == "ok"
     assert fp8["decode_s_per_token"] < 0.7 * fp16["decode_s_per_token"]
-    a100 = estimate_combo(spec, "128:128", Combo("gpu-graph", "a100", 1, 1), "fp8")
+    a100 = estimate_combo(spec, "128:128", Combo("gpu-graph", "a100", 1, 1, precision="fp8"))
     assert a100["status"] == "refused" and "no FP8 tensor cores" in a100["reason"]
-    dfx = estimate_combo(spec, "128:128", Combo("dfx", "u280", 4, 1), "fp8")
+    dfx = estimate_combo(spec, "128:128", Combo("dfx", "u280", 4, 1, precision="fp8"))
     assert dfx["status"] == "refused" and "--precision" in dfx["reason"]
-    tokens = parse_tokens("128:128")
-    monkeypatch.setenv("ARCHIPELAGO_CACHE_DIR", str(tmp_path))  # the default store's folder
-    assert default_store(spec, tokens, "fp8") != default_store(spec, tokens)
+    # one store holds every format: each record's key names its own
+    assert h100.key() != Combo("gpu-graph", "h100", 1, 1).key()

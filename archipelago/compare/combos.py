@@ -5,7 +5,9 @@ Which strategies take part is the registry's to say: those whose plan kind decla
 `--tokens`, for the model's kind of spec. Each combination (strategy, device, count, batch)
 is the cluster shorthand `COUNTxDEVICE` planned and estimated through `archipelago.api`: the
 kind decides the split (a tensor-parallel ring, stages across racks, Megatron on GPUs) and
-refuses what it cannot run, in one line kept as the combination's reason.
+refuses what it cannot run, in one line kept as the combination's reason. A combination's
+number format (`--precision`, a list) is one more dimension: None runs the strategy's own,
+and a format the engine or the GPU cannot run is refused like any other combination.
 """
 
 import hashlib
@@ -61,6 +63,7 @@ class Combo:
     count: int
     batch: int
     engine: str = PUBLISHED  # "best": the best engine of the strategy's space, if it has one
+    precision: str | None = None  # a format of number_formats.py; None: the strategy's own
 
     @property
     def cluster(self) -> str:
@@ -75,31 +78,39 @@ class Combo:
         """The journal key: the combination and the content it was estimated with (the
         device's catalog entry, the links between the boards, the strategy's engine
         defaults; a searched engine's budget), so an edited catalog entry or link is
-        estimated afresh rather than read back."""
+        estimated afresh rather than read back. A format asked for is named after the
+        batch; without one the key is what it was before formats were a dimension."""
         cluster = resolve_cluster(self.cluster)
         links = [cluster.link(0, 1).model_dump()] if cluster.size > 1 else []
         content = {"device": get_device(self.device).model_dump(), "links": links,
                    "engine": strategies()[self.strategy].engine_defaults}
         if self.searched:
             content["search"] = {"trials": BEST_TRIALS}
-        return f"{self.strategy} {self.cluster} batch {self.batch} {digest(content)[:10]}"
+        fmt = "" if self.precision is None else f" {self.precision}"
+        return f"{self.strategy} {self.cluster} batch {self.batch}{fmt} {digest(content)[:10]}"
+
+    def identity(self) -> dict[str, Any]:
+        """The fields a record of it names (record.IDENTITY); a format only when asked."""
+        given = {} if self.precision is None else {"precision": self.precision}
+        return {"strategy": self.strategy, "device": self.device, "count": self.count,
+                "batch": self.batch, **given}
 
 
 def combinations(names: list[str], devices: tuple[str, ...], counts: tuple[int, ...],
-                 batches: tuple[int, ...], engine: str = PUBLISHED) -> list[Combo]:
-    return [Combo(s, d, n, b, engine) for s in names for d in devices for n in counts
-            for b in batches]
+                 batches: tuple[int, ...], engine: str = PUBLISHED,
+                 precisions: tuple[str | None, ...] = (None,)) -> list[Combo]:
+    return [Combo(s, d, n, b, engine, p) for s in names for d in devices for n in counts
+            for b in batches for p in precisions]
 
 
 @dataclass(frozen=True)
 class Task:
-    """Combinations one worker estimates in turn (a strategy on a device: its counts and
-    batches), with the model's spec resolved once by the caller."""
+    """Combinations one worker estimates in turn (a strategy on a device: its counts,
+    batches and formats), with the model's spec resolved once by the caller."""
 
     spec: Any
     tokens: str
     combos: tuple[Combo, ...]
-    precision: str | None = None  # --precision when given
     model: str = ""  # the name the model was given by: a searched engine's study resolves it
 
 
@@ -118,13 +129,12 @@ def _engine(model: str, combo: Combo, work: Any) -> tuple[dict[str, Any] | None,
     return found.engine, found.label(published)
 
 
-def estimate_combo(spec: Any, tokens: str, combo: Combo,
-                   precision: str | None = None, model: str = "") -> dict[str, Any]:
+def estimate_combo(spec: Any, tokens: str, combo: Combo, model: str = "") -> dict[str, Any]:
     """The record of one combination: its timing (with the floors of its prefill and decode
     step), split and binding resource, whether it fits (with the kind's reasons), the
     engine it ran, or the one line its strategy refused it with (record.py checks it)."""
     where = f"{combo.strategy} on {combo.cluster}"
-    given = {} if precision is None else {"precision": precision}
+    given = {} if combo.precision is None else {"precision": combo.precision}
     try:
         work = api.parse_workload(combo.strategy, {TOKENS: tokens, "batch": str(combo.batch),
                                                    **given})
@@ -150,8 +160,7 @@ def evaluate(task: Task) -> list[tuple[str, dict[str, Any]]]:
     """A Dask task (module level, so it pickles by name): every combination's record."""
     out = []
     for combo in task.combos:
-        value = {"strategy": combo.strategy, "device": combo.device, "count": combo.count,
-                 "batch": combo.batch, **estimate_combo(task.spec, task.tokens, combo,
-                                                                   task.precision, task.model)}
+        value = {**combo.identity(),
+                 **estimate_combo(task.spec, task.tokens, combo, task.model)}
         out.append((combo.key(), value))
     return out

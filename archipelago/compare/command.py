@@ -59,7 +59,7 @@ def run_compare(options: CompareCommand, console: Console) -> bool:
         from archipelago.report.html import check_target
 
         check_target(options.report_file, options.force, "--report")
-    target = options.store or default_store(spec, request.tokens, request.precision)
+    target = options.store or default_store(spec, request.tokens)
     check_output_file(target, "--store", True)  # an existing store is read and extended
     result = compare(request, spec, target, options.scheduler, options.workers,
                      progress=console.is_terminal)

@@ -9,8 +9,8 @@ import plotly.graph_objects as go
 
 from archipelago.compare.summary import rows_from_dict
 from archipelago.compare.table import (
-    COLUMNS,
     cells,
+    columns,
     engine_lines,
     engine_names,
     not_compared_lines,
@@ -79,12 +79,12 @@ def comparison_page(summary: dict[str, Any]) -> KindPage:
                             "boards; the staircase joins the rows no other row beats on both "
                             "latency and cost.", pareto_chart(summary)))
     rows, target = rows_from_dict(summary), summary["latency_target"]
-    names = engine_names(rows)
+    names, formats = engine_names(rows), bool(summary.get("precision"))
     marks = ["#", "★", *(["≤ target"] if target else [])]
-    table = TableBlock("Ranked by " + summary["sort"], [*marks, *COLUMNS],
+    table = TableBlock("Ranked by " + summary["sort"], [*marks, *columns(formats)],
                        [[str(d["rank"]), "★" if d["front"] else "",
                          *(["✓" if d["meets_target"] else ""] if target else []),
-                         *cells(r, names)]
+                         *cells(r, names, formats)]
                         for d, r in zip(summary["rows"], rows, strict=True)])
     notes = engine_lines(names) + [r["line"] for r in summary["refused"]
                                    + summary["infeasible"]]
@@ -103,5 +103,7 @@ def comparison_html(summary: dict[str, Any]) -> str:
     title = f"{summary['model']} · {summary['tokens']} tokens · archi compare"
     subtitle = (f"devices {', '.join(summary['devices'])} · counts "
                 f"{', '.join(map(str, summary['counts']))} · batch "
-                f"{', '.join(map(str, summary['batches']))}")
+                f"{', '.join(map(str, summary['batches']))}"
+                + (f" · precision {', '.join(summary['precision'])}"
+                   if summary.get("precision") else ""))
     return render(title, subtitle, summary, comparison_page(summary))

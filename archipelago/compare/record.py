@@ -35,7 +35,7 @@ Floored = Literal["prefill_s", "decode_s_per_token"]  # the timings a record kee
 # terms in another order (the latency as prefill plus each step, the mean step as their
 # mean), a few ulps; an edited figure is off by far more.
 AGREE = 1e-9
-IDENTITY = ("strategy", "device", "count", "batch")
+IDENTITY = ("strategy", "device", "count", "batch", "precision")
 
 
 class BadRecord(ArchipelagoError):
@@ -44,7 +44,8 @@ class BadRecord(ArchipelagoError):
 
 class _Combination(BaseModel):
     """The combination a record is of; the validation context's `combination` (its
-    strategy, device, count and batch, from the record's key) must be it."""
+    strategy, device, count, batch and the format asked for, if one was: Combo.identity)
+    must be it. A record without `precision` ran its strategy's own format."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
@@ -52,14 +53,15 @@ class _Combination(BaseModel):
     device: Text
     count: Count
     batch: Count
+    precision: Text | None = None
 
     @model_validator(mode="after")
     def _of_its_key(self, info: ValidationInfo) -> "_Combination":
         want = info.context["combination"]
         for name in IDENTITY:
-            if getattr(self, name) != want[name]:
+            if getattr(self, name) != want.get(name):
                 raise ValueError(f"field '{name}' is {getattr(self, name)!r}, its key says "
-                                 f"{want[name]!r}")
+                                 f"{want.get(name)!r}")
         return self
 
 
@@ -113,7 +115,7 @@ _RECORD = TypeAdapter(Annotated[Estimated | Refused, Field(discriminator="status
 
 
 def checked(value: Any, combination: dict[str, Any], output_tokens: int) -> dict[str, Any]:
-    """`value` as the record of `combination` (its strategy, device, count, batch) for
+    """`value` as the record of `combination` (Combo.identity) for
     `output_tokens` per sequence, as these models write it; BadRecord naming the first
     field at fault otherwise."""
     try:
@@ -128,7 +130,7 @@ def checked(value: Any, combination: dict[str, Any], output_tokens: int) -> dict
         got = "" if not field or first["type"] == "missing" else (
             f" (got {elide(repr(first['input']), 40)})")
         raise BadRecord(f"{at}{first['msg'].removeprefix('Value error, ')}{got}") from None
-    return record.model_dump()
+    return record.model_dump(exclude={"precision"} if record.precision is None else set())
 
 
 def recorded_floors(phases: list[PhaseFloor]) -> dict[str, float]:

@@ -24,7 +24,7 @@ _MAX_LIST = 64  # entries in one list option: more is a typo, not a comparison
 
 @dataclass(frozen=True)
 class Request:
-    """A comparison: every (strategy, device, count, batch) of these lists."""
+    """A comparison: every (strategy, device, count, batch, format) of these lists."""
 
     model: str
     tokens: Generation
@@ -34,7 +34,7 @@ class Request:
     batches: tuple[int, ...]
     latency_target_s: float | None = None
     sort: str = "latency"
-    precision: str | None = None  # --precision, passed to every strategy when given
+    precisions: tuple[str, ...] = ()  # --precision's formats; none: each strategy's own
     engine: str = "best"  # --engine: each row's engine, the best searched or the published
 
 
@@ -115,18 +115,20 @@ def parse_request(model: str, tokens: str, devices: str, counts: str, strategies
                   applicable: list[str], every: list[str],
                   precision: str | None = None, engine: str = "best") -> Request:
     """Every option checked before any work; `applicable` are the strategies compare takes
-    for this model, `every` all the registered ones. `precision`, when given, goes to every
-    strategy: one whose kind takes no --precision refuses its rows in one line."""
+    for this model, `every` all the registered ones. Each format of `precision`, when
+    given, goes to every strategy: one whose kind or device cannot run it refuses those
+    rows in one line."""
     if not applicable:
         raise ArchipelagoError(f"no strategy estimates text generation of {model}; `archi "
                                "compare` ranks generation plans (try `archi plan`)")
     return Request(model, parse_tokens(tokens), parse_devices(devices), parse_counts(counts),
                    parse_strategies(strategies, applicable, every), parse_batches(batches),
                    None if latency_target is None else parse_latency(latency_target),
-                   parse_sort(sort), None if precision is None else parse_precision(precision),
+                   parse_sort(sort), () if precision is None else parse_precisions(precision),
                    check_engine(engine))
 
 
-def parse_precision(text: str) -> str:
-    """One format of the shared vocabulary (number_formats.py), synonyms resolved."""
-    return canonical(text)
+def parse_precisions(text: str) -> tuple[str, ...]:
+    """Formats of the shared vocabulary (number_formats.py) in the order given, synonyms
+    resolved; one named twice (or by a synonym too) counts once, as a repeated device."""
+    return tuple(dict.fromkeys(canonical(item) for item in _items("--precision", text)))

@@ -4,7 +4,7 @@ decode steps; per token is the total over every sequence's output tokens), and t
 combinations that were refused or do not fit, with their reasons grouped."""
 
 import re
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
 from archipelago.estimate import energy
@@ -34,19 +34,28 @@ class Row:
     joules_per_token: float | None
     shares: dict[str, float] = field(default_factory=dict)
     engine: str = "published"  # the engine it ran: published, or a searched one's label
+    precision: str | None = None  # the format asked for; None: the strategy's own
 
     @property
     def label(self) -> str:
         batch = f" batch {self.batch}" if self.batch > 1 else ""
-        return f"{self.strategy} {self.count}x{self.device}{batch}"
+        fmt = "" if self.precision is None else f" {self.precision}"
+        return f"{self.strategy} {self.count}x{self.device}{batch}{fmt}"
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Every field; `precision` only where a format was asked for (without --precision
+        a row is what it was before formats were a dimension)."""
+        data = asdict(self)
+        if self.precision is None:
+            del data["precision"]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Row":
-        """The row of `to_dict`'s object (other keys beside it are left out)."""
-        return cls(**{f.name: data[f.name] for f in fields(cls)})
+        """The row of `to_dict`'s object (other keys beside it are left out; a field with
+        a default may be absent)."""
+        return cls(**{f.name: data[f.name] for f in fields(cls)
+                      if f.name in data or f.default is MISSING})
 
 
 def row_of(record: dict[str, Any], output_tokens: int) -> Row:
@@ -67,7 +76,8 @@ def row_of(record: dict[str, Any], output_tokens: int) -> Row:
                record["decode_s_per_token"], record["split"], record["binding"], usd,
                energy.tokens_per_s_per_million_usd(record["tokens_per_s"], usd),
                None if power is None else power.watts, prefill_j, decode_j, per_token,
-               dict(record["shares"]), record.get("engine", "published"))
+               dict(record["shares"]), record.get("engine", "published"),
+               record.get("precision"))
 
 
 @dataclass(frozen=True)
@@ -77,21 +87,26 @@ class Refusal:
 
     strategy: str
     reason: str
-    members: tuple[tuple[str, int, int], ...]  # (device, count, batch)
+    members: tuple[tuple[str, int, int, str | None], ...]  # (device, count, batch, format)
 
     def where(self) -> str:
         """`u280, u55c x1,2,4,8; u50 x2` (devices with the same counts together; `batch B`
-        where batches differ or are not 1)."""
-        counts: dict[tuple[str, int], list[int]] = {}
-        for device, count, batch in self.members:
-            counts.setdefault((device, batch), []).append(count)
-        alike: dict[tuple[tuple[int, ...], int], list[str]] = {}
-        for (device, batch), found in counts.items():
-            alike.setdefault((tuple(sorted(found)), batch), []).append(device)
-        batches = {b for _, _, b in self.members}
+        where batches differ or are not 1; `in fp16,w4a16`, the formats asked for, where
+        the same devices and counts are refused in each)."""
+        counts: dict[tuple[str, int, str | None], list[int]] = {}
+        for device, count, batch, fmt in self.members:
+            counts.setdefault((device, batch, fmt), []).append(count)
+        alike: dict[tuple[tuple[int, ...], int, str | None], list[str]] = {}
+        for (device, batch, fmt), found in counts.items():
+            alike.setdefault((tuple(sorted(found)), batch, fmt), []).append(device)
+        formats: dict[tuple[tuple[str, ...], tuple[int, ...], int], list[str | None]] = {}
+        for (found, batch, fmt), devices in alike.items():
+            formats.setdefault((tuple(devices), found, batch), []).append(fmt)
+        batches = {m[2] for m in self.members}
         return "; ".join(f"{', '.join(devices)} x{','.join(map(str, found))}"
                          + (f" batch {b}" if len(batches) > 1 or b > 1 else "")
-                         for (found, b), devices in alike.items())
+                         + ("" if fmts == [None] else f" in {','.join(map(str, fmts))}")
+                         for (devices, found, b), fmts in formats.items())
 
     def line(self) -> str:
         return f"{self.strategy} on {self.where()}: {self.reason}"
@@ -124,8 +139,8 @@ def group_reasons(failed: list[tuple[dict[str, Any], str]]) -> list[Refusal]:
     out = []
     for (strategy, general), items in groups.items():
         shown = _named(general, {r["device"] for r, _ in items}, {r["count"] for r, _ in items})
-        out.append(Refusal(strategy, shown, tuple((r["device"], r["count"], r["batch"])
-                                                  for r, _ in items)))
+        out.append(Refusal(strategy, shown, tuple(
+            (r["device"], r["count"], r["batch"], r.get("precision")) for r, _ in items)))
     return out
 
 

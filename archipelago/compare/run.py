@@ -6,8 +6,9 @@ A record read back is checked by the models that write it (record.py): one that 
 replaced, and one notice line says so.
 
 The store is a journal (batch/journal.py) whose identity is the model's content digest and
-the workload, so a rerun with more devices, counts or batches estimates only the new
-combinations, and an interrupted one resumes: whatever finished is in the file.
+the workload (the formats are in each record's key, not in the store's identity), so a
+rerun with more devices, counts, batches or formats estimates only the new combinations,
+and an interrupted one resumes: whatever finished is in the file.
 """
 
 import re
@@ -20,7 +21,7 @@ from archipelago.batch.journal import Journal
 from archipelago.cache_dir import DIR_ENV, cache_root
 from archipelago.compare.combos import Combo, Task, applicable, combinations, digest, evaluate
 from archipelago.compare.rank import pareto_front, ranked
-from archipelago.compare.record import IDENTITY, BadRecord, checked
+from archipelago.compare.record import BadRecord, checked
 from archipelago.compare.request import Request
 from archipelago.compare.rows import Refusal, Row, first_reason, group_reasons, row_of
 from archipelago.errors import ArchipelagoError, Notice, elide_path
@@ -46,22 +47,20 @@ class Comparison:
     reused: int = 0  # combinations read back from the store
 
 
-def identity(spec: Any, tokens: Generation, precision: str | None = None
-             ) -> tuple[dict[str, str], dict[str, str]]:
+def identity(spec: Any, tokens: Generation) -> tuple[dict[str, str], dict[str, str]]:
     """(identity, labels) of a comparison's store: the model by content (its name left out,
-    as explore's study identity does), the prompt and output lengths, and the precision
-    when one was asked for."""
+    as explore's study identity does) and the prompt and output lengths; one store holds
+    every format, each record's key naming its own."""
     model = digest(spec.model_dump(exclude={"name"}))
     workload = f"{tokens.input_tokens}:{tokens.output_tokens}"
-    given = {} if precision is None else {"precision": precision}
-    return {"model": model, "tokens": workload, **given}, {"model": spec.name}
+    return {"model": model, "tokens": workload}, {"model": spec.name}
 
 
-def default_store(spec: Any, tokens: Generation, precision: str | None = None) -> Path:
+def default_store(spec: Any, tokens: Generation) -> Path:
     """`compare/MODEL-IN-OUT-DIGEST.jsonl` in the cache directory (cache_dir.cache_root),
     that directory made if missing: a store the user did not name is a cache of estimates,
     not a file of theirs to find in the working directory."""
-    key, _ = identity(spec, tokens, precision)
+    key, _ = identity(spec, tokens)
     name = re.sub(r"[^A-Za-z0-9._-]+", "-", spec.name).strip("-.")[:80] or "model"
     folder = cache_root() / "compare"
     try:
@@ -73,14 +72,13 @@ def default_store(spec: Any, tokens: Generation, precision: str | None = None) -
     return folder / f"{name}-{tokens.input_tokens}-{tokens.output_tokens}-{digest(key)[:8]}.jsonl"
 
 
-def _tasks(spec: Any, tokens: str, pending: list[Combo], precision: str | None, model: str
-           ) -> dict[str, Task]:
-    """One task per strategy and device (its counts and batches in turn): few enough that
-    scheduling costs little, many enough to keep every worker busy."""
+def _tasks(spec: Any, tokens: str, pending: list[Combo], model: str) -> dict[str, Task]:
+    """One task per strategy and device (its counts, batches and formats in turn): few
+    enough that scheduling costs little, many enough to keep every worker busy."""
     groups: dict[str, list[Combo]] = {}
     for combo in pending:
         groups.setdefault(f"{combo.strategy} on {combo.device}", []).append(combo)
-    return {name: Task(spec, tokens, tuple(combos), precision, model)
+    return {name: Task(spec, tokens, tuple(combos), model)
             for name, combos in groups.items()}
 
 
@@ -93,8 +91,8 @@ def compare(request: Request, spec: Any, store: Path, scheduler: str | None = No
     if request.strategies is not None:
         names, not_applicable = list(request.strategies), {}
     combos = combinations(names, request.devices, request.counts, request.batches,
-                          request.engine)
-    key, labels = identity(spec, request.tokens, request.precision)
+                          request.engine, request.precisions or (None,))
+    key, labels = identity(spec, request.tokens)
     journal = Journal.open(store, KIND, key, labels)
     keys = {combo: combo.key() for combo in combos}
     out = request.tokens.output_tokens
@@ -103,7 +101,7 @@ def compare(request: Request, spec: Any, store: Path, scheduler: str | None = No
     combo_of = {keys[c]: c for c in pending}
     evaluated: list[str] = []
     tokens = f"{request.tokens.input_tokens}:{request.tokens.output_tokens}"
-    tasks = _tasks(spec, tokens, pending, request.precision, request.model)
+    tasks = _tasks(spec, tokens, pending, request.model)
     if tasks:
         # records reach the store in one write every quarter second (an fsync each), and
         # whatever is left when the run ends or is stopped
@@ -121,10 +119,6 @@ def compare(request: Request, spec: Any, store: Path, scheduler: str | None = No
                      not_applicable, evaluated, len(combos) - len(pending))
 
 
-def _identity(combo: Combo) -> dict[str, Any]:
-    return {name: getattr(combo, name) for name in IDENTITY}
-
-
 def _read_back(journal: Journal, keys: dict[Combo, str], output_tokens: int
                ) -> dict[str, dict[str, Any]]:
     """The store's records of these combinations that are as `archi compare` writes them;
@@ -134,7 +128,7 @@ def _read_back(journal: Journal, keys: dict[Combo, str], output_tokens: int
     for combo, key in keys.items():
         if key in stored:
             try:
-                records[key] = checked(stored[key], _identity(combo), output_tokens)
+                records[key] = checked(stored[key], combo.identity(), output_tokens)
             except BadRecord as err:
                 damaged[key] = str(err)
     if damaged:
@@ -151,7 +145,7 @@ def _fresh(value: dict[str, Any], combo: Combo, output_tokens: int) -> dict[str,
     """A record estimated now, checked as a record read back would be: one failing is a
     defect of its kind's estimate, never written to the store."""
     try:
-        return checked(value, _identity(combo), output_tokens)
+        return checked(value, combo.identity(), output_tokens)
     except BadRecord as err:
         raise ArchipelagoError(f"{combo.strategy} on {combo.cluster}: the estimate's record "
                                f"{err}: a bug in the estimate, please report the "

@@ -19,7 +19,9 @@ COST_MODEL = "upfront cost = boards x the board's price (DFX Table II: accelerat
 
 def _refusal(r: Refusal) -> dict[str, Any]:
     return {"strategy": r.strategy, "reason": r.reason, "line": r.line(),
-            "combinations": [{"device": d, "count": n, "batch": b} for d, n, b in r.members]}
+            "combinations": [{"device": d, "count": n, "batch": b,
+                              **({} if p is None else {"precision": p})}
+                             for d, n, b, p in r.members]}
 
 
 def _device_facts(devices: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -63,7 +65,8 @@ def comparison_dict(c: Comparison) -> dict[str, Any]:
         "model": c.model, "request_model": request.model,
         "tokens": f"{request.tokens.input_tokens}:{request.tokens.output_tokens}",
         "devices": list(request.devices), "counts": list(request.counts),
-        "batches": list(request.batches), "precision": request.precision,
+        "batches": list(request.batches),
+        "precision": list(request.precisions) or None,  # None: each strategy's own
         "engine": request.engine,
         "sort": request.sort,
         "strategies": sorted({r.strategy for r in c.rows}),

@@ -44,19 +44,27 @@ def engine_lines(names: dict[tuple[str, str], str]) -> list[str]:
     return [f"{short} ({strategy}): {label}" for (strategy, label), short in names.items()]
 
 
-def cells(row: Row, names: dict[tuple[str, str], str]) -> list[str]:
-    """The row's cells from latency to engine (the columns after rank and marks)."""
+def cells(row: Row, names: dict[tuple[str, str], str], formats: bool = False) -> list[str]:
+    """The row's cells from cluster to engine (the columns after rank and marks), with its
+    format after the strategy when the comparison asked for formats."""
     batch = f" b{row.batch}" if row.batch > 1 else ""
+    fmt = [row.precision or ""] if formats else []
     return [f"{row.count}x{row.device}{batch}", f"{row.latency_s * _MS:,.2f}",
             f"{row.tokens_per_s:,.1f}", f"{row.prefill_s * _MS:,.2f}",
             f"{row.decode_s_per_token * _MS:,.3f}", _money(row.upfront_usd),
             _figure(row.tokens_per_s_per_million_usd, ",.0f"),
-            _figure(row.joules_per_token, ",.3f"), binding(row), row.strategy, row.split,
-            names.get((row.strategy, row.engine), row.engine)]
+            _figure(row.joules_per_token, ",.3f"), binding(row), row.strategy, *fmt,
+            row.split, names.get((row.strategy, row.engine), row.engine)]
 
 
 COLUMNS = ("cluster", "latency ms", "tokens/s", "prefill ms", "decode ms/tok", "upfront $",
            "tok/s per M$", "J/token", "binding", "strategy", "split", "engine")
+
+
+def columns(formats: bool = False) -> tuple[str, ...]:
+    """The headers of `cells`: a `precision` column after the strategy when asked for."""
+    at = COLUMNS.index("strategy") + 1
+    return COLUMNS[:at] + (("precision",) if formats else ()) + COLUMNS[at:]
 
 
 def not_compared_lines(not_applicable: dict[str, str]) -> list[str]:
@@ -76,19 +84,21 @@ def print_comparison(summary: dict[str, Any], rows: list[Row], console: Console)
         for r in summary[what]:
             console.print(f"{word}: {escape(r['line'])}")
     target = summary["latency_target"]
-    precision = f"{summary['precision']} · " if summary.get("precision") else ""
+    formats = bool(summary.get("precision"))
+    precision = f"{', '.join(summary['precision'])} · " if formats else ""
     table = Table(title=f"{summary['model']} · {summary['tokens']} tokens · {precision}"
                         f"ranked by {summary['sort']} · ★ Pareto front (latency x upfront $)")
-    for col in ("#", "★", *(["≤ target"] if target else []), *COLUMNS):
+    for col in ("#", "★", *(["≤ target"] if target else []), *columns(formats)):
         table.add_column(col, justify="left" if col in ("cluster", "binding", "strategy",
-                                                        "split", "engine") else "right",
-                         no_wrap=True)
+                                                        "precision", "split", "engine")
+                         else "right", no_wrap=True)
     names = engine_names(rows)
     for data, row in zip(summary["rows"], rows, strict=True):
         marks = ["★" if data["front"] else ""]
         if target:
             marks.append("✓" if data["meets_target"] else "")
-        table.add_row(str(data["rank"]), *marks, *(escape(c) for c in cells(row, names)))
+        table.add_row(str(data["rank"]), *marks,
+                      *(escape(c) for c in cells(row, names, formats)))
     console.print(table)
     for line in engine_lines(names):
         console.print(escape(line))

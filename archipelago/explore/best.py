@@ -16,6 +16,7 @@ from typing import Any
 
 from archipelago.cache_dir import DIR_ENV, cache_root
 from archipelago.errors import ArchipelagoError, elide_path
+from archipelago.estimate.summary import Figure
 
 # Trials of one search: the DFX spaces (at most a few hundred engines) are exhausted well
 # within it; the LORA spaces reach their optimum in under 30% of a space of ~25,000 engines
@@ -107,6 +108,21 @@ class Chosen:
         how = ("read back from the explore store" if self.found.cached
                else f"searched in {self.found.seconds:,.1f} s")
         return f"{self.label} (best of {self.found.trials:,} trials, {how})"
+
+    def figure(self) -> Figure:
+        """The summary's `engine` figure: a head-table row and the `--json` object."""
+        return Figure("engine", self.as_json(), "engine", (self.shown(),))
+
+
+def engine_choice(given: str | None, strategy: str) -> str | None:
+    """The `--engine` a plan runs: as given, else `published` where the strategy has an
+    engine design space (so its output always says which engine ran), else None (a
+    strategy with one engine has nothing to choose or label)."""
+    from archipelago.strategies.registry import get_strategy
+
+    if given is not None:
+        return given
+    return PUBLISHED if get_strategy(strategy).design_space is not None else None
 
 
 def choose_engine(choice: str, model: str, cluster: str, strategy: str, workload: Any,

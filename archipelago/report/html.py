@@ -12,9 +12,12 @@ from archipelago.report.page import Headline, render
 from archipelago.strategies.registry import get_strategy
 
 
-def report_html(subject: str, strategy: str, result: tuple[Any, Any, Any]) -> str:
+def report_html(subject: str, strategy: str, result: tuple[Any, Any, Any],
+                engine: str | None = None) -> str:
     """The page of `result`, a (plan, workload, estimate) from api.plan_and_estimate;
-    `subject` says what was planned where (the user's model and cluster)."""
+    `subject` says what was planned where (the user's model and cluster), `engine` which
+    engine ran (`plan --engine`'s label, shown under the title; None: a strategy with one
+    engine)."""
     kind = get_strategy(strategy).plan_kind
     page_hook = kind.hook("page")  # a kind without one says so before any work
     summarized = kind.hook("report").summarize(*result)
@@ -24,8 +27,9 @@ def report_html(subject: str, strategy: str, result: tuple[Any, Any, Any]) -> st
     title = f"{subject} · strategy {strategy}"
     texts = ", ".join(f"{k} {v}" for k, v in getattr(result[1], "__dict__", {}).items()
                       if v is not None)
-    return render(title, f"plan kind {kind.name}" + (f" · {texts}" if texts else ""),
-                  summary, replace(page, headline=headline + page.headline))
+    subtitle = f"plan kind {kind.name}" + (f" · {texts}" if texts else "") + (
+        f" · engine {engine}" if engine else "")
+    return render(title, subtitle, summary, replace(page, headline=headline + page.headline))
 
 
 def _headline(figure: Figure) -> Headline:
@@ -44,8 +48,9 @@ def check_target(out: Path, force: bool = False, option: str = "--out") -> None:
 
 
 def write_report(subject: str, strategy: str, result: tuple[Any, Any, Any], out: Path,
-                 force: bool = False, option: str = "--out") -> Path:
+                 force: bool = False, option: str = "--out", engine: str | None = None
+                 ) -> Path:
     """The page at `out` (a .html file; an existing one only with `force`)."""
     check_target(out, force, option)
-    write_atomically(out, report_html(subject, strategy, result), option, force)
+    write_atomically(out, report_html(subject, strategy, result, engine), option, force)
     return out
