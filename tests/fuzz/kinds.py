@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as fixed_seed
 from hypothesis import strategies as st
 
-from tests.fuzz import cases, inputs
+from tests.fuzz import cases, format_inputs, inputs
 from tests.fuzz.harness import ALLOWED, HANG_S, classify
 from tests.fuzz.pt2_inputs import pt2_file
 from tests.fuzz.schedulers import scheduler_case, scheduler_input
@@ -38,7 +38,7 @@ KINDS: dict[str, Kind] = {
                            lambda x, tmp, f=family: cases.model_case(x, f, tmp))
        for family in sorted(inputs.FAMILY_BASE)},
     "cli": (inputs.cli_args(), lambda x, tmp: cases.cli_case(x)),
-    "precision": (inputs.precision_args(), lambda x, tmp: cases.cli_case(x)),
+    "precision": (format_inputs.precision_args(), lambda x, tmp: cases.cli_case(x)),
     "emulate-edge": (st.tuples(st.integers(-2**70, 2**70),
                                st.floats(allow_nan=True, allow_infinity=True), ENV,
                                PRECISION_TEXT),
