@@ -352,3 +352,61 @@ def compare(
                              precision)
     if not run_compare(options, console()):
         raise typer.Exit(INFEASIBLE)
+
+
+@app.command(context_settings=KIND_OPTIONS, help="Serve MODEL's plan on CLUSTER to requests "
+             "arriving at a rate: a seeded discrete-event simulation of a scheduler's "
+             "batches over the plan's own iteration times; latency percentiles, throughput, "
+             "goodput and the capacity at the targets.")
+@user_errors
+def serve(
+    ctx: typer.Context,
+    model: ModelArg,
+    cluster: ClusterOpt = None,
+    strategy: StrategyOpt = None,
+    rate: Annotated[str | None, typer.Option(
+        help="requests per second (with --trace: replay it at this rate; default its own)",
+        show_default=False)] = None,
+    prompt: Annotated[str, typer.Option(
+        help="prompt tokens: N, lognormal:MEDIAN,SIGMA or uniform:LO,HI")] = "512",
+    output: Annotated[str, typer.Option(
+        help="output tokens: N, lognormal:MEDIAN,SIGMA or uniform:LO,HI")] = "128",
+    ttft: Annotated[str, typer.Option(help="time-to-first-token target, e.g. 1s")] = "1s",
+    tpot: Annotated[str, typer.Option(help="time-per-output-token target, e.g. 50ms")
+                    ] = "50ms",
+    percentile: Annotated[float, typer.Option(
+        help="share of requests (percent) that must meet both targets")] = 90.0,
+    arrivals: Annotated[str, typer.Option(help="poisson or fixed (evenly spaced)")
+                        ] = "poisson",
+    trace: Annotated[Path | None, typer.Option(
+        help="CSV or JSONL of arrival_s, prompt_tokens, output_tokens (or the Azure "
+             "traces' TIMESTAMP, ContextTokens, GeneratedTokens)")] = None,
+    replicas: Annotated[int, typer.Option(callback=within(1, 1024),
+                                          help="copies of the plan behind the router")] = 1,
+    router: Annotated[str, typer.Option(help="round-robin or least-outstanding")
+                      ] = "round-robin",
+    policy: Annotated[str, typer.Option(help="static (run-to-completion batches), "
+                                             "continuous or chunked (prefill)")
+                      ] = "continuous",
+    max_batch: Annotated[int | None, typer.Option(
+        help="requests in a batch (default: 1 static, 64 otherwise)",
+        show_default=False)] = None,
+    chunk: Annotated[int, typer.Option(help="tokens per iteration under chunked")] = 512,
+    requests: Annotated[int, typer.Option(callback=within(1, 1_000_000),
+                                          help="requests simulated per seed")] = 1000,
+    seeds: Annotated[int, typer.Option(callback=within(1, 64),
+                                       help="seeds per capacity point (pooled)")] = 1,
+    seed: Annotated[int, typer.Option(callback=within(0, MAX_SAMPLER_SEED),
+                                      help="seed of the arrivals and lengths")] = 0,
+    as_json: JsonOpt = False,
+) -> None:
+    from archipelago.serving.command import ServeCommand, print_serve, run_serve
+
+    result = run_serve(ServeCommand(model, cluster, strategy, rate, prompt, output, ttft,
+                                    tpot, percentile, arrivals, trace, replicas, router,
+                                    policy, max_batch, chunk, requests, seeds, seed, as_json,
+                                    workload_options(ctx)))
+    if as_json:
+        typer.echo(json.dumps(result))
+    else:
+        print_serve(result, console())
