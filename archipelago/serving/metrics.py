@@ -63,6 +63,7 @@ def summary(out: Outcome, targets: Targets) -> dict:
         "met_share": float(good.mean()),
         "busy_share": [float(b) / span for b in out.busy_s],
         "span_s": span,
+        "iterations": out.iterations,
     }
 
 

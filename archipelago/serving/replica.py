@@ -73,6 +73,7 @@ class Replica:
         self.table, self.arrivals, self.prompt, self.output = table, arrivals, prompt, output
         self.out, self.policy = out, policy
         self.clock = self.busy = 0.0
+        self.iterations = 0  # a static batch's count as its prefill and decode steps
         self.queue: deque[int] = deque()
         self.assigned = 0
         self.finishes: list[float] = []  # in time order
@@ -117,6 +118,7 @@ class StaticReplica(Replica):
             self.out.start[i], self.out.first[i] = start, first
             self.out.finish[i] = first if self.output[i] == 1 else ends[self.output[i] - 2]
         end = float(ends[-1]) if most > 1 else first
+        self.iterations += most
         self.finishes += sorted(self.out.finish[batch].tolist())
         self.busy += end - start
         self.clock = end
@@ -188,6 +190,7 @@ class IterativeReplica(Replica):
             seconds += float(self.table.prefill(1, 1))
         self.busy += seconds
         self.clock += seconds
+        self.iterations += 1
         self._advance_decodes(1)
         self.prefilling = [e for e in self.prefilling if e[1] < self.prompt[e[0]]]
         for i in done:
@@ -211,6 +214,7 @@ class IterativeReplica(Replica):
         n = 1 + int(np.searchsorted(ends[:-1], bound, side="left"))
         self.busy += float(ends[n - 1]) - self.clock
         self.clock = float(ends[n - 1])
+        self.iterations += n
         self._advance_decodes(n)
 
     def _advance_decodes(self, n: int) -> None:

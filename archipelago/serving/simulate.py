@@ -28,6 +28,7 @@ class Outcome:
     output: np.ndarray
     records: Records
     busy_s: np.ndarray
+    iterations: int  # every replica's, together
 
 
 def check_settings(policy: Policy, replicas: int, router: str) -> None:
@@ -74,4 +75,4 @@ def simulate(table: IterationTable, requests: Requests, rate: float, policy: Pol
     for replica in pool:
         replica.advance(np.inf)
     return Outcome(arrivals, requests.output, records,
-                   np.array([r.busy for r in pool]))
+                   np.array([r.busy for r in pool]), sum(r.iterations for r in pool))

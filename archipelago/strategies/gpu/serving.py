@@ -3,6 +3,7 @@ estimate/iteration.py's grid) and the KV cache the GPUs' memory holds beside the
 (each GPU its share of both, in the plan's format), for the serving simulator
 (archipelago/serving/)."""
 
+from dataclasses import replace
 from functools import partial
 
 from archipelago.estimate.iteration import IterationTable, tabulate
@@ -14,8 +15,8 @@ from archipelago.strategies.gpu.plan import GPUPlan
 def kv_tokens(plan: GPUPlan, workload: Generation) -> int:
     """Tokens of KV cache (over all sequences) that fit beside one GPU's weight share:
     held_bytes at one sequence of 2 and 3 tokens gives a token's bytes and the weights."""
-    one = Generation(1, 1, 1, workload.precision)
-    two = Generation(1, 2, 1, workload.precision)
+    one = replace(workload, input_tokens=1, output_tokens=1, batch=1)
+    two = replace(one, output_tokens=2)
     per_token = held_bytes(plan, two) - held_bytes(plan, one)
     weights = held_bytes(plan, one) - 2 * per_token
     if per_token <= 0:
