@@ -13,6 +13,7 @@ import pytest
 
 from archipelago import api
 from archipelago.errors import ArchipelagoError
+from archipelago.serving.requests import fitted
 from archipelago.serving.trace import read_trace
 from archipelago.strategies.registry import get_strategy
 
@@ -65,7 +66,8 @@ def test_trace_files_in_both_spellings(tmp_path: Path) -> None:
                     '{"arrival_s": 2, "prompt_tokens": 300, "output_tokens": 20}\n'
                     '{"arrival_s": 4, "prompt_tokens": 5000, "output_tokens": 30}\n')
     for path in (azure, ours):
-        reqs, rate = read_trace(path, 4096)
+        raw, rate = read_trace(path)
+        reqs = fitted(raw.unit_arrivals, raw.prompt, raw.output, 4096)
         assert rate == pytest.approx(0.5)
         assert np.allclose(reqs.at(rate), [0, 2, 4])
         assert reqs.prompt.tolist() == [100, 300, 4095] and reqs.output.tolist() == [10, 20, 1]
@@ -81,7 +83,7 @@ def test_bad_traces_refused_in_one_line(tmp_path: Path, text: str, says: str) ->
     path = tmp_path / "t.csv"
     path.write_text(text)
     with pytest.raises(ArchipelagoError, match=says) as err:
-        read_trace(path, 4096)
+        read_trace(path)
     assert "\n" not in str(err.value)
 
 
@@ -99,10 +101,25 @@ def test_archi_serve_json_and_table() -> None:
     assert table.returncode == 0 and "time to first token" in table.stdout
 
 
+def test_archi_serve_replays_a_trace(tmp_path: Path) -> None:
+    """An Azure-column trace of four requests a second apart, replayed at its own rate."""
+    path = tmp_path / "azure.csv"
+    path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n" + "".join(
+        f"2023-11-16 18:15:{40 + k}.0000000,{100 * (k + 1)},{8 * (k + 1)}\n" for k in range(4)))
+    run = archi("serve", "gpt2-345m", "--cluster", "1xh100", "--strategy", "gpu-graph",
+                "--trace", str(path), "--json")
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout)
+    assert result["arrivals"] == "trace" and result["rate"] == pytest.approx(1.0)
+    assert result["requests"] == 4 and result["capacity"]["requests"] == 4
+
+
 @pytest.mark.parametrize("extra, says", [
     (("--rate", "0"), "--rate"), (("--rate", "2", "--prompt", "lots"), "--prompt"),
     (("--rate", "2", "--policy", "fifo"), "--policy"),
     (("--rate", "2", "--router", "random"), "--router"),
+    (("--rate", "2", "--arrivals", "bursty"), "--arrivals"),
+    (("--trace", "/nonexistent.csv"), "not found"),
     (("--rate", "2", "--ttft", "1"), "--ttft"),
     (("--rate", "2", "--tokens", "8:8"), "--tokens"),
     (("--rate", "2", "--max-batch", "5000"), "--max-batch"),

@@ -15,7 +15,14 @@ from archipelago.estimate.iteration import IterationTable
 from archipelago.estimate.workload import MAX_BATCH
 from archipelago.serving.metrics import Targets, capacity, summary
 from archipelago.serving.replica import Policy
-from archipelago.serving.requests import Lengths, Requests, generate, parse_lengths
+from archipelago.serving.requests import (
+    Lengths,
+    Requests,
+    check_arrivals,
+    fitted,
+    generate,
+    parse_lengths,
+)
 from archipelago.serving.simulate import check_settings, simulate
 
 MAX_RATE = 1e6  # requests per second: past any deployment's front door
@@ -90,6 +97,7 @@ def _checked(options: ServeCommand) -> tuple[Lengths, Lengths, Targets, Policy]:
         raise ArchipelagoError(f"--max-batch {batch}: must be in 1..{MAX_BATCH}")
     policy = Policy(options.policy, batch, options.chunk)
     check_settings(policy, options.replicas, options.router)
+    check_arrivals(options.arrivals)
     targets = Targets(parse_seconds("--ttft", options.ttft),
                       parse_seconds("--tpot", options.tpot), options.percentile)
     return (parse_lengths("--prompt", options.prompt, MAX_TOKENS),
@@ -110,21 +118,29 @@ def _table(options: ServeCommand, prompt: Lengths, output: Lengths, max_batch: i
     return strategy, cluster, hook(plan, workload, max_batch)
 
 
-def run_serve(options: ServeCommand) -> dict[str, Any]:
-    """The simulation's summary and capacity, as the JSON object `--json` prints."""
-    prompt, output, targets, policy = _checked(options)
-    rate = None if options.rate is None else parse_rate(options.rate)
-    if options.trace is None and rate is None:
-        raise ArchipelagoError("--rate: give requests per second (or a --trace to replay)")
-    strategy, cluster, table = _table(options, prompt, output, policy.max_batch)
-    per_seed: list[Requests]
+def _rate(options: ServeCommand) -> tuple[float, Requests | None]:
+    """The rate to serve at, and the trace's requests (their lengths not yet fitted to
+    the model): `--rate`, else the trace's own rate."""
+    trace = own = None
     if options.trace is not None:
         from archipelago.serving.trace import read_trace
 
-        trace, trace_rate = read_trace(options.trace, table.max_context)
-        rate, per_seed = rate or trace_rate, [trace]
+        trace, own = read_trace(options.trace)
+    if options.rate is not None:
+        return parse_rate(options.rate), trace
+    if own is None:
+        raise ArchipelagoError("--rate: give requests per second (or a --trace to replay)")
+    return own, trace
+
+
+def run_serve(options: ServeCommand) -> dict[str, Any]:
+    """The simulation's summary and capacity, as the JSON object `--json` prints."""
+    prompt, output, targets, policy = _checked(options)
+    rate, trace = _rate(options)
+    strategy, cluster, table = _table(options, prompt, output, policy.max_batch)
+    if trace is not None:
+        per_seed = [fitted(trace.unit_arrivals, trace.prompt, trace.output, table.max_context)]
     else:
-        rate = rate or 1.0  # given: checked above
         per_seed = [generate(options.arrivals, options.requests, prompt, output,
                              options.seed + k, table.max_context)
                     for k in range(options.seeds)]

@@ -28,6 +28,7 @@ nothing, identical decode steps are advanced together (`_leap`), to the same tim
 at a time.
 """
 
+from abc import ABC, abstractmethod
 from bisect import bisect_right
 from collections import deque
 from dataclasses import dataclass
@@ -65,7 +66,7 @@ class Policy:
         return self.chunk if self.name == "chunked" else None
 
 
-class Replica:
+class Replica(ABC):
     """The state every policy shares: its clock, queue, busy time and finish times."""
 
     def __init__(self, table: IterationTable, arrivals: np.ndarray, prompt: np.ndarray,
@@ -86,9 +87,9 @@ class Replica:
         """Requests assigned and not finished by `t`."""
         return self.assigned - bisect_right(self.finishes, t)
 
+    @abstractmethod
     def advance(self, until: float) -> None:
         """Run every iteration that starts before `until`."""
-        raise NotImplementedError
 
 
 class StaticReplica(Replica):
@@ -129,8 +130,9 @@ class IterativeReplica(Replica):
     sequences are a heap of (the step count at which each ends, request), with the sum of
     their contexts: every step moves each one position on, so neither is walked per step."""
 
-    def __init__(self, *args: object) -> None:
-        super().__init__(*args)  # type: ignore[arg-type]
+    def __init__(self, table: IterationTable, arrivals: np.ndarray, prompt: np.ndarray,
+                 output: np.ndarray, out: Records, policy: Policy) -> None:
+        super().__init__(table, arrivals, prompt, output, out, policy)
         self.ending: list[tuple[int, int]] = []  # (step count at its last token, request)
         self.steps = 0  # decode steps run so far
         self.ctx_sum = 0.0  # positions the decoding sequences feed next, summed

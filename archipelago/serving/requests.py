@@ -100,12 +100,16 @@ def fitted(unit: np.ndarray, prompt: np.ndarray, output: np.ndarray, max_context
     return Requests(unit, prompts, outputs, clipped)
 
 
-def generate(process: str, n: int, prompt: Lengths, output: Lengths, seed: int,
-             max_context: int) -> Requests:
-    """`n` requests arriving by `process`, their lengths drawn and fitted."""
+def check_arrivals(process: str) -> None:
     if process not in ARRIVALS:
         raise ArchipelagoError(f"--arrivals '{process[:20]}': valid choices are "
                                f"{', '.join(ARRIVALS)}")
+
+
+def generate(process: str, n: int, prompt: Lengths, output: Lengths, seed: int,
+             max_context: int) -> Requests:
+    """`n` requests arriving by `process`, their lengths drawn and fitted."""
+    check_arrivals(process)
     if not 1 <= n <= MAX_REQUESTS:
         raise ArchipelagoError(f"--requests {n}: must be in 1..{MAX_REQUESTS}")
     return fitted(unit_arrivals(process, n, seed),

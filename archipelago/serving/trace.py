@@ -16,7 +16,7 @@ import numpy as np
 
 from archipelago.errors import ConfigError
 from archipelago.safe_read import read_text
-from archipelago.serving.requests import MAX_REQUESTS, Requests, fitted
+from archipelago.serving.requests import MAX_REQUESTS, Requests
 
 COLUMNS = (("arrival_s", "TIMESTAMP"), ("prompt_tokens", "ContextTokens"),
            ("output_tokens", "GeneratedTokens"))
@@ -69,9 +69,10 @@ def _rows(path: Path, text: str) -> list[dict]:
     return list(csv.DictReader(io.StringIO(text)))
 
 
-def read_trace(path: Path, max_context: int) -> tuple[Requests, float]:
-    """The trace's requests (unit arrivals at its own rate) and that rate (requests per
-    second: the count less one over the span; 1 for a trace of one instant)."""
+def read_trace(path: Path) -> tuple[Requests, float]:
+    """The trace's requests (unit arrivals at its own rate; `requests.fitted` fits their
+    lengths to a model) and that rate (requests per second: the count less one over the
+    span; 1 for a trace of one instant)."""
     source = str(path)
     rows = _rows(path, read_text(path, "trace"))
     if not rows:
@@ -97,4 +98,4 @@ def read_trace(path: Path, max_context: int) -> tuple[Requests, float]:
     times = times[order] - times[order][0]
     span = float(times[-1])
     rate = (len(rows) - 1) / span if span > 0 else 1.0
-    return fitted(times * rate, prompt[order], output[order], max_context), rate
+    return Requests(times * rate, prompt[order], output[order]), rate
