@@ -41,7 +41,8 @@ from archipelago.scratch import owned_scratch
 INFEASIBLE = 1
 DISAGREES = 1  # `emulate`: the split run's outputs differ from its unsplit reference
 # The hook a command needs of the strategy's plan kind, named in the command's help.
-COMMAND_HOOKS = {"report": "page", "emulate": "emulator", "build": "writers"}
+COMMAND_HOOKS = {"report": "page", "emulate": "emulator", "build": "writers",
+                 "serve": "serving"}
 
 
 class ArchiGroup(OneLineErrorGroup):
@@ -74,6 +75,8 @@ class ArchiGroup(OneLineErrorGroup):
         if command.context_settings.get("allow_extra_args"):
             extra.append(KIND_HELP)
             for kind in kinds().values():
+                if name in COMMAND_HOOKS and getattr(kind, COMMAND_HOOKS[name]) is None:
+                    continue  # a kind the command does not apply to
                 flags = ", ".join(f"--{o.name.replace('_', '-')}"
                                   for o in kind.workload.of(name, "workload", "plan",
                                                             "output", "job", "cluster"))

@@ -113,8 +113,8 @@ def _table(options: ServeCommand, prompt: Lengths, output: Lengths, max_batch: i
     kind = get_strategy(strategy).plan_kind
     hook = kind.hook("serving")  # a kind without one is refused here, naming those with
     given = {**options.kind_options, "tokens": f"{_center(prompt)}:{_center(output)}"}
-    workload = api.parse_workload(strategy, given)
-    plan = api.make_plan(options.model, cluster, strategy, None, given)
+    workload = api.parse_workload(strategy, given, "serve")
+    plan = api.make_plan(options.model, cluster, strategy, None, given, "serve")
     return strategy, cluster, hook(plan, workload, max_batch)
 
 
