@@ -12,9 +12,11 @@ from typing import Annotated, Any
 
 import typer
 
+from archipelago.cli_fleet import register_fleet_commands
 from archipelago.cli_group import OneLineErrorGroup, user_errors
 from archipelago.cli_options import (
     DEFAULT_TRIALS,
+    INFEASIBLE,
     KIND_HELP,
     KIND_OPTIONS,
     MAX_SAMPLER_SEED,
@@ -38,11 +40,10 @@ from archipelago.cli_options import (
 from archipelago.errors import ArchipelagoError
 from archipelago.scratch import owned_scratch
 
-# `archi plan`'s status for a plan that does not fit (its input was valid: not 2).
-INFEASIBLE = 1
 DISAGREES = 1  # `emulate`: the split run's outputs differ from its unsplit reference
 # The hook a command needs of the strategy's plan kind, named in the command's help.
-COMMAND_HOOKS = {"report": "page", "emulate": "emulator", "build": "writers"}
+COMMAND_HOOKS = {"report": "page", "emulate": "emulator", "build": "writers",
+                 "serve": "serving"}
 
 
 class ArchiGroup(OneLineErrorGroup):
@@ -75,6 +76,8 @@ class ArchiGroup(OneLineErrorGroup):
         if command.context_settings.get("allow_extra_args"):
             extra.append(KIND_HELP)
             for kind in kinds().values():
+                if name in COMMAND_HOOKS and getattr(kind, COMMAND_HOOKS[name]) is None:
+                    continue  # a kind the command does not apply to
                 flags = ", ".join(f"--{o.name.replace('_', '-')}"
                                   for o in kind.workload.of(name, "workload", "plan",
                                                             "output", "job", "cluster"))
@@ -232,7 +235,9 @@ def emulate(
         raise typer.Exit(DISAGREES)
 
 
-@app.command()
+@app.command(help="Write the deployment files of MODEL's plan (the strategy's plan kind "
+             "and engine say which: cluster descriptions and routing tables, programs, memory "
+             "layouts and engine headers, a summary), all inside --out.")
 @user_errors
 def build(
     model: ModelArg,
@@ -243,9 +248,6 @@ def build(
     force: Annotated[bool, typer.Option(help="write into a non-empty --out")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Write the deployment files of MODEL's plan (the strategy's plan kind and engine say
-    which: cluster descriptions and routing tables, programs, memory layouts and engine
-    headers, a summary), all inside --out."""
     from archipelago.api import build as write
     from archipelago.api import choose
     from archipelago.emit.output_dir import check_output_dir
@@ -339,53 +341,4 @@ def explore(
                                given_options(ctx, SEARCH_OPTIONS)), console())
 
 
-@app.command(help="Rank every strategy x device x count x batch for MODEL and a workload: "
-             "latency, tokens/s, upfront cost, energy, the Pareto front; resumable, on Dask.")
-@user_errors
-def compare(
-    model: ModelArg,
-    tokens: Annotated[str, typer.Option(help="IN:OUT prompt and generated token counts")],
-    devices: Annotated[str | None, typer.Option(
-        help="catalog devices, comma-separated (default: those catalog.yaml tags "
-             "compare_default: its HBM FPGAs and four GPUs)", show_default=False)] = None,
-    counts: Annotated[str | None, typer.Option(
-        help="device counts, comma-separated (default: 1,2,4,8)", show_default=False)] = None,
-    strategies: Annotated[str, typer.Option(help="all, or strategies comma-separated")
-                          ] = "all",
-    batch: Annotated[str, typer.Option(help="concurrent sequences, comma-separated")] = "1",
-    latency_target: Annotated[str | None, typer.Option(
-        help="mark the rows within it and name the cheapest, e.g. 50ms")] = None,
-    sort: Annotated[str, typer.Option(
-        help="latency, cost, tokens-per-dollar or joules-per-token")] = "latency",
-    scheduler: Annotated[str | None, typer.Option(
-        help="a running Dask scheduler, tcp://HOST:PORT (default: a local cluster)")] = None,
-    workers: Annotated[int | None, typer.Option(
-        callback=machine_workers(allow_zero=False),
-        help="local Dask worker processes (default: one per core)")] = None,
-    store: Annotated[Path | None, typer.Option(
-        help="results journal, reused and extended (default: named after the model and "
-             "workload, in compare/ of the cache directory: $ARCHIPELAGO_CACHE_DIR, else "
-             "$XDG_CACHE_HOME/archipelago, else ~/.cache/archipelago)", **OUTPUT)] = None,
-    as_json: Annotated[bool, typer.Option(
-        "--json", help="print one JSON object: every row, reason, the front and the power "
-                       "model")] = False,
-    report_file: Annotated[Path | None, typer.Option(
-        "--report", help="write the HTML page (Pareto chart and table) here", **OUTPUT)] = None,
-    force: Annotated[bool, typer.Option(help="replace an existing --report file")] = False,
-    precision: Annotated[str | None, typer.Option(
-        help="number formats, comma-separated, each a row of every strategy: fp16, bf16, "
-             "fp8, w8a8, w4a16, w4a8, -kv8 (docs/number-formats.md; a strategy or device "
-             "that cannot run one is refused for it; default: each strategy's own)",
-        show_default=False)] = None,
-    engine: Annotated[str, typer.Option(
-        help="best (each FPGA row on the best engine of its strategy's design space bounded "
-             "by the board, searched once and read back from the explore store) or published "
-             "(the papers' engines)")] = "best",
-) -> None:
-    from archipelago.compare.command import CompareCommand, run_compare
-
-    options = CompareCommand(model, tokens, devices, counts, strategies, batch, latency_target,
-                             sort, scheduler, workers, store, as_json, report_file, force,
-                             precision, engine)
-    if not run_compare(options, console()):
-        raise typer.Exit(INFEASIBLE)
+register_fleet_commands(app)

@@ -14,6 +14,10 @@ from archipelago.output_file import output_path
 from archipelago.safe_read import load_mapping
 from archipelago.strict_numbers import check_numbers
 
+# The status of a valid request that does not fit (`plan`) or of which nothing fits
+# (`compare`): its input was valid, so not 2.
+INFEASIBLE = 1
+
 if TYPE_CHECKING:  # rich is imported when something is printed, not for `--json`
     from rich.console import Console
 

@@ -89,8 +89,17 @@ class Traits(Protocol):
     def __call__(self, plan: Any, workload: Any, est: Any, /) -> Any: ...
 
 
+class Serving(Protocol):
+    """(plan, workload, max_batch) -> estimate.iteration.IterationTable: the plan's prefill
+    and decode iteration times over batches up to `max_batch` and contexts (its own
+    estimator's, tabulated once) and the KV cache its free memory holds, for the serving
+    simulator."""
+
+    def __call__(self, plan: Any, workload: Any, max_batch: int, /) -> Any: ...
+
+
 HOOKS: dict[str, type] = {"estimator": Estimator, "report": ReportModule,
                           "emulator": Emulator, "writers": Writers,
                           "utilization": Utilization, "explorer": Explorer, "page": Page,
                           "batch_evaluator": BatchEvaluator, "traits": Traits,
-                          "floors": Floors}
+                          "floors": Floors, "serving": Serving}

@@ -46,7 +46,8 @@ _TRANSFORMERS = "archipelago.models.spec:ModelSpec"  # the model specs a planner
 _ROLE_WORDS = {"writers": "build files", "utilization": "a resource model to explore",
                "page": "an HTML report page",
                "batch_evaluator": "a batch evaluator of engine designs",
-               "traits": "a place in `archi compare`"}
+               "traits": "a place in `archi compare`",
+               "serving": "iteration times to serve"}
 @dataclass(frozen=True)
 class PlanKind:
     """A shape of plan and the code that consumes it. Paths are `module:attribute`:
@@ -79,6 +80,9 @@ class PlanKind:
     traits       (plan, workload, est) -> estimate.generation.Traits: the split and the
                  binding resource of a text-generation estimate (a GenerationTiming), which
                  `archi compare` ranks; a kind without it is not compared
+    serving      (plan, workload, max_batch) -> estimate.iteration.IterationTable: its
+                 prefill and decode iteration times over batch and context and the KV cache
+                 its free memory holds (`archi serve`); a kind without it is not served
     commands     {name: `module:attribute`}: commands only this kind has (host programs'
                  `archi proxies`), each a typer command function, attached when `archi`
                  starts (`commands()`)
@@ -96,6 +100,7 @@ class PlanKind:
     batch_evaluator: str | None = None
     traits: str | None = None
     floors: str | None = None
+    serving: str | None = None
     commands: dict[str, str] = field(default_factory=dict)  # its own `archi` commands
     supports: frozenset[Feature] | None = None
     emulates: frozenset[Feature] | None = None
@@ -127,10 +132,12 @@ class PlanKind:
     def hook(self, role: Literal["traits"]) -> hooks.Traits: ...
     @overload
     def hook(self, role: Literal["floors"]) -> hooks.Floors: ...
+    @overload
+    def hook(self, role: Literal["serving"]) -> hooks.Serving: ...
 
     def hook(self, role: str) -> Any:
         """The estimator, report, emulator, writers, utilization, explorer, page,
-        batch_evaluator, traits or floors, imported now; its shape is the Protocol of the
+        batch_evaluator, traits, floors or serving, imported now; its shape is the Protocol of the
         same name in `hooks`."""
         path = getattr(self, role)
         if path is None:

@@ -32,6 +32,7 @@ register_kind(PlanKind(
     page="archipelago.strategies.gpu.page:page",
     traits="archipelago.strategies.gpu.traits:traits",
     floors="archipelago.strategies.gpu.floors:floors",
+    serving="archipelago.strategies.gpu.serving:serving",
     supports=BUILTIN))  # the graph's ops run as kernels whatever the block's structure
 
 _HERE = "archipelago.strategies.gpu"

@@ -59,6 +59,7 @@ register_kind(PlanKind(
     batch_evaluator="archipelago.strategies.tensor_parallel.variants:evaluate_variants",
     traits="archipelago.strategies.tensor_parallel.traits:traits",
     floors="archipelago.strategies.tensor_parallel.floors:floors",
+    serving="archipelago.strategies.tensor_parallel.serving:serving",
     commands={"simulate":
               "archipelago.strategies.tensor_parallel.dfx_program.simulate_command:simulate"},
     supports=SPLITS, emulates=EMULATES))

@@ -1,0 +1,137 @@
+"""`archi compare` and `archi serve`: the commands that size a fleet (every strategy x
+device x count, a service at a request rate) rather than one plan. Registered on `archi`'s
+app by `register_fleet_commands`, after the single-plan commands, so help lists them last."""
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from archipelago.cli_group import user_errors
+from archipelago.cli_options import (
+    INFEASIBLE,
+    KIND_OPTIONS,
+    MAX_SAMPLER_SEED,
+    OUTPUT,
+    ClusterOpt,
+    JsonOpt,
+    ModelArg,
+    StrategyOpt,
+    console,
+    machine_workers,
+    within,
+    workload_options,
+)
+
+
+def register_fleet_commands(app: typer.Typer) -> None:
+    """Add `compare` and `serve` to `app`."""
+    @app.command(help="Rank every strategy x device x count x batch for MODEL and a workload: "
+                 "latency, tokens/s, upfront cost, energy, the Pareto front; resumable, on Dask.")
+    @user_errors
+    def compare(
+        model: ModelArg,
+        tokens: Annotated[str, typer.Option(help="IN:OUT prompt and generated token counts")],
+        devices: Annotated[str | None, typer.Option(
+            help="catalog devices, comma-separated (default: those catalog.yaml tags "
+                 "compare_default: its HBM FPGAs and four GPUs)", show_default=False)] = None,
+        counts: Annotated[str | None, typer.Option(
+            help="device counts, comma-separated (default: 1,2,4,8)", show_default=False)] = None,
+        strategies: Annotated[str, typer.Option(help="all, or strategies comma-separated")
+                              ] = "all",
+        batch: Annotated[str, typer.Option(help="concurrent sequences, comma-separated")] = "1",
+        latency_target: Annotated[str | None, typer.Option(
+            help="mark the rows within it and name the cheapest, e.g. 50ms")] = None,
+        sort: Annotated[str, typer.Option(
+            help="latency, cost, tokens-per-dollar or joules-per-token")] = "latency",
+        scheduler: Annotated[str | None, typer.Option(
+            help="a running Dask scheduler, tcp://HOST:PORT (default: a local cluster)")] = None,
+        workers: Annotated[int | None, typer.Option(
+            callback=machine_workers(allow_zero=False),
+            help="local Dask worker processes (default: one per core)")] = None,
+        store: Annotated[Path | None, typer.Option(
+            help="results journal, reused and extended (default: named after the model and "
+                 "workload, in compare/ of the cache directory: $ARCHIPELAGO_CACHE_DIR, else "
+                 "$XDG_CACHE_HOME/archipelago, else ~/.cache/archipelago)", **OUTPUT)] = None,
+        as_json: Annotated[bool, typer.Option(
+            "--json", help="print one JSON object: every row, reason, the front and the power "
+                           "model")] = False,
+        report_file: Annotated[Path | None, typer.Option(
+            "--report", help="write the HTML page (Pareto chart and table) here", **OUTPUT)] = None,
+        force: Annotated[bool, typer.Option(help="replace an existing --report file")] = False,
+        precision: Annotated[str | None, typer.Option(
+            help="number formats, comma-separated, each a row of every strategy: fp16, bf16, "
+                 "fp8, w8a8, w4a16, w4a8, -kv8 (docs/number-formats.md; a strategy or device "
+                 "that cannot run one is refused for it; default: each strategy's own)",
+            show_default=False)] = None,
+        engine: Annotated[str, typer.Option(
+            help="best (each FPGA row on the best engine of its strategy's design space bounded "
+                 "by the board, searched once and read back from the explore store) or published "
+                 "(the papers' engines)")] = "best",
+    ) -> None:
+        from archipelago.compare.command import CompareCommand, run_compare
+
+        options = CompareCommand(model, tokens, devices, counts, strategies, batch, latency_target,
+                                 sort, scheduler, workers, store, as_json, report_file, force,
+                                 precision, engine)
+        if not run_compare(options, console()):
+            raise typer.Exit(INFEASIBLE)
+
+
+    @app.command(context_settings=KIND_OPTIONS, help="Serve MODEL's plan on CLUSTER to requests "
+                 "arriving at a rate: a seeded discrete-event simulation of a scheduler's "
+                 "batches over the plan's own iteration times; latency percentiles, throughput, "
+                 "goodput and the capacity at the targets.")
+    @user_errors
+    def serve(
+        ctx: typer.Context,
+        model: ModelArg,
+        cluster: ClusterOpt = None,
+        strategy: StrategyOpt = None,
+        rate: Annotated[str | None, typer.Option(
+            help="requests per second (with --trace: replay it at this rate; default its own)",
+            show_default=False)] = None,
+        prompt: Annotated[str, typer.Option(
+            help="prompt tokens: N, lognormal:MEDIAN,SIGMA or uniform:LO,HI")] = "512",
+        output: Annotated[str, typer.Option(
+            help="output tokens: N, lognormal:MEDIAN,SIGMA or uniform:LO,HI")] = "128",
+        ttft: Annotated[str, typer.Option(help="time-to-first-token target, e.g. 1s")] = "1s",
+        tpot: Annotated[str, typer.Option(help="time-per-output-token target, e.g. 50ms")
+                        ] = "50ms",
+        percentile: Annotated[float, typer.Option(
+            help="share of requests (percent) that must meet both targets")] = 90.0,
+        arrivals: Annotated[str, typer.Option(help="poisson or fixed (evenly spaced)")
+                            ] = "poisson",
+        trace: Annotated[Path | None, typer.Option(
+            help="CSV or JSONL of arrival_s, prompt_tokens, output_tokens (or the Azure "
+                 "traces' TIMESTAMP, ContextTokens, GeneratedTokens)")] = None,
+        replicas: Annotated[int, typer.Option(callback=within(1, 1024),
+                                              help="copies of the plan behind the router")] = 1,
+        router: Annotated[str, typer.Option(help="round-robin or least-outstanding")
+                          ] = "round-robin",
+        policy: Annotated[str, typer.Option(help="static (run-to-completion batches), "
+                                                 "continuous or chunked (prefill)")
+                          ] = "continuous",
+        max_batch: Annotated[int | None, typer.Option(
+            help="requests in a batch (default: 1 static, 64 otherwise)",
+            show_default=False)] = None,
+        chunk: Annotated[int, typer.Option(help="tokens per iteration under chunked")] = 512,
+        requests: Annotated[int, typer.Option(callback=within(1, 1_000_000),
+                                              help="requests simulated per seed")] = 1000,
+        seeds: Annotated[int, typer.Option(callback=within(1, 64),
+                                           help="seeds per capacity point (pooled)")] = 1,
+        seed: Annotated[int, typer.Option(callback=within(0, MAX_SAMPLER_SEED),
+                                          help="seed of the arrivals and lengths")] = 0,
+        as_json: JsonOpt = False,
+    ) -> None:
+        from archipelago.serving.command import ServeCommand, print_serve, run_serve
+
+        result = run_serve(ServeCommand(model, cluster, strategy, rate, prompt, output, ttft,
+                                        tpot, percentile, arrivals, trace, replicas, router,
+                                        policy, max_batch, chunk, requests, seeds, seed, as_json,
+                                        workload_options(ctx)))
+        if as_json:
+            typer.echo(json.dumps(result))
+        else:
+            print_serve(result, console())

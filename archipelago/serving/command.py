@@ -1,0 +1,208 @@
+"""`archi serve` behind its options: the request checked whole before any work, the plan
+made and estimated through the pipeline, its kind's `serving` hook tabulating its iteration
+times, the requests served, the capacity searched, then a table or one JSON object. Names
+no strategy or kind: any strategy whose kind has the hook serves."""
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from archipelago.engines.base import MAX_TOKENS
+from archipelago.errors import ArchipelagoError
+from archipelago.estimate.iteration import IterationTable
+from archipelago.estimate.workload import MAX_BATCH
+from archipelago.serving.metrics import Targets, capacity, summary
+from archipelago.serving.replica import Policy
+from archipelago.serving.requests import (
+    Lengths,
+    Requests,
+    check_arrivals,
+    fitted,
+    generate,
+    parse_lengths,
+)
+from archipelago.serving.simulate import check_settings, simulate
+
+MAX_RATE = 1e6  # requests per second: past any deployment's front door
+MAX_SEEDS = 64  # seeds per capacity point; more is a typo, not more confidence
+_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
+# The kind options `archi serve` sets itself: lengths come from --prompt/--output, the
+# batch from --max-batch.
+_OWN = {"tokens": "--prompt and --output", "batch": "--max-batch"}
+
+
+@dataclass(frozen=True)
+class ServeCommand:
+    """The options of `archi serve` as typed."""
+
+    model: str
+    cluster: str | None
+    strategy: str | None
+    rate: str | None
+    prompt: str
+    output: str
+    ttft: str
+    tpot: str
+    percentile: float
+    arrivals: str
+    trace: Path | None
+    replicas: int
+    router: str
+    policy: str
+    max_batch: int | None
+    chunk: int
+    requests: int
+    seeds: int
+    seed: int
+    as_json: bool
+    kind_options: dict[str, str]
+
+
+def parse_seconds(option: str, text: str) -> float:
+    """`50ms`, `1s`, `800us`: positive seconds."""
+    m = re.fullmatch(r"\s*([0-9]{1,9}(?:\.[0-9]{0,9})?)\s*([a-z]+)\s*", text.lower())
+    if not m or m.group(2) not in _UNITS or float(m.group(1)) <= 0:
+        raise ArchipelagoError(f"{option} '{text[:40]}': give a positive number and a unit "
+                               f"({', '.join(_UNITS)}), e.g. 50ms")
+    return float(m.group(1)) * _UNITS[m.group(2)]
+
+
+def parse_rate(text: str) -> float:
+    m = re.fullmatch(r"\s*([0-9]{1,9}(?:\.[0-9]{0,9})?)\s*", text)
+    if not m or not 0 < float(m.group(1)) <= MAX_RATE:
+        raise ArchipelagoError(f"--rate '{text[:40]}': give requests per second, a number "
+                               f"in (0, {MAX_RATE:g}]")
+    return float(m.group(1))
+
+
+def _center(dist: Lengths) -> int:
+    """The count a plan is made for: the fixed one, the median, the middle."""
+    return round(dist.a if dist.kind != "uniform" else (dist.a + dist.b) / 2)
+
+
+def _checked(options: ServeCommand) -> tuple[Lengths, Lengths, Targets, Policy]:
+    if not 0 < options.percentile <= 100:
+        raise ArchipelagoError(f"--percentile {options.percentile:g}: must be in (0, 100]")
+    if not 1 <= options.seeds <= MAX_SEEDS:
+        raise ArchipelagoError(f"--seeds {options.seeds}: must be in 1..{MAX_SEEDS}")
+    if not 1 <= options.chunk <= MAX_TOKENS:
+        raise ArchipelagoError(f"--chunk {options.chunk}: must be in 1..{MAX_TOKENS} tokens")
+    for name, flags in _OWN.items():
+        if name in options.kind_options:
+            raise ArchipelagoError(f"--{name}: `archi serve` sets it from {flags}")
+    batch = options.max_batch or (1 if options.policy == "static" else 64)
+    if not 1 <= batch <= MAX_BATCH:
+        raise ArchipelagoError(f"--max-batch {batch}: must be in 1..{MAX_BATCH}")
+    policy = Policy(options.policy, batch, options.chunk)
+    check_settings(policy, options.replicas, options.router)
+    check_arrivals(options.arrivals)
+    targets = Targets(parse_seconds("--ttft", options.ttft),
+                      parse_seconds("--tpot", options.tpot), options.percentile)
+    return (parse_lengths("--prompt", options.prompt, MAX_TOKENS),
+            parse_lengths("--output", options.output, MAX_TOKENS), targets, policy)
+
+
+def _table(options: ServeCommand, prompt: Lengths, output: Lengths, max_batch: int
+           ) -> tuple[str, str, IterationTable]:
+    from archipelago import api
+    from archipelago.strategies.registry import get_strategy
+
+    strategy, cluster = api.choose("serve", options.strategy, options.cluster)
+    kind = get_strategy(strategy).plan_kind
+    hook = kind.hook("serving")  # a kind without one is refused here, naming those with
+    given = {**options.kind_options, "tokens": f"{_center(prompt)}:{_center(output)}"}
+    workload = api.parse_workload(strategy, given, "serve")
+    plan = api.make_plan(options.model, cluster, strategy, None, given, "serve")
+    return strategy, cluster, hook(plan, workload, max_batch)
+
+
+def _rate(options: ServeCommand) -> tuple[float, Requests | None]:
+    """The rate to serve at, and the trace's requests (their lengths not yet fitted to
+    the model): `--rate`, else the trace's own rate."""
+    trace = own = None
+    if options.trace is not None:
+        from archipelago.serving.trace import read_trace
+
+        trace, own = read_trace(options.trace)
+    if options.rate is not None:
+        return parse_rate(options.rate), trace
+    if own is None:
+        raise ArchipelagoError("--rate: give requests per second (or a --trace to replay)")
+    return own, trace
+
+
+def run_serve(options: ServeCommand) -> dict[str, Any]:
+    """The simulation's summary and capacity, as the JSON object `--json` prints."""
+    prompt, output, targets, policy = _checked(options)
+    rate, trace = _rate(options)
+    strategy, cluster, table = _table(options, prompt, output, policy.max_batch)
+    if trace is not None:
+        per_seed = [fitted(trace.unit_arrivals, trace.prompt, trace.output, table.max_context)]
+    else:
+        per_seed = [generate(options.arrivals, options.requests, prompt, output,
+                             options.seed + k, table.max_context)
+                    for k in range(options.seeds)]
+
+    def run(at: float) -> list:
+        return [simulate(table, r, at, policy, options.replicas, options.router)
+                for r in per_seed]
+
+    result = summary(run(rate)[0], targets)
+    found = capacity(run, targets, start=rate)
+    return {
+        "model": options.model, "cluster": cluster, "strategy": strategy,
+        "policy": policy.name, "max_batch": policy.max_batch,
+        "chunk": policy.chunk if policy.budget else None,
+        "replicas": options.replicas, "router": options.router, "rate": rate,
+        "arrivals": "trace" if options.trace else options.arrivals,
+        "prompt": options.prompt, "output": options.output, "seed": options.seed,
+        "clipped": per_seed[0].clipped, "kv_cache_tokens": table.kv_tokens,
+        "targets": {"ttft_s": targets.ttft_s, "tpot_s": targets.tpot_s,
+                    "percentile": targets.percentile},
+        **result,
+        "capacity": {"rate": found.rate, "bounded": found.bounded,
+                     "simulations": found.simulations, "seeds": len(per_seed),
+                     "requests": len(per_seed[0])},
+    }
+
+
+def _ms(seconds: float) -> str:
+    return "-" if not math.isfinite(seconds) else f"{seconds * 1e3:,.1f} ms"
+
+
+def print_serve(result: dict[str, Any], console: Any) -> None:
+    """The summary as rich tables: latencies by percentile, then rates and capacity."""
+    from rich.table import Table
+
+    title = (f"{result['model']} · {result['strategy']} on {result['cluster']} x"
+             f"{result['replicas']} · {result['policy']} (max batch {result['max_batch']})"
+             f" · {result['rate']:g} req/s")
+    lat = Table(title=title)
+    for column in ("", "P50", "P90", "P99", "mean"):
+        lat.add_column(column, justify="right" if column else "left")
+    for key, label in (("ttft_s", "time to first token"), ("tpot_s", "time per output token"),
+                       ("e2e_s", "end to end"), ("queue_s", "queueing delay")):
+        row = result[key]
+        lat.add_row(label, *(_ms(row[k]) for k in ("p50", "p90", "p99", "mean")))
+    console.print(lat)
+    cap, tg = result["capacity"], result["targets"]
+    busy = result["busy_share"]
+    rates = Table(show_header=False)
+    rates.add_column("figure")
+    rates.add_column("value", justify="right")
+    rates.add_row("throughput", f"{result['throughput_requests_per_s']:,.3f} req/s · "
+                  f"{result['throughput_tokens_per_s']:,.1f} output tokens/s")
+    rates.add_row(f"goodput (TTFT ≤ {_ms(tg['ttft_s'])}, TPOT ≤ {_ms(tg['tpot_s'])})",
+                  f"{result['goodput_requests_per_s']:,.3f} req/s "
+                  f"({100 * result['met_share']:.1f}% of requests)")
+    rates.add_row("busy share", f"{100 * sum(busy) / len(busy):.1f}% mean, "
+                  f"{100 * max(busy):.1f}% busiest replica")
+    rates.add_row(f"capacity (P{tg['percentile']:g} within both targets)",
+                  f"{'' if cap['bounded'] else '≥ '}{cap['rate']:,.3f} req/s "
+                  f"({cap['simulations']} simulations x {cap['seeds']} seeds x "
+                  f"{cap['requests']} requests)")
+    if result["clipped"]:
+        rates.add_row("clipped to the model's positions", f"{result['clipped']} requests")
+    console.print(rates)

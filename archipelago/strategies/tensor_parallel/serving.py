@@ -1,0 +1,38 @@
+"""The tensor-parallel kind's serving hook: its plan's iteration times (the kind's own
+estimator on estimate/iteration.py's grid) and the KV cache its boards' free HBM holds,
+for the serving simulator (archipelago/serving/).
+
+Every stage caches the keys and values of its own layers; the plan holds as many tokens of
+cache as its tightest board does (the HBM its weights leave, over the bytes one token's
+keys and values take on it)."""
+
+from functools import partial
+
+from archipelago.estimate.iteration import IterationTable, tabulate
+from archipelago.estimate.workload import Generation
+from archipelago.strategies.tensor_parallel.costs import Holdings, kv_cache_bytes
+from archipelago.strategies.tensor_parallel.estimate import estimate
+from archipelago.strategies.tensor_parallel.split_choice import share
+from archipelago.strategies.tensor_parallel.staged import StagedPlan
+
+
+def kv_tokens(plan: StagedPlan) -> int:
+    """Tokens of KV cache (over all sequences) the plan's HBM holds beside its weights."""
+    fewest = None
+    for stage in plan.stages:
+        program, part = stage.program, share(stage)
+        held = Holdings(program)
+        for dp in program.devices:
+            hbm = dp.device.memory("hbm")
+            per_token = kv_cache_bytes(program, dp.rank, 1, 1, part.layers)
+            if hbm is None or per_token <= 0:
+                return 0
+            free = hbm.capacity_bytes - held.held_bytes(dp.rank, "hbm", part)
+            tokens = max(0, int(free // per_token))
+            fewest = tokens if fewest is None else min(fewest, tokens)
+    return fewest or 0
+
+
+def serving(plan: StagedPlan, workload: Generation, max_batch: int) -> IterationTable:
+    return tabulate(partial(estimate, plan), workload, max_batch, plan.spec.max_positions,
+                    kv_tokens(plan), f"{plan.strategy} plan")
