@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from archipelago.api import make_plan
-from archipelago.estimate.workload import Generation
+from archipelago.estimate.workload import Generation, Sequence
 from archipelago.explore.search import SearchRequest, run_search
 from archipelago.hardware.catalog import get_device
 from archipelago.strategies.tensor_parallel.estimate import estimate as estimate_plan
@@ -125,14 +125,18 @@ def test_baseline_is_the_default_engine_and_is_tried_first(tmp_path) -> None:
     from archipelago.strategies.registry import strategies
 
     explorable = [name for name, s in strategies().items() if s.design_space]
-    assert {"dfx", "lora-f", "lora-q"} <= set(explorable)  # the papers' engines, by hand
+    # the papers' engines, by hand
+    assert {"dfx", "lora-f", "lora-q", "galapagos"} <= set(explorable)
+    encoders = {"galapagos": ("ibert-base", "72xsidewinder", Sequence(128))}
     for strategy in explorable:
-        space = design_space(strategy, "gpt2-345m", "1xu280")
-        default = make_plan("gpt2-345m", "1xu280", strategy).engine.config
+        model, cluster, work = encoders.get(strategy, ("gpt2-345m", "1xu280",
+                                                       Generation(8, 8)))
+        space = design_space(strategy, model, cluster, work)
+        default = make_plan(model, cluster, strategy).engine.config
         published = space.decode(dict(space.baseline))
-        assert make_plan("gpt2-345m", "1xu280", strategy, published).engine.config == default
-        request = SearchRequest("gpt2-345m", "1xu280", strategy, Generation(8, 8), 3,
-                                str(tmp_path / strategy), "x")
+        assert make_plan(model, cluster, strategy, published).engine.config == default
+        request = SearchRequest(model, cluster, strategy, work, 3, str(tmp_path / strategy),
+                                "x")
         run_search(request)
         assert journal_keys(tmp_path / strategy)[0] == engine_key(published)
     default_latency = estimate_plan(make_plan("gpt2-345m", "1xu280", "lora-f"),

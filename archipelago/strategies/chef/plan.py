@@ -3,6 +3,7 @@ layer on which accelerator from when to when), and the engine configuration both
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 
@@ -12,6 +13,7 @@ from archipelago.hardware.machines import Cluster
 from archipelago.models.dag import ModelDAG
 from archipelago.models.dag_summary import model_summary
 from archipelago.strategies.chef.deployment import Deployment, describe
+from archipelago.strategies.chef.ip_space import device_candidates
 from archipelago.strategies.chef.ip_templates import IPTemplate, builtin_ips, load_ips
 from archipelago.strategies.chef.simulate import Schedule, Tables
 
@@ -24,29 +26,39 @@ class ChefConfig(EngineConfig):
     """Candidate IP names (default: every IP of the model's layer types)."""
     ip_file: str | None = None
     """A YAML file of IP templates replacing the built-in ones."""
+    ip_space: Literal["templates", "device"] = "templates"
+    """`device`: besides the templates, each grown to the most parallel instance every
+    board of the cluster holds (ip_space.py); `templates`: the templates as written."""
     max_accs_per_fpga: int = Field(default=4, gt=0, le=16)
     """Assumption beyond Eq. (1): Fig. 5 shows up to three IPs per FPGA; more only slow
     the search (16: the bound, past which the deployment search would not end)."""
 
-    def candidates(self) -> list[IPTemplate]:
+    def candidates(self, cluster: Cluster) -> list[IPTemplate]:
+        """The named (or all) templates; with `ip_space: device`, grown to `cluster`'s
+        boards too."""
         table = load_ips(Path(self.ip_file)) if self.ip_file else builtin_ips()
-        if self.ips is None:
-            return list(table.values())
-        unknown = [n for n in self.ips if n not in table]
+        chosen = list(table.values()) if self.ips is None else self._named(table)
+        if self.ip_space == "templates":
+            return chosen
+        return device_candidates(chosen, (node.resources for node in cluster.nodes))
+
+    def _named(self, table: dict[str, IPTemplate]) -> list[IPTemplate]:
+        unknown = [n for n in self.ips or () if n not in table]
         if unknown:
             raise ArchipelagoError(f"unknown IP(s) {elide(', '.join(unknown))}; valid: "
                                    f"{elide(', '.join(table), 200)}")
-        return [table[n] for n in self.ips]
+        return [table[n] for n in self.ips or ()]
 
     def candidates_source(self) -> str:
         """Where `candidates` came from, in the words of the files that gave them."""
         table = f"ip_file {elide(self.ip_file)}" if self.ip_file else \
             "the built-in templates, chef/ip_templates.yaml"
+        grown = ", grown to the boards (ip_space: device)" * (self.ip_space == "device")
         if self.ips is None:
-            return table
+            return table + grown
         if not self.ips:
             return "the engine config's `ips: []`"
-        return f"the engine config's `ips`, from {table}"
+        return f"the engine config's `ips`, from {table}{grown}"
 
 
 def bandwidth_override(cluster: Cluster, text: str) -> Cluster:

@@ -66,7 +66,7 @@ def check_cluster(cluster: Cluster) -> None:
 def prepare(dag: ModelDAG, cluster: Cluster, config: ChefConfig) -> tuple:
     check_cluster(cluster)
     # a whole table spans all boards: those that fit here are kept; a named IP must fit
-    ips = check_candidates(dag, cluster, config.candidates(), config.candidates_source(),
+    ips = check_candidates(dag, cluster, config.candidates(cluster), config.candidates_source(),
                            named=config.ips is not None)
     check_dram(dag, cluster, [dram_bytes(dag, la) for la in dag.layers])
     return cluster, ips, LayerCosts(dag)

@@ -35,6 +35,7 @@ register_kind(PlanKind(
     writers="archipelago.strategies.galapagos.emit:write_feasible_build",
     page="archipelago.strategies.galapagos.page:page",
     floors="archipelago.strategies.galapagos.floors:floors",
+    utilization="archipelago.strategies.galapagos.utilization:utilization",
     supports=frozenset({BIASES, POST_NORM, EMBEDDING_NORM})))  # BERT's block, as I-BERT's
 
 
@@ -43,4 +44,5 @@ register("galapagos", "encoder as streaming I-BERT kernels on clusters of cluste
                       "collectives, Cluster Builder files (seeds/000)", "dataflow",
          "archipelago.strategies.galapagos.kernel_design:StreamConfig",
          default_for=("build",), default_cluster="72xsidewinder",
+         design_space="archipelago.strategies.galapagos.space:galapagos",
          )("archipelago.strategies.galapagos.planner:plan_galapagos")

@@ -69,6 +69,11 @@ class StreamEstimate:
         """Sequences per second: the encoders form one pipeline paced by its busiest kernel."""
         return self.clock_hz / self.timing.bottleneck
 
+    @property
+    def tokens_per_s(self) -> float:
+        """Tokens a second at that pace (what a design search ranks, as for decoders)."""
+        return self.throughput_per_s * self.seq_len
+
 
 class _LayerGraph:
     """The kernels one encoder's rows pass through, with hop costs, in stream order."""
