@@ -93,3 +93,19 @@ def test_an_unknown_ip_space_is_refused_in_one_line() -> None:
     with pytest.raises(ArchipelagoError, match=r"'ip_space' = 'nope': Input should be "
                        r"'templates' or 'device'"):
         get_strategy("chef").config({"ip_space": "nope"})
+
+
+def test_engine_best_runs_chef_s_search_over_the_grown_candidates() -> None:
+    """`plan --engine best` on CHEF is its planner's own search with `ip_space: device`:
+    the same plan as that engine config, labelled; the published engine is the templates."""
+    from archipelago.api import plan_and_estimate
+    from archipelago.explore.best import choose_engine
+
+    chosen = choose_engine("best", "casua-surf", "hacc", "chef", None, {})
+    assert chosen.engine == {"ip_space": "device"} and chosen.label.startswith("best")
+    best = plan_and_estimate("casua-surf", "hacc", "chef", engine=chosen.engine)
+    grown_plan = plan_and_estimate("casua-surf", "hacc", "chef", engine={"ip_space": "device"})
+    published = plan_and_estimate("casua-surf", "hacc", "chef")
+    assert best.estimate["latency_s"] == grown_plan.estimate["latency_s"]
+    assert best.estimate["latency_s"] <= published.estimate["latency_s"]
+    assert choose_engine("published", "casua-surf", "hacc", "chef", None, {}).engine is None

@@ -138,6 +138,10 @@ def choose_engine(choice: str, model: str, cluster: str, strategy: str, workload
     if given:
         raise ArchipelagoError("--engine best searches the engine's parameters; leave "
                                "--engine-config out (or use --engine published)")
+    registered = get_strategy(strategy)
+    if registered.design_space is None and registered.searched_engine is not None:
+        return Chosen(dict(registered.searched_engine), "best (the planner's own search over "
+                      "candidates bounded by the boards)")
     found = best_engine(model, cluster, strategy, workload)
-    published = get_strategy(strategy).config({}).model_dump()
+    published = registered.config({}).model_dump()
     return Chosen(found.engine, found.label(published), found)

@@ -174,6 +174,10 @@ class Strategy:
     default_for: tuple[str, ...] = ()  # the commands run with it when --strategy is left out
     default_cluster: str | None = None  # --cluster when it is left out ...
     command_clusters: dict[str, str] = field(default_factory=dict)  # ... per command
+    # For a strategy whose planner searches its engine itself (no design_space): the
+    # engine parameters under which that search runs over candidates bounded by the boards,
+    # what `--engine best` plans with
+    searched_engine: dict[str, Any] | None = None
 
     @property
     def engine_config(self) -> type[BaseModel]:
@@ -259,7 +263,8 @@ def register(name: str, summary: str, kind: str, engine_config: Ref[type[BaseMod
              models: Ref[type] | tuple[Ref[type], ...] = _TRANSFORMERS,
              default_for: tuple[str, ...] = (),
              default_cluster: str | None = None,
-             command_clusters: dict[str, str] | None = None
+             command_clusters: dict[str, str] | None = None,
+             searched_engine: dict[str, Any] | None = None
              ) -> Callable[[Ref[_Planner]], Ref[_Planner]]:
     """Decorate a planner (or name one, `module:attribute`) to register it as strategy
     `name` making plans of `kind` from model specs of type `models` (transformer
@@ -279,7 +284,7 @@ def register(name: str, summary: str, kind: str, engine_config: Ref[type[BaseMod
         _STRATEGIES[name] = Strategy(name, summary, kind, engine_config, planner,
                                      dict(engine_defaults or {}), design_space, models,
                                      tuple(default_for), default_cluster,
-                                     dict(command_clusters or {}))
+                                     dict(command_clusters or {}), searched_engine)
         return planner
 
     return wrap

@@ -66,9 +66,14 @@ _PLANNERS = "archipelago.strategies.chef.planners"
 _CONFIG = "archipelago.strategies.chef.plan:ChefConfig"
 # Without --cluster, the U280 + U250 cluster of seeds/004 §VII-B.
 _ON = {"models": "archipelago.models.dag:ModelDAG", "default_cluster": "hacc"}
+# `--engine best`: CHEF's own search (A2F's ILP and its re-deployment) over the IP templates
+# grown to what each board holds (plan.py's ip_space, issue 34); H2H fixes one accelerator
+# per FPGA and chef-exact enumerates the templates as written, so neither takes it.
+SEARCHED = {"ip_space": "device"}
 register("chef", "MMMT layer DAGs on heterogeneous FPGAs: IPs deployed by ILP + idle-aware "
          "re-deployment, layers mapped communication- and DRAM-aware (seeds/004)",
-         "scheduled-dag", _CONFIG, **_ON)(f"{_PLANNERS}:chef_planner")
+         "scheduled-dag", _CONFIG, **_ON,
+         searched_engine=SEARCHED)(f"{_PLANNERS}:chef_planner")
 register("h2h", "baseline of seeds/004: one fixed accelerator per FPGA, weights and "
          "features in host memory, H2H's four mapping steps", "scheduled-dag", _CONFIG,
          **_ON)(f"{_PLANNERS}:h2h_planner")
