@@ -3,6 +3,10 @@ and summarize. Under torchrun (RANK and WORLD_SIZE set) this process is one rank
 
 import os
 import socket
+import sys
+import types
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -52,15 +56,17 @@ def run_ranks(plan: SPMDPlan, job: EmulationJob, program: RankProgram,
     ranks = plan.ranks
     board = ProgressBoard(run_dir / "progress", ranks, create=True)
     context = mp.get_context("forkserver")
-    start_fork_server(["archipelago.emulate.worker"])
+    # imported once by the server, not by every rank as it unpickles its program
+    start_fork_server(["archipelago.emulate.worker", program.run_rank.__module__])
     port, fault = _free_port(), os.environ.get(FAULT_ENV)
     procs = [context.Process(target=worker.main,
                              args=(run_dir, plan, job, program, rank, port, fault),
                              name=f"archipelago-rank{rank}", daemon=True)
              for rank in range(ranks)]
     try:
-        for proc in procs:
-            proc.start()
+        with _bare_main():
+            for proc in procs:
+                proc.start()
         record_helpers()
         with _TokenBars(plan, job, program) as bars:
             names = [worker.rank_name(plan, program, r) for r in range(ranks)]
@@ -68,6 +74,20 @@ def run_ranks(plan: SPMDPlan, job: EmulationJob, program: RankProgram,
     finally:
         stop(procs)
     return torch.load(run_dir / "result.pt")
+
+
+@contextmanager
+def _bare_main() -> Iterator[None]:
+    """Ranks started meanwhile skip re-running the launcher's __main__ module:
+    multiprocessing has each child import it (a benchmark's or a script's imports, say
+    transformers: 20 s of a 40 s run on 2 busy cores, each rank paying it), while a rank
+    needs only the worker and its program, which name their own modules."""
+    main = sys.modules["__main__"]
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = main
 
 
 class _TokenBars:
