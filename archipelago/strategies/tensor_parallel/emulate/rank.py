@@ -173,8 +173,9 @@ def report_head(plan: Plan, job: EmulationJob, ranks: list[dict[str, Any]],
     model = reference.load_model(Path(job.weights_dir))
     if job.precision in QUANTIZED_PRECISIONS:
         quantize_reference(model, plan.spec, job.precision)
-    expected = reference.greedy_generate(model, prompt, work.output_tokens)
-    along = reference.logits_along(model, prompt, tokens)
+    expected, own = reference.greedy_with_logits(model, prompt, work.output_tokens)
+    # where the token paths agree, generate()'s logits are those along the emulated path
+    along = own if tokens == expected else reference.logits_along(model, prompt, tokens)
     return {
         "model": plan.spec.name, "cluster": plan.cluster.name, "strategy": plan.strategy,
         "ranks": plan.ranks, "precision": job.precision, "numerics": plan.numerics,
