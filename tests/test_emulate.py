@@ -228,6 +228,21 @@ def test_torchrun_environment_makes_this_process_one_rank(gpt2_config, tmp_path)
     assert len(entries) == 1 and entries[0].startswith("seeded-"), entries
 
 
+def test_ranks_skip_the_launching_scripts_main_module(gpt2_config, tmp_path) -> None:
+    """A script that emulates runs its module once: multiprocessing would have every rank
+    re-run it as __mp_main__ (its imports, a benchmark's transformers, paid per rank)."""
+    runs = tmp_path / "module-runs"
+    script = tmp_path / "script.py"
+    script.write_text(f"open({str(runs)!r}, 'a').write(__name__ + '\\n')\n"
+                      "if __name__ == '__main__':\n"
+                      "    from archipelago.api import emulate\n"
+                      f"    report = emulate({gpt2_config!r}, '2xu280', 'dfx', "
+                      "{'tokens': '4:2'}, seed=0)\n"
+                      "    assert report['tokens_match'], report\n")
+    subprocess.run([sys.executable, str(script)], check=True, timeout=300)
+    assert runs.read_text().split() == ["__main__"]
+
+
 def test_import_archipelago_stays_free_of_torch() -> None:
     code = ("import sys, archipelago, archipelago.api, archipelago.cli, archipelago.emulate; "
             "assert not {'torch', 'transformers'} & set(sys.modules), 'torch imported'")
