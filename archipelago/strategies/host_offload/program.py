@@ -125,6 +125,15 @@ class HostAPI(Protocol):
     def stack(self, vectors: list[Any], rows: bool) -> Any: ...
     def indices(self, vector: Any) -> list[int]: ...
     def read(self, vector: Any, indices: list[int]) -> list[float]: ...
+    def best(self, candidates: list[tuple[Any, Any, Any]], k: int) -> list[tuple[Any, Any, Any]]:
+        ...
+    def pick(self, options: list[Any], index: Any) -> Any: ...
+
+
+def keep_best(candidates: list[tuple[float, int, int]], k: int) -> list[tuple[float, int, int]]:
+    """The k best (score, hypothesis, word) of a beam step: highest score first, ties to the
+    lower hypothesis, then the lower word."""
+    return sorted(candidates, key=lambda c: (-c[0], c[1], c[2]))[:k]
 
 
 @dataclass(frozen=True)
@@ -203,6 +212,13 @@ class Recorder:
 
     def read(self, vector: Sym, indices: list[int]) -> list[float]:
         return [0.0] * len(indices)
+
+    def best(self, candidates: list[tuple[float, int, int]], k: int
+             ) -> list[tuple[float, int, int]]:
+        return keep_best(candidates, k)
+
+    def pick(self, options: list[Any], index: int) -> Any:
+        return options[index]
 
     def cpu(self, name: str, *args: Any) -> Any:
         check_call(name, CPU_CALLS + CPU_EXTENSIONS)
