@@ -202,9 +202,10 @@ def emulate(
         raise typer.Exit(DISAGREES)
 
 
-@app.command()
+@app.command(context_settings=KIND_OPTIONS)
 @user_errors
 def build(
+    ctx: typer.Context,
     model: ModelArg,
     out: Annotated[Path, typer.Option(help="directory for the build files", **OUTPUT)],
     cluster: ClusterOpt = None,
@@ -223,7 +224,7 @@ def build(
     strategy, cluster = choose("build", strategy, cluster)
     check_output_dir(out, force)  # before any planning
     summary = write(model, cluster, strategy, str(out), force,
-                    load_engine_config(engine_config, strategy))
+                    load_engine_config(engine_config, strategy), workload_options(ctx))
     if as_json:
         print(json.dumps(summary, indent=2))
     else:

@@ -174,10 +174,14 @@ def test_a_second_build_needs_force_and_the_cli_writes_one(tmp_path: Path) -> No
     write_build(plan, str(tmp_path / "b"), False)
     with pytest.raises(ArchipelagoError, match="not empty"):
         write_build(plan, str(tmp_path / "b"), False)
-    config = tmp_path / "engine.yaml"
-    config.write_text("hidden: 8\nsteps: 2\nlayers: 1\n")
-    done = archi_here("build", "lstm", "--cluster", "2xs10-2800", "--strategy", "persistent",
-                      "--engine-config", str(config), "--out", str(tmp_path / "cli"), "--json")
+    command = ("build", "lstm", "--cluster", "2xs10-2800", "--strategy", "persistent",
+               "--hidden", "8", "--steps", "2", "--layers", "1", "--out", str(tmp_path / "cli"))
+    done = archi_here(*command, "--json")  # the program's options shape the build's plan
     assert done.returncode == 0, done.stderr
-    files = json.loads(done.stdout)["files"]
-    assert "host/main.cpp" in files and "cards/card1/mrfs/l0.fwd.wu@1.bin" in files
+    summary = json.loads(done.stdout)
+    assert summary["model"] == "lstm-8" and summary["calls"] == len(make_plan(
+        "lstm", "2xs10-2800", "persistent", {"hidden": 8, "steps": 2, "layers": 1}
+    ).program.calls)
+    assert "cards/card1/mrfs/l0.fwd.wu@1.bin" in summary["files"]
+    bad = archi_here(*command[:-1], str(tmp_path / "bad"), "--beam", "0")
+    assert bad.returncode == 2 and "beam width 0" in bad.stderr and "Traceback" not in bad.stderr

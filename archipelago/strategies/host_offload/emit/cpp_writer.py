@@ -130,8 +130,8 @@ class CppWriter:
         self.trace.fpga_execute(card, program, state)
         block = self.blocks[program]
         if state is None:
-            self._emit(f"fpga_execute({card}, {cpp(program)});  // {block.matrix}: matvec rows "
-                       f"{block.rows[0][0]}..")
+            rows = ", ".join(f"{a}-{z - 1}" for a, z in block.rows)
+            self._emit(f"fpga_execute({card}, {cpp(program)});  // {block.matrix}: rows {rows}")
             return
         read, write = state_key(state[0]), state_key(state[1])
         self._emit(f"fpga_execute({card}, {cpp(program)}, {read}, {write});  // LSTM cell "
