@@ -31,7 +31,7 @@ from tests.cli_here import archi_here
 
 GXX = shutil.which("g++")
 pytestmark = pytest.mark.skipif(GXX is None, reason="g++ is not installed")
-FLAGS = ["-std=c++17", "-O1", "-ffp-contract=off"]
+FLAGS = ["-std=c++17", "-O1", "-ffp-contract=off", "-fno-exceptions"]
 TOLERANCE = 1e-5
 CASES = {  # the smallest sizes the apps take that still split every matrix over cards
     "lstm": ("lstm", "2xs10-2800", {"hidden": 8, "steps": 3, "layers": 2}),

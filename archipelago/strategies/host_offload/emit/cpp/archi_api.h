@@ -6,7 +6,6 @@
 #pragma once
 
 #include <initializer_list>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -64,10 +63,11 @@ Vec host_zeros(int length);
 Mat host_stack(std::initializer_list<Vec> vectors, bool rows);
 Kept host_best(std::vector<Candidate> candidates, int k);
 std::string state_key(const std::string& cell, int parity, int hypothesis);
+[[noreturn]] void host_fail(const std::string& what);  // prints `archi_api: what`, exits 1
 template <class T>
 T host_pick(int index, std::initializer_list<T> options) {
   if (index < 0 || index >= static_cast<int>(options.size()))
-    throw std::out_of_range("host_pick: no option " + std::to_string(index));
+    host_fail("host_pick: no option " + std::to_string(index));
   return *(options.begin() + index);
 }
 void print_output(const std::string& name, const Vec& v);

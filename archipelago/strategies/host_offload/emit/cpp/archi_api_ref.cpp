@@ -23,10 +23,7 @@
 namespace archi {
 namespace {
 
-[[noreturn]] void fail(const std::string& what) {
-  std::fprintf(stderr, "archi_api: %s\n", what.c_str());
-  std::exit(1);
-}
+[[noreturn]] void fail(const std::string& what) { host_fail(what); }
 
 struct Segment {  // one matvec's weights: rows x cols INT8, a scale per row
   int cols = 0;
@@ -194,6 +191,11 @@ Vec cpu_concat(std::initializer_list<Vec> parts) {
   Vec out;
   for (const Vec& p : parts) out.insert(out.end(), p.begin(), p.end());
   return out;
+}
+
+void host_fail(const std::string& what) {
+  std::fprintf(stderr, "archi_api: %s\n", what.c_str());
+  std::exit(1);
 }
 
 void host_open(const std::string& build_dir, int count) {
