@@ -130,7 +130,8 @@ def attend(api: HostAPI, spec: NMTSpec, layout: Layout, memory: dict[str, Any], 
 
 
 def decode_step(api: HostAPI, spec: NMTSpec, layout: Layout, memory: dict[str, Any],
-                hyp: dict[str, Any], slot: tuple[str, str]) -> tuple[Vec, dict[str, Any]]:
+                hyp: dict[str, Any], slot: tuple[tuple[int, Any], tuple[int, Any]]
+                ) -> tuple[Vec, dict[str, Any]]:
     """One decoder step of one hypothesis: logits and its new CPU-side state. `slot` names
     the card-side c registers read and written, (step parity, hypothesis) each: beam
     hypotheses are reordered by slot."""

@@ -73,7 +73,7 @@ class Executor:
         self.trace.fpga_ld_input(card, _sym(vector))
         self.links[card].send(("fpga_ld_input", np.ascontiguousarray(vector)))
 
-    def fpga_execute(self, card: int, program: str, state: tuple[str, str] | None = None
+    def fpga_execute(self, card: int, program: str, state: tuple[Any, Any] | None = None
                      ) -> None:
         self.trace.fpga_execute(card, program, state)
         self.links[card].send(("fpga_execute", program, state))
