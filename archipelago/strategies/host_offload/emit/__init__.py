@@ -132,7 +132,7 @@ def write_build(plan: HostPlan, out: str, force: bool) -> dict[str, Any]:
                                "rows": [list(r) for r in block.rows], "cols": list(block.cols),
                                "int8_bytes": sum(q.nbytes for q, _ in segments)})
             cards.append({"card": card, "device": plan.cluster.devices[card].key,
-                          "blocks": blocks, "weight_bytes": plan.card_weight_bytes(card)})
+                          "blocks": blocks, "onchip_bytes": plan.card_weight_bytes(card)})
         manifest = {"model": plan.spec.name, "cluster": plan.cluster.name, "seed": SEED,
                     "steps": plan.steps, "weights": plan.layout.weights,
                     "setup_calls": len(plan.program.setup),
