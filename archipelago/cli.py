@@ -73,7 +73,10 @@ class ArchiGroup(OneLineErrorGroup):
                          f"{', '.join(strategies_with(COMMAND_HOOKS[name]))}.")
         if command.context_settings.get("allow_extra_args"):
             extra.append(KIND_HELP)
+            hook = COMMAND_HOOKS.get(name)
             for kind in kinds().values():
+                if hook is not None and getattr(kind, hook) is None:
+                    continue  # the command refuses this kind's strategies anyway
                 flags = ", ".join(f"--{o.name.replace('_', '-')}"
                                   for o in kind.workload.of(name, "workload", "plan",
                                                             "output", "job", "cluster"))
