@@ -185,3 +185,15 @@ def test_a_second_build_needs_force_and_the_cli_writes_one(tmp_path: Path) -> No
     assert "cards/card1/mrfs/l0.fwd.wu@1.bin" in summary["files"]
     bad = archi_here(*command[:-1], str(tmp_path / "bad"), "--beam", "0")
     assert bad.returncode == 2 and "beam width 0" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_the_builds_own_compile_line_gives_the_same_program(
+        tmp_path: Path, built: Callable[[str], tuple[HostPlan, Path]]) -> None:
+    """What the build's README says to run (main.cpp unoptimized, the API at -O2) prints
+    what the tests' -O1 binary prints: main.cpp has no FP32 arithmetic of its own."""
+    _, out = built("lstm")
+    for part in ("host", "cards"):
+        shutil.copytree(out / part, tmp_path / part)
+    command = json.loads((out / "manifest.json").read_text())["compile"]
+    subprocess.run(command, shell=True, cwd=tmp_path, check=True)
+    assert _run(tmp_path / "app", tmp_path) == _run(out / "app", out)
