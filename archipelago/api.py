@@ -138,7 +138,10 @@ def explore_kind(model: str, cluster: str, strategy: str,
 
 
 def build(model: str, cluster: str, strategy: str, out: str, force: bool = False,
-          engine: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Plan, then write the kind's deployment files under `out`; returns their summary."""
+          engine: dict[str, Any] | None = None, workload: dict[str, str] | None = None
+          ) -> dict[str, Any]:
+    """Plan, then write the kind's deployment files under `out`; returns their summary.
+    The kind's options among `workload` shape the plan as they do `plan`'s (a host
+    program's `--hidden`, `--steps`)."""
     writers = get_strategy(strategy).plan_kind.hook("writers")
-    return writers(make_plan(model, cluster, strategy, engine), out, force)
+    return writers(make_plan(model, cluster, strategy, engine, workload, "build"), out, force)

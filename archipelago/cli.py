@@ -75,9 +75,10 @@ class ArchiGroup(OneLineErrorGroup):
                          f"{', '.join(strategies_with(COMMAND_HOOKS[name]))}.")
         if command.context_settings.get("allow_extra_args"):
             extra.append(KIND_HELP)
+            hook = COMMAND_HOOKS.get(name)
             for kind in kinds().values():
-                if name in COMMAND_HOOKS and getattr(kind, COMMAND_HOOKS[name]) is None:
-                    continue  # a kind the command does not apply to
+                if hook is not None and getattr(kind, hook) is None:
+                    continue  # the command refuses this kind's strategies anyway
                 flags = ", ".join(f"--{o.name.replace('_', '-')}"
                                   for o in kind.workload.of(name, "workload", "plan",
                                                             "output", "job", "cluster"))
@@ -235,11 +236,13 @@ def emulate(
         raise typer.Exit(DISAGREES)
 
 
-@app.command(help="Write the deployment files of MODEL's plan (the strategy's plan kind "
-             "and engine say which: cluster descriptions and routing tables, programs, memory "
-             "layouts and engine headers, a summary), all inside --out.")
+@app.command(context_settings=KIND_OPTIONS, help="Write the deployment files of MODEL's "
+             "plan (the strategy's plan kind and engine say which: cluster descriptions and "
+             "routing tables, programs, memory layouts and engine headers, a summary), all "
+             "inside --out.")
 @user_errors
 def build(
+    ctx: typer.Context,
     model: ModelArg,
     out: Annotated[Path, typer.Option(help="directory for the build files", **OUTPUT)],
     cluster: ClusterOpt = None,
@@ -256,7 +259,7 @@ def build(
     strategy, cluster = choose("build", strategy, cluster)
     check_output_dir(out, force)  # before any planning
     summary = write(model, cluster, strategy, str(out), force,
-                    load_engine_config(engine_config, strategy))
+                    load_engine_config(engine_config, strategy), workload_options(ctx))
     if as_json:
         print(json.dumps(summary, indent=2))
     else:

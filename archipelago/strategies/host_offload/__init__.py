@@ -17,7 +17,8 @@ The host-program kind's consumers, imported only when a command needs them:
     commands   `archi proxies`, the kind's own command
     report     estimates, emulations and sizings as JSON or tables
     page       the charts of `archi report` (plotly, imported only there)
-The emulator is `archipelago.strategies.host_offload.emulate`.
+The emulator is `archipelago.strategies.host_offload.emulate`; `archi build` writes the
+application as C++ with its cards' programs and weights (`host_offload.emit`).
 
 This module is the kind's registration; the planner (planner.py), its engine config
 (config.py) and the model types it takes are named as paths, imported when it plans.
@@ -60,6 +61,7 @@ register_kind(PlanKind(
     estimator="archipelago.strategies.host_offload.estimate:estimate",
     report="archipelago.strategies.host_offload.report",
     emulator="archipelago.strategies.host_offload.emulate:emulate",
+    writers="archipelago.strategies.host_offload.emit:write_build",
     explorer="archipelago.strategies.host_offload.explore:explore",
     page="archipelago.strategies.host_offload.page:page",
     floors="archipelago.strategies.host_offload.floors:floors",

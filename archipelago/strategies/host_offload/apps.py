@@ -130,14 +130,16 @@ def attend(api: HostAPI, spec: NMTSpec, layout: Layout, memory: dict[str, Any], 
 
 
 def decode_step(api: HostAPI, spec: NMTSpec, layout: Layout, memory: dict[str, Any],
-                hyp: dict[str, Any], slot: tuple[str, str]) -> tuple[Vec, dict[str, Any]]:
+                hyp: dict[str, Any], slot: tuple[tuple[int, Any], tuple[int, Any]]
+                ) -> tuple[Vec, dict[str, Any]]:
     """One decoder step of one hypothesis: logits and its new CPU-side state. `slot` names
-    the card-side c registers read and written (beam hypotheses are reordered by slot)."""
+    the card-side c registers read and written, (step parity, hypothesis) each: beam
+    hypotheses are reordered by slot."""
     emb = api.cpu("cpu_embed", api.host("tgt_embedding"), hyp["token"])
     x = api.cpu("cpu_concat", emb, hyp["feed"])
     hs = []
     for layer, (name, _) in enumerate(spec.decoder_cells()):
-        read, write = (f"{name}/{slot[0]}", f"{name}/{slot[1]}")
+        read, write = (name, *slot[0]), (name, *slot[1])
         (x,) = lstm_steps(api, layout, [(f"{name}.wu", x, hyp["h"][layer], (read, write))])
         hs.append(x)
     context = attend(api, spec, layout, memory, x)
@@ -167,7 +169,7 @@ def run_nmt(api: HostAPI, spec: NMTSpec, layout: Layout, source: list[int], step
     for t in range(steps):
         candidates, states_of = [], []
         for j, hyp in enumerate(beams):
-            slot = (f"{t % 2}.{hyp.get('slot', 0)}", f"{(t + 1) % 2}.{j}")
+            slot = ((t % 2, hyp.get("slot", 0)), ((t + 1) % 2, j))
             logits, state = decode_step(api, spec, layout, memory, hyp, slot)
             logp = api.cpu("cpu_log", api.cpu("cpu_softmax", logits))
             top = api.indices(api.cpu("cpu_pickTop", logp, spec.beam))
@@ -175,9 +177,11 @@ def run_nmt(api: HostAPI, spec: NMTSpec, layout: Layout, source: list[int], step
             candidates += [(hyp["score"] + val, j, tok) for tok, val in zip(top, values,
                                                                           strict=True)]
             states_of.append(state)
-        candidates.sort(key=lambda c: (-c[0], c[1], c[2]))
-        beams = [{"tokens": [*beams[j]["tokens"], tok], "score": score, "token": tok,
-                  "slot": j, **states_of[j]} for score, j, tok in candidates[:spec.beam]]
+        # which hypothesis each kept word extends is known only when the program runs:
+        # its history and state are picked by that index (host memory, no API call)
+        beams = [{"tokens": [*api.pick([b["tokens"] for b in beams], j), tok], "score": score,
+                  "token": tok, "slot": j, **api.pick(states_of, j)}
+                 for score, j, tok in api.best(candidates, spec.beam)]
     return {"tokens": beams[0]["tokens"], "encoder": states, "feed": beams[0]["feed"]}
 
 

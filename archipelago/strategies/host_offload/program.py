@@ -111,7 +111,7 @@ class HostAPI(Protocol):
     def fpga_pgm(self, card: int, program: OverlayProgram) -> None: ...
     def fpga_ld_mrfs(self, card: int, block: str, source: str = "host") -> None: ...
     def fpga_ld_input(self, card: int, vector: Any) -> None: ...
-    def fpga_execute(self, card: int, program: str, state: tuple[str, str] | None = None
+    def fpga_execute(self, card: int, program: str, state: tuple[Any, Any] | None = None
                      ) -> None: ...
     def fpga_get_out(self, card: int) -> Any: ...
     def parallel(self) -> Any: ...
@@ -125,6 +125,18 @@ class HostAPI(Protocol):
     def stack(self, vectors: list[Any], rows: bool) -> Any: ...
     def indices(self, vector: Any) -> list[int]: ...
     def read(self, vector: Any, indices: list[int]) -> list[float]: ...
+    # A beam step's bookkeeping, decided by values: the k best (score, hypothesis, word),
+    # and one of several hypotheses' values by an index that may be known only at run time
+    # (a written C++ program decides both when it runs).
+    def best(self, candidates: list[tuple[Any, Any, Any]], k: int) -> list[tuple[Any, Any, Any]]:
+        ...
+    def pick(self, options: list[Any], index: Any) -> Any: ...
+
+
+def keep_best(candidates: list[tuple[float, int, int]], k: int) -> list[tuple[float, int, int]]:
+    """The k best (score, hypothesis, word) of a beam step: highest score first, ties to the
+    lower hypothesis, then the lower word."""
+    return sorted(candidates, key=lambda c: (-c[0], c[1], c[2]))[:k]
 
 
 @dataclass(frozen=True)
@@ -204,6 +216,13 @@ class Recorder:
     def read(self, vector: Sym, indices: list[int]) -> list[float]:
         return [0.0] * len(indices)
 
+    def best(self, candidates: list[tuple[float, int, int]], k: int
+             ) -> list[tuple[float, int, int]]:
+        return keep_best(candidates, k)
+
+    def pick(self, options: list[Any], index: int) -> Any:
+        return options[index]
+
     def cpu(self, name: str, *args: Any) -> Any:
         check_call(name, CPU_CALLS + CPU_EXTENSIONS)
         out, elements = cpu_shape(name, args)
@@ -229,7 +248,7 @@ class Recorder:
         self._add(Call("fpga_ld_input", self._card(card), elements=vector.length,
                        nbytes=vector.length * FP32_BYTES, group=self._group))
 
-    def fpga_execute(self, card: int, program: str, state: tuple[str, str] | None = None
+    def fpga_execute(self, card: int, program: str, state: tuple[Any, Any] | None = None
                      ) -> None:
         if (self._card(card), program) not in self._loaded:
             raise ArchipelagoError(f"fpga_execute of '{program}' on card {card} before "

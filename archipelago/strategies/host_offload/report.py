@@ -96,6 +96,13 @@ def print_emulation(report: dict[str, Any], console: Console) -> None:
     console.print(table)
 
 
+def print_build(summary: dict[str, Any], console: Console) -> None:
+    console.print(f"{summary['model']} on {summary['cards']} card(s) of {summary['hardware']}: "
+                  f"a host program of {summary['program_lines']:,} lines "
+                  f"({summary['calls']:,} API calls per inference); {len(summary['files'])} "
+                  f"files in {summary['out']}")
+
+
 def print_explore(summary: dict[str, Any], console: Console) -> None:
     """`--largest`: the model and its estimate; `--latency-target`: cards per type."""
     if summary["mode"] == "largest":

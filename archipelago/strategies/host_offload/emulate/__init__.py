@@ -8,6 +8,7 @@ result is checked against an unsplit FP32 torch reference with the same weights.
     weights    seeded weights      reference  torch nn.LSTM NMT, greedy / beam search
 """
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -19,8 +20,9 @@ from archipelago.strategies.host_offload.apps import BOS, run_app
 from archipelago.strategies.host_offload.emulate.card import CHECKSUM_MOD, LocalCard
 from archipelago.strategies.host_offload.emulate.executor import Executor
 from archipelago.strategies.host_offload.emulate.processes import start_cards
-from archipelago.strategies.host_offload.emulate.weights import make_weights
+from archipelago.strategies.host_offload.emulate.weights import Arrays, make_source, make_weights
 from archipelago.strategies.host_offload.plan import HostPlan
+from archipelago.strategies.host_offload.program import Program
 
 # Hidden states are tanh-bounded (|h| < 1); INT8 matvecs (per-row weight scales, one scale
 # per input vector) keep them within this of the FP32 reference on the tiny models emulated.
@@ -35,17 +37,30 @@ def emulate(plan: HostPlan, job: EmulationJob) -> dict[str, Any]:
     return emulate_host(plan, job.seed, job.timeout_s)
 
 
-def emulate_host(plan: HostPlan, seed: int = 0, timeout_s: float = 30.0,
-                 in_process: bool = False) -> dict[str, Any]:
-    """Run the plan's application once with seeded weights and compare with the reference."""
+@dataclass(frozen=True)
+class SeededRun:
+    """One run of a plan's application: its result (what the built host program prints),
+    the calls it made, each card's report, and the seeded inputs it ran on."""
+
+    result: Any
+    trace: Program
+    reports: list[dict[str, Any]]
+    weights: Arrays
+    biases: Arrays
+    host: Arrays
+    source: list[int]
+
+
+def run_seeded(plan: HostPlan, seed: int = 0, timeout_s: float = 30.0,
+               in_process: bool = False) -> SeededRun:
+    """The plan's application run once with seeded weights, each card a process (or, for
+    tests, an object in this one)."""
     spec = plan.spec
     if getattr(spec, "hidden", 0) > MAX_EMULATED_HIDDEN:
         raise EmulationError(f"--hidden {spec.hidden}: emulation runs models up to "
                              f"{MAX_EMULATED_HIDDEN} wide (use `archi plan` for larger)")
     weights, biases, host = make_weights(spec, seed, plan.steps)
-    vocab = getattr(spec, "src_vocab", 2)
-    source = [int(t) for t in np.random.default_rng(seed + 1).integers(2, max(vocab, 3),
-                                                                        plan.steps)]
+    source = make_source(spec, seed, plan.steps)
     cards = ([LocalCard(k) for k in range(plan.cards)] if in_process
              else start_cards(plan.cards, timeout_s))
     try:
@@ -56,15 +71,24 @@ def emulate_host(plan: HostPlan, seed: int = 0, timeout_s: float = 30.0,
         for card in cards:
             if hasattr(card, "close"):
                 card.close()
+    return SeededRun(result, executor.trace.program, reports, weights, biases, host, source)
+
+
+def emulate_host(plan: HostPlan, seed: int = 0, timeout_s: float = 30.0,
+                 in_process: bool = False) -> dict[str, Any]:
+    """Run the plan's application once with seeded weights and compare with the reference."""
+    spec = plan.spec
+    run = run_seeded(plan, seed, timeout_s, in_process)
+    reports, result = run.reports, run.result
     checksum = sum(r["checksum"] for r in reports) % CHECKSUM_MOD
     report: dict[str, Any] = {
         "model": spec.name, "cards": plan.cards, "steps": plan.steps, "seed": seed,
-        "trace_matches_plan": executor.trace.program.calls == plan.program.calls,
+        "trace_matches_plan": run.trace.calls == plan.program.calls,
         "calls": len(plan.program.calls), "integer_checksum": f"{checksum:016x}",
         "weight_bytes_per_card": [r["weight_bytes"] for r in reports],
         "state_tolerance": STATE_TOLERANCE,
     }
-    report |= _compare(spec, plan.steps, weights, biases, host, source, result)
+    report |= _compare(spec, plan.steps, run.weights, run.biases, run.host, run.source, result)
     report["states_within_tolerance"] = report["max_state_diff"] <= STATE_TOLERANCE
     report["agrees"] = (report["trace_matches_plan"] and report["states_within_tolerance"]
                         and report.get("tokens_match", True))

@@ -8,6 +8,7 @@ per-row weight scale times the input vector's scale; the vector ops after them i
 """
 
 import zlib
+from collections.abc import Hashable
 
 import numpy as np
 
@@ -91,7 +92,7 @@ class Card:
         total = sum(int(w) * int(a) for w, a in zip(weights, acc, strict=True))
         self.checksum = (self.checksum + total) % CHECKSUM_MOD
 
-    def fpga_execute(self, program: str, state: tuple[str, str] | None) -> None:
+    def fpga_execute(self, program: str, state: tuple[Hashable, Hashable] | None) -> None:
         kind = self.programs[program]
         y = self._matvec(program)
         if kind == "matvec":

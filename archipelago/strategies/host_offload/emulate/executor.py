@@ -2,16 +2,15 @@
 calls sent to the cards. Every call also goes through a Recorder, so the trace of what ran
 can be compared call for call with the Program the plan was estimated from."""
 
-import itertools
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
 
 import numpy as np
 
-from archipelago.strategies.host_offload.emulate.card import quantize_rows
+from archipelago.strategies.host_offload.emulate.weights import card_block
 from archipelago.strategies.host_offload.layout import Layout
-from archipelago.strategies.host_offload.program import OverlayProgram, Recorder, Sym
+from archipelago.strategies.host_offload.program import OverlayProgram, Recorder, Sym, keep_best
 from archipelago.strategies.host_offload.proxies import KERNELS
 
 
@@ -67,19 +66,14 @@ class Executor:
     def fpga_ld_mrfs(self, card: int, block: str, source: str = "host") -> None:
         """The host quantizes the block to INT8 (per-row scales) and places it."""
         self.trace.fpga_ld_mrfs(card, block, source)
-        b = self.blocks[block]
-        rows = np.concatenate([np.arange(a, z) for a, z in b.rows])
-        part = self.weights[b.matrix][rows, b.cols[0]:b.cols[1]]
-        bounds = np.cumsum((0, *self.layout.program(b).segments))
-        segments = [quantize_rows(part[:, lo:hi]) for lo, hi in itertools.pairwise(bounds)]
-        bias = self.biases[b.matrix][rows] if b.matrix in self.biases else None
-        self.links[card].send(("fpga_ld_mrfs", block, segments, rows, bias))
+        mrfs = card_block(self.layout, self.blocks[block], self.weights, self.biases)
+        self.links[card].send(("fpga_ld_mrfs", block, *mrfs))
 
     def fpga_ld_input(self, card: int, vector: np.ndarray) -> None:
         self.trace.fpga_ld_input(card, _sym(vector))
         self.links[card].send(("fpga_ld_input", np.ascontiguousarray(vector)))
 
-    def fpga_execute(self, card: int, program: str, state: tuple[str, str] | None = None
+    def fpga_execute(self, card: int, program: str, state: tuple[Any, Any] | None = None
                      ) -> None:
         self.trace.fpga_execute(card, program, state)
         self.links[card].send(("fpga_execute", program, state))
@@ -110,3 +104,10 @@ class Executor:
 
     def read(self, vector: np.ndarray, indices: list[int]) -> list[float]:
         return [float(vector[i]) for i in indices]
+
+    def best(self, candidates: list[tuple[float, int, int]], k: int
+             ) -> list[tuple[float, int, int]]:
+        return keep_best(candidates, k)
+
+    def pick(self, options: list[Any], index: int) -> Any:
+        return options[index]

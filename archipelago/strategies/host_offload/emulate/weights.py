@@ -1,9 +1,14 @@
 """Seeded FP32 weights for a recurrent spec: the emulator quantizes them for the cards, the
 torch reference loads them unchanged."""
 
+import itertools
+
 import numpy as np
 
 from archipelago.models.recurrent import LSTMSpec, MatvecSpec, NMTSpec, RecurrentSpec
+from archipelago.strategies.host_offload.emulate.card import quantize_rows
+from archipelago.strategies.host_offload.layout import Layout
+from archipelago.strategies.host_offload.partition import Block
 
 Arrays = dict[str, np.ndarray]
 
@@ -37,3 +42,25 @@ def make_weights(spec: RecurrentSpec, seed: int, steps: int) -> tuple[Arrays, Ar
                                                     ).astype(np.float32)
         host["att_v"] = _uniform(rng, (spec.hidden,), spec.hidden ** -0.5)
     return weights, biases, host
+
+
+def make_source(spec: RecurrentSpec, seed: int, steps: int) -> list[int]:
+    """The source sentence an NMT translates in an emulation (words 2 .., after BOS);
+    other models ignore it."""
+    vocab = getattr(spec, "src_vocab", 2)
+    return [int(t) for t in np.random.default_rng(seed + 1).integers(2, max(vocab, 3), steps)]
+
+
+CardBlock = tuple[list[tuple[np.ndarray, np.ndarray]], np.ndarray, np.ndarray | None]
+
+
+def card_block(layout: Layout, block: Block, weights: Arrays, biases: Arrays) -> CardBlock:
+    """What `fpga_ld_mrfs` places on a card, as the host quantizes it: per matvec of the
+    block's program, INT8 weights and per-row scales; the block's global rows; its bias
+    rows (an LSTM cell's) or None. The emulator sends it, `archi build` writes it."""
+    rows = np.concatenate([np.arange(a, z) for a, z in block.rows])
+    part = weights[block.matrix][rows, block.cols[0]:block.cols[1]]
+    bounds = np.cumsum((0, *layout.program(block).segments))
+    segments = [quantize_rows(part[:, lo:hi]) for lo, hi in itertools.pairwise(bounds)]
+    bias = biases[block.matrix][rows] if block.matrix in biases else None
+    return segments, rows, bias
