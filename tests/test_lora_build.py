@@ -196,11 +196,28 @@ def test_build_refusal_names_only_strategies_that_build(tmp_path: Path) -> None:
     with pytest.raises(ArchipelagoError) as refused:
         get_strategy("chef").plan_kind.hook("writers")
     listed = str(refused.value).split("strategies with build files: ")[1].split(", ")
-    assert {"dfx", "lora-f", "lora-q", "galapagos"} <= set(listed)
+    assert {"dfx", "lora-f", "lora-q", "galapagos", "persistent"} <= set(listed)
     models = {"tensor-parallel": ("gpt2-345m", "1xu280"),
-              "dataflow": ("ibert-base", "72xsidewinder")}
+              "dataflow": ("ibert-base", "72xsidewinder"),
+              "host-program": ("lstm", "2xs10-2800")}
     for name in listed:
         model, cluster = models[get_strategy(name).kind]
         summary = build(model, cluster, name, str(tmp_path / name))
         assert summary["files"] and all((tmp_path / name / f).is_file()
                                         for f in summary["files"])
+
+
+def test_build_takes_the_plan_s_precision_option(tmp_path: Path) -> None:
+    """`archi build --precision w4a16` builds what `plan --precision w4a16` plans: the same
+    4-bit tiles as the engine config above, a refused format in one line."""
+    from tests.cli_here import archi_here
+
+    run = archi_here("build", "gpt2-345m", "--cluster", "4xu280", "--strategy", "lora-f",
+                     "--precision", "w4a16", "--out", str(tmp_path / "cli"))
+    assert run.returncode == 0, run.stderr
+    regions = {r["name"]: r for r in layouts(tmp_path / "cli")[0]["regions"]}
+    assert regions["layers.0.q.weight@hbm"]["bits"] == 4
+    refused = archi_here("build", "gpt2-345m", "--cluster", "4xu280", "--strategy", "dfx",
+                         "--precision", "w8a8", "--out", str(tmp_path / "dfx"))
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1
+    assert "DFX computes in FP16" in refused.stderr

@@ -38,7 +38,7 @@ GENERATION = WorkloadType("generation", (
     # The number format of a plan (number_formats.py); left out, the strategy's own (DFX and
     # LORA-F fp16, LORA-Q w8a8). Each engine's config refuses a format it cannot run.
     WorkloadOption("precision", PRECISION_HELP + "; default: the strategy's own", "",
-                   commands=("plan", "report", "explore")),
+                   commands=("plan", "report", "explore", "build")),
     WorkloadOption("checkpoint", "local Hugging Face checkpoint directory (safetensors) "
                    "instead of seeded weights", "seeded", role="job", commands=("emulate",)),
     WorkloadOption("batch", "concurrent sequences, each with its own KV cache", "1",
