@@ -11,7 +11,8 @@ on how a cluster is described:
 - `per_byte[a][b]`: transfer seconds per byte from accelerator b to accelerator a.
 
 It is one loop over the layers it is given, not a function per layer: a search runs
-millions of layer steps, and a call per step would add to every one of them.
+millions of layer steps, and a call per step would add to every one of them. `Incumbent`
+is its fast path for the re-mapping's one-layer moves, checked against it.
 """
 
 INF = float("inf")
@@ -61,7 +62,7 @@ class Reads:
 class Incumbent:
     """The schedule of one mapping, against which M2A's re-mapping (§V-B) evaluates moving
     one layer: the fast path of `run` over the suffix from the moved layer, giving the
-    same decision and, when the move is kept, the same ends (tests/test_chef_schedule.py
+    same decision and, when the move is kept, the same ends (tests/test_chef_incremental.py
     checks it against `run`, which stays the definition).
 
     Why it is faster: almost every move tried is rejected, and is rejected because a layer
@@ -73,7 +74,7 @@ class Incumbent:
     incumbent has an end at or after the bound among those later layers, `run` would stop
     there with INF, so the move is rejected without scheduling them."""
 
-    def __init__(self, reads: "Reads", mapping: list[int], end: list[float]) -> None:
+    def __init__(self, reads: Reads, mapping: list[int], end: list[float]) -> None:
         n = len(end)
         self.reads, self.end = reads, end
         # tail[j]: the latest incumbent end from layer j on; no end at all past the last
