@@ -17,7 +17,7 @@ from itertools import product
 from math import prod
 
 from archipelago.errors import PartitionError
-from archipelago.strategies.chef.schedule import INF, run
+from archipelago.strategies.chef.schedule import INF, Incumbent, run
 from archipelago.strategies.chef.simulate import Tables, dram_use, makespan
 
 WAVE_COMBINATIONS = 64
@@ -33,10 +33,12 @@ class _Budget:
     def __init__(self, t: Tables) -> None:
         self.t = t
         self.use = [0] * len(t.capacity)
-        self.type_fpgas: dict[object, list[int]] = {}
+        self.free = list(t.capacity)  # capacity - use, per FPGA
+        everywhere = list(range(len(t.capacity)))
+        self.type_fpgas: dict[object, list[int]] = {"*": everywhere}
         self.key: list[object] = []
         for i in range(t.n_layers):
-            fpgas = sorted({t.fpga_of[a] for a in range(t.n_accs) if t.cost[i][a] < INF})
+            fpgas = sorted({t.fpga_of[a] for a in t.runs_on[i]})
             key = (t.type_of[i], *fpgas) if t.compute[i] and fpgas else "*"
             if key != "*":
                 self.type_fpgas[key] = fpgas
@@ -44,12 +46,22 @@ class _Budget:
         self.need: dict[object, int] = {}
         for i in range(t.n_layers):
             self.need[self.key[i]] = self.need.get(self.key[i], 0) + t.dram[i]
+        # room[key]: the free DRAM of key's FPGAs, kept up to date by commit
+        self.room = {key: sum(self.free[f] for f in self.type_fpgas[key]) for key in self.need}
+        self.keys_on = [[k for k in self.need if f in self.type_fpgas[k]] for f in everywhere]
         self.largest = sorted(range(t.n_layers), key=lambda i: -t.dram[i])
+        self.skipped = 0  # largest[:skipped] are mapped
         self.mapped = [False] * t.n_layers
+
+    def _unmapped(self) -> int:
+        """Index into `largest` of the largest unmapped layer (len(largest) when none)."""
+        while self.skipped < len(self.largest) and self.mapped[self.largest[self.skipped]]:
+            self.skipped += 1
+        return self.skipped
 
     def ok(self, placed: list[tuple[int, int]]) -> bool:
         t = self.t
-        free = [c - u for c, u in zip(t.capacity, self.use, strict=True)]
+        free = list(self.free)
         need = dict(self.need)
         for i, acc in placed:
             free[t.fpga_of[acc]] -= t.dram[i]
@@ -57,36 +69,39 @@ class _Budget:
         if min(free) < 0:
             return False
         for key, bytes_left in need.items():
-            fpgas = self.type_fpgas.get(key, range(len(free)))
-            if bytes_left > sum(free[f] for f in fpgas):
+            if bytes_left > sum(free[f] for f in self.type_fpgas[key]):
                 return False
         placing = {i for i, _ in placed}
-        while self.largest and self.mapped[self.largest[0]]:
-            self.largest.pop(0)
-        for i in self.largest:
-            if i not in placing:
-                return t.dram[i] <= max(free)
+        for k in range(self._unmapped(), len(self.largest)):
+            if self.largest[k] not in placing:
+                return t.dram[self.largest[k]] <= max(free)
         return True
 
     def always_ok(self, layers: list[int]) -> bool:
         """True when every placement of `layers` passes: checked as if all of them landed
         on every FPGA at once while still counting as remaining (each condition only gets
-        harder with less free DRAM and more remaining bytes)."""
+        harder with less free DRAM and more remaining bytes). Integer bytes throughout, so
+        the kept sums `room` give what summing the FPGAs would."""
         t = self.t
-        added = sum(t.dram[i] for i in layers)
-        free = [c - u - added for c, u in zip(t.capacity, self.use, strict=True)]
-        if min(free) < 0:
+        added = 0
+        for i in layers:
+            added += t.dram[i]
+        if min(self.free) < added:
             return False
         for key, bytes_left in self.need.items():
-            if bytes_left > sum(free[f] for f in self.type_fpgas.get(key, range(len(free)))):
+            if bytes_left > self.room[key] - added * len(self.type_fpgas[key]):
                 return False
-        unmapped = next((i for i in self.largest if not self.mapped[i]), None)
-        return unmapped is None or t.dram[unmapped] <= max(free)
+        k = self._unmapped()
+        return k == len(self.largest) or t.dram[self.largest[k]] <= max(self.free) - added
 
     def commit(self, placed: list[tuple[int, int]]) -> None:
         for i, acc in placed:
-            self.use[self.t.fpga_of[acc]] += self.t.dram[i]
-            self.need[self.key[i]] -= self.t.dram[i]
+            f, size = self.t.fpga_of[acc], self.t.dram[i]
+            self.use[f] += size
+            self.free[f] -= size
+            for key in self.keys_on[f]:
+                self.room[key] -= size
+            self.need[self.key[i]] -= size
             self.mapped[i] = True
 
     @property
@@ -145,7 +160,7 @@ def list_mapping(t: Tables) -> list[int]:
     for i in range(n):
         waves[t.wave_of[i]].append(i)
     for wave in waves:
-        options = [[a for a in range(t.n_accs) if t.cost[i][a] < INF] for i in wave]
+        options = [t.runs_on[i] for i in wave]
         for i, opts in zip(wave, options, strict=True):
             if not opts:
                 raise PartitionError(f"layer '{t.names[i]}' ({t.type_of[i]}): no deployed "
@@ -189,28 +204,19 @@ def _no_room(t: Tables, i: int, budget: _Budget) -> str:
             f"({', '.join(f'{k} {v / 2**20:,.1f} MiB' for k, v in free.items())})")
 
 
-def _snapshots(t: Tables, mapping: list[int]) -> tuple[list[float], list[list[float]]]:
-    """Layer ends, and each accelerator's free time before every layer: a move of layer i
-    re-schedules from i on, the prefix being unchanged."""
-    free, end, before = [0.0] * t.n_accs, [0.0] * t.n_layers, []
-    for i in range(t.n_layers):
-        before.append(list(free))
-        run(t.cost, t.preds, t.per_byte, mapping, (i,), free, end)
-    return end, before
-
-
 def remap(t: Tables, mapping: list[int]) -> list[int]:
-    """§V-B: move layers next to their neighbours while the latency shrinks."""
+    """§V-B: move layers next to their neighbours while the latency shrinks. A move of
+    layer i re-schedules from i on (the prefix is unchanged), through Incumbent.moved."""
     mapping = list(mapping)
     use = dram_use(t, mapping)
     best = makespan(t, mapping)
     improved = True
     while improved:
         improved = False
-        end, before = _snapshots(t, mapping)
-        prefix_max = [0.0] * (t.n_layers + 1)
-        for i in range(t.n_layers):
-            prefix_max[i + 1] = max(prefix_max[i], end[i])
+        end = [0.0] * t.n_layers
+        run(t.cost, t.preds, t.per_byte, mapping, range(t.n_layers), [0.0] * t.n_accs, end)
+        incumbent = Incumbent(t.reads, mapping, end)
+        free, prefix = [0.0] * t.n_accs, 0.0  # before layer i
         for i in range(t.n_layers):
             current = mapping[i]
             near = {t.fpga_of[mapping[j]] for j, _ in t.preds[i]} | \
@@ -220,20 +226,24 @@ def remap(t: Tables, mapping: list[int]) -> list[int]:
                 if t.cost[i][acc] == INF or (
                         src != dst and use[dst] + t.dram[i] > t.capacity[dst]):
                     continue
+                bound = best * (1 - 1e-12)
+                if prefix >= bound:  # an unchanged end already reaches it
+                    continue
                 mapping[i] = acc
-                suffix = run(t.cost, t.preds, t.per_byte, mapping, range(i, t.n_layers),
-                             list(before[i]), list(end), best * (1 - 1e-12))
-                latency = max(prefix_max[i], suffix)
-                if latency < best * (1 - 1e-12):
+                trial = list(incumbent.end)
+                suffix = incumbent.moved(t.cost, t.preds, t.per_byte, mapping, i, current,
+                                         list(free), trial, bound)
+                latency = max(prefix, suffix)
+                if latency < bound:
                     best, improved = latency, True
                     use[src] -= t.dram[i]
                     use[dst] += t.dram[i]
                     current = acc
-                    end, before = _snapshots(t, mapping)
-                    for k in range(t.n_layers):
-                        prefix_max[k + 1] = max(prefix_max[k], end[k])
+                    incumbent = Incumbent(t.reads, mapping, trial)
                 else:
                     mapping[i] = current
+            free[mapping[i]] = incumbent.end[i]
+            prefix = max(prefix, incumbent.end[i])
     return mapping
 
 

@@ -32,11 +32,12 @@ from archipelago.strategies.chef.simulate import (
 
 # The paper's clusters hold 2 to 6 FPGAs (seeds/004 Table II). A2F re-deploys by evaluating
 # a removal per accelerator, each a full M2A mapping, so its time grows with about the fourth
-# power of the FPGA count: on 16 U280s the built-in DAGs take 2-13 s (vlocnet the longest),
-# on 32 over a minute.
+# power of the FPGA count: on 16 U280s vlocnet, the longest built-in DAG, takes 1.3 s of CPU
+# (6.8 s before issue 36's incremental re-mapping; benchmarks/bench_chef_large.py).
 MAX_CHEF_FPGAS = 16
 # Table III's largest model, VLocNet, has 185 layers. M2A re-maps every wave of ready layers
-# and A2F repeats M2A per removal: 500 layers plan in about 3 s on hacc, 2,000 in over 20 s.
+# and A2F repeats M2A per removal: 500 layers planned in about 3 s on hacc, 2,000 in over
+# 20 s, before issue 36 (500 on 16 U280s: 44.6 s of CPU then, 2.4 s now).
 MAX_CHEF_LAYERS = 512
 # Mapping a DAG keeps an FPGA-by-FPGA bandwidth table and an accelerator-by-accelerator
 # transfer table; at 4,096 FPGAs those are 16 million entries each and H2H alone runs 6 s.

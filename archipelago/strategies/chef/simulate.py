@@ -14,7 +14,7 @@ from archipelago.hardware.machines import Cluster
 from archipelago.models.dag import ModelDAG
 from archipelago.strategies.chef.deployment import Deployment
 from archipelago.strategies.chef.ip_templates import IPTemplate, dram_bytes, layer_cost
-from archipelago.strategies.chef.schedule import INF, run
+from archipelago.strategies.chef.schedule import INF, Reads, run
 
 
 class Tables:
@@ -22,8 +22,40 @@ class Tables:
 
     def __init__(self, costs: "LayerCosts", cluster: Cluster,
                  deployment: Deployment) -> None:
-        dag = costs.dag
+        dag, layout = costs.dag, costs.layout
         self.dag, self.cluster, self.deployment = dag, cluster, deployment
+        # the DAG's own tables, shared by every deployment of a search (read, never written)
+        self.names, self.preds, self.succs = layout.names, layout.preds, layout.succs
+        self.wave_of, self.type_of = layout.wave_of, layout.type_of
+        self.compute, self.dram, self.reads = layout.compute, layout.dram, layout.reads
+        accs = deployment.accs
+        self.fpga_of = [a.fpga for a in accs]
+        sharers = Counter((a.fpga, a.bank) for a in accs)
+        self.dram_Bps = [cluster.nodes[a.fpga].banks[a.bank].bandwidth_Bps
+                         / sharers[(a.fpga, a.bank)] for a in accs]
+        columns = [costs.column(a.ip, cluster.nodes[a.fpga].clock_hz, bw)
+                   for a, bw in zip(accs, self.dram_Bps, strict=True)]
+        self.cost = [list(row) for row in zip(*columns, strict=True)]
+        self.per_byte = _per_byte(cluster, [(a.fpga, a.bank) for a in accs])
+        self.capacity = [f.dram_bytes for f in cluster.nodes]
+        self.accs_on = [[a for a, f in enumerate(self.fpga_of) if f == i]
+                        for i in range(len(cluster.nodes))]
+        self.runs_on = [[a for a, c in enumerate(row) if c < INF] for row in self.cost]
+
+    @property
+    def n_layers(self) -> int:
+        return len(self.names)
+
+    @property
+    def n_accs(self) -> int:
+        return len(self.deployment.accs)
+
+
+class DagLayout:
+    """The deployment-independent tables of a DAG, by wave-order position: built once per
+    search, since A2F builds hundreds of Tables of the same DAG."""
+
+    def __init__(self, dag: ModelDAG) -> None:
         self.names = dag.order
         pos = {name: i for i, name in enumerate(self.names)}
         layers = [dag.by_name[n] for n in self.names]
@@ -37,34 +69,17 @@ class Tables:
         self.type_of = [la.type for la in layers]
         self.compute = [la.is_compute for la in layers]
         self.dram = [dram_bytes(dag, la) for la in layers]
-        accs = deployment.accs
-        self.fpga_of = [a.fpga for a in accs]
-        sharers = Counter((a.fpga, a.bank) for a in accs)
-        self.dram_Bps = [cluster.nodes[a.fpga].banks[a.bank].bandwidth_Bps
-                         / sharers[(a.fpga, a.bank)] for a in accs]
-        columns = [costs.column(a.ip, cluster.nodes[a.fpga].clock_hz, bw)
-                   for a, bw in zip(accs, self.dram_Bps, strict=True)]
-        self.cost = [list(row) for row in zip(*columns, strict=True)]
-        self.per_byte = _per_byte(cluster, [(a.fpga, a.bank) for a in accs])
-        self.capacity = [f.dram_bytes for f in cluster.nodes]
-        self.accs_on = [[a for a, f in enumerate(self.fpga_of) if f == i]
-                        for i in range(len(cluster.nodes))]
-
-    @property
-    def n_layers(self) -> int:
-        return len(self.names)
-
-    @property
-    def n_accs(self) -> int:
-        return len(self.deployment.accs)
+        self.reads = Reads(self.preds)
 
 
 class LayerCosts:
     """Each layer's latency on an IP at a clock and bandwidth, computed once per search
-    (A2F builds hundreds of deployments out of the same few columns)."""
+    (A2F builds hundreds of deployments out of the same few columns), and the DAG's
+    layout."""
 
     def __init__(self, dag: ModelDAG) -> None:
         self.dag = dag
+        self.layout = DagLayout(dag)
         self._columns: dict[tuple[str, float, float], tuple[float, ...]] = {}
 
     def column(self, ip: IPTemplate, freq_hz: float, dram_Bps: float) -> tuple[float, ...]:
