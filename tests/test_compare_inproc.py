@@ -3,8 +3,11 @@ are one comparison: the same request gives the same JSON, volatile fields aside,
 written by either is resumed by the other. A signal stops the in-process loop between two
 results, keeping what finished, as it stops the Dask stream."""
 
+import json
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -90,3 +93,24 @@ def test_each_path_resumes_the_others_store(tmp_path: Path,
     here = compare(request, spec, other)
     assert (here.reused, len(here.evaluated)) == (every // 2, every // 2)
     assert comparison_dict(here)["rows"] == comparison_dict(fresh)["rows"]
+
+
+NO_DASK = """import runpy, sys
+sys.argv = ["archi", *sys.argv[1:]]
+try:
+    runpy.run_module("archipelago", run_name="__main__")
+except SystemExit as end:
+    print("exit", end.code, "dask", "distributed" in sys.modules, file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("workers", [(), ("--workers", "0")])
+def test_the_command_runs_without_dask_by_default_or_with_workers_0(
+        workers: tuple[str, ...], tmp_path: Path) -> None:
+    args = ["compare", "gpt2-345m", "--tokens", "16:8", "--counts", "1", "--strategies",
+            "dfx,gpu-graph", "--devices", "u280,v100", "--engine", "published", "--store",
+            str(tmp_path / "s.jsonl"), "--json", *workers]
+    out = subprocess.run([sys.executable, "-c", NO_DASK, *args], capture_output=True,
+                         text=True, timeout=300)
+    assert out.stderr.strip().endswith("exit 0 dask False"), out.stderr
+    assert json.loads(out.stdout)["evaluated"] == 2 * 2
