@@ -330,11 +330,11 @@ def explore(
                                       help="the search's random seed")] = 0,
     force: Annotated[bool, typer.Option(help="replace an existing --out file")] = False,
     workers: Annotated[int | None, typer.Option(
-        callback=machine_workers(allow_zero=True),
-        help="local Dask worker processes (default: one per core; 0: in this process)")
+        callback=machine_workers(),
+        help="local Dask worker processes (default, or 0: in this process, no Dask)")
     ] = None,
     scheduler: Annotated[str | None, typer.Option(
-        help="a running Dask scheduler, tcp://HOST:PORT (default: a local cluster)")] = None,
+        help="a running Dask scheduler, tcp://HOST:PORT (default: in this process)")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     from archipelago.explore.command import ExploreCommand, run_explore

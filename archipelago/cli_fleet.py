@@ -46,10 +46,11 @@ def register_fleet_commands(app: typer.Typer) -> None:
         sort: Annotated[str, typer.Option(
             help="latency, cost, tokens-per-dollar or joules-per-token")] = "latency",
         scheduler: Annotated[str | None, typer.Option(
-            help="a running Dask scheduler, tcp://HOST:PORT (default: a local cluster)")] = None,
+            help="a running Dask scheduler, tcp://HOST:PORT (default: in this process)")] = None,
         workers: Annotated[int | None, typer.Option(
-            callback=machine_workers(allow_zero=False),
-            help="local Dask worker processes (default: one per core)")] = None,
+            callback=machine_workers(),
+            help="local Dask worker processes (default, or 0: in this process, no Dask)")
+        ] = None,
         store: Annotated[Path | None, typer.Option(
             help="results journal, reused and extended (default: named after the model and "
                  "workload, in compare/ of the cache directory: $ARCHIPELAGO_CACHE_DIR, else "

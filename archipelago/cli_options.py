@@ -105,9 +105,9 @@ def within(low: int, high: int) -> Callable[[int | None], int | None]:
     return check
 
 
-def machine_workers(allow_zero: bool) -> Callable[[int | None], int | None]:
+def machine_workers() -> Callable[[int | None], int | None]:
     """A --workers callback: at most what this machine runs (batch.workers.check_workers,
-    which says the limit and why); 0, where `allow_zero` (explore: run in this process)."""
+    which says the limit and why), or 0 (in this process, as when it is left out)."""
 
     def check(value: int | None) -> int | None:
         if value is None:
@@ -116,7 +116,7 @@ def machine_workers(allow_zero: bool) -> Callable[[int | None], int | None]:
         from archipelago.errors import ArchipelagoError
 
         try:
-            return check_workers(value, "", 0 if allow_zero else 1)
+            return check_workers(value, "", 0)
         except ArchipelagoError as err:
             raise typer.BadParameter(str(err).strip()) from None
 

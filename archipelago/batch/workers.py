@@ -183,10 +183,10 @@ def stream(client: "Client", fn: Callable[[Any], Any], tasks: Mapping[str, Any],
         future.add_done_callback(finished.put)
     handed: set[str] = set()
     try:
-        with _signals_into(finished) as heard, _bar(progress, len(keys)) as advance:
+        with signals_into(finished) as heard, progress_steps(progress, len(keys)) as advance:
             while len(handed) < len(keys):
                 item = finished.get()
-                _stop_if(heard, len(handed), len(keys))  # before results queued ahead of it
+                stop_if(heard, len(handed), len(keys))  # before results queued ahead of it
                 if isinstance(item, int) or owner[item.key][0] in handed:
                     continue
                 group = owner[item.key]
@@ -195,7 +195,7 @@ def stream(client: "Client", fn: Callable[[Any], Any], tasks: Mapping[str, Any],
                     on_done(key, result)
                     handed.add(key)
                     advance()
-                    _stop_if(heard, len(handed), len(keys))
+                    stop_if(heard, len(handed), len(keys))
     finally:
         client.cancel([future for future in futures if not future.done()])
 
@@ -206,7 +206,7 @@ CHUNK_MAX = 48
 CHUNKS_PER_THREAD = 4  # chunks per worker thread at least, so uneven ones even out
 
 
-def _stop_if(heard: list[int], handed: int, total: int) -> None:
+def stop_if(heard: list[int], handed: int, total: int) -> None:
     """Interrupted, if a signal was heard."""
     if heard:
         raise Interrupted(f"interrupted by {signal.Signals(heard[0]).name} with {handed} of "
@@ -248,7 +248,7 @@ def _results(future: "Future", group: list[str], handed: int, total: int) -> lis
 
 
 @contextmanager
-def _signals_into(finished: "queue.SimpleQueue[Any]") -> Iterator[list[int]]:
+def signals_into(finished: "queue.SimpleQueue[Any]") -> Iterator[list[int]]:
     """While inside, SIGINT and SIGTERM put their number into `finished` instead of raising
     wherever the main thread happens to be: the loop reading it stops between two results,
     never inside `on_done` (a result half persisted). A second signal stops at once (a
@@ -276,7 +276,7 @@ def _signals_into(finished: "queue.SimpleQueue[Any]") -> Iterator[list[int]]:
 
 
 @contextmanager
-def _bar(label: str | None, total: int) -> Iterator[Callable[[], None]]:
+def progress_steps(label: str | None, total: int) -> Iterator[Callable[[], None]]:
     """A progress bar on stderr labelled `label` (none when None); yields `advance`."""
     if label is None:
         yield lambda: None

@@ -1,6 +1,7 @@
-"""Run a comparison: the combinations not yet in its store estimated on Dask (a local cluster
-of processes, or a running scheduler), each worker's records appended to the store as they
-come back, then every requested combination read back as a row, a refusal or a misfit.
+"""Run a comparison: the combinations not yet in its store estimated in this process, or on
+Dask when asked (a local cluster of processes, or a running scheduler: batch/runner.py), the
+records appended to the store as they come back, then every requested combination read back
+as a row, a refusal or a misfit.
 A record read back is checked by the models that write it (record.py): one that is not as
 `archi compare` writes it (edited, damaged, of an older layout) is estimated again and
 replaced, and one notice line says so.
@@ -84,8 +85,9 @@ def _tasks(spec: Any, tokens: str, pending: list[Combo], model: str) -> dict[str
 
 def compare(request: Request, spec: Any, store: Path, scheduler: str | None = None,
             workers: int | None = None, progress: bool = False) -> Comparison:
-    """Estimate what the store lacks, then read every combination of `request` back."""
-    from archipelago.batch.workers import dask_client, stream
+    """Estimate what the store lacks, then read every combination of `request` back: in this
+    process unless `workers` (>= 1) or `scheduler` asks for Dask."""
+    from archipelago.batch.runner import runner
 
     names, not_applicable = applicable(spec)
     if request.strategies is not None:
@@ -105,7 +107,7 @@ def compare(request: Request, spec: Any, store: Path, scheduler: str | None = No
     if tasks:
         # records reach the store in one write every quarter second (an fsync each), and
         # whatever is left when the run ends or is stopped
-        with dask_client(scheduler, workers) as client, journal.buffered() as add:
+        with runner(workers, scheduler) as run, journal.buffered() as add:
 
             def done(_: str, result: list[tuple[str, dict[str, Any]]]) -> None:
                 for key, value in result:
@@ -113,8 +115,8 @@ def compare(request: Request, spec: Any, store: Path, scheduler: str | None = No
                     add(key, records[key])
                 evaluated.extend(k for k, _ in result)
 
-            stream(client, evaluate, tasks, done,
-                   f"comparing {len(pending)} combinations" if progress else None)
+            label = f"comparing {len(pending)} combinations"
+            run(evaluate, tasks, done, label if progress else None)
     return _assemble(request, spec.name, store, [records[keys[c]] for c in combos],
                      not_applicable, evaluated, len(combos) - len(pending))
 

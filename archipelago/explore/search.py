@@ -5,8 +5,8 @@ space's genes (explore/genetic.py), a generation of candidates evaluated as one 
 Each batch is appended to the study's journal as it finishes, within the study's budget, so
 concurrent runs on one study stop at `trials` in total and a killed run loses only its batch
 in flight; rerunning the same command rebuilds the population from the journal and goes on.
-Batches run in this process (`workers=0`) or on Dask (a local cluster of processes, or a
-running scheduler), each worker scoring a slice of the generation.
+Batches run in this process (by default, or `workers=0`) or on Dask (a local cluster of
+processes, or a running scheduler), each worker scoring a slice of the generation.
 """
 
 import os
@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from archipelago.batch.runner import in_process
 from archipelago.errors import ArchipelagoError, Interrupted, elide, elide_path
 from archipelago.explore.evaluate import FABRIC, Problem, evaluate_chunk, fabric, violation
 from archipelago.explore.population import Population
@@ -50,7 +51,7 @@ class SearchRequest:
     storage: str  # the directory of study journals; "" keeps the study in memory
     study_name: str
     seed: int = 0
-    workers: int | None = 0  # 0: in this process; None: a local cluster, one per core
+    workers: int | None = None  # None or 0: in this process; N: a local Dask cluster of N
     scheduler: str | None = None  # a running Dask scheduler, tcp://HOST:PORT
 
 
@@ -138,7 +139,7 @@ def _take(population: Population, study: Any, request: SearchRequest) -> None:
 def _runner(request: SearchRequest, stop: StopFlag) -> Iterator[Runner]:
     """How batches are scored: here, in slices between looks at `stop`; or on Dask, one
     slice per worker thread, a signal there ending the batch with what finished."""
-    if request.workers == 0 and request.scheduler is None:
+    if in_process(request.workers, request.scheduler):
         def here(problem: Problem, engines: list[dict[str, Any]]) -> tuple[Scores, int | None]:
             scores: Scores = [None] * len(engines)
             for start in range(0, len(engines), CHUNK):
