@@ -9,6 +9,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from archipelago.emulate.errors import RankFailure
+from archipelago.emulate.reaper import record_helpers, start_fork_server
 from archipelago.strategies.host_offload.emulate.card import Card
 
 STOP = ("stop",)
@@ -72,5 +73,10 @@ class CardProcess:
 def start_cards(count: int, timeout_s: float) -> list[CardProcess]:
     """Forked from a fork server (a host that imported torch still starts clean cards)."""
     context = mp.get_context("forkserver")
-    context.set_forkserver_preload(["archipelago.strategies.host_offload.emulate.card"])
-    return [CardProcess(k, context, timeout_s) for k in range(count)]
+    # the launcher's own start: multiprocessing's temporary directory beside the command's
+    # scratch one, not in it (removed first, it left multiprocessing's exit hook a
+    # traceback), announced to the reaper, the card module preloaded once
+    start_fork_server(["archipelago.strategies.host_offload.emulate.card"])
+    cards = [CardProcess(k, context, timeout_s) for k in range(count)]
+    record_helpers()
+    return cards
