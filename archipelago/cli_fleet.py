@@ -124,10 +124,12 @@ def register_fleet_commands(app: typer.Typer) -> None:
                                            help="seeds per capacity point (pooled)")] = 1,
         seed: Annotated[int, typer.Option(callback=within(0, MAX_SAMPLER_SEED),
                                           help="seed of the arrivals and lengths")] = 0,
-        electricity: Annotated[float, typer.Option(
-            help="electricity price, $/kWh (cost per million tokens)")] = 0.10,
-        lifetime_years: Annotated[float, typer.Option(
-            help="years the boards and hosts are amortized over")] = 3.0,
+        electricity: Annotated[float | None, typer.Option(
+            help="electricity price, $/kWh (default 0.10, near the US EIA average)",
+            show_default=False)] = None,
+        lifetime_years: Annotated[float | None, typer.Option(
+            help="years the boards and hosts are amortized over (default 3)",
+            show_default=False)] = None,
         utilization: Annotated[float | None, typer.Option(
             help="share of full power drawn on average, 0..1 (default: the simulated busy "
                  "share)", show_default=False)] = None,

@@ -76,6 +76,16 @@ def test_archi_serve_cost_equals_the_hand_formula() -> None:
     assert table.returncode == 0 and "cost per million tokens" in table.stdout
 
 
+def test_archi_serve_cost_defaults() -> None:
+    """Without the options: $0.10/kWh, 3 years, the mean simulated busy share."""
+    run = archi(*_SERVE, "--json")
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout)
+    got, busy = result["cost"], result["busy_share"]
+    assert got["electricity_usd_per_kwh"] == 0.10 and got["lifetime_years"] == 3
+    assert got["utilization"] == pytest.approx(sum(busy) / len(busy))
+
+
 @pytest.mark.parametrize("extra, says", [
     (("--electricity", "-1"), "--electricity"), (("--lifetime-years", "0"), "--lifetime"),
     (("--utilization", "2"), "--utilization")])

@@ -65,8 +65,8 @@ class ServeCommand:
     seed: int
     as_json: bool
     kind_options: dict[str, str]
-    electricity: float = DEFAULT_ELECTRICITY  # $/kWh
-    lifetime_years: float = DEFAULT_LIFETIME_YEARS
+    electricity: float | None = None  # $/kWh; None: DEFAULT_ELECTRICITY
+    lifetime_years: float | None = None  # None: DEFAULT_LIFETIME_YEARS
     utilization: float | None = None  # None: the simulation's mean busy share
 
 
@@ -108,7 +108,7 @@ def _checked(options: ServeCommand) -> tuple[Lengths, Lengths, Targets, Policy]:
     policy = Policy(options.policy, batch, options.chunk)
     check_settings(policy, options.replicas, options.router)
     check_arrivals(options.arrivals)
-    check_pricing(options.electricity, options.lifetime_years, options.utilization)
+    check_pricing(*_pricing(options), options.utilization)
     targets = Targets(parse_seconds("--ttft", options.ttft),
                       parse_seconds("--tpot", options.tpot), options.percentile)
     return (parse_lengths("--prompt", options.prompt, MAX_TOKENS),
@@ -182,6 +182,12 @@ def run_serve(options: ServeCommand) -> dict[str, Any]:
     }
 
 
+def _pricing(options: ServeCommand) -> tuple[float, float]:
+    """$/kWh and lifetime in years, the defaults where not given."""
+    return (DEFAULT_ELECTRICITY if options.electricity is None else options.electricity,
+            DEFAULT_LIFETIME_YEARS if options.lifetime_years is None else options.lifetime_years)
+
+
 def _cost(options: ServeCommand, cluster: str, result: dict[str, Any], prompt_per_s: float
           ) -> dict[str, Any]:
     """The deployment's cost at the simulated throughput; `reason` says why there is no
@@ -193,15 +199,15 @@ def _cost(options: ServeCommand, cluster: str, result: dict[str, Any], prompt_pe
     busy = result["busy_share"]
     utilization = (options.utilization if options.utilization is not None
                    else sum(busy) / len(busy))
-    inputs = {"electricity_usd_per_kwh": options.electricity,
-              "lifetime_years": options.lifetime_years,
+    electricity, lifetime_years = _pricing(options)
+    inputs = {"electricity_usd_per_kwh": electricity, "lifetime_years": lifetime_years,
               "items": [{"name": i.name, "count": i.count, "price_usd": i.price_usd,
                          "power_w": i.power_w} for i in items], "reason": reason}
     if reason is not None:
         return inputs
     out = result["throughput_tokens_per_s"]
-    return {**inputs, **cost(items, out, out + prompt_per_s, utilization, options.electricity,
-                             options.lifetime_years)}
+    return {**inputs, **cost(items, out, out + prompt_per_s, utilization, electricity,
+                             lifetime_years)}
 
 
 def _ms(seconds: float) -> str:
