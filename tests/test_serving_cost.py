@@ -94,3 +94,18 @@ def test_archi_serve_refuses_bad_pricing(extra: tuple[str, ...], says: str) -> N
     assert run.returncode == 2, run.stdout + run.stderr
     lines = run.stderr.strip().splitlines()
     assert len(lines) == 1 and says in lines[0], run.stderr
+
+
+def test_bad_host_refused_at_the_edge() -> None:
+    """A device naming an unknown host, or a host entry with zero cards, is refused in one
+    line naming the field."""
+    from archipelago.errors import ConfigError
+    from archipelago.hardware.catalog import _validated, device_from_dict, raw_catalog
+    from archipelago.hardware.device import Host
+
+    with pytest.raises(ConfigError, match="host") as err:
+        device_from_dict("mine", {**raw_catalog()["u280"], "host": "rack-9"}, "my.yaml")
+    assert "\n" not in str(err.value) and "pcie-4u-8" in str(err.value)
+    with pytest.raises(ConfigError, match="cards") as err:
+        _validated(Host, "h", {"name": "h", "cards": 0, "price_usd": 1.0, "power_w": 1.0}, "y")
+    assert "\n" not in str(err.value)
