@@ -124,6 +124,15 @@ def register_fleet_commands(app: typer.Typer) -> None:
                                            help="seeds per capacity point (pooled)")] = 1,
         seed: Annotated[int, typer.Option(callback=within(0, MAX_SAMPLER_SEED),
                                           help="seed of the arrivals and lengths")] = 0,
+        electricity: Annotated[float | None, typer.Option(
+            help="electricity price, $/kWh (default 0.10, near the US EIA average)",
+            show_default=False)] = None,
+        lifetime_years: Annotated[float | None, typer.Option(
+            help="years the boards and hosts are amortized over (default 3)",
+            show_default=False)] = None,
+        utilization: Annotated[float | None, typer.Option(
+            help="share of full power drawn on average, 0..1 (default: the simulated busy "
+                 "share)", show_default=False)] = None,
         as_json: JsonOpt = False,
     ) -> None:
         from archipelago.serving.command import ServeCommand, print_serve, run_serve
@@ -131,7 +140,8 @@ def register_fleet_commands(app: typer.Typer) -> None:
         result = run_serve(ServeCommand(model, cluster, strategy, rate, prompt, output, ttft,
                                         tpot, percentile, arrivals, trace, replicas, router,
                                         policy, max_batch, chunk, requests, seeds, seed, as_json,
-                                        workload_options(ctx)))
+                                        workload_options(ctx), electricity, lifetime_years,
+                                        utilization))
         if as_json:
             typer.echo(json.dumps(result))
         else:

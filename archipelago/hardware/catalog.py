@@ -12,11 +12,11 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from archipelago.errors import ConfigError, UnknownNameError, elide
-from archipelago.hardware.device import Device, Switch
+from archipelago.hardware.device import Device, Host, Switch
 from archipelago.hardware.link import CatalogLink, Link
 from archipelago.yaml_loader import load_packaged
 
-_Entry = TypeVar("_Entry", Device, Switch, CatalogLink)
+_Entry = TypeVar("_Entry", Device, Host, Switch, CatalogLink)
 
 
 def unwrap_sourced(node: Any) -> Any:
@@ -57,6 +57,11 @@ def raw_switches() -> dict[str, Any]:
     return _raw()["switches"]
 
 
+def raw_hosts() -> dict[str, Any]:
+    """The host servers as written, sources kept."""
+    return _raw()["hosts"]
+
+
 def raw_links() -> dict[str, Any]:
     """The named links as written, sources kept."""
     return _raw()["links"]
@@ -73,7 +78,8 @@ def _validated(model: type[_Entry], key: str, entry: dict[str, Any], source: str
 
 def device_from_dict(key: str, entry: dict[str, Any], source: str) -> Device:
     """A device entry; the links it names (`network.link`, `host_link`) must be catalog
-    links, checked here so a typo is refused where it is written."""
+    links and its `host` a catalog host server, checked here so a typo is refused where it
+    is written."""
     device = _validated(Device, key, entry, source)
     named = {"network.link": device.network.link if device.network else None,
              "host_link": device.host_link}
@@ -81,6 +87,9 @@ def device_from_dict(key: str, entry: dict[str, Any], source: str) -> Device:
         if name is not None and name.lower() not in catalog_links():
             raise ConfigError(source, f"{key}.{field}", f"unknown link '{elide(name, 60)}'; valid: "
                               f"{', '.join(catalog_links())}")
+    if device.host is not None and device.host.lower() not in hosts():
+        raise ConfigError(source, f"{key}.host", f"unknown host '{elide(device.host, 60)}'; "
+                          f"valid: {', '.join(hosts())}")
     return device
 
 
@@ -125,6 +134,18 @@ def get_link(key: str) -> Link:
 def compare_defaults() -> list[str]:
     """The devices `archi compare` runs without --devices: those tagged `compare_default`."""
     return [k for k, d in catalog().items() if d.compare_default]
+
+
+@cache
+def hosts() -> dict[str, Host]:
+    return {k: _validated(Host, k, v, "catalog.yaml") for k, v in raw_hosts().items()}
+
+
+def get_host(key: str) -> Host:
+    """A host server by name (`pcie-4u-8`, `dgx-h100`)."""
+    if key.lower() not in hosts():
+        raise UnknownNameError("host", key, hosts())
+    return hosts()[key.lower()]
 
 
 def get_switch(key: str) -> Switch:

@@ -105,10 +105,22 @@ class Device(_Frozen):
     power_w: float | None = Field(default=None, gt=0)  # board TDP / maximum total power
     measured_power_w: float | None = Field(default=None, gt=0)  # a paper's measured average
     price_usd: float | None = Field(default=None, gt=0)
+    host: str | None = None  # the catalog host server it sits in (`pcie-4u-8`)
     compare_default: bool = False  # one of `archi compare`'s devices when none are named
 
     def memory(self, kind: str) -> Memory | None:
         return self.memories.get(kind)
+
+
+class Host(_Frozen):
+    """A server boards sit in, priced and powered WITHOUT them: a deployment of N boards
+    needs ceil(N / cards) of these (serving/cost.py)."""
+
+    key: str
+    name: str
+    cards: int = Field(ge=1, le=64)
+    price_usd: float = Field(gt=0)
+    power_w: float = Field(gt=0)
 
 
 class Switch(_Frozen):

@@ -13,6 +13,13 @@ from archipelago.engines.base import MAX_TOKENS
 from archipelago.errors import ArchipelagoError
 from archipelago.estimate.iteration import IterationTable
 from archipelago.estimate.workload import MAX_BATCH
+from archipelago.serving.cost import (
+    DEFAULT_ELECTRICITY,
+    DEFAULT_LIFETIME_YEARS,
+    bill,
+    check_pricing,
+    cost,
+)
 from archipelago.serving.metrics import Targets, capacity, summary
 from archipelago.serving.replica import Policy
 from archipelago.serving.requests import (
@@ -58,6 +65,9 @@ class ServeCommand:
     seed: int
     as_json: bool
     kind_options: dict[str, str]
+    electricity: float | None = None  # $/kWh; None: DEFAULT_ELECTRICITY
+    lifetime_years: float | None = None  # None: DEFAULT_LIFETIME_YEARS
+    utilization: float | None = None  # None: the simulation's mean busy share
 
 
 def parse_seconds(option: str, text: str) -> float:
@@ -98,6 +108,7 @@ def _checked(options: ServeCommand) -> tuple[Lengths, Lengths, Targets, Policy]:
     policy = Policy(options.policy, batch, options.chunk)
     check_settings(policy, options.replicas, options.router)
     check_arrivals(options.arrivals)
+    check_pricing(*_pricing(options), options.utilization)
     targets = Targets(parse_seconds("--ttft", options.ttft),
                       parse_seconds("--tpot", options.tpot), options.percentile)
     return (parse_lengths("--prompt", options.prompt, MAX_TOKENS),
@@ -151,6 +162,7 @@ def run_serve(options: ServeCommand) -> dict[str, Any]:
 
     result = summary(run(rate)[0], targets)
     found = capacity(run, targets, start=rate)
+    prompt_per_s = float(per_seed[0].prompt.sum()) / result["span_s"]
     return {
         "model": options.model, "cluster": cluster, "strategy": strategy,
         "policy": policy.name, "max_batch": policy.max_batch,
@@ -162,14 +174,62 @@ def run_serve(options: ServeCommand) -> dict[str, Any]:
         "targets": {"ttft_s": targets.ttft_s, "tpot_s": targets.tpot_s,
                     "percentile": targets.percentile},
         **result,
+        "throughput_prompt_tokens_per_s": prompt_per_s,
+        "cost": _cost(options, cluster, result, prompt_per_s),
         "capacity": {"rate": found.rate, "bounded": found.bounded,
                      "simulations": found.simulations, "seeds": len(per_seed),
                      "requests": len(per_seed[0])},
     }
 
 
+def _pricing(options: ServeCommand) -> tuple[float, float]:
+    """$/kWh and lifetime in years, the defaults where not given."""
+    return (DEFAULT_ELECTRICITY if options.electricity is None else options.electricity,
+            DEFAULT_LIFETIME_YEARS if options.lifetime_years is None else options.lifetime_years)
+
+
+def _cost(options: ServeCommand, cluster: str, result: dict[str, Any], prompt_per_s: float
+          ) -> dict[str, Any]:
+    """The deployment's cost at the simulated throughput; `reason` says why there is no
+    figure (a device without a price, power or host server in the catalog)."""
+    from archipelago.hardware.cluster import resolve_cluster
+
+    devices = [n.device for n in resolve_cluster(cluster).nodes] * options.replicas
+    items, reason = bill(devices)
+    busy = result["busy_share"]
+    utilization = (options.utilization if options.utilization is not None
+                   else sum(busy) / len(busy))
+    electricity, lifetime_years = _pricing(options)
+    inputs = {"electricity_usd_per_kwh": electricity, "lifetime_years": lifetime_years,
+              "items": [{"name": i.name, "count": i.count, "price_usd": i.price_usd,
+                         "power_w": i.power_w} for i in items], "reason": reason}
+    if reason is not None:
+        return inputs
+    out = result["throughput_tokens_per_s"]
+    return {**inputs, **cost(items, out, out + prompt_per_s, utilization, electricity,
+                             lifetime_years)}
+
+
 def _ms(seconds: float) -> str:
     return "-" if not math.isfinite(seconds) else f"{seconds * 1e3:,.1f} ms"
+
+
+def _usd(value: float | None) -> str:
+    return "-" if value is None else f"${value:,.4f}"
+
+
+def _cost_row(rates: Any, c: dict[str, Any]) -> None:
+    if c["reason"] is not None:
+        rates.add_row("cost per million tokens", f"- ({c['reason']})")
+        return
+    bought = " + ".join(f"{i['count']} x {i['name']}" for i in c["items"])
+    rates.add_row(f"capital ({bought}, {c['lifetime_years']:g} years)",
+                  f"${c['capital_usd']:,.0f} · ${c['capital_usd_per_h']:,.3f}/h")
+    rates.add_row(f"energy ({c['full_power_w']:,.0f} W x {100 * c['utilization']:.1f}% "
+                  f"at ${c['electricity_usd_per_kwh']:g}/kWh)",
+                  f"${c['energy_usd_per_h']:,.3f}/h")
+    rates.add_row("cost per million tokens", f"{_usd(c['usd_per_million_output_tokens'])} "
+                  f"output · {_usd(c['usd_per_million_tokens'])} prompt + output")
 
 
 def print_serve(result: dict[str, Any], console: Any) -> None:
@@ -203,6 +263,7 @@ def print_serve(result: dict[str, Any], console: Any) -> None:
                   f"{'' if cap['bounded'] else '≥ '}{cap['rate']:,.3f} req/s "
                   f"({cap['simulations']} simulations x {cap['seeds']} seeds x "
                   f"{cap['requests']} requests)")
+    _cost_row(rates, result["cost"])
     if result["clipped"]:
         rates.add_row("clipped to the model's positions", f"{result['clipped']} requests")
     console.print(rates)
