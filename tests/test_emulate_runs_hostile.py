@@ -4,6 +4,7 @@ C++ stderr is summarised into that line; the seeded-weights cache lives in a cac
 directory, is reused, capped, and not created for a run no rank joined."""
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -217,3 +218,18 @@ def test_a_local_rank_dying_is_named_by_its_last_words_not_a_stack_frame(
         "Exception raised from recvBytes at /pytorch/socket.cpp:1 (most recent call first):\n"
         "frame #0: c10::Error::Error() + 0x9d (0x7fd1 in libc10.so)\n\n")
     assert _exit_reason(tmp_path, 0, 1) == "exited with status 1: TCP client failed to connect"
+
+
+def test_a_rank_finding_the_entry_missing_never_waits_on_one_that_uses_it(
+        tmp_path: Path) -> None:
+    """Torchrun's ranks race for one entry: one makes it and keeps it in use (shared) until
+    it exits; another, which saw it missing, must not wait for that use to end. Here this
+    process holds the use lock of an entry that is missing; another process asks for it."""
+    import fcntl
+
+    env = {cache_dir.DIR_ENV: str(tmp_path)}
+    name, _ = _entry("race", 10, env)
+    shutil.rmtree(tmp_path / name)
+    with open(tmp_path / f"{name}.lock", "a") as in_use:
+        fcntl.flock(in_use, fcntl.LOCK_SH)
+        assert _entry("race", 10, env) == (name, True)  # made again, not a hang (timeout)

@@ -7,9 +7,9 @@ than the temp folder, with a size cap.
                                least recently used entries go until the rest fit
 
 An entry is named by a digest of what determines its content (the caller's key: model
-config, seed, library versions). Each entry has a lock file: its writer holds it exclusively
-(the other ranks of the node wait, then reuse), every process using the entry holds it
-shared until it exits, and eviction skips an entry it cannot lock exclusively, so no run
+config, seed, library versions). Each entry has a make lock: its writer holds it exclusively
+(the other ranks of the node wait, then reuse); and a use lock: every process using the
+entry holds it shared until it exits, and eviction skips an entry it cannot lock exclusively, so no run
 loses weights it is reading. Nothing is created until a rank asks for an entry (after it
 joined its process group)."""
 
@@ -88,15 +88,18 @@ def cached_directory(kind: str, key: object, make: Callable[[Path], Path],
     fcntl.flock(lock, fcntl.LOCK_SH)  # readers share the entry
     made = False
     if not directory.exists():
-        fcntl.flock(lock, fcntl.LOCK_EX)  # one rank per machine writes; the others wait
-        made = not directory.exists()
-        if made:  # written aside, then renamed: never seen half-written
-            partial = Path(tempfile.mkdtemp(prefix=_PARTIAL, dir=root))
-            try:
-                make(partial).rename(directory)
-            finally:
-                shutil.rmtree(partial, ignore_errors=True)
-        fcntl.flock(lock, fcntl.LOCK_SH)
+        # One rank per machine writes; the others wait on a lock of its own. Upgrading the
+        # shared lock instead waited forever on a rank that had made the entry and kept it
+        # shared, after this one had seen it missing (a torchrun run hung so).
+        with open(f"{directory}.make", "a") as maker:
+            fcntl.flock(maker, fcntl.LOCK_EX)
+            made = not directory.exists()
+            if made:  # written aside, then renamed: never seen half-written
+                partial = Path(tempfile.mkdtemp(prefix=_PARTIAL, dir=root))
+                try:
+                    make(partial).rename(directory)
+                finally:
+                    shutil.rmtree(partial, ignore_errors=True)
     os.utime(directory)  # last use, for eviction
     _IN_USE.append(lock)
     if made:
