@@ -7,10 +7,10 @@ than the temp folder, with a size cap.
                                least recently used entries go until the rest fit
 
 An entry is named by a digest of what determines its content (the caller's key: model
-config, seed, library versions). Each entry has a make lock: its writer holds it exclusively
-(the other ranks of the node wait, then reuse); and a use lock: every process using the
-entry holds it shared until it exits, and eviction skips an entry it cannot lock exclusively, so no run
-loses weights it is reading. Nothing is created until a rank asks for an entry (after it
+config, seed, library versions). Each entry has a make lock: its writer holds it
+exclusively (the other ranks of the node wait, then reuse); and a use lock: every process
+using the entry holds it shared until it exits, and eviction skips an entry it cannot lock
+exclusively, so no run loses weights it is reading. Nothing is created until a rank asks for an entry (after it
 joined its process group)."""
 
 import fcntl
