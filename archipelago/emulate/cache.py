@@ -10,8 +10,8 @@ An entry is named by a digest of what determines its content (the caller's key: 
 config, seed, library versions). Each entry has a make lock: its writer holds it
 exclusively (the other ranks of the node wait, then reuse); and a use lock: every process
 using the entry holds it shared until it exits, and eviction skips an entry it cannot lock
-exclusively, so no run loses weights it is reading. Nothing is created until a rank asks for an entry (after it
-joined its process group)."""
+exclusively, so no run loses weights it is reading. Nothing is created until a rank asks
+for an entry (after it joined its process group)."""
 
 import fcntl
 import hashlib
