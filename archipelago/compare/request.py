@@ -9,6 +9,7 @@ the DFX appliance's sizes (seeds/001 §VI).
 import re
 from dataclasses import dataclass
 
+from archipelago.durations import parse_seconds
 from archipelago.errors import ArchipelagoError, UnknownNameError
 from archipelago.estimate.workload import MAX_BATCH, Generation, parse_tokens
 from archipelago.explore.best import check_engine
@@ -18,7 +19,6 @@ from archipelago.number_formats import canonical
 
 DEFAULT_COUNTS = "1,2,4,8"
 SORTS = ("latency", "cost", "tokens-per-dollar", "joules-per-token")
-_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6}
 _MAX_LIST = 64  # entries in one list option: more is a typo, not a comparison
 
 
@@ -97,11 +97,7 @@ def parse_strategies(text: str, applicable: list[str], every: list[str]) -> tupl
 
 def parse_latency(text: str) -> float:
     """`50ms`, `0.2 s`, `800us`: seconds."""
-    match = re.fullmatch(r"\s*([0-9]{1,9}(?:\.[0-9]{0,9})?)\s*([a-zµ]+)\s*", text.lower())
-    if not match or match.group(2) not in _UNITS or float(match.group(1)) <= 0:
-        raise ArchipelagoError(f"--latency-target '{text[:40]}': give a positive number and a "
-                               f"unit ({', '.join(_UNITS)}), e.g. 50ms")
-    return float(match.group(1)) * _UNITS[match.group(2)]
+    return parse_seconds("--latency-target", text)
 
 
 def parse_sort(text: str) -> str:

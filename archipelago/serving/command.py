@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from archipelago.durations import parse_seconds
 from archipelago.engines.base import MAX_TOKENS
 from archipelago.errors import ArchipelagoError
 from archipelago.estimate.iteration import IterationTable
@@ -34,7 +35,6 @@ from archipelago.serving.simulate import check_settings, simulate
 
 MAX_RATE = 1e6  # requests per second: past any deployment's front door
 MAX_SEEDS = 64  # seeds per capacity point; more is a typo, not more confidence
-_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
 # The kind options `archi serve` sets itself: lengths come from --prompt/--output, the
 # batch from --max-batch.
 _OWN = {"tokens": "--prompt and --output", "batch": "--max-batch"}
@@ -68,15 +68,6 @@ class ServeCommand:
     electricity: float | None = None  # $/kWh; None: DEFAULT_ELECTRICITY
     lifetime_years: float | None = None  # None: DEFAULT_LIFETIME_YEARS
     utilization: float | None = None  # None: the simulation's mean busy share
-
-
-def parse_seconds(option: str, text: str) -> float:
-    """`50ms`, `1s`, `800us`: positive seconds."""
-    m = re.fullmatch(r"\s*([0-9]{1,9}(?:\.[0-9]{0,9})?)\s*([a-z]+)\s*", text.lower())
-    if not m or m.group(2) not in _UNITS or float(m.group(1)) <= 0:
-        raise ArchipelagoError(f"{option} '{text[:40]}': give a positive number and a unit "
-                               f"({', '.join(_UNITS)}), e.g. 50ms")
-    return float(m.group(1)) * _UNITS[m.group(2)]
 
 
 def parse_rate(text: str) -> float:
