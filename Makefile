@@ -11,7 +11,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e ".[emulate,search,report,onnx,dev]"
+	$(BIN)/pip install -q -e ".[emulate,search,report,onnx,hls,tables,dev]"
 	touch $(STAMP)
 
 run: $(STAMP)
