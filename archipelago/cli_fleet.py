@@ -133,6 +133,17 @@ def register_fleet_commands(app: typer.Typer) -> None:
         utilization: Annotated[float | None, typer.Option(
             help="share of full power drawn on average, 0..1 (default: the simulated busy "
                  "share)", show_default=False)] = None,
+        prefill_cluster: Annotated[str | None, typer.Option(
+            help="prefill on a pool of this cluster, decode on --cluster's, the KV cache "
+                 "moved between them (DistServe, Splitwise)", show_default=False)] = None,
+        prefill_strategy: Annotated[str | None, typer.Option(
+            help="the prefill pool's strategy", show_default=False)] = None,
+        prefill_replicas: Annotated[int | None, typer.Option(
+            callback=within(1, 1024), help="copies of the prefill plan (default 1)",
+            show_default=False)] = None,
+        kv_link: Annotated[str | None, typer.Option(
+            help="the link the KV cache crosses: a catalog link or switch (default "
+                 "eth-100g)", show_default=False)] = None,
         as_json: JsonOpt = False,
     ) -> None:
         from archipelago.serving.command import ServeCommand, print_serve, run_serve
@@ -141,7 +152,8 @@ def register_fleet_commands(app: typer.Typer) -> None:
                                         tpot, percentile, arrivals, trace, replicas, router,
                                         policy, max_batch, chunk, requests, seeds, seed, as_json,
                                         workload_options(ctx), electricity, lifetime_years,
-                                        utilization))
+                                        utilization, prefill_cluster, prefill_strategy,
+                                        prefill_replicas, kv_link))
         if as_json:
             typer.echo(json.dumps(result))
         else:

@@ -19,4 +19,4 @@ def linear_table(prefill_base: float, prefill_per_token: float, decode_base: flo
                         for b in batches])
     decode = np.array([[decode_base + decode_per_sequence * (b - 1)
                         + decode_per_context * (c + 1) for c in contexts] for b in batches])
-    return IterationTable(batches, contexts, prefill, decode, kv_tokens, TOP)
+    return IterationTable(batches, contexts, prefill, decode, kv_tokens, TOP, 2.0)

@@ -53,7 +53,9 @@ class IterationTable:
     """Seconds of a prefill pass (`prefill_s[b, c]`: batches[b] prompts of contexts[c]
     tokens) and of a decode step (`decode_s[b, c]`: batches[b] sequences at context
     contexts[c] + 1); `kv_tokens`: the tokens of KV cache the plan's free memory holds
-    (every sequence's prompt and output together), `max_context` the model's positions."""
+    (every sequence's prompt and output together), `max_context` the model's positions,
+    `kv_value_bytes` one cached key or value in the plan's format (what a KV cache moved
+    between pools weighs, serving/disaggregated.py)."""
 
     batches: np.ndarray
     contexts: np.ndarray
@@ -61,6 +63,7 @@ class IterationTable:
     decode_s: np.ndarray
     kv_tokens: int
     max_context: int
+    kv_value_bytes: float
     _rows: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
 
     @property
@@ -95,7 +98,8 @@ class IterationTable:
 
 
 def tabulate(estimator: Callable[[Generation], GenerationTiming], base: Generation,
-             max_batch: int, max_context: int, kv_tokens: int, where: str) -> IterationTable:
+             max_batch: int, max_context: int, kv_tokens: int, kv_value_bytes: float,
+             where: str) -> IterationTable:
     """The table of `estimator` (one plan's, curried) over the grid and `base`'s prompt,
     every workload `base` with its prompt, output and batch replaced (its number format
     kept). A plan whose
@@ -114,4 +118,5 @@ def tabulate(estimator: Callable[[Generation], GenerationTiming], base: Generati
     if kv_tokens < 2:
         raise ArchipelagoError(f"{where}: cannot serve: the weights leave no memory for a "
                                "KV cache")
-    return IterationTable(batches, contexts, prefill, decode, kv_tokens, max_context)
+    return IterationTable(batches, contexts, prefill, decode, kv_tokens, max_context,
+                          kv_value_bytes)

@@ -5,7 +5,7 @@ no strategy or kind: any strategy whose kind has the hook serves."""
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from archipelago.serving.cost import (
     cost,
 )
 from archipelago.serving.metrics import Targets, capacity, summary
+from archipelago.serving.pools import PrefillPool, check_pool_options, kv_link, pool_rows
 from archipelago.serving.replica import Policy
 from archipelago.serving.requests import (
     Lengths,
@@ -68,6 +69,10 @@ class ServeCommand:
     electricity: float | None = None  # $/kWh; None: DEFAULT_ELECTRICITY
     lifetime_years: float | None = None  # None: DEFAULT_LIFETIME_YEARS
     utilization: float | None = None  # None: the simulation's mean busy share
+    prefill_cluster: str | None = None  # set: prefill on a pool of its own (pools.py)
+    prefill_strategy: str | None = None
+    prefill_replicas: int | None = None  # None: 1
+    kv_link: str | None = None  # None: pools.DEFAULT_KV_LINK
 
 
 def parse_rate(text: str) -> float:
@@ -100,6 +105,8 @@ def _checked(options: ServeCommand) -> tuple[Lengths, Lengths, Targets, Policy]:
     check_settings(policy, options.replicas, options.router)
     check_arrivals(options.arrivals)
     check_pricing(*_pricing(options), options.utilization)
+    check_pool_options(options.prefill_cluster, options.prefill_strategy,
+                       options.prefill_replicas, options.kv_link)
     targets = Targets(parse_seconds("--ttft", options.ttft),
                       parse_seconds("--tpot", options.tpot), options.percentile)
     return (parse_lengths("--prompt", options.prompt, MAX_TOKENS),
@@ -140,6 +147,7 @@ def run_serve(options: ServeCommand) -> dict[str, Any]:
     prompt, output, targets, policy = _checked(options)
     rate, trace = _rate(options)
     strategy, cluster, table = _table(options, prompt, output, policy.max_batch)
+    pool = _prefill_pool(options, prompt, output, policy.max_batch)
     if trace is not None:
         per_seed = [fitted(trace.unit_arrivals, trace.prompt, trace.output, table.max_context)]
     else:
@@ -148,10 +156,14 @@ def run_serve(options: ServeCommand) -> dict[str, Any]:
                     for k in range(options.seeds)]
 
     def run(at: float) -> list:
+        if pool is not None:
+            return [pool.serve(table, r, at, policy, options.replicas, options.router)
+                    for r in per_seed]
         return [simulate(table, r, at, policy, options.replicas, options.router)
                 for r in per_seed]
 
-    result = summary(run(rate)[0], targets)
+    outcome = run(rate)[0]
+    result = summary(outcome, targets)
     found = capacity(run, targets, start=rate)
     prompt_per_s = float(per_seed[0].prompt.sum()) / result["span_s"]
     return {
@@ -166,11 +178,43 @@ def run_serve(options: ServeCommand) -> dict[str, Any]:
                     "percentile": targets.percentile},
         **result,
         "throughput_prompt_tokens_per_s": prompt_per_s,
-        "cost": _cost(options, cluster, result, prompt_per_s),
+        "cost": _cost(options, _pools(options, cluster, pool, result["busy_share"]), result,
+                      prompt_per_s),
         "capacity": {"rate": found.rate, "bounded": found.bounded,
                      "simulations": found.simulations, "seeds": len(per_seed),
                      "requests": len(per_seed[0])},
+        **({} if pool is None else pool.report(outcome, result["span_s"], cluster, strategy,
+                                               options.replicas)),
     }
+
+
+def _prefill_pool(options: ServeCommand, prompt: Lengths, output: Lengths, max_batch: int
+                  ) -> PrefillPool | None:
+    """The prefill pool of `--prefill-cluster` (its strategy's own kind options), or None
+    where the one pool both prefills and decodes."""
+    if options.prefill_cluster is None:
+        return None
+    from archipelago.models.zoo import resolve_model
+
+    name, link = kv_link(options.kv_link)
+    given = replace(options, cluster=options.prefill_cluster,
+                    strategy=options.prefill_strategy, kind_options={})
+    try:
+        strategy, cluster, table = _table(given, prompt, output, max_batch)
+    except ArchipelagoError as error:
+        raise ArchipelagoError(f"--prefill-cluster {options.prefill_cluster[:40]}: "
+                               f"{error}") from None
+    return PrefillPool(strategy, cluster, table, options.prefill_replicas or 1, name, link,
+                       resolve_model(options.model))
+
+
+def _pools(options: ServeCommand, cluster: str, pool: PrefillPool | None, busy: list[float]
+           ) -> list[tuple[str, int, list[float]]]:
+    """Each pool's cluster, replicas and their busy shares (the prefill pool's first)."""
+    if pool is None:
+        return [(cluster, options.replicas, busy)]
+    return [(pool.cluster, pool.replicas, busy[:pool.replicas]),
+            (cluster, options.replicas, busy[pool.replicas:])]
 
 
 def _pricing(options: ServeCommand) -> tuple[float, float]:
@@ -179,17 +223,26 @@ def _pricing(options: ServeCommand) -> tuple[float, float]:
             DEFAULT_LIFETIME_YEARS if options.lifetime_years is None else options.lifetime_years)
 
 
-def _cost(options: ServeCommand, cluster: str, result: dict[str, Any], prompt_per_s: float
-          ) -> dict[str, Any]:
-    """The deployment's cost at the simulated throughput; `reason` says why there is no
-    figure (a device without a price, power or host server in the catalog)."""
+def _cost(options: ServeCommand, pools: list[tuple[str, int, list[float]]],
+          result: dict[str, Any], prompt_per_s: float) -> dict[str, Any]:
+    """The deployment's cost at the simulated throughput, every pool's boards and hosts
+    (billed per pool) together, the utilization each pool's mean busy share weighted by its
+    full power; `reason` says why there is no figure (a device without a price, power or
+    host server in the catalog)."""
     from archipelago.hardware.cluster import resolve_cluster
 
-    devices = [n.device for n in resolve_cluster(cluster).nodes] * options.replicas
-    items, reason = bill(devices)
-    busy = result["busy_share"]
+    items, reason, full_w, drawn_w = [], None, 0.0, 0.0
+    for name, replicas, busy in pools:
+        bought, reason = bill([n.device for n in resolve_cluster(name).nodes] * replicas)
+        if reason is not None:
+            items = []
+            break
+        power_w = sum(i.count * i.power_w for i in bought)
+        items += bought
+        full_w += power_w
+        drawn_w += power_w * sum(busy) / max(1, len(busy))
     utilization = (options.utilization if options.utilization is not None
-                   else sum(busy) / len(busy))
+                   else drawn_w / full_w if full_w else 0.0)
     electricity, lifetime_years = _pricing(options)
     inputs = {"electricity_usd_per_kwh": electricity, "lifetime_years": lifetime_years,
               "items": [{"name": i.name, "count": i.count, "price_usd": i.price_usd,
@@ -250,6 +303,8 @@ def print_serve(result: dict[str, Any], console: Any) -> None:
                   f"({100 * result['met_share']:.1f}% of requests)")
     rates.add_row("busy share", f"{100 * sum(busy) / len(busy):.1f}% mean, "
                   f"{100 * max(busy):.1f}% busiest replica")
+    if "pools" in result:
+        pool_rows(rates, result)
     rates.add_row(f"capacity (P{tg['percentile']:g} within both targets)",
                   f"{'' if cap['bounded'] else '≥ '}{cap['rate']:,.3f} req/s "
                   f"({cap['simulations']} simulations x {cap['seeds']} seeds x "

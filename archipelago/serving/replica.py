@@ -163,9 +163,18 @@ class IterativeReplica(Replica):
                 return
             self.queue.popleft()
             self.kv_used += need
-            self.prefilling.append([i, 0])
             self.out.start[i] = self.clock
+            self._join(i)
             room -= 1
+
+    def _join(self, i: int) -> None:
+        """Request `i` admitted: its prompt is prefilled from the next iteration."""
+        self.prefilling.append([i, 0])
+
+    def _decode(self, i: int) -> None:
+        """Request `i`'s first token out: it decodes the rest from the next step on."""
+        heappush(self.ending, (self.steps + int(self.output[i]) - 1, i))
+        self.ctx_sum += float(self.prompt[i] + 1)
 
     def _iteration(self) -> None:
         """One iteration: the decodes' step and the prompts' chunks."""
@@ -198,8 +207,7 @@ class IterativeReplica(Replica):
         for i in done:
             self.out.first[i] = self.clock
             if self.output[i] > 1:
-                heappush(self.ending, (self.steps + int(self.output[i]) - 1, i))
-                self.ctx_sum += float(self.prompt[i] + 1)
+                self._decode(i)
             else:
                 self._finish([i])
 

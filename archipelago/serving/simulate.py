@@ -7,6 +7,7 @@ run the iterations that start before an arrival when the router looks at it; a r
 only ever admits requests that have arrived, so round-robin can hand out all requests
 first and run the replicas after."""
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,19 +61,35 @@ def simulate(table: IterationTable, requests: Requests, rate: float, policy: Pol
              replicas: int = 1, router: str = "round-robin") -> Outcome:
     """Serve `requests` arriving at `rate` per second on `replicas` copies of the plan."""
     check(table, requests, policy, replicas, router)
-    arrivals = requests.at(rate)
-    records = Records.empty(len(requests))
-    kind = REPLICAS[policy.name]
-    pool: list[Replica] = [kind(table, arrivals, requests.prompt, requests.output, records,
-                                policy) for _ in range(replicas)]
-    for i, t in enumerate(arrivals):
+    return serve_pool(REPLICAS[policy.name], table, requests.at(rate), requests.prompt,
+                      requests.output, policy, replicas, router)[0]
+
+
+def serve_pool(kind: type[Replica], table: IterationTable, arrivals: np.ndarray,
+               prompt: np.ndarray, output: np.ndarray, policy: Policy, replicas: int,
+               router: str) -> tuple[Outcome, np.ndarray]:
+    """Requests arriving at `arrivals` (in any order) served by `replicas` replicas of
+    `kind`: what happened, and which replica served each request."""
+    records = Records.empty(len(arrivals))
+    pool = [kind(table, arrivals, prompt, output, records, policy) for _ in range(replicas)]
+    served = route(pool, arrivals, router)
+    return Outcome(arrivals, output, records, np.array([r.busy for r in pool]),
+                   sum(r.iterations for r in pool)), served
+
+
+def route(pool: Sequence[Replica], arrivals: np.ndarray, router: str) -> np.ndarray:
+    """Hand every request to a replica in order of arrival (ties by index), run every
+    replica to its end, and say which replica served each request."""
+    served = np.empty(len(arrivals), dtype=np.int64)
+    for k, i in enumerate(np.argsort(arrivals, kind="stable")):
+        t = arrivals[i]
         if router == "round-robin":
-            pool[i % replicas].assign(i)
-            continue
-        for replica in pool:
-            replica.advance(t)
-        min(pool, key=lambda r: r.outstanding(t)).assign(i)
+            served[i] = k % len(pool)
+        else:
+            for replica in pool:
+                replica.advance(t)
+            served[i] = min(range(len(pool)), key=lambda r: pool[r].outstanding(t))
+        pool[served[i]].assign(int(i))
     for replica in pool:
         replica.advance(np.inf)
-    return Outcome(arrivals, requests.output, records,
-                   np.array([r.busy for r in pool]), sum(r.iterations for r in pool))
+    return served

@@ -26,4 +26,5 @@ def kv_tokens(plan: GPUPlan, workload: Generation) -> int:
 
 def serving(plan: GPUPlan, workload: Generation, max_batch: int) -> IterationTable:
     return tabulate(partial(estimate, plan), workload, max_batch, plan.spec.max_positions,
-                    kv_tokens(plan, workload), f"{plan.device.key} GPU plan")
+                    kv_tokens(plan, workload), plan.format.kv_bytes,
+                    f"{plan.device.key} GPU plan")

@@ -35,4 +35,4 @@ def kv_tokens(plan: StagedPlan) -> int:
 
 def serving(plan: StagedPlan, workload: Generation, max_batch: int) -> IterationTable:
     return tabulate(partial(estimate, plan), workload, max_batch, plan.spec.max_positions,
-                    kv_tokens(plan), f"{plan.strategy} plan")
+                    kv_tokens(plan), plan.program.kv_value_bytes, f"{plan.strategy} plan")
