@@ -137,7 +137,8 @@ def register_fleet_commands(app: typer.Typer) -> None:
             help="prefill on a pool of this cluster, decode on --cluster's, the KV cache "
                  "moved between them (DistServe, Splitwise)", show_default=False)] = None,
         prefill_strategy: Annotated[str | None, typer.Option(
-            help="the prefill pool's strategy", show_default=False)] = None,
+            help="the prefill pool's strategy (default: --strategy's)", show_default=False)
+        ] = None,
         prefill_replicas: Annotated[int | None, typer.Option(
             callback=within(1, 1024), help="copies of the prefill plan (default 1)",
             show_default=False)] = None,

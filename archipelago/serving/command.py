@@ -147,7 +147,7 @@ def run_serve(options: ServeCommand) -> dict[str, Any]:
     prompt, output, targets, policy = _checked(options)
     rate, trace = _rate(options)
     strategy, cluster, table = _table(options, prompt, output, policy.max_batch)
-    pool = _prefill_pool(options, prompt, output, policy.max_batch)
+    pool = _prefill_pool(options, strategy, prompt, output, policy.max_batch)
     if trace is not None:
         per_seed = [fitted(trace.unit_arrivals, trace.prompt, trace.output, table.max_context)]
     else:
@@ -188,17 +188,18 @@ def run_serve(options: ServeCommand) -> dict[str, Any]:
     }
 
 
-def _prefill_pool(options: ServeCommand, prompt: Lengths, output: Lengths, max_batch: int
-                  ) -> PrefillPool | None:
-    """The prefill pool of `--prefill-cluster` (its strategy's own kind options), or None
-    where the one pool both prefills and decodes."""
+def _prefill_pool(options: ServeCommand, strategy: str, prompt: Lengths, output: Lengths,
+                  max_batch: int) -> PrefillPool | None:
+    """The prefill pool of `--prefill-cluster` (by `--prefill-strategy`, else the decode
+    pool's `strategy`; its kind options the strategy's own), or None where the one pool
+    both prefills and decodes."""
     if options.prefill_cluster is None:
         return None
     from archipelago.models.zoo import resolve_model
 
     name, link = kv_link(options.kv_link)
     given = replace(options, cluster=options.prefill_cluster,
-                    strategy=options.prefill_strategy, kind_options={})
+                    strategy=options.prefill_strategy or strategy, kind_options={})
     try:
         strategy, cluster, table = _table(given, prompt, output, max_batch)
     except ArchipelagoError as error:
