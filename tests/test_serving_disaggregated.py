@@ -66,6 +66,21 @@ def test_decode_pool_memory_bounds_admission() -> None:
     assert np.allclose(out.records.finish, [1.01, 1.21, 1.81], rtol=0, atol=1e-12)
 
 
+def test_each_prefill_replica_sends_over_its_own_link() -> None:
+    """Two 100-token prompts at 0, one decode step each. On two prefill replicas: each
+    prefilled in 0.2 s, each cache over its replica's link by 0.31, one decode step of
+    both (0.25): done 0.56. On one: one iteration (0.4), one link (0.51, then 0.62), R0's
+    step 0.51..0.71, R1's after it: 0.91."""
+    reqs = Requests(np.array([0.0, 0.0]), np.array([100, 100]), np.array([2, 2]))
+    for replicas, finish in ((2, [0.56, 0.56]), (1, [0.71, 0.91])):
+        out = simulate_disaggregated(linear_table(**PREFILL), linear_table(**DECODE), reqs,
+                                     1.0, Policy("continuous", 4), LINK, reqs.prompt * 1e6,
+                                     prefill_replicas=replicas)
+        assert np.allclose(out.records.finish, finish, rtol=0, atol=1e-12)
+        assert np.allclose(out.link_busy_s, [0.22 / replicas] * replicas)
+        assert len(out.busy_s) == replicas + 1
+
+
 def test_a_one_token_answer_moves_nothing() -> None:
     reqs = Requests(np.array([0.0]), np.array([100]), np.array([1]))
     out = simulate_disaggregated(linear_table(**PREFILL), linear_table(**DECODE), reqs, 1.0,
