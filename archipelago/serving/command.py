@@ -5,7 +5,7 @@ no strategy or kind: any strategy whose kind has the hook serves."""
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +68,8 @@ class ServeCommand:
     electricity: float | None = None  # $/kWh; None: DEFAULT_ELECTRICITY
     lifetime_years: float | None = None  # None: DEFAULT_LIFETIME_YEARS
     utilization: float | None = None  # None: the simulation's mean busy share
+    report: Path | None = None  # --report: the HTML page's file
+    force: bool = False  # replace an existing --report file
 
 
 def parse_rate(text: str) -> float:
@@ -100,6 +102,10 @@ def _checked(options: ServeCommand) -> tuple[Lengths, Lengths, Targets, Policy]:
     check_settings(policy, options.replicas, options.router)
     check_arrivals(options.arrivals)
     check_pricing(*_pricing(options), options.utilization)
+    if options.report is not None:
+        from archipelago.report.html import check_target
+
+        check_target(options.report, options.force, "--report")
     targets = Targets(parse_seconds("--ttft", options.ttft),
                       parse_seconds("--tpot", options.tpot), options.percentile)
     return (parse_lengths("--prompt", options.prompt, MAX_TOKENS),
@@ -151,10 +157,11 @@ def run_serve(options: ServeCommand) -> dict[str, Any]:
         return [simulate(table, r, at, policy, options.replicas, options.router)
                 for r in per_seed]
 
-    result = summary(run(rate)[0], targets)
+    outcome = run(rate)[0]
+    result = summary(outcome, targets)
     found = capacity(run, targets, start=rate)
     prompt_per_s = float(per_seed[0].prompt.sum()) / result["span_s"]
-    return {
+    served = {
         "model": options.model, "cluster": cluster, "strategy": strategy,
         "policy": policy.name, "max_batch": policy.max_batch,
         "chunk": policy.chunk if policy.budget else None,
@@ -171,6 +178,14 @@ def run_serve(options: ServeCommand) -> dict[str, Any]:
                      "simulations": found.simulations, "seeds": len(per_seed),
                      "requests": len(per_seed[0])},
     }
+    if options.report is not None:
+        from archipelago.serving.page import write_page
+        from archipelago.serving.sweep import Service
+
+        write_page(options.report, options.force, served, outcome, Service(
+            table, per_seed[0], policy, options.router, targets),
+            lambda n, res, prompt_s: _cost(replace(options, replicas=n), cluster, res, prompt_s))
+    return served
 
 
 def _pricing(options: ServeCommand) -> tuple[float, float]:
