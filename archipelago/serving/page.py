@@ -71,7 +71,7 @@ def cdf(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     numpy's percentile: a line through every P-th percentile (exact up to CDF_POINTS)."""
     kept = values[~np.isnan(values)]
     shares = np.linspace(0, 100, min(len(kept), CDF_POINTS))
-    return np.percentile(kept, shares), shares
+    return (np.percentile(kept, shares) if kept.size else kept), shares
 
 
 def distributions(result: dict[str, Any], outcome: Outcome) -> go.Figure:
@@ -84,12 +84,14 @@ def distributions(result: dict[str, Any], outcome: Outcome) -> go.Figure:
                                  line={"color": PALETTE[col - 1]},
                                  hovertemplate=f"%{{y:.1f}}% within %{{x:,.3f}} {unit}"
                                                "<extra></extra>"), row=1, col=col)
-        shown = [float(x[0]) * scale, float(x[-1]) * scale]
+        shown = [float(x[0]) * scale, float(x[-1]) * scale] if x.size else []
         at = tg[target] * scale if target else None
         share = _axis(fig, shown + ([at] if at else []), col, f"{title} ({unit})")
         if at:
             _label(fig, col, "x", at, f"P{pct:g} target {_short(at)} {unit}", TARGET,
                    after=share(at) < 0.5)
+        if not x.size:  # no TPOT: every answer one token
+            continue
         marks = [result[key][f"p{q}"] * scale for q in PERCENTILES]
         fig.add_trace(go.Scatter(  # labels left of the curve, right where it hugs the axis
             x=marks, y=list(PERCENTILES), mode="markers+text", name=f"{title} percentiles",
