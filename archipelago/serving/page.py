@@ -18,7 +18,14 @@ from archipelago.report.charts import PALETTE, log_ticks
 from archipelago.report.page import Chart, Headline, KindPage, TableBlock, render
 from archipelago.serving.metrics import PERCENTILES, latencies
 from archipelago.serving.simulate import Outcome
-from archipelago.serving.sweep import CostOf, Service, cost_front, latency_curve
+from archipelago.serving.sweep import (
+    MAX_FRONT_REPLICAS,
+    SWEEP_REQUESTS,
+    CostOf,
+    Service,
+    cost_front,
+    latency_curve,
+)
 
 CDF_POINTS = 2001  # a CDF drawn through at most this many quantiles (exact below it)
 TARGET = "#d62728"
@@ -93,11 +100,13 @@ def distributions(result: dict[str, Any], outcome: Outcome) -> go.Figure:
         if not x.size:  # no TPOT: every answer one token
             continue
         marks = [result[key][f"p{q}"] * scale for q in PERCENTILES]
-        fig.add_trace(go.Scatter(  # labels left of the curve, right where it hugs the axis
+        # Labels above-left of the curve, or below-right where it hugs the axis: a CDF
+        # leaves both empty.
+        fig.add_trace(go.Scatter(
             x=marks, y=list(PERCENTILES), mode="markers+text", name=f"{title} percentiles",
             meta=f"{key}.percentiles", marker={"color": "#222", "size": 8},
             text=[f"P{q} {_short(m)}" for q, m in zip(PERCENTILES, marks, strict=True)],
-            textposition=["middle left" if share(m) > 0.3 else "middle right"
+            cliponaxis=False, textposition=["top left" if share(m) > 0.3 else "bottom right"
                           for m in marks], textfont={"size": 11},
             hovertemplate=f"%{{text}} {unit}<extra></extra>"), row=1, col=col)
     fig.update_yaxes(range=[0, 103], ticksuffix="%")
@@ -255,11 +264,14 @@ def serve_page(result: dict[str, Any], outcome: Outcome, curve: list[dict[str, A
               curve_chart(result, curve))]
     notes = []
     if front:
+        counts = sorted({p["requests"] for p in front})
+        shown = f"{counts[0]:,}" + (f" to {counts[-1]:,}" if len(counts) > 1 else "")
         charts.append(Chart(
-            "Cost against arrival rate", "Each rate on the fewest replicas (×N) whose "
-            f"simulation ({front[0]['requests']:,}+ requests, {sweep:,} per replica) meets "
-            "both targets; boards, hosts and energy as the run's cost.",
-            cost_chart(result, front)))
+            "Cost against arrival rate", f"Each rate on the fewest replicas (×N, up to "
+            f"{MAX_FRONT_REPLICAS}) whose simulation ({shown} requests, at most "
+            f"{SWEEP_REQUESTS:,} per replica) meets both targets, at the rate's own "
+            "throughput; boards, hosts and energy as the run's cost (★, over its whole "
+            "span, the drain after the last arrival included).", cost_chart(result, front)))
     else:
         notes.append("no cost against rate: " + (
             result["cost"]["reason"] or ("no rate meets the targets" if cap["rate"] == 0 else
