@@ -111,13 +111,11 @@ def replicas_needed(service: Service, rate: float, guess: int
     if ok(n):
         while n > 1 and ok(n - 1):
             n -= 1
-    else:
-        while n < MAX_FRONT_REPLICAS and not ok(n + 1):
-            n += 1
-        if n == MAX_FRONT_REPLICAS:
-            return None
-        n += 1
-    return n, *tried[n]
+        return n, *tried[n]
+    for more in range(n + 1, MAX_FRONT_REPLICAS + 1):
+        if ok(more):
+            return more, *tried[more]
+    return None
 
 
 def front_rates(per_replica: float, rate: float) -> np.ndarray:
