@@ -146,6 +146,11 @@ def register_fleet_commands(app: typer.Typer) -> None:
             help="the link the KV cache crosses: a catalog link or switch (default "
                  "eth-100g)", show_default=False)] = None,
         as_json: JsonOpt = False,
+        report_file: Annotated[Path | None, typer.Option(
+            "--report", help="write the HTML page here: latency distributions, throughput "
+                             "against latency up to saturation, cost against rate", **OUTPUT)
+        ] = None,
+        force: Annotated[bool, typer.Option(help="replace an existing --report file")] = False,
     ) -> None:
         from archipelago.serving.command import ServeCommand, print_serve, run_serve
 
@@ -154,8 +159,11 @@ def register_fleet_commands(app: typer.Typer) -> None:
                                         policy, max_batch, chunk, requests, seeds, seed, as_json,
                                         workload_options(ctx), electricity, lifetime_years,
                                         utilization, prefill_cluster, prefill_strategy,
-                                        prefill_replicas, kv_link))
+                                        prefill_replicas, kv_link, report=report_file,
+                                        force=force))
         if as_json:
             typer.echo(json.dumps(result))
         else:
             print_serve(result, console())
+            if report_file is not None:
+                console().print(f"report page written to {report_file}")

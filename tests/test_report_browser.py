@@ -70,3 +70,28 @@ def test_pages_open_without_errors_and_show_the_json_numbers(tmp_path: Path) -> 
         state = browser.open(broken)
     assert any("undefinedThing" in e for e in state.errors)  # the page's own collector
     assert any("undefinedThing" in e for e in state.exceptions)  # and the browser agree
+
+
+def test_serve_page_opens_and_shows_the_json_numbers(tmp_path: Path) -> None:
+    """`archi serve --report` (the issue's llama2-7b on 1xh100 at 8 requests/s): three
+    charts drawn without errors, the headline equal to --json's, and what plotly drew on
+    the charts (a percentile's label, the capacity line) equal to --json's figures."""
+    shots = Path(os.environ.get("ARCHI_SCREENSHOTS", tmp_path))
+    shots.mkdir(parents=True, exist_ok=True)
+    page = tmp_path / "serve.html"
+    run = CliRunner().invoke(app, ["serve", "llama2-7b", "--cluster", "1xh100", "--strategy",
+                                   "gpu-graph", "--rate", "8", "--prompt", "512", "--output",
+                                   "128", "--json", "--report", str(page)])
+    assert run.exit_code == 0, run.output
+    result = json.loads(run.output)
+    with Chromium(CHROMIUM) as browser:
+        state = browser.open(page)
+        labels = browser.evaluate("[...document.querySelectorAll('#chart-0 .trace text')]"
+                                  ".map(e => e.textContent)")
+        capacity = browser.evaluate("document.getElementById('chart-1').layout.shapes"
+                                    ".filter(s => s.line.dash === 'dot').map(s => s.x0)")
+        assert browser.screenshot(shots / "serve.png").stat().st_size > 10_000
+    _check(state, result, 3)
+    p90 = result["ttft_s"]["p90"] * 1e3  # drawn as "P90 33.4": three significant digits
+    assert f"P90 {p90:.3g}" in labels, labels
+    assert capacity == [result["capacity"]["rate"]] * 2

@@ -159,7 +159,8 @@ def test_archi_serve_gpu_prefill_fpga_decode() -> None:
     (("--prefill-cluster", "1xu50", "--prefill-strategy", "lora-f"),
      "--prefill-cluster 1xu50: lora-f plan: cannot serve"),
     (("--prefill-cluster", "1xh100", "--prefill-replicas", "0"), "--prefill-replicas"),
-    (("--prefill-cluster", "1xh100"), "--prefill-cluster 1xh100: ")])
+    (("--prefill-cluster", "1xh100"), "--prefill-cluster 1xh100: "),
+    (("--prefill-cluster", "1xh100", "--report", "p.html"), "--report: the page draws one")])
 def test_archi_serve_prefill_pool_refusals(extra: tuple[str, ...], says: str) -> None:
     run = archi(*ARGS, *extra)
     assert run.returncode == 2, run.stdout + run.stderr

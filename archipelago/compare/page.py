@@ -2,7 +2,6 @@
 colour per strategy, the Pareto front drawn through its rows, then the ranked table and why
 the other combinations are absent; laid out by report/page.py like every plan's page."""
 
-import math
 from typing import Any
 
 import plotly.graph_objects as go
@@ -15,7 +14,7 @@ from archipelago.compare.table import (
     engine_names,
     not_compared_lines,
 )
-from archipelago.report.charts import PALETTE
+from archipelago.report.charts import PALETTE, log_ticks
 from archipelago.report.page import Chart, Headline, KindPage, TableBlock, render
 
 _MS = 1e3
@@ -51,18 +50,6 @@ def pareto_chart(summary: dict[str, Any]) -> go.Figure:
                       xaxis_tickvals=log_ticks(min(xs), max(xs)), xaxis_tickformat=",.0f",
                       yaxis_tickvals=log_ticks(min(ys), max(ys)), yaxis_tickformat=",~g")
     return fig
-
-
-def log_ticks(low: float, high: float) -> list[float]:
-    """1-2-5 ticks covering [low, high]: plotly's own ticks on a log axis spanning less than
-    a few decades are bare mantissas (2, 3, 5 between 10 and 100) that read as numbers."""
-    first = math.floor(math.log10(low))
-    ticks = [m * 10.0 ** e for e in range(first, math.ceil(math.log10(high)) + 1)
-             for m in (1, 2, 5)]
-    inside = [t for t in ticks if low <= t <= high]
-    below = [t for t in ticks if t < low][-1:]
-    above = [t for t in ticks if t > high][:1]
-    return below + inside + above
 
 
 def comparison_page(summary: dict[str, Any]) -> KindPage:

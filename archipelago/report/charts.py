@@ -162,6 +162,18 @@ def sweep_lines(x: Sequence[float], series: dict[str, Sequence[float]], x_title:
     return fig
 
 
+def log_ticks(low: float, high: float) -> list[float]:
+    """1-2-5 ticks covering [low, high]: plotly's own ticks on a log axis spanning less than
+    a few decades are bare mantissas (2, 3, 5 between 10 and 100) that read as numbers."""
+    first = math.floor(math.log10(low))
+    ticks = [m * 10.0 ** e for e in range(first, math.ceil(math.log10(high)) + 1)
+             for m in (1, 2, 5)]
+    inside = [t for t in ticks if low <= t <= high]
+    below = [t for t in ticks if t < low][-1:]
+    above = [t for t in ticks if t > high][:1]
+    return below + inside + above
+
+
 @dataclass(frozen=True)
 class OpPoint:
     """One operator on the roofline: `ops` operations moving `nbytes` in `seconds`."""

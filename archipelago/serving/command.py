@@ -73,6 +73,8 @@ class ServeCommand:
     prefill_strategy: str | None = None
     prefill_replicas: int | None = None  # None: 1
     kv_link: str | None = None  # None: pools.DEFAULT_KV_LINK
+    report: Path | None = None  # --report: the HTML page's file
+    force: bool = False  # replace an existing --report file
 
 
 def parse_rate(text: str) -> float:
@@ -107,6 +109,13 @@ def _checked(options: ServeCommand) -> tuple[Lengths, Lengths, Targets, Policy]:
     check_pricing(*_pricing(options), options.utilization)
     check_pool_options(options.prefill_cluster, options.prefill_strategy,
                        options.prefill_replicas, options.kv_link)
+    if options.report is not None:
+        from archipelago.report.html import check_target
+
+        if options.prefill_cluster is not None:
+            raise ArchipelagoError("--report: the page draws one pool's service; not with "
+                                   "--prefill-cluster")
+        check_target(options.report, options.force, "--report")
     targets = Targets(parse_seconds("--ttft", options.ttft),
                       parse_seconds("--tpot", options.tpot), options.percentile)
     return (parse_lengths("--prompt", options.prompt, MAX_TOKENS),
@@ -166,7 +175,7 @@ def run_serve(options: ServeCommand) -> dict[str, Any]:
     result = summary(outcome, targets)
     found = capacity(run, targets, start=rate)
     prompt_per_s = float(per_seed[0].prompt.sum()) / result["span_s"]
-    return {
+    served = {
         "model": options.model, "cluster": cluster, "strategy": strategy,
         "policy": policy.name, "max_batch": policy.max_batch,
         "chunk": policy.chunk if policy.budget else None,
@@ -186,6 +195,15 @@ def run_serve(options: ServeCommand) -> dict[str, Any]:
         **({} if pool is None else pool.report(outcome, result["span_s"], cluster, strategy,
                                                options.replicas)),
     }
+    if options.report is not None:
+        from archipelago.serving.page import write_page
+        from archipelago.serving.sweep import Service
+
+        write_page(options.report, options.force, served, outcome, Service(
+            table, per_seed[0], policy, options.router, targets),
+            lambda n, res, prompt_s: _cost(options, [(cluster, n, res["busy_share"])], res,
+                                           prompt_s))
+    return served
 
 
 def _prefill_pool(options: ServeCommand, strategy: str, prompt: Lengths, output: Lengths,
