@@ -162,7 +162,7 @@ def estimate_combo(spec: Any, tokens: str, combo: Combo, model: str = "") -> dic
               "split": traits.split, "binding": traits.binding, "shares": traits.shares,
               "floors": recorded_floors(floors), "engine": label}
     if combo.service is not None and est.feasible:
-        record["serving"] = served(combo.strategy, plan, work, combo.service)
+        record["serving"] = served(combo.strategy, plan, work, combo.service, est)
     return record
 
 

@@ -18,6 +18,7 @@ import numpy as np
 from archipelago.durations import parse_seconds
 from archipelago.engines.base import MAX_TOKENS
 from archipelago.errors import ArchipelagoError, elide
+from archipelago.estimate.generation import GenerationTiming
 from archipelago.estimate.iteration import IterationTable
 from archipelago.estimate.workload import Generation
 from archipelago.serving.command import MAX_SEEDS, parse_rate
@@ -43,6 +44,7 @@ REQUESTS, SEEDS = 300, 1  # requests per simulation, seeds pooled per capacity p
 SPAN, CAPACITY_STEPS = 10, 6
 EXTRA_REPLICAS = 3
 ROUTER = "least-outstanding"
+MISSES = "misses targets at any rate"
 
 
 @dataclass(frozen=True)
@@ -133,14 +135,31 @@ def _per_seed(service: Service, table: IterationTable) -> list[Requests]:
                      service.seed + k, table.max_context) for k in range(service.seeds)]
 
 
-def served(strategy: str, plan: Any, workload: Generation, service: Service
-           ) -> dict[str, Any]:
+def alone_misses(est: GenerationTiming, workload: Generation, service: Service) -> bool:
+    """Whether the plan's own estimate settles that no rate meets the targets, so nothing
+    is tabulated or simulated: every request is the estimate's (fixed lengths equal to its
+    workload's, batch 1) and even alone misses a target. Alone is each request's best
+    case: its TTFT is at least its prefill alone, its TPOT at least the mean of its decode
+    steps alone (a step's time grows with the batch beside it, an iteration's with the
+    prompts in it), so every request misses, whatever the percentile."""
+    p, o = service.prompt, service.output
+    if not (p.kind == o.kind == "fixed" and workload.batch == 1
+            and (p.a, o.a) == (workload.input_tokens, workload.output_tokens)):
+        return False
+    t = service.targets
+    return est.prefill_s > t.ttft_s or (o.a > 1 and est.decode_s_per_token > t.tpot_s)
+
+
+def served(strategy: str, plan: Any, workload: Generation, service: Service,
+           est: GenerationTiming) -> dict[str, Any]:
     """The record's `serving` object: one replica's capacity at the targets, the replicas
     the rate needs and what the confirming simulation measured; `reason` (and no
     replicas) where the plan cannot serve the rate within the targets."""
     kind = get_strategy(strategy).plan_kind
     if kind.serving is None:
         return _unserved(f"plan kind '{kind.name}' has no serving hook")
+    if alone_misses(est, workload, service):
+        return _unserved(MISSES)
     try:
         table = kind.hook("serving")(plan, workload, MAX_BATCH)
         per_seed = _per_seed(service, table)
@@ -151,7 +170,7 @@ def served(strategy: str, plan: Any, workload: Generation, service: Service
 
         floor = service.rate / 2 ** SPAN
         if not meets(run(floor), service.targets):  # one simulation settles the common miss
-            return _unserved("misses targets at any rate", 1)
+            return _unserved(MISSES, 1)
         found = capacity(run, service.targets, start=service.rate, steps=CAPACITY_STEPS,
                          doublings=SPAN)
         sims = 1 + found.simulations

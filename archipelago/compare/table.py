@@ -78,8 +78,7 @@ def serving_cells(row: Row) -> list[str]:
     (≥ where it was met at the search's highest rate), and ✓ or why it cannot serve."""
     s = row.serving or {}
     if not s.get("meets"):
-        return ["-", "-", "-", _figure(s.get("capacity_rps") or None, ",.3g"),
-                s.get("reason") or "not served"]
+        return ["-", "-", "-", "-", s.get("reason") or "not served"]
     usd = s["usd_per_million_tokens"]
     return ["?" if usd is None else f"{usd:,.4g}", str(s["replicas"]), str(s["boards"]),
             f"{'' if s['bounded'] else '≥ '}{s['capacity_rps']:,.3g}", "✓"]
