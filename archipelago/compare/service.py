@@ -20,8 +20,12 @@ from archipelago.engines.base import MAX_TOKENS
 from archipelago.errors import ArchipelagoError, elide
 from archipelago.estimate.generation import GenerationTiming
 from archipelago.estimate.iteration import IterationTable
-from archipelago.estimate.workload import Generation
-from archipelago.serving.command import MAX_SEEDS, parse_rate
+from archipelago.estimate.workload import Generation, parse_tokens
+from archipelago.serving.command import (  # _center: the lengths a served plan is made for
+    MAX_SEEDS,
+    _center,
+    parse_rate,
+)
 from archipelago.serving.metrics import (  # _percentile: the one the search judges by
     Targets,
     _percentile,
@@ -81,11 +85,6 @@ def _text(dist: Lengths) -> str:
     return f"{dist.kind}:{dist.a:g},{dist.b:g}"
 
 
-def _center(dist: Lengths) -> int:
-    """The count a plan is made for: the fixed one, the median, the middle (as serve)."""
-    return round(dist.a if dist.kind != "uniform" else (dist.a + dist.b) / 2)
-
-
 @dataclass(frozen=True)
 class ServiceOptions:
     """compare's serving options as typed; None: not given."""
@@ -112,9 +111,9 @@ def parse_service(o: ServiceOptions, tokens: str | None) -> tuple[str, Service |
             raise ArchipelagoError("--tokens: give IN:OUT prompt and generated token counts "
                                    "(or --rate R to compare services)")
         return tokens, None
-    ins, _, outs = (tokens or "512:128").partition(":")
-    prompt = parse_lengths("--prompt", o.prompt or ins.strip(), MAX_TOKENS)
-    output = parse_lengths("--output", o.output or outs.strip(), MAX_TOKENS)
+    given = parse_tokens(tokens or "512:128")
+    prompt = parse_lengths("--prompt", o.prompt or str(given.input_tokens), MAX_TOKENS)
+    output = parse_lengths("--output", o.output or str(given.output_tokens), MAX_TOKENS)
     percentile = 90.0 if o.percentile is None else o.percentile
     if not 0 < percentile <= 100:
         raise ArchipelagoError(f"--percentile {percentile:g}: must be in (0, 100]")
