@@ -187,7 +187,7 @@ def served(strategy: str, plan: Any, workload: Generation, service: Service,
         return _unserved(elide(str(err), 120))
     return {"capacity_rps": found.rate, "bounded": found.bounded, "simulations": sims,
             "replicas": replicas, "reason": None,
-            **_measured(outcomes, per_seed[0], service.targets), "kv_tokens": table.kv_tokens}
+            **_measured(outcomes, per_seed[0], service.targets), "kv_tokens": int(table.kv_tokens)}
 
 
 def _unserved(reason: str, simulations: int = 0, rate: float = 0.0) -> dict[str, Any]:
