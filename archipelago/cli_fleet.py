@@ -32,7 +32,9 @@ def register_fleet_commands(app: typer.Typer) -> None:
     @user_errors
     def compare(
         model: ModelArg,
-        tokens: Annotated[str, typer.Option(help="IN:OUT prompt and generated token counts")],
+        tokens: Annotated[str | None, typer.Option(
+            help="IN:OUT prompt and generated token counts (with --rate: default the centres "
+                 "of --prompt and --output)", show_default=False)] = None,
         devices: Annotated[str | None, typer.Option(
             help="catalog devices, comma-separated (default: those catalog.yaml tags "
                  "compare_default: its HBM FPGAs and four GPUs)", show_default=False)] = None,
@@ -43,8 +45,10 @@ def register_fleet_commands(app: typer.Typer) -> None:
         batch: Annotated[str, typer.Option(help="concurrent sequences, comma-separated")] = "1",
         latency_target: Annotated[str | None, typer.Option(
             help="mark the rows within it and name the cheapest, e.g. 50ms")] = None,
-        sort: Annotated[str, typer.Option(
-            help="latency, cost, tokens-per-dollar or joules-per-token")] = "latency",
+        sort: Annotated[str | None, typer.Option(
+            help="latency, cost, tokens-per-dollar or joules-per-token; with --rate also "
+                 "usd-per-million-tokens (default: latency; with --rate "
+                 "usd-per-million-tokens)", show_default=False)] = None,
         scheduler: Annotated[str | None, typer.Option(
             help="a running Dask scheduler, tcp://HOST:PORT (default: in this process)")] = None,
         workers: Annotated[int | None, typer.Option(
@@ -70,12 +74,39 @@ def register_fleet_commands(app: typer.Typer) -> None:
             help="best (each FPGA row on the best engine of its strategy's design space bounded "
                  "by the board, searched once and read back from the explore store) or published "
                  "(the papers' engines)")] = "best",
+        rate: Annotated[str | None, typer.Option(
+            help="requests per second: rank services by $ per million tokens, each fitting "
+                 "combination with the replicas it needs (docs/compare.md)",
+            show_default=False)] = None,
+        ttft: Annotated[str | None, typer.Option(
+            help="with --rate: time-to-first-token target (default 1s)", show_default=False)
+                        ] = None,
+        tpot: Annotated[str | None, typer.Option(
+            help="with --rate: time-per-output-token target (default 50ms)",
+            show_default=False)] = None,
+        prompt: Annotated[str | None, typer.Option(
+            help="with --rate: prompt tokens, N, lognormal:MEDIAN,SIGMA or uniform:LO,HI "
+                 "(default: --tokens' IN, else 512)", show_default=False)] = None,
+        output: Annotated[str | None, typer.Option(
+            help="with --rate: output tokens, as --prompt (default: --tokens' OUT, else 128)",
+            show_default=False)] = None,
+        percentile: Annotated[float | None, typer.Option(
+            help="with --rate: share of requests (percent) meeting both targets (default 90)",
+            show_default=False)] = None,
+        requests: Annotated[int | None, typer.Option(
+            help="with --rate: requests per simulation (default 300)", show_default=False)
+                            ] = None,
+        seeds: Annotated[int | None, typer.Option(
+            help="with --rate: seeds pooled per capacity point (default 1)",
+            show_default=False)] = None,
     ) -> None:
         from archipelago.compare.command import CompareCommand, run_compare
+        from archipelago.compare.service import ServiceOptions
 
+        served = ServiceOptions(rate, prompt, output, ttft, tpot, percentile, requests, seeds)
         options = CompareCommand(model, tokens, devices, counts, strategies, batch, latency_target,
                                  sort, scheduler, workers, store, as_json, report_file, force,
-                                 precision, engine)
+                                 precision, engine, served)
         if not run_compare(options, console()):
             raise typer.Exit(INFEASIBLE)
 

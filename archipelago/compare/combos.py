@@ -17,6 +17,7 @@ from typing import Any
 
 from archipelago import api
 from archipelago.compare.record import recorded_floors
+from archipelago.compare.service import Service, served
 from archipelago.errors import ArchipelagoError
 from archipelago.estimate.generation import GenerationTiming
 from archipelago.explore.best import BEST_TRIALS, PUBLISHED, best_engine
@@ -64,6 +65,7 @@ class Combo:
     batch: int
     engine: str = PUBLISHED  # "best": the best engine of the strategy's space, if it has one
     precision: str | None = None  # a format of number_formats.py; None: the strategy's own
+    service: Service | None = None  # `--rate`: what its plan is asked to serve
 
     @property
     def cluster(self) -> str:
@@ -79,7 +81,8 @@ class Combo:
         device's catalog entry, the links between the boards, the strategy's engine
         defaults; a searched engine's budget), so an edited catalog entry or link is
         estimated afresh rather than read back. A format asked for is named after the
-        batch; without one the key is what it was before formats were a dimension."""
+        batch; without one the key is what it was before formats were a dimension. A
+        service asked for is named last, by its content's digest."""
         cluster = resolve_cluster(self.cluster)
         links = [cluster.link(0, 1).model_dump()] if cluster.size > 1 else []
         content = {"device": get_device(self.device).model_dump(), "links": links,
@@ -87,7 +90,9 @@ class Combo:
         if self.searched:
             content["search"] = {"trials": BEST_TRIALS}
         fmt = "" if self.precision is None else f" {self.precision}"
-        return f"{self.strategy} {self.cluster} batch {self.batch}{fmt} {digest(content)[:10]}"
+        serve = "" if self.service is None else f" serve {digest(self.service.content())[:10]}"
+        return (f"{self.strategy} {self.cluster} batch {self.batch}{fmt} "
+                f"{digest(content)[:10]}{serve}")
 
     def identity(self) -> dict[str, Any]:
         """The fields a record of it names (record.IDENTITY); a format only when asked."""
@@ -98,9 +103,10 @@ class Combo:
 
 def combinations(names: list[str], devices: tuple[str, ...], counts: tuple[int, ...],
                  batches: tuple[int, ...], engine: str = PUBLISHED,
-                 precisions: tuple[str | None, ...] = (None,)) -> list[Combo]:
-    return [Combo(s, d, n, b, engine, p) for s in names for d in devices for n in counts
-            for b in batches for p in precisions]
+                 precisions: tuple[str | None, ...] = (None,), service: Service | None = None
+                 ) -> list[Combo]:
+    return [Combo(s, d, n, b, engine, p, service) for s in names for d in devices
+            for n in counts for b in batches for p in precisions]
 
 
 @dataclass(frozen=True)
@@ -132,7 +138,8 @@ def _engine(model: str, combo: Combo, work: Any) -> tuple[dict[str, Any] | None,
 def estimate_combo(spec: Any, tokens: str, combo: Combo, model: str = "") -> dict[str, Any]:
     """The record of one combination: its timing (with the floors of its prefill and decode
     step), split and binding resource, whether it fits (with the kind's reasons), the
-    engine it ran, or the one line its strategy refused it with (record.py checks it)."""
+    engine it ran, and, asked for a service, what serving it takes (service.py); or the
+    one line its strategy refused it with (record.py checks it)."""
     where = f"{combo.strategy} on {combo.cluster}"
     given = {} if combo.precision is None else {"precision": combo.precision}
     try:
@@ -149,11 +156,14 @@ def estimate_combo(spec: Any, tokens: str, combo: Combo, model: str = "") -> dic
                         "GenerationTiming, yet its kind declares traits")
     traits = get_strategy(combo.strategy).plan_kind.hook("traits")(plan, work, est)
     reasons = list(getattr(est, "reasons", []))
-    return {"status": "ok" if est.feasible else "infeasible", "reasons": reasons,
-            "latency_s": est.latency_s, "tokens_per_s": est.tokens_per_s,
-            "prefill_s": est.prefill_s, "decode_s_per_token": est.decode_s_per_token,
-            "split": traits.split, "binding": traits.binding, "shares": traits.shares,
-            "floors": recorded_floors(floors), "engine": label}
+    record = {"status": "ok" if est.feasible else "infeasible", "reasons": reasons,
+              "latency_s": est.latency_s, "tokens_per_s": est.tokens_per_s,
+              "prefill_s": est.prefill_s, "decode_s_per_token": est.decode_s_per_token,
+              "split": traits.split, "binding": traits.binding, "shares": traits.shares,
+              "floors": recorded_floors(floors), "engine": label}
+    if combo.service is not None and est.feasible:
+        record["serving"] = served(combo.strategy, plan, work, combo.service, est)
+    return record
 
 
 def evaluate(task: Task) -> list[tuple[str, dict[str, Any]]]:

@@ -3,13 +3,16 @@ targets, the scheduler's address), the comparison run, then the table or one JSO
 the page. The CLI only declares the options."""
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
 
+from archipelago.compare.service import ServiceOptions
+
 # Characters per line of `archi compare` written to a file or pipe (its table is that wide).
 COMPARE_WIDTH = 180
+SERVING_WIDTH = 80  # --rate's five columns
 
 
 @dataclass(frozen=True)
@@ -17,13 +20,13 @@ class CompareCommand:
     """The options of `archi compare` as typed (text where the request parser reads text)."""
 
     model: str
-    tokens: str
+    tokens: str | None  # None: only with --rate (the lengths' centres)
     devices: str | None
     counts: str | None
     strategies: str
     batch: str
     latency_target: str | None
-    sort: str
+    sort: str | None  # None: latency, or $ per million tokens with --rate
     scheduler: str | None
     workers: int | None
     store: Path | None
@@ -32,6 +35,7 @@ class CompareCommand:
     force: bool
     precision: str | None = None
     engine: str = "best"
+    service: ServiceOptions = field(default_factory=ServiceOptions)  # --rate and its options
 
 
 def run_compare(options: CompareCommand, console: Console) -> bool:
@@ -39,18 +43,20 @@ def run_compare(options: CompareCommand, console: Console) -> bool:
     from archipelago.compare.combos import applicable
     from archipelago.compare.request import DEFAULT_COUNTS, default_devices, parse_request
     from archipelago.compare.run import compare, default_store
+    from archipelago.compare.service import parse_service
     from archipelago.compare.summary import comparison_dict, rows_from_dict
     from archipelago.compare.table import print_comparison
     from archipelago.models.zoo import resolve_model
     from archipelago.output_file import check_output_file, write_atomically
     from archipelago.strategies.registry import strategies as registered
 
+    tokens, service = parse_service(options.service, options.tokens)
     spec = resolve_model(options.model)
     taking, _ = applicable(spec)
-    request = parse_request(options.model, options.tokens, options.devices or default_devices(),
+    request = parse_request(options.model, tokens, options.devices or default_devices(),
                             options.counts or DEFAULT_COUNTS, options.strategies, options.batch,
                             options.latency_target, options.sort, taking, list(registered()),
-                            options.precision, options.engine)
+                            options.precision, options.engine, service)
     if options.scheduler is not None:
         from archipelago.batch.workers import check_scheduler
 
@@ -67,7 +73,8 @@ def run_compare(options: CompareCommand, console: Console) -> bool:
     if options.as_json:
         print(json.dumps(summary, indent=2))
     else:  # thirteen columns: off a terminal (a file, a pipe) the table keeps its lines whole
-        wide = console if console.is_terminal else Console(width=COMPARE_WIDTH)
+        width = COMPARE_WIDTH + (SERVING_WIDTH if service else 0)
+        wide = console if console.is_terminal else Console(width=width)
         print_comparison(summary, rows_from_dict(summary), wide)
     if options.report_file is not None:
         from archipelago.compare.page import comparison_html

@@ -13,6 +13,8 @@ _SORTS: dict[str, tuple[Callable[[Row], float | None], bool]] = {
     "cost": (lambda r: r.upfront_usd, False),
     "tokens-per-dollar": (lambda r: r.tokens_per_s_per_million_usd, True),
     "joules-per-token": (lambda r: r.joules_per_token, False),
+    # --rate: the service's cost among rows meeting the targets (the others have none)
+    "usd-per-million-tokens": (lambda r: r.usd_per_million_tokens, False),
 }
 
 

@@ -70,6 +70,35 @@ class Refused(_Combination):
     reason: Text
 
 
+class Served(BaseModel):
+    """What serving a fitting plan at the rate takes (compare/service.py): replicas and the
+    confirming simulation's figures, or the reason it cannot (and no replicas)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    capacity_rps: NonNegative
+    bounded: bool
+    simulations: Annotated[int, Field(ge=0)]
+    replicas: Count | None
+    reason: Text | None
+    ttft_s: NonNegative | None = None
+    tpot_s: NonNegative | None = None
+    output_tokens_per_s: Positive | None = None
+    prompt_tokens_per_s: Positive | None = None
+    busy_share: NonNegative | None = None
+    kv_tokens: Annotated[int, Field(ge=0)] | None = None
+
+    @model_validator(mode="after")
+    def _served_or_why(self) -> "Served":
+        figures = (self.ttft_s, self.tpot_s, self.output_tokens_per_s,
+                   self.prompt_tokens_per_s, self.busy_share, self.kv_tokens)
+        if (self.replicas is None) != (self.reason is not None):
+            raise ValueError("replicas and a reason are exclusive, one of them required")
+        if (self.replicas is None) != all(f is None for f in figures):
+            raise ValueError("a served record has every figure, an unserved one none")
+        return self
+
+
 class Estimated(_Combination):
     """A combination planned and estimated: it fits (`ok`) or not (`infeasible`, with
     the kind's reasons)."""
@@ -85,12 +114,16 @@ class Estimated(_Combination):
     shares: dict[str, NonNegative]
     floors: dict[Floored, NonNegative]
     engine: Text = "published"  # the engine it ran: published, or a searched one's label
+    serving: Served | None = None  # `--rate`: every fitting record has it, no other
 
     @model_validator(mode="after")
     def _consistent(self, info: ValidationInfo) -> "Estimated":
         out = info.context["output_tokens"]
         if (self.status == "ok") == bool(self.reasons):
             raise ValueError(f"status '{self.status}' with {len(self.reasons)} reasons")
+        if (self.serving is not None) != (self.status == "ok" and info.context["served"]):
+            raise ValueError("serving figures where none were asked for, or none where "
+                             "they were")
         if self.binding != Traits(self.split, self.shares).binding:
             raise ValueError(f"binding '{self.binding}' is not the largest of its shares")
         want = {"prefill_s"} | ({"decode_s_per_token"} if out > 1 else set())
@@ -114,13 +147,15 @@ class Estimated(_Combination):
 _RECORD = TypeAdapter(Annotated[Estimated | Refused, Field(discriminator="status")])
 
 
-def checked(value: Any, combination: dict[str, Any], output_tokens: int) -> dict[str, Any]:
+def checked(value: Any, combination: dict[str, Any], output_tokens: int,
+            served: bool = False) -> dict[str, Any]:
     """`value` as the record of `combination` (Combo.identity) for
-    `output_tokens` per sequence, as these models write it; BadRecord naming the first
-    field at fault otherwise."""
+    `output_tokens` per sequence, as these models write it (with serving figures when
+    `served`: a `--rate` run); BadRecord naming the first field at fault otherwise."""
     try:
         record = _RECORD.validate_python(value, context={"combination": combination,
-                                                          "output_tokens": output_tokens})
+                                                          "output_tokens": output_tokens,
+                                                          "served": served})
     except ValidationError as err:
         first = err.errors()[0]
         loc = [str(p) for p in first["loc"]]
@@ -130,7 +165,8 @@ def checked(value: Any, combination: dict[str, Any], output_tokens: int) -> dict
         got = "" if not field or first["type"] == "missing" else (
             f" (got {elide(repr(first['input']), 40)})")
         raise BadRecord(f"{at}{first['msg'].removeprefix('Value error, ')}{got}") from None
-    return record.model_dump(exclude={"precision"} if record.precision is None else set())
+    unasked = {n for n in ("precision", "serving") if getattr(record, n, None) is None}
+    return record.model_dump(exclude=unasked)
 
 
 def recorded_floors(phases: list[PhaseFloor]) -> dict[str, float]:

@@ -9,6 +9,7 @@ the DFX appliance's sizes (seeds/001 §VI).
 import re
 from dataclasses import dataclass
 
+from archipelago.compare.service import Service
 from archipelago.durations import parse_seconds
 from archipelago.errors import ArchipelagoError, UnknownNameError
 from archipelago.estimate.workload import MAX_BATCH, Generation, parse_tokens
@@ -19,6 +20,7 @@ from archipelago.number_formats import canonical
 
 DEFAULT_COUNTS = "1,2,4,8"
 SORTS = ("latency", "cost", "tokens-per-dollar", "joules-per-token")
+SERVING_SORT = "usd-per-million-tokens"  # with --rate only, and then the default
 _MAX_LIST = 64  # entries in one list option: more is a typo, not a comparison
 
 
@@ -36,6 +38,7 @@ class Request:
     sort: str = "latency"
     precisions: tuple[str, ...] = ()  # --precision's formats; none: each strategy's own
     engine: str = "best"  # --engine: each row's engine, the best searched or the published
+    service: Service | None = None  # --rate: what every fitting combination is to serve
 
 
 def _items(option: str, text: str) -> list[str]:
@@ -100,28 +103,37 @@ def parse_latency(text: str) -> float:
     return parse_seconds("--latency-target", text)
 
 
-def parse_sort(text: str) -> str:
-    if text not in SORTS:
-        raise ArchipelagoError(f"--sort '{text[:40]}': valid choices: {', '.join(SORTS)}")
+def parse_sort(text: str | None, serving: bool = False) -> str:
+    """The sort asked for; left out: by $ per million tokens with --rate, else latency."""
+    if text is None:
+        return SERVING_SORT if serving else "latency"
+    valid = (*SORTS, SERVING_SORT) if serving else SORTS
+    if text not in valid:
+        extra = "" if serving else f" ({SERVING_SORT} with --rate)"
+        raise ArchipelagoError(f"--sort '{text[:40]}': valid choices: {', '.join(valid)}"
+                               f"{extra}")
     return text
 
 
 def parse_request(model: str, tokens: str, devices: str, counts: str, strategies: str,
-                  batches: str, latency_target: str | None, sort: str,
+                  batches: str, latency_target: str | None, sort: str | None,
                   applicable: list[str], every: list[str],
-                  precision: str | None = None, engine: str = "best") -> Request:
+                  precision: str | None = None, engine: str = "best",
+                  service: Service | None = None) -> Request:
     """Every option checked before any work; `applicable` are the strategies compare takes
     for this model, `every` all the registered ones. Each format of `precision`, when
     given, goes to every strategy: one whose kind or device cannot run it refuses those
-    rows in one line."""
+    rows in one line. `service` (service.parse_service) makes it a comparison of
+    services."""
     if not applicable:
         raise ArchipelagoError(f"no strategy estimates text generation of {model}; `archi "
                                "compare` ranks generation plans (try `archi plan`)")
     return Request(model, parse_tokens(tokens), parse_devices(devices), parse_counts(counts),
                    parse_strategies(strategies, applicable, every), parse_batches(batches),
                    None if latency_target is None else parse_latency(latency_target),
-                   parse_sort(sort), () if precision is None else parse_precisions(precision),
-                   check_engine(engine))
+                   parse_sort(sort, service is not None),
+                   () if precision is None else parse_precisions(precision),
+                   check_engine(engine), service)
 
 
 def parse_precisions(text: str) -> tuple[str, ...]:

@@ -9,6 +9,7 @@ from typing import Any
 
 from archipelago.estimate import energy
 from archipelago.hardware.catalog import get_device
+from archipelago.serving.cost import DEFAULT_ELECTRICITY, DEFAULT_LIFETIME_YEARS, bill, cost
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,13 @@ class Row:
     shares: dict[str, float] = field(default_factory=dict)
     engine: str = "published"  # the engine it ran: published, or a searched one's label
     precision: str | None = None  # the format asked for; None: the strategy's own
+    serving: dict[str, Any] | None = None  # `--rate`: replicas, boards, $/M tokens (served)
+
+    @property
+    def usd_per_million_tokens(self) -> float | None:
+        """The service's $ per million (prompt + output) tokens; None: not served, or a
+        device without a price, power or host."""
+        return None if self.serving is None else self.serving.get("usd_per_million_tokens")
 
     @property
     def label(self) -> str:
@@ -43,11 +51,12 @@ class Row:
         return f"{self.strategy} {self.count}x{self.device}{batch}{fmt}"
 
     def to_dict(self) -> dict[str, Any]:
-        """Every field; `precision` only where a format was asked for (without --precision
-        a row is what it was before formats were a dimension)."""
+        """Every field; `precision` only where a format was asked for and `serving` only with
+        --rate (without them a row is what it was before they were dimensions)."""
         data = asdict(self)
-        if self.precision is None:
-            del data["precision"]
+        for name in ("precision", "serving"):
+            if data[name] is None:
+                del data[name]
         return data
 
     @classmethod
@@ -77,7 +86,33 @@ def row_of(record: dict[str, Any], output_tokens: int) -> Row:
                energy.tokens_per_s_per_million_usd(record["tokens_per_s"], usd),
                None if power is None else power.watts, prefill_j, decode_j, per_token,
                dict(record["shares"]), record.get("engine", "published"),
-               record.get("precision"))
+               record.get("precision"), served(record))
+
+
+def served(record: dict[str, Any]) -> dict[str, Any] | None:
+    """A record's serving figures with the boards its replicas take and, priced from the
+    catalog now (serving/cost.py: boards and hosts over DEFAULT_LIFETIME_YEARS, energy at
+    the confirming simulation's busy share and DEFAULT_ELECTRICITY), the $ per million
+    tokens at the rate; `cost_reason` where the catalog cannot price it."""
+    figures = record.get("serving")
+    if figures is None:
+        return None
+    replicas = figures["replicas"]
+    out = {**figures, "meets": replicas is not None,
+           "boards": None if replicas is None else replicas * record["count"],
+           "usd_per_million_tokens": None, "usd_per_million_output_tokens": None,
+           "capital_usd": None, "cost_reason": None}
+    if replicas is None:
+        return out
+    items, reason = bill([get_device(record["device"])] * out["boards"])
+    if reason is not None:
+        return {**out, "cost_reason": reason}
+    made = figures["output_tokens_per_s"]
+    priced = cost(items, made, made + figures["prompt_tokens_per_s"], figures["busy_share"],
+                  DEFAULT_ELECTRICITY, DEFAULT_LIFETIME_YEARS)
+    return {**out, "capital_usd": priced["capital_usd"],
+            "usd_per_million_tokens": priced["usd_per_million_tokens"],
+            "usd_per_million_output_tokens": priced["usd_per_million_output_tokens"]}
 
 
 @dataclass(frozen=True)

@@ -93,7 +93,7 @@ def compare(request: Request, spec: Any, store: Path, scheduler: str | None = No
     if request.strategies is not None:
         names, not_applicable = list(request.strategies), {}
     combos = combinations(names, request.devices, request.counts, request.batches,
-                          request.engine, request.precisions or (None,))
+                          request.engine, request.precisions or (None,), request.service)
     key, labels = identity(spec, request.tokens)
     journal = Journal.open(store, KIND, key, labels)
     keys = {combo: combo.key() for combo in combos}
@@ -130,7 +130,8 @@ def _read_back(journal: Journal, keys: dict[Combo, str], output_tokens: int
     for combo, key in keys.items():
         if key in stored:
             try:
-                records[key] = checked(stored[key], combo.identity(), output_tokens)
+                records[key] = checked(stored[key], combo.identity(), output_tokens,
+                                       combo.service is not None)
             except BadRecord as err:
                 damaged[key] = str(err)
     if damaged:
@@ -147,7 +148,7 @@ def _fresh(value: dict[str, Any], combo: Combo, output_tokens: int) -> dict[str,
     """A record estimated now, checked as a record read back would be: one failing is a
     defect of its kind's estimate, never written to the store."""
     try:
-        return checked(value, combo.identity(), output_tokens)
+        return checked(value, combo.identity(), output_tokens, combo.service is not None)
     except BadRecord as err:
         raise ArchipelagoError(f"{combo.strategy} on {combo.cluster}: the estimate's record "
                                f"{err}: a bug in the estimate, please report the "

@@ -9,12 +9,17 @@ from archipelago.compare.rows import Refusal, Row
 from archipelago.compare.run import Comparison
 from archipelago.estimate import energy
 from archipelago.hardware.catalog import get_device
+from archipelago.serving.cost import DEFAULT_ELECTRICITY, DEFAULT_LIFETIME_YEARS
 
 POWER_MODEL = ("every board draws its stated power (a paper's measured average where one "
                "exists, else its datasheet TDP or maximum power) for the whole of each phase: "
                "energy = boards x watts x (prefill + decode time); J per token = energy / "
                "(batch x output tokens); host CPUs, switches and idle time are left out")
 COST_MODEL = "upfront cost = boards x the board's price (DFX Table II: accelerators only)"
+SERVING_COST = ("$ per million tokens = (boards and their host servers amortized over "
+                f"{DEFAULT_LIFETIME_YEARS:g} years + their power x the simulated busy share at "
+                f"${DEFAULT_ELECTRICITY:g}/kWh) / (prompt + output tokens per second at the "
+                "rate) (serving/cost.py)")
 
 
 def _refusal(r: Refusal) -> dict[str, Any]:
@@ -45,6 +50,18 @@ def _target(c: Comparison) -> dict[str, Any] | None:
             "cheapest": None if best is None else best.label}
 
 
+def _serving(c: Comparison) -> dict[str, Any] | None:
+    """The service asked for, how many rows meet it and the cheapest of those."""
+    if c.request.service is None:
+        return None
+    meeting = [r for r in c.rows if r.serving and r.serving["meets"]]
+    priced = [r for r in meeting if r.usd_per_million_tokens is not None]
+    cheapest = min(priced, key=lambda r: (r.usd_per_million_tokens, r.label), default=None)
+    return {**c.request.service.describe(), "meeting": [r.label for r in meeting],
+            "cheapest": None if cheapest is None else cheapest.label,
+            "cost_model": SERVING_COST}
+
+
 def _headline(rows: list[Row], front: list[Row]) -> dict[str, Any]:
     if not rows:
         return {"combinations": 0}
@@ -72,6 +89,7 @@ def comparison_dict(c: Comparison) -> dict[str, Any]:
         "strategies": sorted({r.strategy for r in c.rows}),
         "headline": _headline(c.rows, c.front),
         "rows": rows, "front": [r.label for r in c.front], "latency_target": _target(c),
+        "serving": _serving(c),
         "not_applicable": c.not_applicable,
         "refused": [_refusal(r) for r in c.refused],
         "infeasible": [_refusal(r) for r in c.infeasible],

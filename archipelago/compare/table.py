@@ -67,6 +67,37 @@ def columns(formats: bool = False) -> tuple[str, ...]:
     return COLUMNS[:at] + (("precision",) if formats else ()) + COLUMNS[at:]
 
 
+# --rate's columns, after the cluster, each with a priority: a console narrower than the
+# table drops the highest numbers first (0: never dropped).
+SERVING_COLUMNS = (("$/M tok", 0), ("replicas", 0), ("boards", 1), ("req/s per replica", 2),
+                   ("service", 0))
+
+
+def serving_cells(row: Row) -> list[str]:
+    """A served row's cells: $ per million tokens, replicas, boards, one replica's capacity
+    (≥ where it was met at the search's highest rate), and ✓ or why it cannot serve."""
+    s = row.serving or {}
+    if not s.get("meets"):
+        return ["-", "-", "-", "-", s.get("reason") or "not served"]
+    usd = s["usd_per_million_tokens"]
+    return ["?" if usd is None else f"{usd:,.4g}", str(s["replicas"]), str(s["boards"]),
+            f"{'' if s['bounded'] else '≥ '}{s['capacity_rps']:,.3g}", "✓"]
+
+
+def _dropped(cells: list[list[str]], priorities: list[int | None], width: int) -> set[int]:
+    """Columns left out so the table fits `width`: those with a priority, highest first
+    (a column's width: its widest cell and rich's padding and border)."""
+    widths = [max(len(c[i]) for c in cells) + 3 for i in range(len(priorities))]
+    order = sorted((i for i, p in enumerate(priorities) if p), key=lambda i: -(priorities[i]
+                                                                              or 0))
+    dropped: set[int] = set()
+    for i in order:
+        if sum(widths) - sum(widths[j] for j in dropped) <= width:
+            break
+        dropped.add(i)
+    return dropped
+
+
 def not_compared_lines(not_applicable: dict[str, str]) -> list[str]:
     """One line per reason, naming every strategy it keeps out (a kind's strategies share
     theirs)."""
@@ -86,19 +117,33 @@ def print_comparison(summary: dict[str, Any], rows: list[Row], console: Console)
     target = summary["latency_target"]
     formats = bool(summary.get("precision"))
     precision = f"{', '.join(summary['precision'])} · " if formats else ""
+    serving = summary.get("serving")
     table = Table(title=f"{summary['model']} · {summary['tokens']} tokens · {precision}"
                         f"ranked by {summary['sort']} · ★ Pareto front (latency x upfront $)")
-    for col in ("#", "★", *(["≤ target"] if target else []), *columns(formats)):
-        table.add_column(col, justify="left" if col in ("cluster", "binding", "strategy",
-                                                        "precision", "split", "engine")
-                         else "right", no_wrap=True)
     names = engine_names(rows)
+    heads: list[tuple[str, int | None]] = [("#", None), ("★", None)]
+    heads += [("≤ target", None)] if target else []
+    plain = columns(formats)
+    heads += [(plain[0], None), *(SERVING_COLUMNS if serving else ()),
+              *((c, None) for c in plain[1:])]
+    body = []
     for data, row in zip(summary["rows"], rows, strict=True):
         marks = ["★" if data["front"] else ""]
         if target:
             marks.append("✓" if data["meets_target"] else "")
-        table.add_row(str(data["rank"]), *marks,
-                      *(escape(c) for c in cells(row, names, formats)))
+        mine = cells(row, names, formats)
+        body.append([str(data["rank"]), *marks, mine[0],
+                     *(serving_cells(row) if serving else ()), *mine[1:]])
+    dropped = _dropped([[h for h, _ in heads], *body], [p for _, p in heads], console.width)
+    kept = [i for i in range(len(heads)) if i not in dropped]
+    for i in kept:
+        col = heads[i][0]
+        table.add_column(col, justify="left" if col in ("cluster", "binding", "strategy",
+                                                        "precision", "split", "engine",
+                                                        "service") else "right",
+                         no_wrap=True)
+    for line in body:
+        table.add_row(*(escape(line[i]) for i in kept))
     console.print(table)
     for line in engine_lines(names):
         console.print(escape(line))
@@ -106,6 +151,7 @@ def print_comparison(summary: dict[str, Any], rows: list[Row], console: Console)
 
 
 def _print_notes(summary: dict[str, Any], console: Console) -> None:
+    _print_serving(summary.get("serving"), console)
     target = summary["latency_target"]
     if target:
         limit = f"{target['seconds'] * _MS:,.3g} ms"
@@ -126,3 +172,22 @@ def _print_notes(summary: dict[str, Any], console: Console) -> None:
     console.print(f"energy: {summary['power_model']['statement']}")
     console.print(f"store {summary['store']}: {summary['evaluated']} combinations estimated "
                   f"now, {summary['reused']} read back")
+
+
+def _print_serving(serving: dict[str, Any] | None, console: Console) -> None:
+    if not serving:
+        return
+    s = serving
+    asked = (f"serving {s['rate']:g} req/s (prompt {s['prompt']}, output {s['output']} "
+             f"tokens; P{s['percentile']:g} TTFT ≤ {s['ttft_s'] * _MS:,.4g} ms, TPOT ≤ "
+             f"{s['tpot_s'] * _MS:,.4g} ms; {s['policy']} batching ≤ {s['max_batch']}, "
+             f"{s['router']} routing; {s['requests']} requests x {s['seeds']} seed(s) per "
+             "simulation)")
+    if s["cheapest"]:
+        found = f"{len(s['meeting'])} rows meet it; the cheapest is {s['cheapest']}"
+    elif s["meeting"]:
+        found = f"{len(s['meeting'])} rows meet it, none of known price"
+    else:
+        found = "no row meets it"
+    console.print(escape(f"{asked}: {found}"))
+    console.print(escape(f"serving cost: {s['cost_model']}"))
