@@ -21,17 +21,17 @@ from archipelago.errors import ArchipelagoError, elide
 from archipelago.estimate.generation import GenerationTiming
 from archipelago.estimate.iteration import IterationTable
 from archipelago.estimate.workload import Generation, parse_tokens
-from archipelago.serving.command import (  # _center: the lengths a served plan is made for
+from archipelago.serving.command import (
     MAX_SEEDS,
-    _center,
+    center_tokens,
     parse_rate,
 )
-from archipelago.serving.metrics import (  # _percentile: the one the search judges by
+from archipelago.serving.metrics import (
     Targets,
-    _percentile,
     capacity,
     latencies,
     meets,
+    percentile_of,
     summary,
 )
 from archipelago.serving.replica import Policy
@@ -125,7 +125,7 @@ def parse_service(o: ServiceOptions, tokens: str | None) -> tuple[str, Service |
         raise ArchipelagoError(f"--seeds {seeds}: must be in 1..{MAX_SEEDS}")
     targets = Targets(parse_seconds("--ttft", o.ttft or "1s"),
                       parse_seconds("--tpot", o.tpot or "50ms"), percentile)
-    plan_tokens = tokens or f"{_center(prompt)}:{_center(output)}"
+    plan_tokens = tokens or f"{center_tokens(prompt)}:{center_tokens(output)}"
     return plan_tokens, Service(parse_rate(o.rate), prompt, output, targets, requests, seeds)
 
 
@@ -200,7 +200,7 @@ def _measured(outcomes: list[Outcome], first: Requests, targets: Targets
     """The confirming simulation's figures the cost and the table need: the targets'
     percentile of TTFT and TPOT pooled over the seeds (as the search judged them), the
     first seed's throughputs and mean busy share (as serve reports them)."""
-    pooled = {name: _percentile(np.concatenate([latencies(o)[name] for o in outcomes]),
+    pooled = {name: percentile_of(np.concatenate([latencies(o)[name] for o in outcomes]),
                                 targets.percentile) for name in ("ttft_s", "tpot_s")}
     got = summary(outcomes[0], targets)
     busy = got["busy_share"]

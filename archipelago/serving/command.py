@@ -85,7 +85,7 @@ def parse_rate(text: str) -> float:
     return float(m.group(1))
 
 
-def _center(dist: Lengths) -> int:
+def center_tokens(dist: Lengths) -> int:
     """The count a plan is made for: the fixed one, the median, the middle."""
     return round(dist.a if dist.kind != "uniform" else (dist.a + dist.b) / 2)
 
@@ -130,7 +130,7 @@ def _table(options: ServeCommand, prompt: Lengths, output: Lengths, max_batch: i
     strategy, cluster = api.choose("serve", options.strategy, options.cluster)
     kind = get_strategy(strategy).plan_kind
     hook = kind.hook("serving")  # a kind without one is refused here, naming those with
-    given = {**options.kind_options, "tokens": f"{_center(prompt)}:{_center(output)}"}
+    given = {**options.kind_options, "tokens": f"{center_tokens(prompt)}:{center_tokens(output)}"}
     workload = api.parse_workload(strategy, given, "serve")
     plan = api.make_plan(options.model, cluster, strategy, None, given, "serve")
     return strategy, cluster, hook(plan, workload, max_batch)

@@ -32,7 +32,7 @@ def latencies(out: Outcome) -> dict[str, np.ndarray]:
             "e2e_s": r.finish - out.arrivals, "queue_s": r.start - out.arrivals}
 
 
-def _percentile(values: np.ndarray, q: float) -> float:
+def percentile_of(values: np.ndarray, q: float) -> float:
     kept = values[~np.isnan(values)]
     return float(np.percentile(kept, q)) if kept.size else 0.0
 
@@ -42,8 +42,8 @@ def meets(outcomes: list[Outcome], targets: Targets) -> bool:
     target."""
     ttft = np.concatenate([latencies(o)["ttft_s"] for o in outcomes])
     tpot = np.concatenate([latencies(o)["tpot_s"] for o in outcomes])
-    return (_percentile(ttft, targets.percentile) <= targets.ttft_s
-            and _percentile(tpot, targets.percentile) <= targets.tpot_s)
+    return (percentile_of(ttft, targets.percentile) <= targets.ttft_s
+            and percentile_of(tpot, targets.percentile) <= targets.tpot_s)
 
 
 def summary(out: Outcome, targets: Targets) -> dict:
@@ -54,7 +54,7 @@ def summary(out: Outcome, targets: Targets) -> dict:
     good = (lat["ttft_s"] <= targets.ttft_s) & ~(lat["tpot_s"] > targets.tpot_s)
     return {
         "requests": len(out.output),
-        **{name: {f"p{q}": _percentile(v, q) for q in PERCENTILES} | {
+        **{name: {f"p{q}": percentile_of(v, q) for q in PERCENTILES} | {
             "mean": float(np.nanmean(v)) if np.any(~np.isnan(v)) else 0.0}
            for name, v in lat.items()},
         "throughput_requests_per_s": len(out.output) / span,

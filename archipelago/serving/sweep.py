@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from archipelago.estimate.iteration import IterationTable
-from archipelago.serving.metrics import Targets, _percentile, latencies, meets, summary
+from archipelago.serving.metrics import Targets, latencies, meets, percentile_of, summary
 from archipelago.serving.replica import Policy
 from archipelago.serving.requests import Requests
 from archipelago.serving.simulate import Outcome, simulate
@@ -91,7 +91,7 @@ def latency_curve(service: Service, reference: float, replicas: int) -> list[dic
         points.append({
             "rate": rate, "requests": service.count(replicas),
             "served_requests_per_s": served_rate(outcome),
-            "ttft_s": _percentile(lat["ttft_s"], q), "tpot_s": _percentile(lat["tpot_s"], q),
+            "ttft_s": percentile_of(lat["ttft_s"], q), "tpot_s": percentile_of(lat["tpot_s"], q),
             "meets": meets([outcome], service.targets)})
     return points
 
