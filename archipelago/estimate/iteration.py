@@ -74,7 +74,7 @@ class IterationTable:
     def max_batch(self) -> int:
         return int(self.batches[-1])
 
-    def _row(self, batch: int) -> tuple[np.ndarray, np.ndarray]:
+    def row(self, batch: int) -> tuple[np.ndarray, np.ndarray]:
         """The prefill and decode rows at `batch` (linear between grid batches), kept."""
         row = self._rows.get(batch)
         if row is None:
@@ -93,12 +93,12 @@ class IterationTable:
 
     def prefill(self, batch: int, tokens: float | np.ndarray) -> Any:
         """Seconds of one prefill pass of `batch` prompts of `tokens` tokens each."""
-        return np.interp(tokens, self.contexts, self._row(batch)[0])
+        return np.interp(tokens, self.contexts, self.row(batch)[0])
 
     def decode(self, batch: int, context: float | np.ndarray) -> Any:
         """Seconds of one decode step of `batch` sequences at `context` (the position of the
         token fed; vectorized over contexts)."""
-        return np.interp(context, self.contexts + 1, self._row(batch)[1])
+        return np.interp(context, self.contexts + 1, self.row(batch)[1])
 
 
 # (workload, its estimate) -> each stage's (prefill seconds, decode-step seconds) in it.

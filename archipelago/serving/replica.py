@@ -59,6 +59,7 @@ class Policy:
     name: str
     max_batch: int
     chunk: int = 512  # tokens per iteration, of `chunked` (Sarathi-Serve's smaller budget)
+    micro_batches: int | None = None  # in flight through a plan's stages; None: one a stage
 
     @property
     def budget(self) -> int | None:
@@ -216,15 +217,16 @@ class Iterative(Replica):
         self.length = prompt + output
         self.kv_used = 0
 
-    def _admit(self, running: Running) -> None:
-        """First come, first served, while the batch and the KV cache have room."""
+    def _admit(self, running: Running, queue: deque[int]) -> None:
+        """First come, first served from `queue`, while the batch and the KV cache have
+        room."""
         room = self.policy.max_batch - len(running)
-        while self.queue and room and self.arrivals[self.queue[0]] <= self.clock:
-            i = self.queue[0]
+        while queue and room and self.arrivals[queue[0]] <= self.clock:
+            i = queue[0]
             need = int(self.prompt[i] + self.output[i])
             if self.kv_used + need > self.table.kv_tokens:
                 return
-            self.queue.popleft()
+            queue.popleft()
             self.kv_used += need
             running.prefilling.append([i, 0])
             self.out.start[i] = self.clock
@@ -266,7 +268,7 @@ class IterativeReplica(Iterative):
                 self.clock = max(self.clock, self.arrivals[self.queue[0]])
             if self.clock >= until:
                 return
-            self._admit(running)
+            self._admit(running, self.queue)
             if running.prefilling:
                 self._iteration()
             else:

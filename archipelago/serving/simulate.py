@@ -1,4 +1,5 @@
-"""Requests routed to replicas of one plan, each replica running its policy (replica.py).
+"""Requests routed to replicas of one plan, each replica running its policy (replica.py;
+a plan of several stages keeps micro-batches in flight through them, pipeline.py).
 
 Routers (`ROUTERS`): `round-robin` sends request i to replica i mod N; `least-outstanding`
 to the replica with the fewest requests assigned and not yet finished when it arrives
@@ -13,7 +14,8 @@ import numpy as np
 
 from archipelago.errors import ArchipelagoError
 from archipelago.estimate.iteration import IterationTable
-from archipelago.serving.replica import POLICIES, REPLICAS, Policy, Records, Replica
+from archipelago.serving.pipeline import check_micro_batches, replica_kind
+from archipelago.serving.replica import POLICIES, Policy, Records, Replica
 from archipelago.serving.requests import Requests
 
 ROUTERS = ("round-robin", "least-outstanding")
@@ -41,6 +43,7 @@ def check_settings(policy: Policy, replicas: int, router: str) -> None:
                                f"{', '.join(ROUTERS)}")
     if not 1 <= replicas <= MAX_REPLICAS:
         raise ArchipelagoError(f"--replicas {replicas}: must be in 1..{MAX_REPLICAS}")
+    check_micro_batches(policy)
 
 
 def check(table: IterationTable, requests: Requests, policy: Policy, replicas: int,
@@ -62,7 +65,7 @@ def simulate(table: IterationTable, requests: Requests, rate: float, policy: Pol
     check(table, requests, policy, replicas, router)
     arrivals = requests.at(rate)
     records = Records.empty(len(requests))
-    kind = REPLICAS[policy.name]
+    kind = replica_kind(table, policy)
     pool: list[Replica] = [kind(table, arrivals, requests.prompt, requests.output, records,
                                 policy) for _ in range(replicas)]
     for i, t in enumerate(arrivals):
