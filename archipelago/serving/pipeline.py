@@ -97,9 +97,9 @@ class PipelineReplica(Iterative):
         self.busy += work / len(self.stages)
         for q, e in enumerate(self.entered):
             if e is not None and self.step - e == last:
-                self.entered[q] = None
                 it = self.pending[q]
                 assert it is not None  # set with `entered`
+                self.entered[q], self.pending[q] = None, None
                 self._exit(self.lanes[q], it)
         self.step += 1
 
@@ -107,9 +107,14 @@ class PipelineReplica(Iterative):
         """Requests arrived by now to the micro-batches' queues, each to the one with the
         fewest unfinished (nothing finishes between an arrival and the next step)."""
         while self.queue and self.arrivals[self.queue[0]] <= self.clock:
-            q = min(range(len(self.lanes)),
-                    key=lambda k: len(self.lanes[k]) + len(self.waiting[k]))
+            q = min(range(len(self.lanes)), key=self._unfinished)
             self.waiting[q].append(self.queue.popleft())
+
+    def _unfinished(self, q: int) -> int:
+        """Micro-batch q's requests: waiting, running, and those whose prompt its iteration
+        in flight completes."""
+        it = self.pending[q]
+        return len(self.lanes[q]) + len(self.waiting[q]) + (len(it.done) if it else 0)
 
     def _quiet(self) -> bool:
         """Whether the steps ahead are decode steps alone until a sequence ends or a request
@@ -178,7 +183,7 @@ class PipelineReplica(Iterative):
                 self.flight[q] = at[:, row + latest].tolist()
                 self.pending[q] = Iteration(batch, mean + latest, [], False, [])
             else:
-                self.entered[q] = None
+                self.entered[q], self.pending[q] = None, None
 
     def _decode(self, batches: np.ndarray, contexts: np.ndarray) -> np.ndarray:
         """Every stage's decode step of batches[r] sequences at contexts[r] (stages x r):
