@@ -26,6 +26,7 @@ of every sequence). Steps in which no micro-batch admits a request, starts a pro
 finishes a sequence are advanced together (`_leap`), to the same times as one at a time.
 """
 
+from bisect import bisect_right
 from collections import deque
 
 import numpy as np
@@ -59,7 +60,8 @@ class PipelineReplica(Iterative):
         self.flight: list[list[float]] = [[] for _ in range(m)]  # its seconds at each stage
         self.pending: list[Iteration | None] = [None] * m
         self.positions = table.contexts + 1.0  # a decode step's grid, as the tables'
-        self.stacked: dict[int, np.ndarray] = {}  # batch -> decode seconds, contexts x stages
+        self.grids = (table.contexts.tolist(), self.positions.tolist())  # prefill's, decode's
+        self.stacked: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # batch -> stages x grid
 
     def advance(self, until: float) -> None:
         while True:
@@ -86,7 +88,7 @@ class PipelineReplica(Iterative):
             if lane:
                 it = lane.compose(self.prompt, self.policy.budget)
                 self.pending[m], self.entered[m] = it, self.step
-                self.flight[m] = [it.seconds(stage) for stage in self.stages]
+                self.flight[m] = it.cost(self._decode_one, self._prefill_one, 0.0).tolist()
                 self.iterations += 1
         longest = work = 0.0
         for q, e in enumerate(self.entered):
@@ -148,17 +150,22 @@ class PipelineReplica(Iterative):
             runs.append((q, first, len(lane.ending), lane.ctx_sum / len(lane.ending)))
         assert last is not None  # _quiet: some micro-batch decodes
         n = last - now + 1
-        counts = np.array([max(0, (last - first) // period + 1) for _, first, _, _ in runs])
-        starts = np.cumsum(counts) - counts  # each run's first column in `at`
+        counts = [max(0, (last - first) // period + 1) for _, first, _, _ in runs]
+        starts = np.cumsum([0, *counts])  # each run's first column in `at`
         which = np.repeat(np.arange(len(runs)), counts)
-        i = np.arange(int(counts.sum())) - starts[which]  # iterations from each run's first
-        table = np.array([r[1:] for r in runs])  # first entry, batch, mean: a row a run
-        firsts, batches, means = table[which].T
-        at = self._decode(batches.astype(int), means + i)  # stages x iterations
-        cols = (firsts - now + period * i).astype(int) + np.arange(s)[:, None]  # steps
-        kept = (cols >= 0) & (cols < n)
-        seconds = np.zeros((s, n))
-        seconds[np.nonzero(kept)[0], cols[kept]] = at[kept]
+        table = np.array([(batch, mean) for _, _, batch, mean in runs])[which]
+        at = self._decode(table[:, 0].astype(int),
+                          table[:, 1] + np.arange(starts[-1]) - starts[:-1][which])
+        # lane q's iteration entering at step P r + q at each stage, from round r0 (the first
+        # whose iteration can still be in flight), read back as every stage's steps
+        r0 = (now - s + 1) // period
+        rounds = np.zeros((s, (last - period * r0) // period + 1, period))
+        for (q, first, _, _), count, start in zip(runs, counts, starts.tolist()[:-1],
+                                                  strict=True):
+            r = (first - q) // period - r0
+            rounds[:, r:r + count, q] = at[:, start:start + count]
+        flat, off = rounds.reshape(s, -1), now - period * r0
+        seconds = np.stack([flat[k, off - k:off - k + n] for k in range(s)])
         ends = self.clock + np.cumsum(seconds.max(axis=0))
         bound = until
         if self.queue and self.arrivals[self.queue[0]] > self.clock:
@@ -168,7 +175,7 @@ class PipelineReplica(Iterative):
         self.clock = float(ends[ran - 1])
         end = now + ran - 1  # the last step run
         self.step = end + 1
-        for (q, first, batch, mean), row in zip(runs, starts.tolist(), strict=True):
+        for (q, first, batch, mean), row in zip(runs, starts.tolist()[:-1], strict=True):
             if first > end:
                 continue
             entries = (end - first) // period + 1
@@ -185,14 +192,35 @@ class PipelineReplica(Iterative):
             else:
                 self.entered[q], self.pending[q] = None, None
 
+    def _rows(self, batch: int) -> tuple[np.ndarray, np.ndarray]:
+        """Every stage's prefill and decode seconds at `batch` (stages x grid), kept."""
+        rows = self.stacked.get(batch)
+        if rows is None:
+            rows = tuple(np.stack([stage.row(batch)[k] for stage in self.stages])
+                         for k in (0, 1))  # type: ignore[assignment]
+            self.stacked[batch] = rows  # type: ignore[assignment]
+        return rows  # type: ignore[return-value]
+
+    def _one(self, kind: int, batch: int, x: float) -> np.ndarray:
+        """Every stage's prefill (`kind` 0) or decode step (1) at one point, interpolated
+        as the tables interpolate."""
+        xp, rows = self.grids[kind], self._rows(batch)[kind]
+        x = min(max(x, xp[0]), xp[-1])
+        j = min(bisect_right(xp, x) - 1, len(xp) - 2)
+        w = (x - xp[j]) / (xp[j + 1] - xp[j])
+        return rows[:, j] + w * (rows[:, j + 1] - rows[:, j])
+
+    def _prefill_one(self, batch: int, tokens: float) -> np.ndarray:
+        return self._one(0, batch, tokens)
+
+    def _decode_one(self, batch: int, context: float) -> np.ndarray:
+        return self._one(1, batch, context)
+
     def _decode(self, batches: np.ndarray, contexts: np.ndarray) -> np.ndarray:
         """Every stage's decode step of batches[r] sequences at contexts[r] (stages x r):
         the stage tables' interpolation, once for all stages."""
         kinds = sorted(set(batches.tolist()))
-        for b in kinds:
-            if b not in self.stacked:
-                self.stacked[b] = np.stack([stage.row(b)[1] for stage in self.stages])
-        table = np.concatenate([self.stacked[b] for b in kinds], axis=1)  # stages x (b, c)
+        table = np.concatenate([self._rows(b)[1] for b in kinds], axis=1)  # stages x (b, c)
         xp = self.positions
         x = np.clip(contexts, xp[0], xp[-1])
         j = np.minimum(np.searchsorted(xp, x, side="right") - 1, len(xp) - 2)

@@ -31,8 +31,10 @@ at a time.
 from abc import ABC, abstractmethod
 from bisect import bisect_right
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from heapq import heappop, heappush
+from typing import Any
 
 import numpy as np
 
@@ -139,15 +141,21 @@ class Iteration:
     done: list[int]
 
     def seconds(self, table: IterationTable) -> float:
-        """Its time on `table`: the decode step, each chunk's share of a batch-1 prefill, and
-        a pass's fixed cost once more for chunks alone that start no prompt."""
-        seconds = float(table.decode(self.decoding, self.mean)) if self.decoding else 0.0
+        return self.cost(lambda b, c: float(table.decode(b, c)),
+                         lambda b, c: float(table.prefill(b, c)), 0.0)
+
+    def cost(self, decode: Callable[[int, float], Any], prefill: Callable[[int, float], Any],
+             zero: Any) -> Any:
+        """Its time from a table's `decode` and `prefill` (seconds, or every stage's at
+        once): the decode step, each chunk's share of a batch-1 prefill, and a pass's fixed
+        cost once more for chunks alone that start no prompt."""
+        seconds = decode(self.decoding, self.mean) if self.decoding else zero
         for begun, end in self.chunks:
-            seconds += float(table.prefill(1, end))
+            seconds = seconds + prefill(1, end)
             if begun:
-                seconds -= float(table.prefill(1, begun))
+                seconds = seconds - prefill(1, begun)
         if not self.decoding and not self.starts_prompt:
-            seconds += float(table.prefill(1, 1))
+            seconds = seconds + prefill(1, 1)
         return seconds
 
 
