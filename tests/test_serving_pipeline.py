@@ -69,6 +69,18 @@ def test_steady_throughput_is_min_m_s_over_s_t(m: int) -> None:
         assert gaps == pytest.approx(101 * period * t)
 
 
+def test_the_slowest_stage_bounds_the_throughput() -> None:
+    """Stages of 10, 10, 20 and 10 ms, four micro-batches busy: once the third stage is
+    reached every step holds it, so a step lasts 20 ms and one iteration leaves per step,
+    50 a second (not min(M, S) / (S t) of the mean stage, 80)."""
+    t = 0.010
+    table = _pipeline([_const(t, t), _const(t, t), _const(2 * t, 2 * t), _const(t, t)])
+    n = 8
+    out = simulate(table, _requests([0.0] * n, [16] * n, [101] * n), 1.0,
+                   Policy("continuous", 1, micro_batches=4))
+    assert out.iterations / out.records.finish.max() == pytest.approx(1 / (2 * t), rel=0.01)
+
+
 def test_three_requests_traced_by_hand() -> None:
     """Two stages, two micro-batches (max batch 2). Stage 0 takes 30 ms a prompt and 10 ms
     a step, stage 1 20 and 5 ms, whatever the batch; an iteration of steps and a prompt

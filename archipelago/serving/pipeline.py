@@ -17,10 +17,11 @@ micro-batches run min(M, S) iterations every S steps: min(M, S) / (S t) a second
 micro-batch runs the stages in turn, as `archi plan` costs the plan.
 
 Each micro-batch is a continuous-batching scheduler of its own, as vLLM's pipeline runs
-one scheduler per micro-batch (its "virtual engines"): a request, when it arrives, joins
-the queue of the micro-batch with the fewest requests unfinished (ties to the lowest
-index; vllm/engine/llm_engine.py, "Add the sequence group to the scheduler with least
-unfinished seqs"), which admits it first come first served at its turn while it has room
+one scheduler per micro-batch (its "virtual engines"): a request, at the first step that
+starts once it has arrived (vLLM's asynchronous engine, too, takes new requests between
+steps), joins the queue of the micro-batch with the fewest requests unfinished (ties to
+the lowest index; vllm/engine/llm_engine.py, "Add the sequence group to the scheduler
+with least unfinished seqs"), which admits it first come first served at its turn while it has room
 (`max_batch` each) and the KV cache holds it (one pool: every stage caches its own layers
 of every sequence). Steps in which no micro-batch admits a request, starts a prompt or
 finishes a sequence are advanced together (`_leap`), to the same times as one at a time.
@@ -106,8 +107,8 @@ class PipelineReplica(Iterative):
         self.step += 1
 
     def _distribute(self) -> None:
-        """Requests arrived by now to the micro-batches' queues, each to the one with the
-        fewest unfinished (nothing finishes between an arrival and the next step)."""
+        """Requests arrived by the step's start to the micro-batches' queues, each to the one
+        with the fewest unfinished then."""
         while self.queue and self.arrivals[self.queue[0]] <= self.clock:
             q = min(range(len(self.lanes)), key=self._unfinished)
             self.waiting[q].append(self.queue.popleft())
