@@ -63,6 +63,7 @@ class PipelineReplica(Iterative):
         self.positions = table.contexts + 1.0  # a decode step's grid, as the tables'
         self.grids = (table.contexts.tolist(), self.positions.tolist())  # prefill's, decode's
         self.stacked: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # batch -> stages x grid
+        self.steps = np.zeros((len(self.stages), table.max_batch + 1, len(self.positions)))
 
     def advance(self, until: float) -> None:
         while True:
@@ -194,13 +195,15 @@ class PipelineReplica(Iterative):
                 self.entered[q], self.pending[q] = None, None
 
     def _rows(self, batch: int) -> tuple[np.ndarray, np.ndarray]:
-        """Every stage's prefill and decode seconds at `batch` (stages x grid), kept."""
+        """Every stage's prefill and decode seconds at `batch` (stages x grid), kept, the
+        decode rows also in `steps` (stages x batch x grid) for `_decode`."""
         rows = self.stacked.get(batch)
         if rows is None:
-            rows = tuple(np.stack([stage.row(batch)[k] for stage in self.stages])
-                         for k in (0, 1))  # type: ignore[assignment]
-            self.stacked[batch] = rows  # type: ignore[assignment]
-        return rows  # type: ignore[return-value]
+            prefill, decode = (np.stack([stage.row(batch)[k] for stage in self.stages])
+                               for k in (0, 1))
+            rows = self.stacked[batch] = (prefill, decode)
+            self.steps[:, batch] = decode
+        return rows
 
     def _one(self, kind: int, batch: int, x: float) -> np.ndarray:
         """Every stage's prefill (`kind` 0) or decode step (1) at one point, interpolated
@@ -220,15 +223,14 @@ class PipelineReplica(Iterative):
     def _decode(self, batches: np.ndarray, contexts: np.ndarray) -> np.ndarray:
         """Every stage's decode step of batches[r] sequences at contexts[r] (stages x r):
         the stage tables' interpolation, once for all stages."""
-        kinds = sorted(set(batches.tolist()))
-        table = np.concatenate([self._rows(b)[1] for b in kinds], axis=1)  # stages x (b, c)
+        for b in set(batches.tolist()) - self.stacked.keys():
+            self._rows(b)
         xp = self.positions
         x = np.clip(contexts, xp[0], xp[-1])
         j = np.minimum(np.searchsorted(xp, x, side="right") - 1, len(xp) - 2)
         w = (x - xp[j]) / (xp[j + 1] - xp[j])
-        at = np.searchsorted(kinds, batches) * len(xp) + j
-        lo = table[:, at]
-        return lo + w * (table[:, at + 1] - lo)
+        lo = self.steps[:, batches, j]
+        return lo + w * (self.steps[:, batches, j + 1] - lo)
 
 
 def check_micro_batches(policy: Policy) -> None:
