@@ -149,6 +149,9 @@ def register_fleet_commands(app: typer.Typer) -> None:
             help="requests in a batch (default: 1 static, 64 otherwise)",
             show_default=False)] = None,
         chunk: Annotated[int, typer.Option(help="tokens per iteration under chunked")] = 512,
+        micro_batches: Annotated[int | None, typer.Option(
+            help="micro-batches in flight through a rack's pipeline stages, under continuous "
+                 "or chunked (default: one a stage)", show_default=False)] = None,
         requests: Annotated[int, typer.Option(callback=within(1, 1_000_000),
                                               help="requests simulated per seed")] = 1000,
         seeds: Annotated[int, typer.Option(callback=within(1, 64),
@@ -191,7 +194,7 @@ def register_fleet_commands(app: typer.Typer) -> None:
                                         workload_options(ctx), electricity, lifetime_years,
                                         utilization, prefill_cluster, prefill_strategy,
                                         prefill_replicas, kv_link, report=report_file,
-                                        force=force))
+                                        force=force, micro_batches=micro_batches))
         if as_json:
             typer.echo(json.dumps(result))
         else:

@@ -16,18 +16,23 @@ from archipelago.serving.requests import Lengths, generate
 from archipelago.serving.simulate import simulate
 from archipelago.strategies.registry import get_strategy
 
-# (model, cluster, strategy, rate): the done-when cases
-CASES = [("llama2-7b", "1xh100", "gpu-graph", 8.0), ("llama2-7b", "8xu280", "lora-q", 2.0)]
+# (model, cluster, strategy, rate, split): the done-when cases, and a rack of four
+# rings of 8 V80 as one pipeline of 4 stages (4 micro-batches in flight) and as one stage
+CASES = [("llama2-7b", "1xh100", "gpu-graph", 8.0, None),
+         ("llama2-7b", "8xu280", "lora-q", 2.0, None),
+         ("llama2-7b", "4x8xv80", "lora-q", 2.0, "tp=8,pp=4"),
+         ("llama2-7b", "4x8xv80", "lora-q", 2.0, "tp=8,pp=1")]
 TOKENS = "512:128"
 
 
 def main() -> None:
-    print(f"{'case':34} {'tabulate':>9} {'10k continuous':>15} {'iterations':>11} "
+    print(f"{'case':44} {'tabulate':>9} {'10k continuous':>15} {'iterations':>11} "
           f"{'baseline (est./iter.)':>22} {'capacity search':>16}")
-    for model, cluster, strategy, rate in CASES:
+    for model, cluster, strategy, rate, split in CASES:
         kind = get_strategy(strategy).plan_kind
-        work = parse_workload(strategy, {"tokens": TOKENS})
-        plan = make_plan(model, cluster, strategy, None, {"tokens": TOKENS})
+        options = {"tokens": TOKENS, **({"split": split} if split else {})}
+        work = parse_workload(strategy, options)
+        plan = make_plan(model, cluster, strategy, None, options)
         start = time.perf_counter()
         table = kind.hook("serving")(plan, work, 64)
         tabulate_s = time.perf_counter() - start
@@ -47,8 +52,8 @@ def main() -> None:
         found = capacity(lambda r, t=table, s=small: [simulate(t, s, r, Policy("continuous", 64))],
                          Targets(1.0, 0.05), start=rate)
         search_s = time.perf_counter() - start
-        case = f"{model} {cluster} {strategy} {rate:g}/s"
-        print(f"{case:34} {tabulate_s:7.2f} s {sim_s:13.2f} s {out.iterations:11,} "
+        case = f"{model} {cluster} {strategy} {split or ''} {rate:g}/s"
+        print(f"{case:44} {tabulate_s:7.2f} s {sim_s:13.2f} s {out.iterations:11,} "
               f"{baseline_s:20.1f} s {search_s:8.2f} s ({found.rate:.2f} req/s, "
               f"{found.simulations} sims)")
 

@@ -13,9 +13,13 @@ close where a roofline's max() bends it. An engine whose prefill pads rows to it
 (LORA's systolic array: a step every 64 rows) makes the prefill a staircase that a grid
 only brackets, so the grid also holds the workload's own prompt and full length: a fixed
 prompt's prefill is the estimator's exactly.
+
+A plan of pipeline stages also tabulates each stage's share from the same estimates
+(`stages`: one table a stage, its seconds and its hand-off to the next), so the serving
+simulator can keep micro-batches in flight through them (serving/pipeline.py).
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -55,7 +59,9 @@ class IterationTable:
     contexts[c] + 1); `kv_tokens`: the tokens of KV cache the plan's free memory holds
     (every sequence's prompt and output together), `max_context` the model's positions,
     `kv_value_bytes` one cached key or value in the plan's format (what a KV cache moved
-    between pools weighs, serving/disaggregated.py)."""
+    between pools weighs, serving/disaggregated.py); `stages`: for a plan of several
+    pipeline stages, each stage's table (its own seconds and its hand-off to the next),
+    which add up to this one; empty for one stage."""
 
     batches: np.ndarray
     contexts: np.ndarray
@@ -64,13 +70,14 @@ class IterationTable:
     kv_tokens: int
     max_context: int
     kv_value_bytes: float
+    stages: tuple["IterationTable", ...] = ()
     _rows: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
 
     @property
     def max_batch(self) -> int:
         return int(self.batches[-1])
 
-    def _row(self, batch: int) -> tuple[np.ndarray, np.ndarray]:
+    def row(self, batch: int) -> tuple[np.ndarray, np.ndarray]:
         """The prefill and decode rows at `batch` (linear between grid batches), kept."""
         row = self._rows.get(batch)
         if row is None:
@@ -89,34 +96,46 @@ class IterationTable:
 
     def prefill(self, batch: int, tokens: float | np.ndarray) -> Any:
         """Seconds of one prefill pass of `batch` prompts of `tokens` tokens each."""
-        return np.interp(tokens, self.contexts, self._row(batch)[0])
+        return np.interp(tokens, self.contexts, self.row(batch)[0])
 
     def decode(self, batch: int, context: float | np.ndarray) -> Any:
         """Seconds of one decode step of `batch` sequences at `context` (the position of the
         token fed; vectorized over contexts)."""
-        return np.interp(context, self.contexts + 1, self._row(batch)[1])
+        return np.interp(context, self.contexts + 1, self.row(batch)[1])
+
+
+# (workload, its estimate) -> each stage's (prefill seconds, decode-step seconds) in it.
+StageParts = Callable[[Generation, Any], Sequence[tuple[float, float]]]
 
 
 def tabulate(estimator: Callable[[Generation], GenerationTiming], base: Generation,
              max_batch: int, max_context: int, kv_tokens: int, kv_value_bytes: float,
-             where: str) -> IterationTable:
+             where: str, parts: StageParts | None = None) -> IterationTable:
     """The table of `estimator` (one plan's, curried) over the grid and `base`'s prompt,
     every workload `base` with its prompt, output and batch replaced (its number format
-    kept). A plan whose
+    kept); with `parts`, also each stage's table, read from the same estimates. A plan whose
     single sequence does not fit is refused with the estimate's first reason."""
     batches = batch_grid(max_batch)
     contexts = context_grid(max_context, (base.input_tokens, base.total_tokens - 1))
     prefill = np.zeros((len(batches), len(contexts)))
     decode = np.zeros_like(prefill)
+    staged: list[np.ndarray] = []  # per stage: [prefill, decode] x batches x contexts
     for i, b in enumerate(batches):
         for j, c in enumerate(contexts):
-            est = estimator(replace(base, input_tokens=int(c), output_tokens=2, batch=int(b)))
+            work = replace(base, input_tokens=int(c), output_tokens=2, batch=int(b))
+            est = estimator(work)
             if i == 0 and j == 0 and not est.feasible:
                 reasons = getattr(est, "reasons", None) or ["it does not fit"]
                 raise ArchipelagoError(f"{where}: cannot serve: {reasons[0]}")
             prefill[i, j], decode[i, j] = est.prefill_s, est.decode_s_first
+            for k, figures in enumerate(parts(work, est) if parts is not None else ()):
+                if i == 0 and j == 0:
+                    staged.append(np.zeros((2, *prefill.shape)))
+                staged[k][:, i, j] = figures
     if kv_tokens < 2:
         raise ArchipelagoError(f"{where}: cannot serve: the weights leave no memory for a "
                                "KV cache")
+    stages = tuple(IterationTable(batches, contexts, p, d, kv_tokens, max_context,
+                                  kv_value_bytes) for p, d in staged)
     return IterationTable(batches, contexts, prefill, decode, kv_tokens, max_context,
-                          kv_value_bytes)
+                          kv_value_bytes, stages)

@@ -22,6 +22,7 @@ from archipelago.serving.cost import (
     cost,
 )
 from archipelago.serving.metrics import Targets, capacity, summary
+from archipelago.serving.pipeline import PipelineReplica, replica_kind
 from archipelago.serving.pools import PrefillPool, check_pool_options, kv_link, pool_rows
 from archipelago.serving.replica import Policy
 from archipelago.serving.requests import (
@@ -75,6 +76,7 @@ class ServeCommand:
     kv_link: str | None = None  # None: pools.DEFAULT_KV_LINK
     report: Path | None = None  # --report: the HTML page's file
     force: bool = False  # replace an existing --report file
+    micro_batches: int | None = None  # in flight through a staged plan; None: one a stage
 
 
 def parse_rate(text: str) -> float:
@@ -103,7 +105,7 @@ def _checked(options: ServeCommand) -> tuple[Lengths, Lengths, Targets, Policy]:
     batch = options.max_batch or (1 if options.policy == "static" else 64)
     if not 1 <= batch <= MAX_BATCH:
         raise ArchipelagoError(f"--max-batch {batch}: must be in 1..{MAX_BATCH}")
-    policy = Policy(options.policy, batch, options.chunk)
+    policy = Policy(options.policy, batch, options.chunk, options.micro_batches)
     check_settings(policy, options.replicas, options.router)
     check_arrivals(options.arrivals)
     check_pricing(*_pricing(options), options.utilization)
@@ -179,6 +181,7 @@ def run_serve(options: ServeCommand) -> dict[str, Any]:
         "model": options.model, "cluster": cluster, "strategy": strategy,
         "policy": policy.name, "max_batch": policy.max_batch,
         "chunk": policy.chunk if policy.budget else None,
+        **_pipeline(table, policy),
         "replicas": options.replicas, "router": options.router, "rate": rate,
         "arrivals": "trace" if options.trace else options.arrivals,
         "prompt": options.prompt, "output": options.output, "seed": options.seed,
@@ -234,6 +237,15 @@ def _pools(options: ServeCommand, cluster: str, pool: PrefillPool | None, busy: 
         return [(cluster, options.replicas, busy)]
     return [(pool.cluster, pool.replicas, busy[:pool.replicas]),
             (cluster, options.replicas, busy[pool.replicas:])]
+
+
+def _pipeline(table: IterationTable, policy: Policy) -> dict[str, Any]:
+    """The plan's pipeline stages and the micro-batches in flight through them (one: the
+    stages in turn)."""
+    stages = max(1, len(table.stages))
+    pipelined = stages > 1 and replica_kind(table, policy) is PipelineReplica
+    return {"stages": stages,
+            "micro_batches": (policy.micro_batches or stages) if pipelined else 1}
 
 
 def _pricing(options: ServeCommand) -> tuple[float, float]:
@@ -295,13 +307,19 @@ def _cost_row(rates: Any, c: dict[str, Any]) -> None:
                   f"output · {_usd(c['usd_per_million_tokens'])} prompt + output")
 
 
+def _staged(result: dict[str, Any]) -> str:
+    if result["stages"] == 1:
+        return ""
+    return f" · {result['stages']} stages, {result['micro_batches']} micro-batches in flight"
+
+
 def print_serve(result: dict[str, Any], console: Any) -> None:
     """The summary as rich tables: latencies by percentile, then rates and capacity."""
     from rich.table import Table
 
     title = (f"{result['model']} · {result['strategy']} on {result['cluster']} x"
              f"{result['replicas']} · {result['policy']} (max batch {result['max_batch']})"
-             f" · {result['rate']:g} req/s")
+             f"{_staged(result)} · {result['rate']:g} req/s")
     lat = Table(title=title)
     for column in ("", "P50", "P90", "P99", "mean"):
         lat.add_column(column, justify="right" if column else "left")

@@ -28,7 +28,8 @@ from archipelago.estimate.iteration import IterationTable
 from archipelago.hardware.link import Link
 from archipelago.models.graph import build_graph
 from archipelago.models.spec import ModelSpec
-from archipelago.serving.replica import REPLICAS, IterativeReplica, Policy, Records
+from archipelago.serving.pipeline import replica_kind
+from archipelago.serving.replica import IterativeReplica, Policy, Records, Running
 from archipelago.serving.requests import Requests
 from archipelago.serving.simulate import Outcome, check, serve_pool
 
@@ -37,8 +38,8 @@ class DecodeReplica(IterativeReplica):
     """Continuous batching of decodes alone: a request arrives with its prompt cached and
     its first token out, so it decodes from the next step; nothing is prefilled here."""
 
-    def _join(self, i: int) -> None:
-        self._decode(i)
+    def _join(self, running: Running, i: int) -> None:
+        running.decode(i, int(self.prompt[i]), int(self.output[i]))
 
 
 def kv_bytes(spec: ModelSpec, tokens: np.ndarray, value_bytes: float) -> np.ndarray:
@@ -90,8 +91,9 @@ def simulate_disaggregated(prefill: IterationTable, decode: IterationTable,
     check(decode, requests, decoding, decode_replicas, router)
     prompts = Requests(requests.unit_arrivals, requests.prompt, np.ones_like(requests.output))
     check(prefill, prompts, policy, prefill_replicas, router)
-    first, served = serve_pool(REPLICAS[policy.name], prefill, prompts.at(rate), prompts.prompt,
-                               prompts.output, policy, prefill_replicas, router)
+    first, served = serve_pool(replica_kind(prefill, policy), prefill, prompts.at(rate),
+                               prompts.prompt, prompts.output, policy, prefill_replicas,
+                               router)
     moved = requests.output > 1
     ready, seconds, link_busy = transfers(first.records.finish, served,
                                           np.where(moved, bytes_per_request, 0.0), link,

@@ -31,8 +31,10 @@ at a time.
 from abc import ABC, abstractmethod
 from bisect import bisect_right
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from heapq import heappop, heappush
+from typing import Any
 
 import numpy as np
 
@@ -59,6 +61,7 @@ class Policy:
     name: str
     max_batch: int
     chunk: int = 512  # tokens per iteration, of `chunked` (Sarathi-Serve's smaller budget)
+    micro_batches: int | None = None  # in flight through a plan's stages; None: one a stage
 
     @property
     def budget(self) -> int | None:
@@ -125,97 +128,179 @@ class StaticReplica(Replica):
         self.clock = end
 
 
-class IterativeReplica(Replica):
-    """`continuous` (no budget: a whole prompt per iteration) and `chunked`. The decoding
-    sequences are a heap of (the step count at which each ends, request), with the sum of
-    their contexts: every step moves each one position on, so neither is walked per step."""
+@dataclass
+class Iteration:
+    """What one iteration of continuous batching runs: the step of `decoding` sequences at
+    mean context `mean`, prompt chunks as (tokens done before, after), whether one starts a
+    prompt, and the requests whose prompt it completes."""
 
-    def __init__(self, table: IterationTable, arrivals: np.ndarray, prompt: np.ndarray,
-                 output: np.ndarray, out: Records, policy: Policy) -> None:
-        super().__init__(table, arrivals, prompt, output, out, policy)
+    decoding: int
+    mean: float
+    chunks: list[tuple[int, int]]
+    starts_prompt: bool
+    done: list[int]
+
+    def seconds(self, table: IterationTable) -> float:
+        return self.cost(lambda b, c: float(table.decode(b, c)),
+                         lambda b, c: float(table.prefill(b, c)), 0.0)
+
+    def cost(self, decode: Callable[[int, float], Any], prefill: Callable[[int, float], Any],
+             zero: Any) -> Any:
+        """Its time from a table's `decode` and `prefill` (seconds, or every stage's at
+        once): the decode step, each chunk's share of a batch-1 prefill, and a pass's fixed
+        cost once more for chunks alone that start no prompt."""
+        seconds = decode(self.decoding, self.mean) if self.decoding else zero
+        for begun, end in self.chunks:
+            seconds = seconds + prefill(1, end)
+            if begun:
+                seconds = seconds - prefill(1, begun)
+        if not self.decoding and not self.starts_prompt:
+            seconds = seconds + prefill(1, 1)
+        return seconds
+
+
+class Running:
+    """One scheduler's admitted requests. The decoding sequences are a heap of (the step
+    count at which each ends, request), with the sum of their contexts: every step moves
+    each one position on, so neither is walked per step."""
+
+    def __init__(self) -> None:
         self.ending: list[tuple[int, int]] = []  # (step count at its last token, request)
         self.steps = 0  # decode steps run so far
         self.ctx_sum = 0.0  # positions the decoding sequences feed next, summed
         self.prefilling: list[list[int]] = []  # [request, prompt tokens done]
+
+    def __len__(self) -> int:
+        return len(self.ending) + len(self.prefilling)
+
+    def compose(self, prompt: np.ndarray, budget: int | None) -> Iteration:
+        """The next iteration: every decode's step, then the prompts' chunks within the
+        token budget (less the decodes' tokens); the chunks' progress is recorded."""
+        decoding = len(self.ending)
+        room = np.inf if budget is None else budget - decoding
+        chunks, starts, done = [], False, []
+        for entry in self.prefilling:
+            if room <= 0:
+                break
+            i, begun = entry
+            end = int(min(prompt[i], begun + room))
+            room -= end - begun
+            chunks.append((begun, end))
+            starts |= begun == 0
+            entry[1] = end
+            if end == prompt[i]:
+                done.append(i)
+        self.prefilling = [e for e in self.prefilling if e[1] < prompt[e[0]]]
+        mean = self.ctx_sum / decoding if decoding else 0.0
+        return Iteration(decoding, mean, chunks, starts, done)
+
+    def advance(self, n: int, length: np.ndarray) -> list[int]:
+        """`n` decode steps done: every decoding sequence n positions on; those at their
+        last token (`length`: each request's prompt + output) leave, and are returned."""
+        if not self.ending:
+            return []
+        self.steps += n
+        self.ctx_sum += n * len(self.ending)
+        ended = []
+        while self.ending and self.ending[0][0] == self.steps:
+            ended.append(heappop(self.ending)[1])
+        if ended:
+            self.ctx_sum -= float(sum(int(length[i]) for i in ended))
+        return ended
+
+    def decode(self, i: int, prompt: int, output: int) -> None:
+        """Request `i`'s first token is out: it decodes its `output - 1` others."""
+        heappush(self.ending, (self.steps + output - 1, i))
+        self.ctx_sum += float(prompt + 1)
+
+
+class Iterative(Replica):
+    """What `continuous` and `chunked` share, over one `Running` or several (a pipeline's
+    micro-batches, pipeline.py): admission within the batch and the KV cache, and an
+    iteration's end."""
+
+    def __init__(self, table: IterationTable, arrivals: np.ndarray, prompt: np.ndarray,
+                 output: np.ndarray, out: Records, policy: Policy) -> None:
+        super().__init__(table, arrivals, prompt, output, out, policy)
+        self.length = prompt + output
         self.kv_used = 0
 
+    def _admit(self, running: Running, queue: deque[int]) -> None:
+        """First come, first served from `queue`, while the batch and the KV cache have
+        room."""
+        room = self.policy.max_batch - len(running)
+        while queue and room and self.arrivals[queue[0]] <= self.clock:
+            i = queue[0]
+            need = int(self.prompt[i] + self.output[i])
+            if self.kv_used + need > self.table.kv_tokens:
+                return
+            queue.popleft()
+            self.kv_used += need
+            self.out.start[i] = self.clock
+            self._join(running, i)
+            room -= 1
+
+    def _join(self, running: Running, i: int) -> None:
+        """Request `i` admitted: its prompt is prefilled from the next iteration."""
+        running.prefilling.append([i, 0])
+
+    def _exit(self, running: Running, it: Iteration) -> None:
+        """`it` ends at the clock: the decodes one step on, its finished prompts' first
+        tokens out."""
+        ended = running.advance(1, self.length)
+        if ended:
+            self._finish(ended)
+        for i in it.done:
+            self.out.first[i] = self.clock
+            if self.output[i] > 1:
+                running.decode(i, int(self.prompt[i]), int(self.output[i]))
+            else:
+                self._finish([i])
+
+    def _finish(self, ids: list[int]) -> None:
+        self.out.finish[ids] = self.clock
+        self.finishes += [self.clock] * len(ids)
+        self.kv_used -= sum(int(self.prompt[i] + self.output[i]) for i in ids)
+
+
+class IterativeReplica(Iterative):
+    """`continuous` (no budget: a whole prompt per iteration) and `chunked`, one batch."""
+
+    def __init__(self, table: IterationTable, arrivals: np.ndarray, prompt: np.ndarray,
+                 output: np.ndarray, out: Records, policy: Policy) -> None:
+        super().__init__(table, arrivals, prompt, output, out, policy)
+        self.running = Running()
+
     def advance(self, until: float) -> None:
+        running = self.running
         while True:
-            if not self.ending and not self.prefilling:
+            if not running.ending and not running.prefilling:
                 if not self.queue:
                     return
                 self.clock = max(self.clock, self.arrivals[self.queue[0]])
             if self.clock >= until:
                 return
-            self._admit()
-            if self.prefilling:
+            self._admit(running, self.queue)
+            if running.prefilling:
                 self._iteration()
             else:
                 self._leap(until)
 
-    def _admit(self) -> None:
-        """First come, first served, while the batch and the KV cache have room."""
-        room = self.policy.max_batch - len(self.ending) - len(self.prefilling)
-        while self.queue and room and self.arrivals[self.queue[0]] <= self.clock:
-            i = self.queue[0]
-            need = int(self.prompt[i] + self.output[i])
-            if self.kv_used + need > self.table.kv_tokens:
-                return
-            self.queue.popleft()
-            self.kv_used += need
-            self.out.start[i] = self.clock
-            self._join(i)
-            room -= 1
-
-    def _join(self, i: int) -> None:
-        """Request `i` admitted: its prompt is prefilled from the next iteration."""
-        self.prefilling.append([i, 0])
-
-    def _decode(self, i: int) -> None:
-        """Request `i`'s first token out: it decodes the rest from the next step on."""
-        heappush(self.ending, (self.steps + int(self.output[i]) - 1, i))
-        self.ctx_sum += float(self.prompt[i] + 1)
-
     def _iteration(self) -> None:
         """One iteration: the decodes' step and the prompts' chunks."""
-        decoding = len(self.ending)
-        seconds = (float(self.table.decode(decoding, self.ctx_sum / decoding))
-                   if decoding else 0.0)
-        chunk = self.policy.budget
-        budget = np.inf if chunk is None else chunk - decoding
-        starts_prompt, done = False, []
-        for entry in self.prefilling:
-            if budget <= 0:
-                break
-            i, begun = entry
-            end = int(min(self.prompt[i], begun + budget))
-            budget -= end - begun
-            seconds += float(self.table.prefill(1, end))
-            if begun:
-                seconds -= float(self.table.prefill(1, begun))
-            starts_prompt |= begun == 0
-            entry[1] = end
-            if end == self.prompt[i]:
-                done.append(i)
-        if not decoding and not starts_prompt:
-            seconds += float(self.table.prefill(1, 1))
+        it = self.running.compose(self.prompt, self.policy.budget)
+        seconds = it.seconds(self.table)
         self.busy += seconds
         self.clock += seconds
         self.iterations += 1
-        self._advance_decodes(1)
-        self.prefilling = [e for e in self.prefilling if e[1] < self.prompt[e[0]]]
-        for i in done:
-            self.out.first[i] = self.clock
-            if self.output[i] > 1:
-                self._decode(i)
-            else:
-                self._finish([i])
+        self._exit(self.running, it)
 
     def _leap(self, until: float) -> None:
         """Decode steps alone until one sequence ends, or the next could admit a request."""
-        decoding = len(self.ending)
-        steps = self.ending[0][0] - self.steps
-        mean = self.ctx_sum / decoding
+        running = self.running
+        decoding = len(running.ending)
+        steps = running.ending[0][0] - running.steps
+        mean = running.ctx_sum / decoding
         seconds = self.table.decode(decoding, mean + np.arange(steps))
         ends = self.clock + np.cumsum(seconds)
         bound = until
@@ -225,26 +310,9 @@ class IterativeReplica(Replica):
         self.busy += float(ends[n - 1]) - self.clock
         self.clock = float(ends[n - 1])
         self.iterations += n
-        self._advance_decodes(n)
-
-    def _advance_decodes(self, n: int) -> None:
-        """`n` decode steps done: every decoding sequence n positions on, those at their
-        last token finished."""
-        if not self.ending:
-            return
-        self.steps += n
-        self.ctx_sum += n * len(self.ending)
-        ended = []
-        while self.ending and self.ending[0][0] == self.steps:
-            ended.append(heappop(self.ending)[1])
+        ended = running.advance(n, self.length)
         if ended:
-            self.ctx_sum -= float(sum(int(self.prompt[i] + self.output[i]) for i in ended))
             self._finish(ended)
-
-    def _finish(self, ids: list[int]) -> None:
-        self.out.finish[ids] = self.clock
-        self.finishes += [self.clock] * len(ids)
-        self.kv_used -= sum(int(self.prompt[i] + self.output[i]) for i in ids)
 
 
 REPLICAS = {"static": StaticReplica, "continuous": IterativeReplica,

@@ -1,4 +1,5 @@
-"""Requests routed to replicas of one plan, each replica running its policy (replica.py).
+"""Requests routed to replicas of one plan, each replica running its policy (replica.py;
+a plan of several stages keeps micro-batches in flight through them, pipeline.py).
 
 Routers (`ROUTERS`): `round-robin` sends request i to replica i mod N; `least-outstanding`
 to the replica with the fewest requests assigned and not yet finished when it arrives
@@ -14,7 +15,8 @@ import numpy as np
 
 from archipelago.errors import ArchipelagoError
 from archipelago.estimate.iteration import IterationTable
-from archipelago.serving.replica import POLICIES, REPLICAS, Policy, Records, Replica
+from archipelago.serving.pipeline import check_micro_batches, replica_kind
+from archipelago.serving.replica import POLICIES, Policy, Records, Replica
 from archipelago.serving.requests import Requests
 
 ROUTERS = ("round-robin", "least-outstanding")
@@ -42,6 +44,7 @@ def check_settings(policy: Policy, replicas: int, router: str) -> None:
                                f"{', '.join(ROUTERS)}")
     if not 1 <= replicas <= MAX_REPLICAS:
         raise ArchipelagoError(f"--replicas {replicas}: must be in 1..{MAX_REPLICAS}")
+    check_micro_batches(policy)
 
 
 def check(table: IterationTable, requests: Requests, policy: Policy, replicas: int,
@@ -61,7 +64,7 @@ def simulate(table: IterationTable, requests: Requests, rate: float, policy: Pol
              replicas: int = 1, router: str = "round-robin") -> Outcome:
     """Serve `requests` arriving at `rate` per second on `replicas` copies of the plan."""
     check(table, requests, policy, replicas, router)
-    return serve_pool(REPLICAS[policy.name], table, requests.at(rate), requests.prompt,
+    return serve_pool(replica_kind(table, policy), table, requests.at(rate), requests.prompt,
                       requests.output, policy, replicas, router)[0]
 
 

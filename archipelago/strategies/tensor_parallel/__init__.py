@@ -45,7 +45,7 @@ GENERATION = WorkloadType("generation", (
                    commands=("plan", "report", "explore")),
     WorkloadOption("split", "tensor x pipeline split: auto, or tp=T,pp=P[,layers=A+B+...]"
                    "[,ep=1|T] (several rings: auto; one ring: tensor parallel over it)", "",
-                   role="plan", commands=("plan", "report", "emulate")),
+                   role="plan", commands=("plan", "report", "emulate", "serve")),
 ), "archipelago.estimate.workload:parse_generation")
 # Stages of SPMD ring programs (`StagedPlan`), costed over a text generation.
 register_kind(PlanKind(
