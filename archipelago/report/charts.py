@@ -218,20 +218,41 @@ def roofline(points: Sequence[OpPoint], peak_ops: float, bandwidth_Bps: float,
             x=xs, y=np.minimum(peak_ops, xs * rate) / 1e9, mode="lines",
             name=f"roof: {name} {rate / 1e9:,.0f} GB/s",
             line={"color": PALETTE[-1 - i % len(PALETTE)], "dash": "dash"}))
-    shown = set(sorted(range(len(useful)), key=lambda j: -useful[j].seconds)[:labelled])
+    texts = _point_labels(useful, labelled)
     for i, group in enumerate(dict.fromkeys(p.group for p in useful)):
         mine = [(j, p) for j, p in enumerate(useful) if p.group == group]
         fig.add_trace(go.Scatter(
             x=[p.ops / p.nbytes for _, p in mine], y=[p.ops / p.seconds / 1e9 for _, p in mine],
-            mode="markers+text" if shown else "markers", name=group,
+            mode="markers+text" if labelled else "markers", name=group,
             customdata=[[p.name, p.roof or memory] for _, p in mine],
-            text=[p.name if j in shown else "" for j, p in mine], textposition="top center",
+            text=[texts.get(j, "") for j, _ in mine],
+            textposition=[_PLACES[list(texts).index(j) % 2] if j in texts else _PLACES[0]
+                          for j, _ in mine],
             marker={"size": 10, "color": PALETTE[i % len(PALETTE)]},
             hovertemplate="%{customdata[0]} (" + group + ", under %{customdata[1]}): %{x:.3g} "
                           + ops_unit + "/byte, %{y:.3g} G" + ops_unit + "/s<extra></extra>"))
     fig.update_xaxes(type="log", title_text=f"arithmetic intensity ({ops_unit} per byte)")
     fig.update_yaxes(type="log", title_text=f"attained performance (G{ops_unit}/s)")
     return fig
+
+
+_PLACES = ("top center", "bottom center")  # labels of busy spots alternate, to overlap less
+
+
+def _point_labels(points: Sequence[OpPoint], labelled: int) -> dict[int, str]:
+    """Text for the `labelled` spots of the chart that take the most time: points
+    drawn within a quarter decade of each other (q, k and v alike) share one label naming
+    them (the first four)."""
+    spots: dict[tuple, list[int]] = {}
+    for j, p in enumerate(points):
+        spot = (round(4 * math.log10(p.ops / p.nbytes)), round(4 * math.log10(p.ops / p.seconds)))
+        spots.setdefault(spot, []).append(j)
+    busiest = sorted(spots.values(), key=lambda js: -sum(points[j].seconds for j in js))
+    labels = {}
+    for js in busiest[:labelled]:
+        names = list(dict.fromkeys(points[j].name for j in js))
+        labels[js[0]] = ", ".join(names[:4]) + (f" +{len(names) - 4}" if len(names) > 4 else "")
+    return labels
 
 
 @dataclass(frozen=True)

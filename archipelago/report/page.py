@@ -149,7 +149,8 @@ loadPlotly().then(function () {
 _STYLE = """<style>
 body { font-family: system-ui, sans-serif; margin: 24px auto; max-width: 1100px;
        color: #222; }
-h1 { margin-bottom: 4px; } .sub { color: #555; margin-top: 0; }
+h1 { margin-bottom: 4px; font-size: 26px; white-space: nowrap; overflow: hidden;
+     text-overflow: ellipsis; } .sub { color: #555; margin-top: 0; }
 #headline { display: flex; flex-wrap: wrap; gap: 12px; margin: 16px 0; }
 .figure { border: 1px solid #ddd; border-radius: 6px; padding: 8px 14px; min-width: 150px; }
 .figure .label { display: block; color: #555; font-size: 13px; }
@@ -183,7 +184,8 @@ def render(title: str, subtitle: str, summary: dict[str, Any], page: KindPage) -
     return "\n".join([
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         f"<title>{html.escape(title)}</title>", _COLLECTOR, _STYLE, "</head><body>",
-        f"<h1>{html.escape(title)}</h1><p class='sub'>{html.escape(subtitle)}</p>",
+        f"<h1 title='{html.escape(title)}'>{html.escape(title)}</h1>",
+        f"<p class='sub'>{html.escape(subtitle)}</p>",
         '<section id="headline">', *(_figure(h, summary) for h in page.headline), "</section>",
         _feasibility(summary), *sections, *(_table(t) for t in page.tables),
         f'<ul class="notes">{notes}</ul>' if notes else "",

@@ -48,7 +48,7 @@ def roof_points(plan: Plan, phase: Phase, sequences: int, group: str) -> list[Ro
         op = step.op
         share = step.local_heads / op.heads if op.heads else step.local_out / op.fan_out
         ops = float(np.max(op.flops(phase))) * share * step.sequences
-        point = OpPoint(f"{op.name} ({group})", group, ops,
+        point = OpPoint(op.name, group, ops,
                         float(np.max(engine.streamed_bytes(step, phase))),
                         float(np.max(engine.seconds(step, phase))), roof[0])
         points.append(RoofPoint(point, roof[0], float(np.min(roof[1]))))
