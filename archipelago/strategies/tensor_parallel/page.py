@@ -35,6 +35,7 @@ from archipelago.strategies.tensor_parallel.page_roofline import (
     mean_decode_context,
     roofline_chart,
 )
+from archipelago.strategies.tensor_parallel.page_stages import stage_chart, stage_table
 from archipelago.strategies.tensor_parallel.page_sweeps import batch_charts, sweeps
 from archipelago.strategies.tensor_parallel.plan import CommStep, ComputeStep, Plan
 from archipelago.strategies.tensor_parallel.staged import Stage, StagedPlan
@@ -229,10 +230,13 @@ def page(plan: StagedPlan, work: Generation, est: Estimate, summary: dict[str, A
         resource_bars([f"device {d.rank}" for d in est.devices], fractions, details))
     sweep_charts, refused = sweeps(plan, work, est)
     simulated, unsimulated = _simulated(program, work)
+    staged = plan.shows_split and len(plan.stages) > 1  # a rack: its stages and bubble
     return KindPage(
-        charts=[breakdown, _cluster_chart(plan, est), resources, *sweep_charts,
-                *batch_charts(plan, work, est),
+        charts=[breakdown, _cluster_chart(plan, est),
+                *([stage_chart(plan, work, est)] if staged else []), resources,
+                *sweep_charts, *batch_charts(plan, work, est),
                 roofline_chart(program, work),
                 _block_timeline(program, mean_decode_context(work)),
                 *simulated],
-        notes=[*(f"not in the device-count sweep: {r}" for r in refused), *unsimulated])
+        notes=[*(f"not in the device-count sweep: {r}" for r in refused), *unsimulated],
+        tables=[stage_table(plan, work, est)] if staged else [])
