@@ -3,11 +3,12 @@ device, at the plan's batch, against the memory it streams from.
 
 A point's operations are the op's FLOPs on the device's share for every sequence of the
 step, its bytes the engine's own `streamed_bytes` and its time the engine's `seconds`: the
-figures the estimate adds up, so a point's attained rate is the estimate's. Its slope is
-the engine's `read_roof` for that step: HBM for decode weights, DDR for LORA's prefill
-weights, the URAM-held KV cache (faster than HBM, which is why its points sat above the
-HBM slope when drawn under it) and on-chip tiles in prefill. Vector-unit steps (norms,
-softmax, residuals) read buffered rows, no memory: they have no point here."""
+figures the estimate adds up, so a point's attained rate is the estimate's (the page once
+counted the KV cache as FP16 values without the tiles' rounding, where LORA-Q keeps INT8,
+which put its attention 1.5x above the HBM slope). Its slope is the engine's `read_roof`
+for that step: HBM for decode weights, DDR for LORA's prefill weights, the URAM-held KV
+cache (HBM past what the URAMs hold) and on-chip tiles in prefill. Vector-unit steps
+(norms, softmax, residuals) read buffered rows, no memory: they have no point here."""
 
 from dataclasses import dataclass
 
