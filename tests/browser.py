@@ -44,6 +44,21 @@ _READ_PAGE = """JSON.stringify({
 })"""
 
 
+# In the page: the chart of a title, as plotly holds it after drawing (typed arrays as lists).
+_READ_CHART = """(() => {
+  const list = v => v == null ? null : (typeof v === 'object' && v.length !== undefined
+                                         ? Array.from(v, list) : v);
+  const box = [...document.querySelectorAll('section.chart')]
+    .find(s => s.querySelector('h2').textContent === %s);
+  const d = box.querySelector('div.plot');
+  const axis = a => ({type: a.type, range: list(a.range)});
+  return JSON.stringify({
+    data: d._fullData.map(t => ({name: t.name, x: list(t.x), y: list(t.y), base: list(t.base),
+                                 text: list(t.text), customdata: list(t.customdata)})),
+    xaxis: axis(d._fullLayout.xaxis), yaxis: axis(d._fullLayout.yaxis)});
+})()"""
+
+
 def find_chromium() -> str | None:
     for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
         if path := shutil.which(name):
@@ -128,6 +143,22 @@ class Chromium:
         rendered = data["rendered"]
         return PageState(data["errors"], exceptions, None if rendered is None else int(rendered),
                          data["headline"], data["charts"], open_s)
+
+    def chart(self, title: str) -> dict[str, Any]:
+        """What plotly drew in the chart titled `title`: each trace's name and data as
+        plain lists, and each axis's type and range."""
+        return json.loads(self.evaluate(_READ_CHART % json.dumps(title)))
+
+    def click(self, selector: str, index: int = 0) -> None:
+        """A real mouse click (pressed, released) at the middle of the `index`th element
+        matching `selector`, as a user's would land."""
+        x, y = self.evaluate(
+            f"(() => {{ const e = document.querySelectorAll({json.dumps(selector)})[{index}];"
+            " e.scrollIntoView({block: 'center'}); const r = e.getBoundingClientRect();"
+            " return [r.x + r.width / 2, r.y + r.height / 2]; })()")
+        for kind in ("mousePressed", "mouseReleased"):
+            self.call("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left",
+                      clickCount=1)
 
     def screenshot(self, out: Path) -> Path:
         """The whole page (not just the window) as a PNG."""

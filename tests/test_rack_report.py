@@ -82,7 +82,7 @@ def test_archi_report_of_a_rack_writes_its_page(tmp_path: Path) -> None:
                 "--tokens", "16:16", "--split", "tp=2,pp=2", "--out", str(page))
     assert out.exit_code == 0, out.output
     text = page.read_text()
-    assert text.startswith("<!DOCTYPE html>") and text.count('class="plot"') == 10
+    assert text.startswith("<!DOCTYPE html>") and text.count('class="plot"') == 11  # + stages
     data = json.loads(archi("plan", RACK[0], "--cluster", RACK[1], "--strategy", RACK[2],
                             "--tokens", "16:16", "--split", "tp=2,pp=2", "--json").output)
     assert data["split"]["pp"] == 2 and len(data["stages"]) == 2

@@ -16,7 +16,7 @@ from archipelago.models.graph_ops import Phase
 from archipelago.models.zoo import resolve_model
 from archipelago.strategies.tensor_parallel.engines.systolic import SystolicEngine
 from archipelago.strategies.tensor_parallel.engines.systolic_config import SystolicConfig
-from archipelago.strategies.tensor_parallel.page import batch_sweep
+from archipelago.strategies.tensor_parallel.page_sweeps import batch_sweep
 from archipelago.strategies.tensor_parallel.plan import ComputeStep
 from tests.cli_here import archi_here
 

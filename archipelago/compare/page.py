@@ -6,6 +6,12 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from archipelago.compare.page_views import (
+    first_token_chart,
+    per_dollar_chart,
+    served_cost_chart,
+    target_line,
+)
 from archipelago.compare.summary import rows_from_dict
 from archipelago.compare.table import (
     cells,
@@ -45,6 +51,9 @@ def pareto_chart(summary: dict[str, Any]) -> go.Figure:
         hovertemplate="front: %{text}: $%{x:,.0f}, %{y:,.2f} ms<extra></extra>"))
     xs = [r["upfront_usd"] for r in priced]
     ys = [r["latency_s"] * _MS for r in priced]
+    target_line(fig, summary, xs)
+    if summary.get("latency_target"):  # the target's line inside the axis range
+        ys.append(summary["latency_target"]["seconds"] * _MS)
     fig.update_layout(xaxis_title="upfront cost (US$, boards x price)",
                       yaxis_title="latency (ms)", xaxis_type="log", yaxis_type="log",
                       xaxis_tickvals=log_ticks(min(xs), max(xs)), xaxis_tickformat=",.0f",
@@ -61,18 +70,22 @@ def comparison_page(summary: dict[str, Any]) -> KindPage:
                               1),
                      Headline("rows on the Pareto front", "headline.front_size")]
     charts = []
+    target = summary["latency_target"]
+    line = " The dashed line is the latency target." if target else ""
     if any(r["upfront_usd"] is not None for r in summary["rows"]):
         charts.append(Chart("Latency against upfront cost", "Each point a strategy on COUNT "
                             "boards; the staircase joins the rows no other row beats on both "
-                            "latency and cost.", pareto_chart(summary)))
-    rows, target = rows_from_dict(summary), summary["latency_target"]
+                            "latency and cost." + line, pareto_chart(summary)))
+    charts += _views(summary, line)
+    rows = rows_from_dict(summary)
     names, formats = engine_names(rows), bool(summary.get("precision"))
     marks = ["#", "★", *(["≤ target"] if target else [])]
-    table = TableBlock("Ranked by " + summary["sort"], [*marks, *columns(formats)],
+    table = TableBlock("Ranked by " + summary["sort"] + " (click a heading to sort by it)",
+                       [*marks, *columns(formats)],
                        [[str(d["rank"]), "★" if d["front"] else "",
-                         *(["✓" if d["meets_target"] else ""] if target else []),
+                         *([_within(d, target)] if target else []),
                          *cells(r, names, formats)]
-                        for d, r in zip(summary["rows"], rows, strict=True)])
+                        for d, r in zip(summary["rows"], rows, strict=True)], sortable=True)
     notes = engine_lines(names) + [r["line"] for r in summary["refused"]
                                    + summary["infeasible"]]
     if target:
@@ -84,6 +97,33 @@ def comparison_page(summary: dict[str, Any]) -> KindPage:
         notes.append(f"no price for {', '.join(summary['unknown_cost'])}: left off the chart")
     notes.append(f"energy: {summary['power_model']['statement']}")
     return KindPage(charts, headline, notes, [table])
+
+
+def _within(row: dict[str, Any], target: dict[str, Any]) -> str:
+    """✓ for a row within the latency target, else ✗, and by how much it is under or over
+    (so sorting the column puts the rows with most to spare first)."""
+    over = (row["latency_s"] - target["seconds"]) * _MS
+    return f"{'✓' if row['meets_target'] else '✗'} {over:+,.3g} ms"
+
+
+def _views(summary: dict[str, Any], line: str) -> list[Chart]:
+    """Throughput per dollar, first token against per token, and the served cost per
+    token, each where the rows carry its figures."""
+    charts = [Chart("Time to first token against time per output token", "Each row's "
+                    "prompt phase (time to first token) and mean decode step (time per "
+                    "output token), log axes: what a user waits before the reply starts and "
+                    "between its tokens." + line, first_token_chart(summary))]
+    per_dollar = per_dollar_chart(summary)
+    if per_dollar is not None:
+        charts.append(Chart("Throughput per dollar", "Output tokens per second per million "
+                            "US$ of boards (boards x price), most first: what each dollar "
+                            "of hardware buys.", per_dollar))
+    served = served_cost_chart(summary)
+    if served is not None:
+        charts.append(Chart("Cost per token served", "US$ per million tokens served at the "
+                            "rate (compare --rate: the replicas it takes), cheapest first.",
+                            served))
+    return charts
 
 
 def comparison_html(summary: dict[str, Any]) -> str:

@@ -147,9 +147,12 @@ def resource_bars(devices: Sequence[str], fractions: dict[str, Sequence[float]],
 
 
 def sweep_lines(x: Sequence[float], series: dict[str, Sequence[float]], x_title: str,
-                y_title: str, log_x: bool = False, mark: tuple[float, float] | None = None
-                ) -> go.Figure:
-    """Lines over a sweep; `mark` is the plan's own point."""
+                y_title: str, log_x: bool = False, mark: tuple[float, float] | None = None,
+                log_y: bool = False) -> go.Figure:
+    """Lines over a sweep; `mark` is the plan's own point. `log_y` for series decades apart
+    (a prompt's time beside a token's), which a linear axis would flatten to zero. Both
+    axes' ranges are set to cover every point and the mark, with a margin, so no line runs
+    off the chart."""
     fig = go.Figure([go.Scatter(x=list(x), y=list(y), mode="lines+markers", name=name,
                                 line={"color": PALETTE[i % len(PALETTE)]})
                      for i, (name, y) in enumerate(series.items())])
@@ -157,8 +160,10 @@ def sweep_lines(x: Sequence[float], series: dict[str, Sequence[float]], x_title:
         fig.add_trace(go.Scatter(x=[mark[0]], y=[mark[1]], mode="markers", name="this plan",
                                  marker={"size": 14, "symbol": "star", "color": "#e45756"}))
     fig.update_layout(xaxis_title=x_title, yaxis_title=y_title)
-    if log_x:
-        fig.update_xaxes(type="log")
+    xs = [*x, *([mark[0]] if mark else [])]
+    ys = [v for y in series.values() for v in y] + ([mark[1]] if mark else [])
+    fig.update_xaxes(type="log" if log_x else "linear", range=_span(xs, log_x))
+    fig.update_yaxes(type="log" if log_y else "linear", range=_span(ys, log_y, not log_y))
     return fig
 
 
@@ -174,41 +179,92 @@ def log_ticks(low: float, high: float) -> list[float]:
     return below + inside + above
 
 
+def _span(values: Sequence[float], log: bool, from_zero: bool = False) -> list[float] | None:
+    """An axis range over `values` with 6% to spare each side (in decades on a log axis,
+    whose range plotly takes as exponents); None (plotly's own) where nothing to span."""
+    finite = [float(v) for v in values if math.isfinite(v) and (v > 0 or not log)]
+    if not finite:
+        return None
+    if log:
+        low, high = math.log10(min(finite)), math.log10(max(finite))
+    else:
+        low, high = (min(0.0, min(finite)) if from_zero else min(finite)), max(finite)
+    pad = 0.06 * (high - low) or (0.1 if log else abs(high) * 0.1 or 1.0)
+    return [low if from_zero and low == 0 else low - pad, high + pad]
+
+
 @dataclass(frozen=True)
 class OpPoint:
-    """One operator on the roofline: `ops` operations moving `nbytes` in `seconds`."""
+    """One operator on the roofline: `ops` operations moving `nbytes` in `seconds`; `roof`
+    names the memory slope it sits under where a chart draws several (the KV cache's
+    on-chip store beside the weights' HBM), "" for the chart's own."""
 
     name: str
     group: str
     ops: float
     nbytes: float
     seconds: float
+    roof: str = ""
 
 
 def roofline(points: Sequence[OpPoint], peak_ops: float, bandwidth_Bps: float,
-             ops_unit: str, memory: str) -> go.Figure:
+             ops_unit: str, memory: str, roofs: dict[str, float] | None = None,
+             labelled: int = 0) -> go.Figure:
     """Operators by arithmetic intensity against the compute roof and the `memory`
-    bandwidth slope (log-log)."""
+    bandwidth slope (log-log), plus a dashed slope per other memory in `roofs` (name: bytes
+    per second) that points name as theirs. Every point's name shows on hover; the
+    `labelled` points taking the most time also as text beside them."""
     useful = [p for p in points if p.ops > 0 and p.nbytes > 0 and p.seconds > 0]
+    slopes = {"": bandwidth_Bps, **(roofs or {})}
     intensity = [p.ops / p.nbytes for p in useful]
-    low = min([*intensity, peak_ops / bandwidth_Bps]) / 4
-    high = max([*intensity, peak_ops / bandwidth_Bps]) * 4
+    ridges = [peak_ops / b for b in slopes.values()]
+    low = min([*intensity, *ridges]) / 4
+    high = max([*intensity, *ridges]) * 4
     xs = np.geomspace(low, high, 64)
     fig = go.Figure([go.Scatter(
         x=xs, y=np.minimum(peak_ops, xs * bandwidth_Bps) / 1e9, mode="lines",
         name=f"roof: {peak_ops / 1e9:,.0f} G{ops_unit}/s, {memory} {bandwidth_Bps / 1e9:,.0f} GB/s",
         line={"color": "#222"})])
-    for i, group in enumerate(dict.fromkeys(p.group for p in useful)):
-        mine = [p for p in useful if p.group == group]
+    for i, (name, rate) in enumerate((roofs or {}).items()):
         fig.add_trace(go.Scatter(
-            x=[p.ops / p.nbytes for p in mine], y=[p.ops / p.seconds / 1e9 for p in mine],
-            mode="markers", name=group, text=[p.name for p in mine],
+            x=xs, y=np.minimum(peak_ops, xs * rate) / 1e9, mode="lines",
+            name=f"roof: {name} {rate / 1e9:,.0f} GB/s",
+            line={"color": PALETTE[-1 - i % len(PALETTE)], "dash": "dash"}))
+    texts = _point_labels(useful, labelled)
+    for i, group in enumerate(dict.fromkeys(p.group for p in useful)):
+        mine = [(j, p) for j, p in enumerate(useful) if p.group == group]
+        fig.add_trace(go.Scatter(
+            x=[p.ops / p.nbytes for _, p in mine], y=[p.ops / p.seconds / 1e9 for _, p in mine],
+            mode="markers+text" if labelled else "markers", name=group,
+            customdata=[[p.name, p.roof or memory] for _, p in mine],
+            text=[texts.get(j, "") for j, _ in mine],
+            textposition=[_PLACES[list(texts).index(j) % 2] if j in texts else _PLACES[0]
+                          for j, _ in mine],
             marker={"size": 10, "color": PALETTE[i % len(PALETTE)]},
-            hovertemplate="%{text}: %{x:.3g} " + ops_unit + "/byte, %{y:.3g} G" + ops_unit
-                          + "/s<extra></extra>"))
+            hovertemplate="%{customdata[0]} (" + group + ", under %{customdata[1]}): %{x:.3g} "
+                          + ops_unit + "/byte, %{y:.3g} G" + ops_unit + "/s<extra></extra>"))
     fig.update_xaxes(type="log", title_text=f"arithmetic intensity ({ops_unit} per byte)")
     fig.update_yaxes(type="log", title_text=f"attained performance (G{ops_unit}/s)")
     return fig
+
+
+_PLACES = ("top center", "bottom center")  # labels of busy spots alternate, to overlap less
+
+
+def _point_labels(points: Sequence[OpPoint], labelled: int) -> dict[int, str]:
+    """Text for the `labelled` spots of the chart that take the most time: points
+    drawn within a quarter decade of each other (q, k and v alike) share one label naming
+    them (the first four)."""
+    spots: dict[tuple, list[int]] = {}
+    for j, p in enumerate(points):
+        spot = (round(4 * math.log10(p.ops / p.nbytes)), round(4 * math.log10(p.ops / p.seconds)))
+        spots.setdefault(spot, []).append(j)
+    busiest = sorted(spots.values(), key=lambda js: -sum(points[j].seconds for j in js))
+    labels = {}
+    for js in busiest[:labelled]:
+        names = list(dict.fromkeys(points[j].name for j in js))
+        labels[js[0]] = ", ".join(names[:4]) + (f" +{len(names) - 4}" if len(names) > 4 else "")
+    return labels
 
 
 @dataclass(frozen=True)

@@ -24,12 +24,21 @@ def report_html(subject: str, strategy: str, result: tuple[Any, Any, Any],
     summary = summarized.as_json()
     page = page_hook(*result, summary)
     headline = [_headline(f) for f in summarized.headline()]
-    title = f"{subject} · strategy {strategy}"
+    title = f"{_named(subject, summary)} · strategy {strategy}"
     texts = ", ".join(f"{k} {v}" for k, v in getattr(result[1], "__dict__", {}).items()
                       if v is not None)
     subtitle = f"plan kind {kind.name}" + (f" · {texts}" if texts else "") + (
         f" · engine {engine}" if engine else "")
     return render(title, subtitle, summary, replace(page, headline=headline + page.headline))
+
+
+def _named(subject: str, summary: dict[str, Any]) -> str:
+    """The model and cluster by the names the summary gives them (a model read from a file
+    by its display name, not the path the user typed), else `subject` as given."""
+    model, cluster = summary.get("model"), summary.get("cluster")
+    if isinstance(model, str) and isinstance(cluster, str):
+        return f"{model} on {cluster}"
+    return subject
 
 
 def _headline(figure: Figure) -> Headline:

@@ -50,6 +50,7 @@ class TableBlock:
     title: str
     columns: list[str]
     rows: list[list[str]]
+    sortable: bool = False  # a click on a heading sorts the rows by it (again: reversed)
 
 
 @dataclass
@@ -149,7 +150,8 @@ loadPlotly().then(function () {
 _STYLE = """<style>
 body { font-family: system-ui, sans-serif; margin: 24px auto; max-width: 1100px;
        color: #222; }
-h1 { margin-bottom: 4px; } .sub { color: #555; margin-top: 0; }
+h1 { margin-bottom: 4px; font-size: 26px; white-space: nowrap; overflow: hidden;
+     text-overflow: ellipsis; } .sub { color: #555; margin-top: 0; }
 #headline { display: flex; flex-wrap: wrap; gap: 12px; margin: 16px 0; }
 .figure { border: 1px solid #ddd; border-radius: 6px; padding: 8px 14px; min-width: 150px; }
 .figure .label { display: block; color: #555; font-size: 13px; }
@@ -164,15 +166,49 @@ h1 { margin-bottom: 4px; } .sub { color: #555; margin-top: 0; }
 
 _TABLE_STYLE = ("<style>table { border-collapse: collapse; font-size: 13px; } th, td { "
                 "border-bottom: 1px solid #ddd; padding: 3px 8px; text-align: right; } "
-                "td { white-space: nowrap; }</style>")
+                "td { white-space: nowrap; } table.sortable th { cursor: pointer; } "
+                "th[data-sort=asc]::after { content: ' ▲'; } "
+                "th[data-sort=desc]::after { content: ' ▼'; }</style>")
+
+
+# Sorts a table.sortable by the clicked heading's column: numbers (a cell that is a number,
+# after marks like ✓ and before a unit; thousands' commas dropped) before text, empty and
+# unknown ("?") cells last; a second click on the same heading reverses. Plain DOM.
+_SORTER = r"""<script>
+var NUMBER = /^[^\w.+-]*([-+]?\d*\.?\d+(?:e[-+]?\d+)?)(?:\s|$)/i;
+function cellKey(td) {
+  var text = td.textContent.trim(), m = text.replace(/,/g, '').match(NUMBER);
+  return m ? [0, parseFloat(m[1])] : (text && text !== '?' ? [1, text] : [2, '']);
+}
+function sortTable(th) {
+  var table = th.closest('table'), body = table.tBodies[0], col = th.cellIndex;
+  var down = th.dataset.sort === 'asc';
+  table.querySelectorAll('th').forEach(function (h) { delete h.dataset.sort; });
+  th.dataset.sort = down ? 'desc' : 'asc';
+  var rows = Array.from(body.rows).map(function (r) { return [cellKey(r.cells[col]), r]; });
+  rows.sort(function (a, b) {
+    var x = a[0], y = b[0];
+    if (x[0] !== y[0]) return x[0] - y[0];
+    var c = x[1] < y[1] ? -1 : x[1] > y[1] ? 1 : 0;
+    return down ? -c : c;
+  });
+  rows.forEach(function (r) { body.appendChild(r[1]); });
+}
+document.addEventListener('click', function (e) {
+  var th = e.target.closest && e.target.closest('table.sortable th');
+  if (th) sortTable(th);
+});
+</script>"""
 
 
 def _table(block: TableBlock) -> str:
     head = "".join(f"<th>{html.escape(c)}</th>" for c in block.columns)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
                     for row in block.rows)
-    return (f'<section class="table">{_TABLE_STYLE}<h2>{html.escape(block.title)}</h2><table>'
-            f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></section>")
+    sort = (' class="sortable"', _SORTER) if block.sortable else ("", "")
+    return (f'<section class="table">{_TABLE_STYLE}<h2>{html.escape(block.title)}</h2>'
+            f"<table{sort[0]}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+            f"{sort[1]}</section>")
 
 
 def render(title: str, subtitle: str, summary: dict[str, Any], page: KindPage) -> str:
@@ -183,7 +219,8 @@ def render(title: str, subtitle: str, summary: dict[str, Any], page: KindPage) -
     return "\n".join([
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         f"<title>{html.escape(title)}</title>", _COLLECTOR, _STYLE, "</head><body>",
-        f"<h1>{html.escape(title)}</h1><p class='sub'>{html.escape(subtitle)}</p>",
+        f"<h1 title='{html.escape(title)}'>{html.escape(title)}</h1>",
+        f"<p class='sub'>{html.escape(subtitle)}</p>",
         '<section id="headline">', *(_figure(h, summary) for h in page.headline), "</section>",
         _feasibility(summary), *sections, *(_table(t) for t in page.tables),
         f'<ul class="notes">{notes}</ul>' if notes else "",

@@ -15,6 +15,7 @@ from archipelago.strategies.gpu.steps import ops_in_order
 
 MS = 1e3
 SWEEP_BATCHES = (1, 2, 4, 8, 16, 32, 64)
+LABELLED = 5  # the ops taking the most time carry their names as text on the roofline
 
 
 def _roofline(plan: GPUPlan, work: Generation) -> Chart:
@@ -34,16 +35,18 @@ def _roofline(plan: GPUPlan, work: Generation) -> Chart:
                  "memory slope (the datasheet bandwidth x the fitted streaming efficiency); "
                  "left of the ridge, bytes set the time (each kernel's floor and grid, "
                  "which the estimate adds, are not drawn).",
-                 roofline(list(points.values()), peak, bandwidth, "FLOP", "memory"))
+                 roofline(list(points.values()), peak, bandwidth, "FLOP", "memory",
+                          labelled=LABELLED))
 
 
 def _batch_sweep(plan: GPUPlan, work: Generation, est: GPUEstimate) -> Chart:
-    rates = [estimate(plan, replace(work, batch=b)).tokens_per_s for b in SWEEP_BATCHES]
+    batches = sorted({*SWEEP_BATCHES, work.batch})  # the plan's own batch on the curve
+    rates = [estimate(plan, replace(work, batch=b)).tokens_per_s for b in batches]
     return Chart("tokens/s as the batch grows",
                  "Every weight read serves the whole batch, so decode throughput grows with "
                  "it until the steps' FLOPs, the KV caches or the launches set the pace "
                  "(memory fit not checked here).",
-                 sweep_lines(SWEEP_BATCHES, {plan.strategy: rates}, "batch (sequences)",
+                 sweep_lines(batches, {plan.strategy: rates}, "batch (sequences)",
                              "tokens/s", log_x=True, mark=(work.batch, est.tokens_per_s)))
 
 

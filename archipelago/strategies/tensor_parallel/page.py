@@ -1,9 +1,8 @@
 """The tensor-parallel kind's report page: charts read from its staged plan and generation
 Estimate (every stage's devices; one ring program's block, roofline and instructions, the
-same in every stage); the sweeps (decode time against context, tokens/s against device
-count and against batch size) are asked of the estimator here."""
+same in every stage); the sweeps (page_sweeps.py) and the roofline (page_roofline.py) are
+at the plan's batch."""
 
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -11,25 +10,19 @@ import numpy as np
 from archipelago.errors import PartitionError
 from archipelago.estimate.workload import Generation
 from archipelago.models.graph_ops import Phase
-from archipelago.number_formats import number_format
 from archipelago.report.charts import (
     Node,
-    OpPoint,
     Span,
     cluster_graph,
     gantt,
     gantt_per_group,
     resource_bars,
     ring_positions,
-    roofline,
     stacked_breakdown,
-    sweep_lines,
 )
 from archipelago.report.page import Chart, KindPage
-from archipelago.report.sweep import device_count_sweep
 from archipelago.strategies.tensor_parallel.costs import (
     CATEGORIES,
-    decode_seconds,
     step_category,
     steps_seconds,
 )
@@ -37,14 +30,18 @@ from archipelago.strategies.tensor_parallel.dfx_program.asm import format_instr
 from archipelago.strategies.tensor_parallel.dfx_program.timing import instr_class
 from archipelago.strategies.tensor_parallel.dfx_program.versus import simulate_plan
 from archipelago.strategies.tensor_parallel.engines.overlap import collective_seconds
-from archipelago.strategies.tensor_parallel.estimate import Estimate, estimate
+from archipelago.strategies.tensor_parallel.estimate import Estimate
+from archipelago.strategies.tensor_parallel.page_roofline import (
+    mean_decode_context,
+    roofline_chart,
+)
+from archipelago.strategies.tensor_parallel.page_stages import stage_chart, stage_table
+from archipelago.strategies.tensor_parallel.page_sweeps import batch_charts, sweeps
 from archipelago.strategies.tensor_parallel.plan import CommStep, ComputeStep, Plan
-from archipelago.strategies.tensor_parallel.split_choice import share
 from archipelago.strategies.tensor_parallel.staged import Stage, StagedPlan
 from archipelago.strategies.tensor_parallel.transfers import (
     TOKEN_ID_BYTES,
     activation_bytes,
-    transfer_seconds,
 )
 
 MS = 1e3
@@ -56,8 +53,6 @@ _LINK_SHARE = {"all_gather": 1.0, "argmax_gather": 1.0, "all_reduce": 2.0, "all_
 _COLOUR_ORDER = (*CATEGORIES, "collective", "transfer")  # a rack's hops last
 # The instruction types of a DFX core, one FSM each (seeds/001 §V-A): its timeline's rows.
 _FSMS = ("Compute", "Dma", "Router")
-# The batch sweep doubles from 1 while the KV caches fit, up to this many sequences.
-MAX_SWEPT_BATCH = 256
 # The timing simulator steps every core through a program whose collectives take one hop
 # per other core, its scoreboard growing with them: its time grows with about the cube of
 # the ring (128 cores: 200 s), so the page simulates rings up to this size (32: 10 s).
@@ -65,10 +60,6 @@ SIMULATED_CORES_MAX = 16
 # Every device of a ring runs the same steps at the same times (SPMD): the block timeline
 # draws this many of them, not thousands of identical rows.
 TIMELINE_DEVICES = 4
-
-
-def _mean_decode_context(work: Generation) -> int:
-    return work.input_tokens + max(1, work.output_tokens // 2)
 
 
 def _link_bytes_per_token(stage: Stage) -> float:
@@ -181,7 +172,7 @@ def _simulated_layer(plan: Plan, work: Generation) -> Chart:
     """The first decoder layer of one token pass as the timing simulator runs it: per core,
     a row for each instruction type's FSM (compute, dma, router, §V-A), a bar per
     instruction from its start to its writeback, coloured by instruction class."""
-    context = min(_mean_decode_context(work), work.input_tokens + work.output_tokens - 1)
+    context = min(mean_decode_context(work), work.input_tokens + work.output_tokens - 1)
     result = simulate_plan(plan, work.input_tokens, work.output_tokens,
                            np.array([context - 1]))
     start = min(float(r.start[:, 0].min()) for r in result.timeline)
@@ -220,113 +211,6 @@ def _simulated(plan: Plan, work: Generation) -> tuple[list[Chart], list[str]]:
         return [], [f"no simulated timeline: {err}"]
 
 
-def _op_points(plan: Plan, phase: Phase, group: str) -> list[OpPoint]:
-    """The block's compute steps on one device: its share of each op's operations, the
-    bytes it reads (weights or the KV cache) and writes, and the engine's time."""
-    points, value = [], plan.bytes_per_param
-    for step in plan.layer_steps(phase.new_tokens):
-        if not isinstance(step, ComputeStep):
-            continue
-        op = step.op
-        share = step.local_heads / op.heads if op.heads else step.local_out / op.fan_out
-        share *= 0.5 if step.stage != "whole" else 1.0  # a LayerNorm's two stages
-        ops = op.flops(phase) * share
-        rows = phase.new_tokens
-        if op.kind in {"linear", "lm_head"}:  # of a mixture's experts, the rows' (graph.py)
-            read = op.fan_in * step.local_out * op.read_scale(rows, plan.engine.expert_skew)
-            nbytes = read * value + rows * (op.fan_in + step.local_out) * 2
-        elif op.kind in {"attn_score", "attn_context"}:
-            nbytes = step.local_heads * op.fan_in * int(np.max(phase.context)) * 2
-        else:
-            nbytes = rows * 2 * step.local_out * 2
-        seconds = float(np.max(plan.engine.seconds(step, phase)))
-        points.append(OpPoint(op.name, group, float(np.max(ops)), nbytes, seconds))
-    return points
-
-
-def _roofline(plan: Plan, work: Generation) -> Chart:
-    engine = plan.engine
-    points = _op_points(plan, Phase(1, _mean_decode_context(work)), "decode")
-    if not engine.token_serial_prefill:  # else the prompt runs as decode-like passes
-        points += _op_points(plan, Phase(work.input_tokens, work.input_tokens), "prefill")
-    bandwidth = engine.hbm_bytes_per_cycle * engine.config.clock_hz
-    unit = "OP" if number_format(plan.numerics).integer else "FLOP"
-    return Chart("roofline of one device",
-                 "Each decoder-block operator on one device at decode (and prefill where the "
-                 "prompt runs as one matrix pass): points near the slope are bound by HBM "
-                 "streaming, near the flat roof by the matrix unit; the gap is idle hardware.",
-                 roofline(points, engine.peak_ops_per_s, bandwidth, unit, "HBM stream"))
-
-
-def _decode_seconds(plan: StagedPlan, work: Generation, est: Estimate,
-                    contexts: np.ndarray) -> np.ndarray:
-    """One generation step at each context: every stage's share, and the hops between."""
-    seconds = sum(decode_seconds(s.program, contexts, share(s)) for s in plan.stages)
-    _, hops = transfer_seconds(plan.program, replace(work, batch=1, output_tokens=2),
-                               est.links)
-    return seconds + (float(hops[0]) if est.links else 0.0)
-
-
-def _sweeps(plan: StagedPlan, work: Generation, est: Estimate
-            ) -> tuple[list[Chart], list[str]]:
-    contexts = np.unique(np.geomspace(1, plan.spec.max_positions, 48).astype(int))
-    per_token = _decode_seconds(plan, work, est, contexts) * MS
-    context_chart = Chart(
-        "decode time per token against context length",
-        "How one generated token's time grows as the KV cache grows (attention reads more "
-        "keys); the star is this plan's mean decode step.",
-        sweep_lines(contexts, {plan.strategy: per_token}, "context length (tokens)",
-                    "decode time per token (ms)", log_x=True,
-                    mark=(_mean_decode_context(work), est.decode_s_per_token * MS)))
-    counts, rates, refused = device_count_sweep(plan, work, lambda e: e.tokens_per_s)
-    scale_chart = Chart(
-        "tokens/s against device count",
-        f"The same strategy and engine re-planned on 1, 2, 4 and 8 "
-        f"{plan.program.devices[0].device.key} at {work.input_tokens}:{work.output_tokens} tokens: "
-        "how far tensor parallelism scales before the collectives dominate.",
-        sweep_lines(counts, {plan.strategy: rates}, "devices", "output tokens per second",
-                    mark=(plan.ranks, est.tokens_per_s)))
-    return [context_chart, scale_chart], refused
-
-
-def batch_sweep(plan: StagedPlan, work: Generation) -> list[tuple[int, Estimate]]:
-    """(batch, estimate) at 1, 2, 4, ... sequences while the plan fits (the KV caches grow
-    with the batch), at most MAX_SWEPT_BATCH; batch 1 always."""
-    points = []
-    batch = 1
-    while batch <= MAX_SWEPT_BATCH:
-        est = estimate(plan, replace(work, batch=batch))
-        if points and not est.feasible:
-            break
-        points.append((batch, est))
-        batch *= 2
-    return points
-
-
-def _batch_charts(plan: StagedPlan, work: Generation, est: Estimate) -> list[Chart]:
-    points = batch_sweep(plan, work)
-    batches = [b for b, _ in points]
-    note = f" {points[-1][1].batch_note}." if points[-1][1].batch_note else ""
-    rates = Chart(
-        "tokens/s against batch size",
-        f"{work.input_tokens}:{work.output_tokens} tokens for each of B concurrent sequences, "
-        f"B doubling while the KV caches fit (at most {MAX_SWEPT_BATCH}): output tokens per "
-        f"second of the whole ring and of one device, to set beside GPU serving.{note}",
-        sweep_lines(batches, {"all devices": [e.tokens_per_s for _, e in points],
-                              "per device": [e.tokens_per_s_per_device for _, e in points]},
-                    "batch (sequences)", "output tokens per second", log_x=True,
-                    mark=(est.batch, est.tokens_per_s)))
-    latency = Chart(
-        "time to first token and per output token against batch size",
-        "The prompt phase of all B sequences (time to first token) and one decode step of "
-        "all B (time per output token): what a batch costs each user in latency.",
-        sweep_lines(batches, {"time to first token": [e.prefill_s * MS for _, e in points],
-                              "time per output token": [e.decode_s_per_token * MS
-                                                        for _, e in points]},
-                    "batch (sequences)", "ms", log_x=True))
-    return [rates, latency]
-
-
 def page(plan: StagedPlan, work: Generation, est: Estimate, summary: dict[str, Any]
          ) -> KindPage:
     """The tensor-parallel kind's `page` hook: a rack's breakdown gains its transfers."""
@@ -344,12 +228,15 @@ def page(plan: StagedPlan, work: Generation, est: Estimate, summary: dict[str, A
         "Each device's DSP, BRAM, URAM, HBM and DDR use as a share of what it has; the "
         "outlined bar is the binding resource, and a bar over the dashed line does not fit.",
         resource_bars([f"device {d.rank}" for d in est.devices], fractions, details))
-    sweeps, refused = _sweeps(plan, work, est)
+    sweep_charts, refused = sweeps(plan, work, est)
     simulated, unsimulated = _simulated(program, work)
+    staged = plan.shows_split and len(plan.stages) > 1  # a rack: its stages and bubble
     return KindPage(
-        charts=[breakdown, _cluster_chart(plan, est), resources, *sweeps,
-                *_batch_charts(plan, work, est),
-                _roofline(program, work),
-                _block_timeline(program, _mean_decode_context(work)),
+        charts=[breakdown, _cluster_chart(plan, est),
+                *([stage_chart(plan, work, est)] if staged else []), resources,
+                *sweep_charts, *batch_charts(plan, work, est),
+                roofline_chart(program, work),
+                _block_timeline(program, mean_decode_context(work)),
                 *simulated],
-        notes=[*(f"not in the device-count sweep: {r}" for r in refused), *unsimulated])
+        notes=[*(f"not in the device-count sweep: {r}" for r in refused), *unsimulated],
+        tables=[stage_table(plan, work, est)] if staged else [])

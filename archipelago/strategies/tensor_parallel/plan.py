@@ -188,6 +188,15 @@ class StepEngine(Engine, Protocol):
 
     def seconds(self, step: ComputeStep, phase: Phase) -> np.ndarray: ...
 
+    def streamed_bytes(self, step: ComputeStep, phase: Phase) -> np.ndarray:
+        """Bytes `step` reads from a memory at each context (weights, the KV cache)."""
+        ...
+
+    def read_roof(self, step: ComputeStep, phase: Phase) -> tuple[str, np.ndarray] | None:
+        """The memory `streamed_bytes` come from and its most bytes a second at each
+        context (a roofline's slope for the step); None: the step reads none."""
+        ...
+
     def collective_seconds(self, step: CommStep, rows: int, cluster: Cluster) -> float: ...
 
     def resources(self, spec: ModelSpec) -> dict[str, Resources]:

@@ -173,6 +173,8 @@ class DFXConfig(EngineConfig):
         return FP16_MUL_CYCLES + self.tree_cycles + FP16_ADD_CYCLES
 
 
+WEIGHTED = ("linear", "lm_head")  # the kinds that stream weights
+
 class DFXEngine:
     """Cycles per plan step and resources of one core; stateless apart from its config."""
 
@@ -225,6 +227,25 @@ class DFXEngine:
 
     def seconds(self, step: ComputeStep, phase: Phase) -> np.ndarray:
         return self.cycles(step, phase) / self.config.clock_hz
+
+    def streamed_bytes(self, step: ComputeStep, phase: Phase) -> np.ndarray:
+        """HBM bytes `step` reads at each context: a matrix's weights, or every local
+        head's keys or values, once per row; zero for the VFU's on-chip rows."""
+        m, t, fmt, op = phase.new_tokens, np.asarray(phase.context), self.config.format, step.op
+        nbytes = (m * op.fan_in * step.local_out * fmt.weight_bytes if op.kind in WEIGHTED
+                  else step.local_heads * m * op.fan_in * t * fmt.kv_bytes
+                  if op.kind in ("attn_score", "attn_context") else 0.0)
+        return np.zeros_like(t, dtype=float) + nbytes
+
+    def read_roof(self, step: ComputeStep, phase: Phase) -> tuple[str, np.ndarray] | None:
+        """`streamed_bytes`' memory, its most bytes a second (§V-B); None: VFU work."""
+        c, kind = self.config, step.op.kind
+        if kind not in (*WEIGHTED, "attn_score", "attn_context"):
+            return None
+        size = c.format.weight_bytes if kind in WEIGHTED else c.format.kv_bytes
+        rate = min(c.d * c.l, c.stream_values_per_cycle(size)) * size * c.clock_hz
+        return "HBM stream" + ("" if kind in WEIGHTED else ", KV cache"), np.full(
+            np.shape(phase.context), rate)
 
     def cycles(self, step: ComputeStep, phase: Phase) -> np.ndarray:
         return dispatch_cycles(self._cycles, "DFX", step, phase)

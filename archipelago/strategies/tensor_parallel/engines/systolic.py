@@ -208,6 +208,20 @@ class SystolicEngine:
             nbytes = 0.0
         return np.zeros_like(t, dtype=float) + nbytes
 
+    def read_roof(self, step: ComputeStep, phase: Phase) -> tuple[str, np.ndarray] | None:
+        """Where `streamed_bytes` come from and at most how fast (§V-C): decode weights from
+        HBM, prefill's from DDR, decode K and V from the URAMs (HBM past what they hold),
+        prefill's from on-chip buffers; None for the VFU's buffered rows."""
+        kind, t, clock = step.op.kind, np.zeros(np.shape(phase.context)), self.config.clock_hz
+        if kind in ("linear", "lm_head"):
+            return (("HBM stream", t + self.hbm_bytes_per_cycle * clock) if phase.new_tokens == 1
+                    else ("DDR stream", t + self.ddr_bytes_per_cycle * clock))
+        if kind not in ("attn_score", "attn_context"):
+            return None
+        if phase.new_tokens == 1:
+            return "KV cache", clock / self._kv_cycles_per_byte(phase.context, step.sequences)
+        return "on-chip tiles", t + self._kv_tile_bytes / ONCHIP_READ_CYCLES * clock
+
     def collective_seconds(self, step: CommStep, rows: int, cluster: Cluster) -> float:
         """LORA's router: all-gathers both ways round the ring with merged one-way cycles,
         all-reduces accumulated hop by hop in its ACC unit (seeds/002 §IV-C)."""
