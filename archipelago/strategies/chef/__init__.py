@@ -11,6 +11,7 @@
     report      estimates and emulations as JSON or tables
     gantt       `--gantt FILE`'s writer (plotly, imported only there)
     page        the charts of `archi report` (plotly, imported only there)
+    hls         `archi build`: one hls4ml project per FPGA and a deployment manifest
 
 This module is the kind's registration; the planners (planners.py, run behind progress.py's
 bar) and the engine config (plan.py) are named as paths, imported when a strategy plans.
@@ -57,6 +58,7 @@ register_kind(PlanKind(
     estimator="archipelago.strategies.chef.estimate:estimate",
     report="archipelago.strategies.chef.report",
     emulator="archipelago.strategies.chef.emulate:emulate_plan",
+    writers="archipelago.strategies.chef.hls.build:write_build",
     page="archipelago.strategies.chef.page:page",
     floors="archipelago.strategies.chef.floors:floors",
 ))
