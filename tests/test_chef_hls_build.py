@@ -49,9 +49,9 @@ RESIDUAL = {"name": "residual", "inputs": {"c1": [4, 8, 8]}, "layers": [
     {**CONV, "name": "c2", "deps": ["c1"]},
     {**CONV, "name": "c3", "relu": False, "deps": ["c2"]},
     {"name": "add", "type": "add", "shape": [8, 8, 8], "deps": ["c1", "c3"]},
-    {"name": "pool", "type": "pool", "channels": 8, "kernel": 2, "stride": 2,
-     "out_rows": 4, "out_cols": 4, "deps": ["add"]},
-    {"name": "fc", "type": "fc", "in_features": 128, "out_features": 10, "deps": ["pool"]}]}
+    {"name": "pool", "type": "pool", "channels": 8, "kernel": 2, "stride": 2, "padding": 1,
+     "out_rows": 5, "out_cols": 5, "deps": ["add"]},  # padded, after the add's ReLU
+    {"name": "fc", "type": "fc", "in_features": 200, "out_features": 10, "deps": ["pool"]}]}
 TWO_MODALITIES = {"name": "two-modality", "inputs": {"ca": [3, 8, 8], "fb": [16]}, "layers": [
     {**CONV, "name": "ca", "modality": "image", "in_ch": 3, "out_ch": 4},
     {"name": "pa", "modality": "image", "type": "pool", "channels": 4, "kernel": 2,

@@ -11,6 +11,7 @@ Vitis HLS itself is not run.
 
 from dataclasses import dataclass
 from importlib.metadata import version
+from importlib.util import find_spec
 from typing import Any
 
 from archipelago.emit.output_dir import OutputDir
@@ -46,6 +47,10 @@ def part_of(plan, fpga: int) -> str:
 def project_specs(plan, precision: str = PRECISION) -> Built:
     """The stages of `plan` and what each project is made from; refuses a layer hls4ml
     cannot take, and a board without a part number, before anything is written."""
+    missing = [m for m in ("torch", "hls4ml") if find_spec(m) is None]
+    if missing:
+        raise ArchipelagoError(f"building hls4ml projects needs {' and '.join(missing)}: "
+                               "pip install 'archipelago[emulate,hls]'")
     from archipelago.strategies.chef.hls.project import StageSpec
 
     accumulator(precision)  # refuses a malformed precision

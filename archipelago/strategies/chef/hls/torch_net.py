@@ -18,7 +18,8 @@ from archipelago.models.dag import FC, Add, Conv, ModelDAG, Pool
 from archipelago.strategies.chef.hls.stages import Stage, layer_inputs, value_shape
 
 # What this converter builds, for the refusal's list.
-BUILT = "conv (groups 1), fc (one row), max/avg pool without padding, add"
+BUILT = ("conv (groups 1), fc (one row), avg and max pools with windows equal to their "
+         "stride (a max pool padded only after a ReLU), add")
 
 
 def refusal(dag: ModelDAG, name: str) -> str | None:
@@ -30,8 +31,13 @@ def refusal(dag: ModelDAG, name: str) -> str | None:
     if isinstance(layer, Conv) and layer.groups > 1:
         problem = (f"grouped Conv (groups {layer.groups}), which hls4ml's PyTorch "
                    "converter does not implement")
-    elif isinstance(layer, Pool) and any(layer.borders):
-        problem = f"{layer.kind} pool with padding {list(layer.borders)}"
+    elif isinstance(layer, Pool) and layer.window != layer.strides:
+        problem = (f"{layer.kind} pool {layer.window} at stride {layer.strides} (hls4ml's "
+                   "io_stream pooling takes windows equal to their stride)")
+    elif isinstance(layer, Pool) and layer.kind == "max" and any(layer.borders) and not all(
+            getattr(dag.by_name[d], "relu", False) for d in layer.deps):
+        problem = (f"max pool with padding {list(layer.borders)} over an input that may be "
+                   "negative (hls4ml pads with zeros only)")
     elif isinstance(layer, Conv | Pool) and any(len(s) != 3 for s in shapes):
         problem = f"{layer.type} over a flat input of shapes {shapes}"
     elif isinstance(layer, FC) and layer.rows > 1:
@@ -80,13 +86,10 @@ def stage_module(dag: ModelDAG, stage: Stage,
             args = [graph.call_function(torch.flatten, (a, 1))
                     if len(value_shape(dag, v)) > 1 else a
                     for a, v in zip(args, layer_inputs(dag, name), strict=True)]
-        if isinstance(layer, Add):
-            out = args[0]
-            for other in args[1:]:
-                out = graph.call_function(operator.add, (out, other))
-        else:
-            out = graph.call_function(torch.cat, (args,), {"dim": 1}) if len(args) > 1 \
-                else args[0]
+        out = args[0]  # joined two at a time: hls4ml merges no more than two tensors
+        for other in args[1:]:
+            out = graph.call_function(operator.add, (out, other)) if isinstance(layer, Add) \
+                else graph.call_function(torch.cat, ([out, other],), {"dim": 1})
         for suffix, module in _modules(layer, weights.get(name, [])):
             root.add_module(ident + suffix, module)
             out = graph.call_module(ident + suffix, (out,))
@@ -111,7 +114,10 @@ def _modules(layer, weights: list[torch.Tensor]) -> list[tuple[str, nn.Module]]:
         linear = nn.Linear(layer.in_features, layer.out_features)
         _load(linear, weights)
         out.append(("", linear))
-    elif isinstance(layer, Pool):
+    elif isinstance(layer, Pool):  # zeros: an average counts them (as run_layer's), a max
+        top, left, bottom, right = layer.borders  # pool pads only non-negative inputs
+        if any(layer.borders):
+            out.append(("_pad", nn.ConstantPad2d((left, right, top, bottom), 0.0)))
         pool = nn.MaxPool2d if layer.kind == "max" else nn.AvgPool2d
         out.append(("", pool(layer.window, layer.strides)))
     if getattr(layer, "relu", False):
