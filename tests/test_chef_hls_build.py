@@ -21,12 +21,8 @@ from archipelago.families import resolve  # noqa: E402
 from archipelago.models.dag import dag_from_dict  # noqa: E402
 from archipelago.models.torch_import import dag_from_module  # noqa: E402
 from archipelago.strategies.chef.emulate.dag_torch import model_inputs, run_dag  # noqa: E402
-from archipelago.strategies.chef.hls.build import (  # noqa: E402
-    PRECISION,
-    Built,
-    project_specs,
-    seeded_weights,
-)
+from archipelago.strategies.chef.hls.build import Built, project_specs, seeded_weights  # noqa: E402
+from archipelago.strategies.chef.hls.config import DEFAULT_PRECISION as PRECISION  # noqa: E402
 from archipelago.strategies.chef.hls.csim import (  # noqa: E402
     error_bounds,
     fixed_point,
@@ -180,6 +176,28 @@ def test_manifest_read_back_refuses_a_changed_field(tmp_path) -> None:
     (out / "manifest.json").write_text(json.dumps(data))
     with pytest.raises(ConfigError, match=r"projects\.0\.surprise"):
         read_manifest(out / "manifest.json")
+
+
+def test_the_precision_option_reaches_every_project_and_bad_ones_are_refused(tmp_path
+                                                                            ) -> None:
+    model = tmp_path / "two.yaml"
+    model.write_text(yaml.safe_dump(TWO_MODALITIES))
+    base = ["build", str(model), "--cluster", "hacc", "--strategy", "chef", "--out"]
+    wide = CliRunner().invoke(app, [*base, str(tmp_path / "a"), "--hls-precision",
+                                    "ap_fixed<24,8>"])
+    assert wide.exit_code == 0, wide.output
+    manifest = read_manifest(tmp_path / "a" / "manifest.json")
+    assert (manifest.precision, manifest.accumulator) == ("ap_fixed<24,8>", "ap_fixed<48,16>")
+    for project in manifest.projects:
+        config = (tmp_path / "a" / project.folder / "hls4ml_config.yml").read_text()
+        assert "ap_fixed<16,6>" not in config and "weight: ap_fixed<24,8>" in config
+    for bad in ("ap_fixed<16,16>", "float"):
+        refused = CliRunner().invoke(app, [*base, str(tmp_path / "b"), "--hls-precision", bad])
+        assert refused.exit_code == 2 and "hls_precision" in refused.output, refused.output
+        assert "Traceback" not in refused.output and not (tmp_path / "b").exists()
+    planned = CliRunner().invoke(app, ["plan", str(model), "--cluster", "hacc",
+                                       "--hls-precision", "ap_fixed<24,8>"])
+    assert planned.exit_code == 2
 
 
 def test_a_layer_hls4ml_lacks_is_refused_in_one_line(tmp_path) -> None:

@@ -51,6 +51,8 @@ SCHEDULED_DAG = WorkloadType("scheduled DAG", (
     WorkloadOption("gantt", "write the schedule's Gantt chart to this HTML file", "",
                    role="output", commands=("plan", "report"),
                    writer="archipelago.strategies.chef.gantt:gantt_output"),
+    WorkloadOption("hls_precision", "the hls4ml projects' fixed-point type, ap_fixed<W,I>",
+                   "ap_fixed<16,6>", role="plan", commands=("build",)),
 ), _parse)
 
 register_kind(PlanKind(

@@ -5,8 +5,8 @@ The projects are converted from torch modules built from the DAG's layers (torch
 whichever front end the model came through (zoo, layer-DAG YAML, torch module, .pt2 or
 ONNX file): a plan holds the layer DAG, not the file, and the weights are the seeded ones
 the emulator uses (chef/emulate/dag_torch.py, seed `SEED`), so `archi emulate` and the
-projects compute the same network. Backend Vitis, io_stream, ap_fixed<16,6> (config.py);
-Vitis HLS itself is not run.
+projects compute the same network. Backend Vitis, io_stream, ap_fixed<16,6> unless
+`--hls-precision` says otherwise (config.py); Vitis HLS itself is not run.
 """
 
 from dataclasses import dataclass
@@ -21,7 +21,6 @@ from archipelago.strategies.chef.hls.manifest import manifest
 from archipelago.strategies.chef.hls.stages import Stage, stages
 from archipelago.strategies.chef.hls.torch_net import check_buildable
 
-PRECISION = "ap_fixed<16,6>"  # hls4ml's default precision (its docs, "Precision")
 SEED = 0  # the weights' seed, as `archi emulate`'s default
 
 
@@ -44,7 +43,7 @@ def part_of(plan, fpga: int) -> str:
     return node.device.part
 
 
-def project_specs(plan, precision: str = PRECISION) -> Built:
+def project_specs(plan, precision: str | None = None) -> Built:
     """The stages of `plan` and what each project is made from; refuses a layer hls4ml
     cannot take, and a board without a part number, before anything is written."""
     missing = [m for m in ("torch", "hls4ml") if find_spec(m) is None]
@@ -53,6 +52,7 @@ def project_specs(plan, precision: str = PRECISION) -> Built:
                                "pip install 'archipelago[emulate,hls]'")
     from archipelago.strategies.chef.hls.project import StageSpec
 
+    precision = precision or plan.hls_precision
     accumulator(precision)  # refuses a malformed precision
     check_buildable(plan.dag)
     cut = stages(plan.dag, plan.placement())
@@ -82,7 +82,7 @@ def write_build(plan, out: str, force: bool = False) -> dict[str, Any]:
     """The plan kind's writers hook: every project, then the manifest."""
     from archipelago.strategies.chef.hls.project import write_project
 
-    built = project_specs(plan)
+    built = project_specs(plan, plan.hls_precision)
     weights = seeded_weights(plan.dag)
     reuse: list[dict[str, int]] = []
     with OutputDir(out, force) as target:

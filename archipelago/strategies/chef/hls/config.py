@@ -12,21 +12,21 @@ passing the backend's own check) that uses at most that many multipliers:
 hls4ml builds one engine per layer where the plan time-shares one IP between its layers,
 so a project holds each layer's multipliers separately (the manifest lists both).
 
-Precision. Every weight, bias and result is `precision` (ap_fixed<16,6> unless the engine
-config's `hls_precision` says otherwise); accumulators are twice as wide in both integer
-and fraction bits, so the sum of products of two values with F fraction bits is exact.
+Precision. Every weight, bias and result is `precision` (ap_fixed<16,6> unless `archi
+build --hls-precision` or the engine config's `hls_precision` says otherwise);
+accumulators are twice as wide in both integer and fraction bits, so the sum of products
+of two values with F fraction bits is exact.
 """
 
 import re
 from math import ceil, isqrt
 from typing import Any
 
-from torch import nn
-
 from archipelago.errors import ArchipelagoError
 
 BACKEND = "Vitis"
 IO_TYPE = "io_stream"  # FIFOs between layers; a project's inputs and outputs are streams
+DEFAULT_PRECISION = "ap_fixed<16,6>"  # hls4ml's default precision (its docs, "Precision")
 _FIXED = re.compile(r"^ap_fixed<(\d+),\s*(-?\d+)>$")
 
 
@@ -60,6 +60,8 @@ def reuse_factor(backend: Any, n_in: int, n_out: int, multipliers: int) -> int:
 
 def layer_shape(module: Any) -> tuple[int, int] | None:
     """(n_in, n_out) of a torch Linear or Conv2d as hls4ml counts them; None otherwise."""
+    from torch import nn
+
     if isinstance(module, nn.Linear):
         return module.in_features, module.out_features
     if isinstance(module, nn.Conv2d):
