@@ -128,7 +128,11 @@ def test_two_modalities_joined_across_fpgas(tmp_path) -> None:
 
 
 @pytest.mark.parametrize("strategy", ["chef", "h2h"])
-def test_build_writes_projects_and_a_manifest_of_the_plan(tmp_path, strategy) -> None:
+def test_build_writes_projects_and_a_manifest_of_the_plan(tmp_path, strategy,
+                                                          monkeypatch) -> None:
+    here = tmp_path / "cwd"
+    here.mkdir()
+    monkeypatch.chdir(here)  # nothing may land outside --out, the working directory either
     model = tmp_path / "residual.yaml"
     model.write_text(yaml.safe_dump(RESIDUAL))
     out = tmp_path / "out"
@@ -157,6 +161,20 @@ def test_build_writes_projects_and_a_manifest_of_the_plan(tmp_path, strategy) ->
     assert {f.fpga for f in manifest.fpgas if not f.idle} == placed
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) \
         == sorted(summary["files"])
+    assert not any(here.iterdir())
+
+
+def test_planning_a_dag_imports_neither_torch_nor_hls4ml() -> None:
+    """The engine config validates --hls-precision (chef/hls/config.py) without either."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from archipelago.api import make_plan; "
+            "make_plan('facebag', 'hacc', 'chef', {'hls_precision': 'ap_fixed<18,8>'}); "
+            "assert not {'torch', 'hls4ml'} & set(sys.modules), 'imported'")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
 
 
 def test_manifest_read_back_refuses_a_changed_field(tmp_path) -> None:
