@@ -44,8 +44,9 @@ def part_of(plan, fpga: int) -> str:
 
 
 def project_specs(plan, precision: str | None = None) -> Built:
-    """The stages of `plan` and what each project is made from; refuses a layer hls4ml
-    cannot take, and a board without a part number, before anything is written."""
+    """The stages of `plan` and what each project is made from (in `precision`, else the
+    plan's `hls_precision`); refuses a layer hls4ml cannot take, and a board without a
+    part number, before anything is written."""
     missing = [m for m in ("torch", "hls4ml") if find_spec(m) is None]
     if missing:
         raise ArchipelagoError(f"building hls4ml projects needs {' and '.join(missing)}: "
@@ -82,7 +83,7 @@ def write_build(plan, out: str, force: bool = False) -> dict[str, Any]:
     """The plan kind's writers hook: every project, then the manifest."""
     from archipelago.strategies.chef.hls.project import write_project
 
-    built = project_specs(plan, plan.hls_precision)
+    built = project_specs(plan)
     weights = seeded_weights(plan.dag)
     reuse: list[dict[str, int]] = []
     with OutputDir(out, force) as target:
