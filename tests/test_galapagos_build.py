@@ -106,11 +106,11 @@ def test_cli_build_and_its_one_line_errors(tmp_path: Path) -> None:
     assert again.stderr.strip().splitlines() == [
         f"error: --out {tmp_path.resolve()} is not empty; pass --force to overwrite the files "
         "of a previous build"]
-    chef = subprocess.run([*run[:4], "vlocnet", "--cluster", "hacc", "--strategy",
-                           "chef", "--out", str(tmp_path / "x")],
-                          capture_output=True, text=True, timeout=120)
-    assert chef.returncode == 2 and "has no build files" in chef.stderr
-    assert "lora-f" in chef.stderr.split("strategies with build files:")[1]
+    gpu = subprocess.run([*run[:4], "gpt2-345m", "--cluster", "1xa100", "--strategy",
+                          "gpu-eager", "--out", str(tmp_path / "x")],
+                         capture_output=True, text=True, timeout=120)
+    assert gpu.returncode == 2 and "has no build files" in gpu.stderr
+    assert "lora-f" in gpu.stderr.split("strategies with build files:")[1]
 
 
 def test_no_build_for_fewer_fpgas_than_the_plan_needs(tmp_path: Path) -> None:

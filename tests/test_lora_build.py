@@ -194,15 +194,24 @@ def test_build_refusal_names_only_strategies_that_build(tmp_path: Path) -> None:
     """The refusal of a kind without writers lists strategies from the registry; each of
     them writes files."""
     with pytest.raises(ArchipelagoError) as refused:
-        get_strategy("chef").plan_kind.hook("writers")
+        get_strategy("gpu-eager").plan_kind.hook("writers")
     listed = str(refused.value).split("strategies with build files: ")[1].split(", ")
-    assert {"dfx", "lora-f", "lora-q", "galapagos", "persistent"} <= set(listed)
+    assert {"dfx", "lora-f", "lora-q", "galapagos", "persistent", "chef", "h2h"} <= set(listed)
+    pytest.importorskip("hls4ml")
+    layers = tmp_path / "layers.yaml"  # a conv and an FC: what hls4ml converts
+    layers.write_text("name: two\nlayers:\n"
+                      "  - {name: c, type: conv, in_ch: 2, out_ch: 4, kernel: 3, out_rows: 4,"
+                      " out_cols: 4}\n"
+                      "  - {name: f, type: fc, in_features: 64, out_features: 3, deps: [c]}\n")
     models = {"tensor-parallel": ("gpt2-345m", "1xu280"),
               "dataflow": ("ibert-base", "72xsidewinder"),
-              "host-program": ("lstm", "2xs10-2800")}
+              "host-program": ("lstm", "2xs10-2800"),
+              "scheduled-dag": (str(layers), "hacc")}
+    # chef-exact enumerates every deployment: two IPs, one per FPGA, keep it to a few
+    engines = {"chef-exact": {"ips": ["conv_8_16", "fc_8_16"], "max_accs_per_fpga": 1}}
     for name in listed:
         model, cluster = models[get_strategy(name).kind]
-        summary = build(model, cluster, name, str(tmp_path / name))
+        summary = build(model, cluster, name, str(tmp_path / name), engine=engines.get(name))
         assert summary["files"] and all((tmp_path / name / f).is_file()
                                         for f in summary["files"])
 

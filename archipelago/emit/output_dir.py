@@ -90,16 +90,39 @@ class OutputDir:
         """A binary file (a program image), staged like `write_text`'s."""
         self._stage(relative, lambda staged: staged.write_bytes(data))
 
+    def write_tree(self, relative: str, fill: Callable[[Path], object]) -> None:
+        """A folder another tool writes itself (an hls4ml project): `fill(folder)` writes
+        into a staged, empty folder; every file it leaves there is moved into place with
+        the build's other files."""
+        target = self.path(relative)
+        try:
+            staged = self._staged(target)
+            staged.mkdir()
+        except OSError as err:
+            raise self._fail(shown(target), err) from None
+        fill(staged)
+        files = sorted(p for p in staged.rglob("*") if p.is_file() or p.is_symlink())
+        outside = [p for p in files if p.is_symlink()]
+        if outside:
+            self._discard()
+            raise ArchipelagoError(f"refusing the link {outside[0].name} that {relative} "
+                                   "holds: a build's files are plain files")
+        self.written += [str(Path(relative) / p.relative_to(staged)) for p in files]
+
+    def _staged(self, target: Path) -> Path:
+        """Where `target` is staged (its folder made)."""
+        if self._staging is None:
+            self._made_root = not self.root.exists()
+            self.root.mkdir(parents=True, exist_ok=True)
+            self._staging = Path(tempfile.mkdtemp(dir=self.root, prefix=".staging-"))
+        staged = self._staging / target.relative_to(self.root)
+        staged.parent.mkdir(parents=True, exist_ok=True)
+        return staged
+
     def _stage(self, relative: str, write: Callable[[Path], object]) -> None:
         target = self.path(relative)
         try:
-            if self._staging is None:
-                self._made_root = not self.root.exists()
-                self.root.mkdir(parents=True, exist_ok=True)
-                self._staging = Path(tempfile.mkdtemp(dir=self.root, prefix=".staging-"))
-            staged = self._staging / target.relative_to(self.root)
-            staged.parent.mkdir(parents=True, exist_ok=True)
-            write(staged)
+            write(self._staged(target))
         except OSError as err:
             raise self._fail(shown(target), err) from None
         self.written.append(relative)

@@ -93,6 +93,7 @@ class Device(_Frozen):
     vendor: str
     resources: Resources = Resources()
     dsp_kind: DSPKind | None = None  # an FPGA's DSP slice; None: not stated
+    part: str | None = None  # an FPGA's part number, as vendor tools take it (hls4ml, Vitis)
     bram_block_kbit: float = Field(default=36.0, gt=0)
     uram_block_kbit: float = Field(default=288.0, gt=0)
     memories: dict[str, Memory] = Field(default_factory=dict)

@@ -11,6 +11,7 @@
     report      estimates and emulations as JSON or tables
     gantt       `--gantt FILE`'s writer (plotly, imported only there)
     page        the charts of `archi report` (plotly, imported only there)
+    hls         `archi build`: one hls4ml project per FPGA and a deployment manifest
 
 This module is the kind's registration; the planners (planners.py, run behind progress.py's
 bar) and the engine config (plan.py) are named as paths, imported when a strategy plans.
@@ -50,6 +51,8 @@ SCHEDULED_DAG = WorkloadType("scheduled DAG", (
     WorkloadOption("gantt", "write the schedule's Gantt chart to this HTML file", "",
                    role="output", commands=("plan", "report"),
                    writer="archipelago.strategies.chef.gantt:gantt_output"),
+    WorkloadOption("hls_precision", "the hls4ml projects' fixed-point type, ap_fixed<W,I>",
+                   "ap_fixed<16,6>", role="plan", commands=("build",)),
 ), _parse)
 
 register_kind(PlanKind(
@@ -57,6 +60,7 @@ register_kind(PlanKind(
     estimator="archipelago.strategies.chef.estimate:estimate",
     report="archipelago.strategies.chef.report",
     emulator="archipelago.strategies.chef.emulate:emulate_plan",
+    writers="archipelago.strategies.chef.hls.build:write_build",
     page="archipelago.strategies.chef.page:page",
     floors="archipelago.strategies.chef.floors:floors",
 ))

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from archipelago.engines.base import EngineConfig
 from archipelago.errors import ArchipelagoError, PartitionError, elide
@@ -13,6 +13,7 @@ from archipelago.hardware.machines import Cluster
 from archipelago.models.dag import ModelDAG
 from archipelago.models.dag_summary import model_summary
 from archipelago.strategies.chef.deployment import Deployment, describe
+from archipelago.strategies.chef.hls.config import DEFAULT_PRECISION, fixed_bits
 from archipelago.strategies.chef.ip_space import device_candidates
 from archipelago.strategies.chef.ip_templates import IPTemplate, builtin_ips, load_ips
 from archipelago.strategies.chef.simulate import Schedule, Tables
@@ -32,6 +33,15 @@ class ChefConfig(EngineConfig):
     max_accs_per_fpga: int = Field(default=4, gt=0, le=16)
     """Assumption beyond Eq. (1): Fig. 5 shows up to three IPs per FPGA; more only slow
     the search (16: the bound, past which the deployment search would not end)."""
+    hls_precision: str = DEFAULT_PRECISION
+    """`archi build`'s fixed-point type of the hls4ml projects (ap_fixed<W,I>); the plan's
+    own cost model stays FP32 (seeds/004 §I)."""
+
+    @field_validator("hls_precision")
+    @classmethod
+    def _fixed_point(cls, text: str) -> str:
+        fixed_bits(text)
+        return text.strip()
 
     def candidates(self, cluster: Cluster) -> list[IPTemplate]:
         """The named (or all) templates; with `ip_space: device`, grown to `cluster`'s
@@ -107,6 +117,8 @@ class ScheduledDAG:
     search_s: float
     origin: str
     """Where the search started, a key of ORIGINS."""
+    hls_precision: str = DEFAULT_PRECISION
+    """The hls4ml projects' fixed-point type (`archi build`)."""
 
     @property
     def latency_s(self) -> float:

@@ -4,6 +4,7 @@ cluster and a ChefConfig and returns a ScheduledDAG."""
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 from archipelago.errors import PartitionError
 from archipelago.hardware.catalog import catalog
@@ -168,7 +169,8 @@ def with_progress(planner: Callable[..., ScheduledDAG], what: str
     def run(dag: ModelDAG, cluster: Cluster, config: ChefConfig, workload: object
             ) -> ScheduledDAG:
         with slow_progress(f"{what} {dag.name}") as progress:
-            return planner(dag, cluster, config, progress)
+            plan = planner(dag, cluster, config, progress)
+        return replace(plan, hls_precision=config.hls_precision)
 
     return run
 

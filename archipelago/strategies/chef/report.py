@@ -75,3 +75,13 @@ def _print_reference_check(report: dict[str, Any], console: Console) -> None:
                       f"{out['max_abs_error']:.3g}, {'pass' if out['passed'] else 'FAIL'}")
     for link, nbytes in report["bytes_per_link"].items():
         console.print(f"  {link}: {nbytes:,} bytes")
+
+
+def print_build(summary: dict[str, Any], console: Console) -> None:
+    idle = f"; idle: {', '.join(summary['idle'])}" if summary["idle"] else ""
+    console.print(f"{summary['model']} on {summary['cluster']} ({summary['strategy']}): "
+                  f"{len(summary['projects'])} hls4ml projects{idle}; "
+                  f"{len(summary['files'])} files in {summary['out']}")
+    for p in summary["projects"]:
+        console.print(f"  {p['folder']}/: {p['layers']} layers on {p['fpga']} "
+                      f"({summary['part'][p['fpga']]})")
