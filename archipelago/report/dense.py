@@ -1,13 +1,23 @@
 """Charts for more than a page can draw one by one: a heat map of resources for clusters over
-OWN_BARS_MAX devices (72 FPGAs x 3 bars read as noise), and a timeline that bins calls it
-cannot draw one bar each, so every row's drawn busy time is still its busy time."""
+OWN_BARS_MAX devices (72 FPGAs x 3 bars read as noise), a timeline that bins calls it
+cannot draw one bar each (every row's drawn busy time is still its busy time), a cluster
+graph grouped by switch, and axes that keep every label."""
 
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import replace
 
 import plotly.graph_objects as go
 
-from archipelago.report.charts import OWN_BARS_MAX, Span, _colours, gantt, resource_bars
+from archipelago.report.charts import (
+    OWN_BARS_MAX,
+    Node,
+    Span,
+    _colours,
+    cluster_graph,
+    gantt,
+    resource_bars,
+)
 
 # A timeline draws each call as its own bar up to this many; above, it bins time.
 OWN_SPANS_MAX = 600
@@ -105,4 +115,77 @@ def binned_gantt(spans: Sequence[Span], scale: float, unit: str, row_title: str,
         xanchor="left", font={"size": 11}, name="aggregated",
         text=f"{len(spans):,} calls aggregated into {bins} bins of {width * scale:,.2f} {unit}: "
              "a bar is a row's busy time in its bin, left-aligned")
+    return fig
+
+
+def every_label(fig: go.Figure, axis: str, labels: Sequence[str], px_each: int = 18) -> None:
+    """Show every category of a crowded axis (plotly drops every other one when they are
+    close): all ticks listed, the chart tall (a y axis) or the labels turned (an x axis)."""
+    ticks = {"tickmode": "array", "tickvals": list(labels), "automargin": True}
+    if axis == "y":
+        fig.update_yaxes(**ticks, tickfont={"size": 11})
+        fig.update_layout(height=max(420, px_each * len(labels) + 140))
+    else:
+        fig.update_xaxes(**ticks, tickangle=-60, tickfont={"size": 11})
+
+
+_HALF = 0.32  # half a group's box: groups 1 apart leave a gap for the links between them
+
+
+def _grid(count: int, centre: float) -> list[tuple[float, float]]:
+    """`count` places on a grid two wide around x = `centre`, top row at y = 0."""
+    cols = 1 if count == 1 else 2
+    return [(centre + (i % cols - (cols - 1) / 2) * 0.3, -(i // cols) * 0.5)
+            for i in range(count)]
+
+
+def _link(a: float, b: float, y: float, low: float) -> tuple[list[float], list[float]]:
+    """A link from group a to group b: between neighbours, straight across the gap between
+    their boxes at height y; else an arc from the bottom of the boxes (at `low`) down and
+    back, so it does not run through the groups between."""
+    if abs(a - b) <= 1:
+        return [a + _HALF, b - _HALF], [y, y]
+    ts = [i / 16 for i in range(17)]
+    return [a + (b - a) * t for t in ts], [low - 2 * t * (1 - t) for t in ts]
+
+
+def grouped_graph(groups: dict[str, Sequence[Node]], links: dict[tuple[int, int], float],
+                  per: str, axis_titles: tuple[str, str]) -> go.Figure:
+    """A cluster drawn by group (a switch and its devices, a Galapagos cluster): group g in
+    box g, left to right, its devices on a grid inside (their own x, y are not used). Nodes
+    are numbered in the groups' order; links within a group run device to device, links
+    between groups are summed per pair of groups and drawn box to box, width by bytes `per`
+    token or inference."""
+    placed: list[Node] = []
+    group_at: list[int] = []
+    boxes = []
+    for g, members in enumerate(groups.values()):
+        spots = _grid(len(members), float(g))
+        placed += [replace(n, x=x, y=y) for n, (x, y) in zip(members, spots, strict=True)]
+        group_at += [g] * len(members)
+        boxes.append((g - _HALF, min(y for _, y in spots) - 0.25, g + _HALF, 0.25))
+    low = min(y for _, y, _, _ in boxes)  # every box as tall as the tallest
+    boxes = [(x0, low, x1, y1) for x0, _, x1, y1 in boxes]
+    inside = {k: v for k, v in links.items() if group_at[k[0]] == group_at[k[1]]}
+    fig = cluster_graph(placed, inside, per, axis_titles)
+    between: dict[tuple[int, int], float] = defaultdict(float)
+    for (a, b), nbytes in links.items():
+        if group_at[a] != group_at[b]:
+            between[min(group_at[a], group_at[b]), max(group_at[a], group_at[b])] += nbytes
+    names = list(groups)
+    most = max(between.values(), default=0.0) or 1.0
+    for (a, b), nbytes in between.items():
+        xs, ys = _link(float(a), float(b), -0.25, low)  # between the top two rows
+        fig.add_trace(go.Scatter(
+            x=xs, y=ys, mode="lines", name="between groups", showlegend=False,
+            line={"width": 1 + 11 * nbytes / most, "color": "#5d6d87"},
+            text=[f"{names[a]} ↔ {names[b]}: {nbytes:,.0f} bytes per {per}"] * len(xs),
+            hovertemplate="%{text}<extra></extra>"))
+    for (x0, y0, x1, y1), name in zip(boxes, names, strict=True):
+        fig.add_shape(type="rect", x0=x0, y0=y0, x1=x1, y1=y1, name=name, layer="below",
+                      line={"color": "#9aa5b8", "width": 1}, fillcolor="rgba(136,150,171,0.08)")
+        fig.add_annotation(x=(x0 + x1) / 2, y=y1, text=name, showarrow=False, yanchor="bottom",
+                           font={"size": 10})
+    fig.update_xaxes(showticklabels=False)
+    fig.update_yaxes(showticklabels=False)
     return fig
