@@ -135,13 +135,17 @@ def _seq_sweep(plan: DataflowPlan, est: StreamEstimate) -> Chart:
                             "latency against sequence length"):
         whole.append(e.latency_s * MS)
         encoder.append(e.timing.last_output / e.clock_hz * MS)
+    figure = sweep_lines(lengths, {"whole model": whole, "one encoder": encoder},
+                         "sequence length (tokens)", "latency (ms)", log_x=True,
+                         mark=(est.seq_len, est.latency_s * MS))
+    # plotly's own ticks under three decades are bare mantissas (7, 8, 9, 2, 3) that read
+    # as lengths; ticks at the lengths swept say them
+    figure.update_xaxes(tickvals=lengths, tickformat=",~g")
     return Chart("latency against sequence length",
                  "Whole-model and one-encoder latency as the sequence grows to the length the "
                  "FIFOs are built for (the star is this plan); the FPGA count is fixed by the "
                  "unrolled model, so there is no device-count sweep.",
-                 sweep_lines(lengths, {"whole model": whole, "one encoder": encoder},
-                             "sequence length (tokens)", "latency (ms)", log_x=True,
-                             mark=(est.seq_len, est.latency_s * MS)))
+                 figure)
 
 
 def page(plan: DataflowPlan, work: Sequence, est: StreamEstimate,
