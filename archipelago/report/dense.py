@@ -22,6 +22,8 @@ from archipelago.report.charts import (
 # A timeline draws each call as its own bar up to this many; above, it bins time.
 OWN_SPANS_MAX = 600
 TIME_BINS = 200
+# A heat map names every device up to this many (9-pixel labels on a 1,000-pixel chart).
+LABELLED_CELLS_MAX = 96
 
 
 def resource_heatmap(devices: Sequence[str], fractions: dict[str, Sequence[float]],
@@ -38,8 +40,9 @@ def resource_heatmap(devices: Sequence[str], fractions: dict[str, Sequence[float
         colorbar={"title": {"text": "used (% of capacity)"}},
         hovertemplate="%{x} · %{y}: %{z:.1f}% (%{customdata})<extra></extra>"))
     fig.update_layout(xaxis_title="device", yaxis_title="resource")
-    fig.update_xaxes(tickmode="array", tickvals=list(devices), tickangle=-90,
-                     tickfont={"size": 9}, automargin=True)
+    if len(devices) <= LABELLED_CELLS_MAX:  # beyond, plotly picks which to name; hover all
+        fig.update_xaxes(tickmode="array", tickvals=list(devices))
+    fig.update_xaxes(tickangle=-90, tickfont={"size": 9}, automargin=True)
     return fig
 
 
@@ -175,7 +178,8 @@ def grouped_graph(groups: dict[str, Sequence[Node]], links: dict[tuple[int, int]
     names = list(groups)
     most = max(between.values(), default=0.0) or 1.0
     for (a, b), nbytes in between.items():
-        xs, ys = _link(float(a), float(b), -0.25, low)  # between the top two rows
+        # between the top two rows (across the middle of boxes of one row)
+        xs, ys = _link(float(a), float(b), max(low + 0.25, -0.25), low)
         fig.add_trace(go.Scatter(
             x=xs, y=ys, mode="lines", name="between groups", showlegend=False,
             line={"width": 1 + 11 * nbytes / most, "color": "#5d6d87"},
