@@ -38,7 +38,8 @@ _READ_PAGE = """JSON.stringify({
   charts: [...document.querySelectorAll('div.plot')].map(d => ({
     id: d.id, svg: d.querySelectorAll('svg.main-svg').length,
     height: d.getBoundingClientRect().height,
-    marks: d.querySelectorAll('.trace path, .trace .point, .trace text').length,
+    marks: d.querySelectorAll('.trace path, .trace .point, .trace text, .hm image')
+      .length,
     xtitle: (d.querySelector('.g-xtitle') || {}).textContent || '',
     ytitle: (d.querySelector('.g-ytitle') || {}).textContent || ''}))
 })"""

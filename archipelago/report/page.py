@@ -99,8 +99,9 @@ def _chart(index: int, chart: Chart) -> tuple[str, str]:
     fig = chart.figure
     if not fig.layout.xaxis.title.text or not fig.layout.yaxis.title.text:
         raise ValueError(f"chart '{chart.title}' lacks an axis title")  # a kind's bug, not input
-    fig.update_layout(margin={"t": 30, "b": 60, "l": 70, "r": 20}, height=420,
-                      template="plotly_white")
+    # a chart of many rows (a kernel per row) sets its own height; the rest are 420 px
+    fig.update_layout(margin={"t": 30, "b": 60, "l": 70, "r": 20},
+                      height=fig.layout.height or 420, template="plotly_white")
     div = f"chart-{index}"
     section = (f'<section class="chart"><h2>{html.escape(chart.title)}</h2>'
                f'<p class="caption">{html.escape(chart.caption)}</p>'

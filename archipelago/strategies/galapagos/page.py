@@ -8,16 +8,16 @@ from archipelago.engines.dsp_packing import PRODUCTS_PER_DSP
 from archipelago.estimate.workload import Sequence
 from archipelago.hardware.device import FABRIC
 from archipelago.report.charts import (
+    OWN_BARS_MAX,
     Node,
     OpPoint,
     Span,
-    cluster_graph,
     gantt,
-    resource_bars,
     roofline,
     stacked_breakdown,
     sweep_lines,
 )
+from archipelago.report.dense import every_label, grouped_graph, resource_chart
 from archipelago.report.page import Chart, KindPage
 from archipelago.report.sweep import workload_sweep
 from archipelago.strategies.galapagos.estimate import (
@@ -50,27 +50,32 @@ def _fractions(plan: DataflowPlan) -> tuple[dict[str, list[float]], dict[str, li
 
 
 def _cluster_chart(plan: DataflowPlan, seq_len: int) -> Chart:
-    """FPGAs by Galapagos cluster (x) and place in it (y); links = network bytes between
-    FPGAs for one sequence (the host's input and output included as its own node)."""
+    """FPGAs grouped by Galapagos cluster (one switch each, in pipeline order), the host
+    first; links = network bytes between FPGAs for one sequence, summed per pair of
+    clusters between clusters."""
     fractions, _ = _fractions(plan)
-    nodes = [Node("host", -1, 0, 0.0, "none")]
-    for i, u in enumerate(plan.fpgas):
-        binding = max(fractions, key=lambda r: fractions[r][i])
-        place = plan.clusters[u.cluster].fpgas.index(u.index)
-        nodes.append(Node(f"FPGA {u.index}", u.cluster, place, fractions[binding][i], binding))
+    groups: dict[str, list[Node]] = {"host": [Node("host", 0, 0, 0.0, "none")]}
+    number = {-1: 0}  # FPGA index -> node number (the host's is -1)
+    for c in plan.clusters:
+        members = groups.setdefault(f"cluster {c.index}", [])
+        for f in c.fpgas:
+            binding = max(fractions, key=lambda r: fractions[r][f])
+            number[f] = len(number)
+            members.append(Node(f"FPGA {f}", 0, 0, fractions[binding][f], binding))
     links: dict[tuple[int, int], float] = {}
     for s in plan.streams:
-        a, b = plan.nodes[s.src].fpga, plan.nodes[s.dst].fpga
+        a, b = number[plan.nodes[s.src].fpga], number[plan.nodes[s.dst].fpga]
         if a != b:
-            key = (min(a, b) + 1, max(a, b) + 1)  # node 0 is the host (fpga -1)
+            key = (min(a, b), max(a, b))
             links[key] = links.get(key, 0.0) + s.bytes_at(seq_len) * seq_len
     total = sum(links.values())
     return Chart("the cluster", f"{plan.fpgas_needed} FPGAs in {len(plan.clusters)} Galapagos "
-                 f"clusters (one column each, the host at the left); colour = the binding "
-                 f"fabric resource's use, link width = bytes one {seq_len}-token sequence "
-                 f"moves between two FPGAs ({total / 1e6:,.2f} MB over the network in all).",
-                 cluster_graph(nodes, links, "sequence",
-                               ("Galapagos cluster (index)", "FPGA within its cluster")))
+                 "clusters (a box each, behind its own switch, the host first); colour = the "
+                 "binding fabric resource's use; lines inside a box are bytes between its "
+                 f"FPGAs, lines between boxes all bytes between two clusters, for one "
+                 f"{seq_len}-token sequence ({total / 1e6:,.2f} MB over the network in all).",
+                 grouped_graph(groups, links, "sequence",
+                               ("Galapagos clusters in pipeline order", "FPGAs of a cluster")))
 
 
 def _timeline(plan: DataflowPlan, est: StreamEstimate) -> Chart:
@@ -83,11 +88,12 @@ def _timeline(plan: DataflowPlan, est: StreamEstimate) -> Chart:
             spans.append(Span(name, 0.0, first / f, "to the first output row", "first output"))
             spans.append(Span(name, first / f, last / f, "first to last output row",
                               "steady state"))
+    figure = gantt(spans, US, "µs", "kernel")
+    every_label(figure, "y", list(dict.fromkeys(s.row for s in spans)))
     return Chart("one encoder's kernels over time",
                  f"For each compute kernel of encoder 0 at {est.seq_len} tokens: when its first "
                  "row leaves (the pipeline fill, X for the last kernel) and how long it then "
-                 "streams (the steady state, about M x I).",
-                 gantt(spans, US, "µs", "kernel"))
+                 "streams (the steady state, about M x I).", figure)
 
 
 def _kernel_ops(job: Any, m: int) -> float:
@@ -129,13 +135,17 @@ def _seq_sweep(plan: DataflowPlan, est: StreamEstimate) -> Chart:
                             "latency against sequence length"):
         whole.append(e.latency_s * MS)
         encoder.append(e.timing.last_output / e.clock_hz * MS)
+    figure = sweep_lines(lengths, {"whole model": whole, "one encoder": encoder},
+                         "sequence length (tokens)", "latency (ms)", log_x=True,
+                         mark=(est.seq_len, est.latency_s * MS))
+    # plotly's own ticks under three decades are bare mantissas (7, 8, 9, 2, 3) that read
+    # as lengths; ticks at the lengths swept say them
+    figure.update_xaxes(tickvals=lengths, tickformat=",~g")
     return Chart("latency against sequence length",
                  "Whole-model and one-encoder latency as the sequence grows to the length the "
                  "FIFOs are built for (the star is this plan); the FPGA count is fixed by the "
                  "unrolled model, so there is no device-count sweep.",
-                 sweep_lines(lengths, {"whole model": whole, "one encoder": encoder},
-                             "sequence length (tokens)", "latency (ms)", log_x=True,
-                             mark=(est.seq_len, est.latency_s * MS)))
+                 figure)
 
 
 def page(plan: DataflowPlan, work: Sequence, est: StreamEstimate,
@@ -149,18 +159,22 @@ def page(plan: DataflowPlan, work: Sequence, est: StreamEstimate,
                            f"padded to {est.padded.seq_len}": _eq1_parts(est, est.padded)},
                           MS, "ms", "sequence"))
     kernels = summary["encoder_kernels"]
+    busy_figure = stacked_breakdown({k["name"]: {"compute": k["compute_s"]} for k in kernels},
+                                    US, "µs", "kernel")
+    every_label(busy_figure, "x", [k["name"] for k in kernels])
     busy = Chart(
         "kernel busy time per sequence",
         "Compute time of each of encoder 0's kernels for one sequence; the tallest sets the "
-        "pipeline's pace (throughput).",
-        stacked_breakdown({k["name"]: {"compute": k["compute_s"]} for k in kernels}, US, "µs",
-                          "kernel"))
+        "pipeline's pace (throughput).", busy_figure)
     fractions, details = _fractions(plan)
+    many = len(plan.fpgas) > OWN_BARS_MAX
     resources = Chart(
         "per-FPGA resources against capacity",
-        "Each FPGA's fabric use as a share of what it has; the outlined bar is the binding "
-        "resource (the mapping fills FPGAs up to the utilization cap).",
-        resource_bars([f"FPGA {u.index}" for u in plan.fpgas], fractions, details))
+        "Each FPGA's fabric use as a share of what it has" + (
+            ", a cell per FPGA and resource (hover for the counts)" if many else
+            "; the outlined bar is the binding resource") +
+        " (the mapping fills FPGAs up to the utilization cap).",
+        resource_chart([f"FPGA {u.index}" for u in plan.fpgas], fractions, details))
     rows_on_host = sum(1 for s in plan.streams if HOST in (s.src, s.dst))
     return KindPage(
         charts=[breakdown, busy, _cluster_chart(plan, est.seq_len), resources,

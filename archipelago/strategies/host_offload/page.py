@@ -8,16 +8,15 @@ from archipelago.report.charts import (
     Node,
     Span,
     cluster_graph,
-    gantt,
     resource_bars,
     stacked_breakdown,
 )
+from archipelago.report.dense import binned_gantt
 from archipelago.report.page import Chart, KindPage
 from archipelago.strategies.host_offload.estimate import HostEstimate, call_timeline
 from archipelago.strategies.host_offload.plan import HostPlan
 
 MS, US = 1e3, 1e6
-TIMELINE_CALLS = 600  # enough for the first steps; every call would be thousands of bars
 _ORDER = ("cpu", "fpga", "comm")
 
 
@@ -45,14 +44,18 @@ def _cluster_chart(plan: HostPlan, est: HostEstimate) -> Chart:
 
 
 def _timeline(plan: HostPlan) -> Chart:
-    calls = call_timeline(plan, TIMELINE_CALLS)
+    """Every call of one inference: too many to draw one bar each, so binned_gantt adds each
+    row's busy time per time bin (its bars still add to the row's busy time)."""
+    calls = call_timeline(plan, len(plan.program.calls))
     spans = [Span("CPU" if c.device is None else f"card {c.device}", start, start + seconds,
                   c.name, c.category) for c, start, seconds in calls]
     return Chart("the host program's calls over time",
-                 f"The first {len(calls)} of {len(plan.program.calls):,} calls of one inference "
-                 "on the CPU and each card, as the host issues them: calls of one parallel "
-                 "region overlap across cards; a card waits while the CPU works.",
-                 gantt(spans, US, "µs", "where the call runs", _ORDER))
+                 f"All {len(calls):,} calls of one inference on the CPU and each card, as the "
+                 "host issues them, binned in time where there are too many to draw one by one "
+                 "(the note above the chart says how); each row's label gives its busy share "
+                 "of the run. Calls of one parallel region overlap across cards; a card waits "
+                 "while the CPU works.",
+                 binned_gantt(spans, US, "µs", "where the call runs", _ORDER))
 
 
 def page(plan: HostPlan, workload: None, est: HostEstimate, summary: dict[str, Any]
