@@ -18,7 +18,7 @@ PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#e
 WIDE_PALETTE = tuple(qualitative.Dark24)
 
 
-def _colours(names: Sequence[str], order: Sequence[str] = (),
+def colours_for(names: Sequence[str], order: Sequence[str] = (),
              palette: Sequence[str] = PALETTE) -> dict[str, str]:
     """A colour per name: by place in `order` where listed (so a category keeps its colour
     from chart to chart), the rest after."""
@@ -32,7 +32,7 @@ def stacked_breakdown(parts: dict[str, dict[str, float]], scale: float, unit: st
     `order` fixes the categories' colours."""
     groups = list(parts)
     categories = list(dict.fromkeys(c for g in parts.values() for c in g))
-    colour = _colours(categories, order)
+    colour = colours_for(categories, order)
     fig = go.Figure([
         go.Bar(name=c, x=groups, y=[parts[g].get(c, 0.0) * scale for g in groups],
                marker_color=colour[c],
@@ -304,7 +304,7 @@ def gantt(spans: Sequence[Span], scale: float, unit: str, row_title: str,
     `scale` in `unit`."""
     fig = go.Figure()
     kinds = list(dict.fromkeys(s.kind for s in spans))
-    colour = _colours(kinds, order)
+    colour = colours_for(kinds, order)
     for kind in kinds:
         fig.add_trace(_bars([s for s in spans if s.kind == kind], kind, colour[kind], scale,
                             unit))
@@ -318,7 +318,7 @@ def gantt_per_group(groups: dict[str, Sequence[Span]], scale: float, unit: str,
     one legend entry across groups, so clicking it hides that kind on every group."""
     every = [s for spans in groups.values() for s in spans]
     kinds = list(dict.fromkeys(s.kind for s in every))
-    colour = _colours(kinds, order, PALETTE if len(kinds) <= len(PALETTE) else WIDE_PALETTE)
+    colour = colours_for(kinds, order, PALETTE if len(kinds) <= len(PALETTE) else WIDE_PALETTE)
     fig, listed = go.Figure(), set()
     for group, spans in groups.items():
         for kind in kinds:

@@ -13,8 +13,8 @@ from archipelago.report.charts import (
     OWN_BARS_MAX,
     Node,
     Span,
-    _colours,
     cluster_graph,
+    colours_for,
     gantt,
     resource_bars,
 )
@@ -91,7 +91,7 @@ def binned_gantt(spans: Sequence[Span], scale: float, unit: str, row_title: str,
     total = {r: sum(v for (row, _, _), v in busy.items() if row == r) for r in rows}
     label = {r: f"{r} ({100 * total[r] / end:.1f}% busy)" for r in rows}
     kinds = list(dict.fromkeys(s.kind for s in spans))
-    colour = _colours(kinds, order)
+    colour = colours_for(kinds, order)
     offset: dict[tuple[str, int], float] = defaultdict(float)  # stacked kinds in a bin
     fig = go.Figure()
     for kind in kinds:
