@@ -322,10 +322,13 @@ def explore(
     trials: Annotated[int, typer.Option(callback=within(1, MAX_TRIALS),
                                         help="finished trials the study should hold")
                       ] = DEFAULT_TRIALS,
-    storage: Annotated[str, typer.Option(help="directory of study journals (made if missing)")
-                       ] = "archi-explore",
+    storage: Annotated[str | None, typer.Option(
+        help="directory of study journals (made if missing; default: explore/ in the cache "
+             "directory)", show_default=False)] = None,
     study: Annotated[str | None, typer.Option(help="study name (default from the inputs)")] = None,
-    out: Annotated[Path | None, typer.Option(help="best engine config YAML", **OUTPUT)] = None,
+    out: Annotated[Path | None, typer.Option(
+        help="best engine config YAML (default: best-STUDY.yaml in --storage)", **OUTPUT)
+    ] = None,
     seed: Annotated[int, typer.Option(callback=within(0, MAX_SAMPLER_SEED),
                                       help="the search's random seed")] = 0,
     force: Annotated[bool, typer.Option(help="replace an existing --out file")] = False,

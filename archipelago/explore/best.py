@@ -14,8 +14,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from archipelago.cache_dir import DIR_ENV, cache_root
-from archipelago.errors import ArchipelagoError, elide_path
+from archipelago.cache_dir import cache_folder
+from archipelago.errors import ArchipelagoError
 from archipelago.estimate.summary import Figure
 
 # Trials of one search: the DFX spaces (at most a few hundred engines) are exhausted well
@@ -59,15 +59,10 @@ def check_engine(text: str) -> str:
     return text
 
 
-def explore_store() -> str:
-    """The explore store in the cache directory, made if missing."""
-    folder = cache_root() / "explore"
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise ArchipelagoError(f"the cache directory {elide_path(str(folder))} cannot be "
-                               f"made ({err.strerror or err}); set {DIR_ENV}") from None
-    return str(folder)
+def explore_store(instead: str = "--engine published") -> str:
+    """The explore store in the cache directory, made if missing (`instead`: the option
+    that keeps a search out of it)."""
+    return str(cache_folder("explore", "searched engines and their studies", instead))
 
 
 def best_engine(model: str, cluster: str, strategy: str, workload: Any) -> BestEngine:
