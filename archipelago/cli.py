@@ -275,6 +275,7 @@ def catalog(as_json: JsonOpt = False) -> None:
     from archipelago.families import families
     from archipelago.hardware.catalog import catalog as devices
     from archipelago.strategies.registry import kinds, strategies
+    from archipelago.table_fit import fitted
 
     tables = [f.catalog() for what in ("model", "cluster") for f in families(what) if f.catalog]
     if as_json:
@@ -293,14 +294,14 @@ def catalog(as_json: JsonOpt = False) -> None:
             table.add_column(col)
         for name, row in t.rows.items():
             table.add_row(name, *(str(value) for value in row))
-        console().print(table)
+        console().print(fitted(table, console()))
     table = Table(title="devices")
     for col in ("key", "name", "kind", "DSP", "memories"):
         table.add_column(col)
     for key, d in devices().items():
         mems = ", ".join(f"{k} {m.capacity_bytes / 2**30:.0f} GiB" for k, m in d.memories.items())
         table.add_row(key, d.name, d.kind, str(d.resources.dsp or "-"), mems or "-")
-    console().print(table)
+    console().print(fitted(table, console()))
     table = Table(title="strategies")
     for col in ("name", "plan kind", "workload options", "what it does"):
         table.add_column(col)
@@ -308,7 +309,7 @@ def catalog(as_json: JsonOpt = False) -> None:
         options = ", ".join(f"--{o.name.replace('_', '-')} ({o.help}; {o.default})"
                             for o in info.plan_kind.workload.options)
         table.add_row(name, info.kind, options, info.summary)
-    console().print(table)
+    console().print(fitted(table, console()))
 
 
 @app.command(context_settings=KIND_OPTIONS, help="Search engine design parameters (NSGA-II) "

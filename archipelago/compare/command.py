@@ -3,6 +3,7 @@ targets, the scheduler's address), the comparison run, then the table or one JSO
 the page. The CLI only declares the options."""
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,8 +67,10 @@ def run_compare(options: CompareCommand, console: Console) -> bool:
     summary = comparison_dict(result)
     if options.as_json:
         print(json.dumps(summary, indent=2))
-    else:  # thirteen columns: off a terminal (a file, a pipe) the table keeps its lines whole
-        wide = console if console.is_terminal else Console(width=COMPARE_WIDTH)
+    else:  # thirteen columns: off a terminal (a file, a pipe) the table keeps its lines
+        # whole, unless $COLUMNS says how wide to be
+        wide = console if console.is_terminal or os.environ.get("COLUMNS") else \
+            Console(width=COMPARE_WIDTH)
         print_comparison(summary, rows_from_dict(summary), wide)
     if options.report_file is not None:
         from archipelago.compare.page import comparison_html

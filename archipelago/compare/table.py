@@ -11,6 +11,7 @@ from rich.table import Table
 
 from archipelago.compare.rows import Row
 from archipelago.explore.best import PUBLISHED
+from archipelago.table_fit import fitted
 
 _MS = 1e3
 
@@ -67,6 +68,21 @@ def columns(formats: bool = False) -> tuple[str, ...]:
     return COLUMNS[:at] + (("precision",) if formats else ()) + COLUMNS[at:]
 
 
+# The columns a narrow terminal loses, least needed first (table_fit.fitted); rank, the
+# marks, the cluster, the latency and the strategy always stay. The column the rows are
+# ranked by (SORTED) is kept until last.
+DROP = ("split", "binding", "engine", "tok/s per M$", "J/token", "prefill ms",
+        "decode ms/tok", "precision", "upfront $", "tokens/s")
+SORTED = {"cost": "upfront $", "tokens-per-dollar": "tok/s per M$",
+          "joules-per-token": "J/token"}
+
+
+def drop_order(sort: str) -> tuple[str, ...]:
+    """DROP with the column of the sort moved last."""
+    ranked_by = SORTED.get(sort)
+    return (*(c for c in DROP if c != ranked_by), *([ranked_by] if ranked_by else []))
+
+
 def not_compared_lines(not_applicable: dict[str, str]) -> list[str]:
     """One line per reason, naming every strategy it keeps out (a kind's strategies share
     theirs)."""
@@ -99,7 +115,7 @@ def print_comparison(summary: dict[str, Any], rows: list[Row], console: Console)
             marks.append("✓" if data["meets_target"] else "")
         table.add_row(str(data["rank"]), *marks,
                       *(escape(c) for c in cells(row, names, formats)))
-    console.print(table)
+    console.print(fitted(table, console, drop_order(summary["sort"]), ("cluster",)))
     for line in engine_lines(names):
         console.print(escape(line))
     _print_notes(summary, console)

@@ -129,6 +129,8 @@ def _print_best(best: Any, console: Console) -> None:
     """The best design's parameters, figures and resource use."""
     from rich.table import Table
 
+    from archipelago.table_fit import fitted
+
     table = Table(title=f"best of {best.trials_done} trials ({best.feasible_trials} feasible)")
     table.add_column("parameter")
     table.add_column("value", justify="right")
@@ -138,7 +140,7 @@ def _print_best(best: Any, console: Console) -> None:
     table.add_row("tokens/s", f"{best.tokens_per_s:,.2f}")
     for key, value in best.utilization.items():
         table.add_row(f"{key} used", f"{100 * value:.0f}%")
-    console.print(table)
+    console.print(fitted(table, console))
     if best.exhausted:
         console.print(f"the design space has no other designs: all {best.trials_done} "
                       "were evaluated")
