@@ -140,3 +140,21 @@ def choose_engine(choice: str, model: str, cluster: str, strategy: str, workload
     found = best_engine(model, cluster, strategy, workload)
     published = registered.config({}).model_dump()
     return Chosen(found.engine, found.label(published), found)
+
+
+def chosen_engine(choice: str | None, model: str, cluster: str, strategy: str,
+                  workload: dict[str, str], command: str, given: dict[str, Any] | None
+                  ) -> tuple[dict[str, Any] | None, Chosen | None]:
+    """(the engine parameters to plan with, the `Chosen` engine that labels them) for
+    `plan`, `report` and the library's `plan()`: the one `--engine` names (published by
+    default where the strategy has a design space, searched at the workload the plan is
+    costed on: `workload`, the kind's option texts); (`given`, None) for a strategy with
+    one engine and no `--engine`."""
+    from archipelago.api import parse_workload
+
+    choice = engine_choice(choice, strategy)
+    if choice is None:
+        return given, None
+    work = None if choice == PUBLISHED else parse_workload(strategy, workload, command)
+    chosen = choose_engine(choice, model, cluster, strategy, work, given or {})
+    return chosen.engine, chosen
