@@ -9,6 +9,7 @@ from functools import cache
 from typing import Any
 
 from archipelago.errors import ArchipelagoError, elide
+from archipelago.lib.choices import word
 
 
 class InvalidArgument(ArchipelagoError):
@@ -29,8 +30,8 @@ def _command(name: str) -> Any:
 
 def checked(command: str, values: Mapping[str, Any]) -> dict[str, Any]:
     """`values` (None: left out, the CLI's default holds) converted and bounded as `archi
-    COMMAND`'s options of the same names would be; a name the command has no option for is
-    passed through unchanged (the caller's own)."""
+    COMMAND`'s options of the same names would be, given as their command-line text; a
+    name the command has no option for is passed through unchanged (the caller's own)."""
     import typer
 
     group, cmd = _command(command)
@@ -44,7 +45,7 @@ def checked(command: str, values: Mapping[str, Any]) -> dict[str, Any]:
             out[name] = value
             continue
         try:
-            out[name] = param.process_value(ctx, value)
+            out[name] = param.process_value(ctx, word(name, value))  # as typed
         except typer.BadParameter as err:
             raise InvalidArgument(f"{name}={elide(repr(value), 60)}: "
                                   f"{elide(err.message.rstrip('.'), 160)}") from None
