@@ -148,3 +148,11 @@ def test_the_docs_examples_run_and_write_nothing_where_they_run(tmp_path: Path,
     for block in blocks:
         exec(compile(block, str(DOCS), "exec"), scope)  # the docs' own code
     assert os.listdir(tmp_path) == []
+
+
+def test_the_pipelines_text_options_refuse_a_number_in_one_line() -> None:
+    from archipelago.api import plan_and_estimate
+
+    with pytest.raises(ap.ArchipelagoError, match=r"^option 'batch' = 8: give its "
+                       r"command-line text \('8'\), or use the typed calls"):
+        plan_and_estimate("gpt2-1.5b", "4xu280", "dfx", {"batch": 8})
