@@ -156,3 +156,15 @@ def test_the_pipelines_text_options_refuse_a_number_in_one_line() -> None:
     with pytest.raises(ap.ArchipelagoError, match=r"^option 'batch' = 8: give its "
                        r"command-line text \('8'\), or use the typed calls"):
         plan_and_estimate("gpt2-1.5b", "4xu280", "dfx", {"batch": 8})
+
+
+def test_serve_is_the_commands_simulation() -> None:
+    got = ap.serve("gpt2-345m", "4xu280", "dfx", rate=3, prompt=64, output="uniform:8,24",
+                   requests=120, ttft=0.5, tpot="40ms", seed=7)
+    cli = _cli_json("serve", "gpt2-345m", "--cluster", "4xu280", "--strategy", "dfx",
+                    "--rate", "3", "--prompt", "64", "--output", "uniform:8,24", "--requests",
+                    "120", "--ttft", "500ms", "--tpot", "40ms", "--seed", "7")
+    assert got.details == cli
+    assert (got.ttft_s, got.tokens_per_s, got.capacity_rate, got.boards) == (
+        cli["ttft_s"], cli["throughput_tokens_per_s"], cli["capacity"]["rate"], 4)
+    assert got.usd_per_million_tokens == cli["cost"]["usd_per_million_output_tokens"]

@@ -100,7 +100,7 @@ def compare(model: ModelInput, tokens: str | tuple[int, int], *,
         data = compared(CompareCommand(
             model_name, text["tokens"], text.get("devices"), text.get("counts"),
             text["strategies"], text["batch"], text.get("latency_target"), sort, scheduler,
-            bounded["workers"], None if store is None else Path(store), True, None, False,
+            bounded["workers"], bounded["store"], True, None, False,
             text.get("precision"), engine))
     return Comparison(data["model"], data["tokens"], [row_of(r) for r in data["rows"]],
                       [r["line"] for r in data["refused"]],
