@@ -238,12 +238,7 @@ class Strategy:
         option is refused: an option of another kind, or of another command, is a one-line
         error saying which strategies (and commands) take it."""
         options = self.plan_kind.workload.of(command, *ROLES)
-        for name, text in (given or {}).items():
-            if isinstance(text, int | float):  # a library caller's number: say where it goes
-                raise ArchipelagoError(f"option '{name}' = {text!r}: give its command-line "
-                                       f"text ('{text}'), or use the typed calls "
-                                       f"(archipelago.plan(..., {name}={text!r}); "
-                                       "docs/python.md)")
+        for name in given or {}:
             if name not in {o.name for o in options}:
                 raise ArchipelagoError(unknown_option(name, command, self.name, options,
                                                       _workloads()))
