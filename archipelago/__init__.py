@@ -14,21 +14,24 @@ import types
 from importlib import import_module
 from typing import Any
 
-from archipelago.errors import ArchipelagoError, ConfigError, PartitionError, UnknownNameError
+from archipelago.errors import (
+    ArchipelagoError,
+    ConfigError,
+    InvalidArgument,
+    PartitionError,
+    UnknownNameError,
+)
 
 __version__ = "0.1.0"
 
 _CALLS = ("plan", "estimate", "compare", "emulate", "build", "serve")
 # name -> the module that defines it, imported when the name is first read.
-_LAZY = {
-    **dict.fromkeys(("Plan", "Estimate", "Comparison", "Row", "Emulation", "Build", "Service",
-                     "to_pandas"), "archipelago.lib.results"),
-    "InvalidArgument": "archipelago.lib.cli_checks",
-}
+_LAZY = dict.fromkeys(("Plan", "Estimate", "Comparison", "Row", "Emulation", "Build", "Service",
+                       "to_pandas"), "archipelago.lib.results")
 _ENUMS = ("Strategy", "Device", "NumberFormat")  # made from the registries (lib/choices.py)
 
-__all__ = ["ArchipelagoError", "ConfigError", "PartitionError", "UnknownNameError",
-           "__version__", *_CALLS, *_LAZY, *_ENUMS]
+__all__ = ["ArchipelagoError", "ConfigError", "InvalidArgument", "PartitionError",
+           "UnknownNameError", "__version__", *_CALLS, *_LAZY, *_ENUMS]
 
 
 def __getattr__(name: str) -> Any:

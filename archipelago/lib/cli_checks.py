@@ -8,12 +8,8 @@ from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
-from archipelago.errors import ArchipelagoError, elide
+from archipelago.errors import InvalidArgument, elide
 from archipelago.lib.choices import word
-
-
-class InvalidArgument(ArchipelagoError):
-    """A keyword argument the CLI's declaration of the same option refuses."""
 
 
 @cache
