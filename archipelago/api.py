@@ -14,6 +14,7 @@ left out take the kind's defaults, options the kind does not take are refused (o
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from archipelago.errors import ArchipelagoError
 from archipelago.estimate.figures import finite_estimate
 from archipelago.estimate.floors import PhaseFloor, check_floors
 from archipelago.families import family_of
@@ -71,6 +72,13 @@ def plan_on(spec: Any, cluster: Any, strategy: str, engine: dict[str, Any] | Non
 
 def parse_workload(strategy: str, workload: dict[str, str] | None = None,
                    command: str = "plan") -> Any:
+    """The kind's workload from option texts; a number among them (a library caller's) is
+    refused in one line naming the typed calls that take numbers."""
+    for name, text in (workload or {}).items():
+        if isinstance(text, int | float):
+            raise ArchipelagoError(f"option '{name}' = {text!r}: give its command-line text "
+                                   f"('{text}'), or use the typed calls (archipelago.plan("
+                                   f"..., {name}={text!r}); docs/python.md)")
     return get_strategy(strategy).workload(workload, command)
 
 

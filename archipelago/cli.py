@@ -121,6 +121,7 @@ def plan(
     force: ForceReportOpt = False,
 ) -> None:
     from archipelago.api import choose, listed_parameters, plan_and_estimate
+    from archipelago.explore.best import chosen_engine
     from archipelago.strategies.registry import get_strategy
 
     strategy, cluster = choose("plan", strategy, cluster)
@@ -130,8 +131,9 @@ def plan(
 
         kind.hook("page")
         check_target(report_file, force, "--report")
-    engine, chosen = _chosen_engine(engine_choice, model, cluster, strategy, ctx,
-                                    load_engine_config(engine_config, strategy))
+    engine, chosen = chosen_engine(engine_choice, model, cluster, strategy,
+                                   workload_options(ctx), ctx.info_name,
+                                   load_engine_config(engine_config, strategy))
     result = plan_and_estimate(model, cluster, strategy, workload_options(ctx), engine)
     summary = kind.hook("report").summarize(*result)
     if chosen is not None:
@@ -160,24 +162,6 @@ def plan(
         raise typer.Exit(INFEASIBLE)
 
 
-def _chosen_engine(choice: str | None, model: str, cluster: str, strategy: str,
-                   ctx: typer.Context, given: dict[str, Any] | None) -> tuple[Any, Any]:
-    """(the engine parameters to plan with, the `Chosen` engine that labels them): the one
-    `--engine` names (explore/best.py; published by default where the strategy has a design
-    space, searched at the workload the plan is costed on); (`given`, None) for a strategy
-    with one engine and no `--engine`."""
-    from archipelago.api import parse_workload
-    from archipelago.explore.best import PUBLISHED, choose_engine, engine_choice
-
-    choice = engine_choice(choice, strategy)
-    if choice is None:
-        return given, None
-    work = None if choice == PUBLISHED else parse_workload(strategy, workload_options(ctx),
-                                                           ctx.info_name)
-    chosen = choose_engine(choice, model, cluster, strategy, work, given or {})
-    return chosen.engine, chosen
-
-
 @app.command(context_settings=KIND_OPTIONS, help="Write MODEL's plan on CLUSTER as one "
              "self-contained HTML page of charts (opens offline).")
 @user_errors
@@ -192,14 +176,16 @@ def report(
     force: ForceReportOpt = False,
 ) -> None:
     from archipelago.api import choose, plan_and_estimate
+    from archipelago.explore.best import chosen_engine
     from archipelago.report.html import check_target, write_report
     from archipelago.strategies.registry import get_strategy
 
     strategy, cluster = choose("report", strategy, cluster)
     get_strategy(strategy).plan_kind.hook("page")  # no page, or a bad path: fail before planning
     check_target(out, force)
-    engine, chosen = _chosen_engine(engine_choice, model, cluster, strategy, ctx,
-                                    load_engine_config(engine_config, strategy))
+    engine, chosen = chosen_engine(engine_choice, model, cluster, strategy,
+                                   workload_options(ctx), ctx.info_name,
+                                   load_engine_config(engine_config, strategy))
     result = plan_and_estimate(model, cluster, strategy, workload_options(ctx), engine,
                                "report")
     path = write_report(f"{model} on {cluster}", strategy, result, out, force, "--out",
@@ -275,6 +261,7 @@ def catalog(as_json: JsonOpt = False) -> None:
     from archipelago.families import families
     from archipelago.hardware.catalog import catalog as devices
     from archipelago.strategies.registry import kinds, strategies
+    from archipelago.table_fit import fitted
 
     tables = [f.catalog() for what in ("model", "cluster") for f in families(what) if f.catalog]
     if as_json:
@@ -293,14 +280,14 @@ def catalog(as_json: JsonOpt = False) -> None:
             table.add_column(col)
         for name, row in t.rows.items():
             table.add_row(name, *(str(value) for value in row))
-        console().print(table)
+        console().print(fitted(table, console()))
     table = Table(title="devices")
     for col in ("key", "name", "kind", "DSP", "memories"):
         table.add_column(col)
     for key, d in devices().items():
         mems = ", ".join(f"{k} {m.capacity_bytes / 2**30:.0f} GiB" for k, m in d.memories.items())
         table.add_row(key, d.name, d.kind, str(d.resources.dsp or "-"), mems or "-")
-    console().print(table)
+    console().print(fitted(table, console()))
     table = Table(title="strategies")
     for col in ("name", "plan kind", "workload options", "what it does"):
         table.add_column(col)
@@ -308,7 +295,7 @@ def catalog(as_json: JsonOpt = False) -> None:
         options = ", ".join(f"--{o.name.replace('_', '-')} ({o.help}; {o.default})"
                             for o in info.plan_kind.workload.options)
         table.add_row(name, info.kind, options, info.summary)
-    console().print(table)
+    console().print(fitted(table, console()))
 
 
 @app.command(context_settings=KIND_OPTIONS, help="Search engine design parameters (NSGA-II) "
@@ -322,10 +309,13 @@ def explore(
     trials: Annotated[int, typer.Option(callback=within(1, MAX_TRIALS),
                                         help="finished trials the study should hold")
                       ] = DEFAULT_TRIALS,
-    storage: Annotated[str, typer.Option(help="directory of study journals (made if missing)")
-                       ] = "archi-explore",
+    storage: Annotated[str | None, typer.Option(
+        help="directory of study journals (made if missing; default: explore/ in the cache "
+             "directory)", show_default=False)] = None,
     study: Annotated[str | None, typer.Option(help="study name (default from the inputs)")] = None,
-    out: Annotated[Path | None, typer.Option(help="best engine config YAML", **OUTPUT)] = None,
+    out: Annotated[Path | None, typer.Option(
+        help="best engine config YAML (default: best-STUDY.yaml in --storage)", **OUTPUT)
+    ] = None,
     seed: Annotated[int, typer.Option(callback=within(0, MAX_SAMPLER_SEED),
                                       help="the search's random seed")] = 0,
     force: Annotated[bool, typer.Option(help="replace an existing --out file")] = False,

@@ -51,20 +51,26 @@ def load_engine_config(path: Path | None, strategy: str) -> dict[str, Any]:
     """An engine-config YAML/JSON file: a mapping of engine design parameters (or a best-of
     file from `archi explore`, which keeps them under `engine`), checked against
     `strategy`'s engine here, where a bad value can be blamed on the file."""
-    from archipelago.strategies.registry import get_strategy
 
     if path is None:
         return {}
     data = load_mapping(path, "engine")
-    engine = data.get("engine", data)
+    return checked_engine(data.get("engine", data), strategy, str(path))
+
+
+def checked_engine(engine: Any, strategy: str, source: str) -> dict[str, Any]:
+    """Engine parameters (from a file, or the library's `engine=` mapping) checked against
+    `strategy`'s engine, a bad value blamed on `source`."""
+    from archipelago.strategies.registry import get_strategy
+
     if not isinstance(engine, dict):
-        raise ConfigError(str(path), "engine", f"must be a mapping of design parameters, got "
+        raise ConfigError(source, "engine", f"must be a mapping of design parameters, got "
                           f"{type(engine).__name__} {elide(repr(engine), 60)}")
-    check_numbers(engine, get_strategy(strategy).engine_config, str(path))
+    check_numbers(engine, get_strategy(strategy).engine_config, source)
     try:
         get_strategy(strategy).config(engine)
     except ArchipelagoError as err:
-        raise ArchipelagoError(f"{path}: {err}") from None
+        raise ArchipelagoError(f"{source}: {err}") from None
     return engine
 
 

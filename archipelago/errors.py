@@ -139,6 +139,11 @@ class PartitionError(ArchipelagoError):
     """A split that the chosen strategy cannot make on the chosen cluster."""
 
 
+class InvalidArgument(ArchipelagoError):
+    """A keyword argument of the Python API (docs/python.md) that the CLI's declaration of
+    the same option refuses (a bound, a type)."""
+
+
 class Interrupted(ArchipelagoError):
     """The user stopped a command with a signal; the exit status is 128 + its number."""
 

@@ -14,9 +14,14 @@ def tiny_gpt2_config() -> dict:
 @pytest.fixture(autouse=True, scope="session")
 def _cache_in_a_temporary_directory(tmp_path_factory: pytest.TempPathFactory) -> None:
     """What reading a config file caches (models/hf_meta.py) goes to a directory of this
-    run, never the user's cache; tests that check the cache set their own."""
+    run, never the user's cache; tests that check the cache set their own. Its stores'
+    folders are made here, so no test's output holds their first-use notice
+    (cache_dir.cache_folder) but the tests of that notice, which set their own."""
     import os
 
     from archipelago.cache_dir import DIR_ENV
 
-    os.environ[DIR_ENV] = str(tmp_path_factory.mktemp("archipelago-cache"))
+    root = tmp_path_factory.mktemp("archipelago-cache")
+    for store in ("compare", "explore"):
+        (root / store).mkdir()
+    os.environ[DIR_ENV] = str(root)

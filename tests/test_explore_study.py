@@ -206,10 +206,13 @@ def test_the_default_output_name_is_safe_for_a_cluster_path(tmp_path) -> None:
     out = archi("explore", "gpt2-345m", "--cluster", str(cluster), "--strategy", "dfx",
                 "--tokens", "8:8", "--trials", "3", "--workers", "0", "--json", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    written = Path(tmp_path / json.loads(out.stdout)["engine_config_file"])
-    assert written.parent == tmp_path and written.name.startswith("best-gpt2-345m-pair-dfx")
+    written = Path(json.loads(out.stdout)["engine_config_file"])
+    store = Path(os.environ["ARCHIPELAGO_CACHE_DIR"]) / "explore"  # the default, not the cwd
+    assert written.parent == store and written.name.startswith("best-gpt2-345m-pair-dfx")
     assert yaml.safe_load(written.read_text())["cluster"] == str(cluster)
-    assert len(list((tmp_path / "archi-explore").glob("*.journal"))) == 1  # the default
+    study = written.name.removeprefix("best-").removesuffix(".yaml")
+    assert (store / f"{study}.journal").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["clusters"]
 
 
 def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path, monkeypatch) -> None:

@@ -5,6 +5,7 @@ multiprocessing's sockets), live in one directory the command removes; what outl
 TMPDIR pointed at empty directories: after the commands, only the cache directory and the
 --out files hold anything."""
 
+import json
 import os
 import subprocess
 import sys
@@ -39,8 +40,8 @@ def test_commands_leave_files_only_in_the_cache_directory_and_out(tmp_path: Path
     for folder in (home, temp, work):
         folder.mkdir()
     model = _tiny_resnet(tmp_path / "tiny.onnx")
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("XDG_CACHE_HOME", "ARCHIPELAGO_CACHE_DIR")}
+    env = {k: v for k, v in os.environ.items()  # COLUMNS: xdist's 80 would wrap the lines
+           if k not in ("XDG_CACHE_HOME", "ARCHIPELAGO_CACHE_DIR", "COLUMNS")}
     env |= {"HOME": str(home), "TMPDIR": str(temp)}
     commands = [  # onnxruntime as the reference; Dask's local cluster; a report page
         ["emulate", str(model), "--strategy", "chef", "--cluster", "chef-cluster1"],
@@ -66,3 +67,35 @@ def test_commands_leave_files_only_in_the_cache_directory_and_out(tmp_path: Path
                            str(studies[0].relative_to(home))]
     assert _tree(temp) == [] and _tree(work) == []
     assert (tmp_path / "page.html").exists()
+
+
+def test_stores_nobody_named_go_to_the_cache_directory_announced_once(
+        tmp_path: Path, monkeypatch) -> None:
+    """Issue 38 point 4: `archi compare` and `archi explore` without --store/--storage/--out
+    write nothing in the working directory; the run that makes each store's folder says
+    where in one notice line, and the next run says nothing."""
+    from tests.cli_here import archi_here
+
+    cache, work = tmp_path / "cache", tmp_path / "work"
+    work.mkdir()
+    monkeypatch.setenv("ARCHIPELAGO_CACHE_DIR", str(cache))
+    commands = {
+        "compare": ["compare", "gpt2-345m", "--tokens", "8:8", "--counts", "1", "--devices",
+                    "u280", "--strategies", "dfx", "--engine", "published", "--json"],
+        "explore": ["explore", "gpt2-345m", "--cluster", "1xu280", "--strategy", "dfx",
+                    "--tokens", "8:8", "--trials", "4", "--json"],
+    }
+    for store, args in commands.items():
+        first = archi_here(*args, cwd=work)
+        assert first.returncode == 0, first.stderr
+        notices = [line for line in first.stderr.splitlines() if line.startswith("notice:")]
+        assert notices == [line for line in first.stderr.splitlines() if line], first.stderr
+        assert len(notices) == 1 and f"kept in {cache / store} " in notices[0], notices
+        again = archi_here(*args, cwd=work)
+        assert again.returncode == 0 and again.stderr == "", again.stderr
+    assert _tree(work) == []
+    assert len(list((cache / "compare").glob("gpt2-345m-8-8-*.jsonl"))) == 1
+    explored = json.loads(again.stdout)
+    assert explored["storage"] == str(cache / "explore")
+    assert Path(explored["engine_config_file"]).parent == cache / "explore"
+    assert Path(explored["engine_config_file"]).is_file()

@@ -3,8 +3,10 @@ targets, the scheduler's address), the comparison run, then the table or one JSO
 the page. The CLI only declares the options."""
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -40,14 +42,39 @@ class CompareCommand:
 
 def run_compare(options: CompareCommand, console: Console) -> bool:
     """Run the comparison and print it; whether any combination fits."""
+    from archipelago.compare.summary import rows_from_dict
+    from archipelago.compare.table import print_comparison
+    from archipelago.output_file import write_atomically
+
+    summary = compared(options, progress=console.is_terminal)
+    if options.as_json:
+        print(json.dumps(summary, indent=2))
+    else:  # thirteen columns: off a terminal (a file, a pipe) the table keeps its lines
+        # whole, unless $COLUMNS says how wide to be
+        width = COMPARE_WIDTH + (SERVING_WIDTH if summary.get("serving") else 0)
+        wide = console if console.is_terminal or os.environ.get("COLUMNS") else \
+            Console(width=width)
+        print_comparison(summary, rows_from_dict(summary), wide)
+    if options.report_file is not None:
+        from archipelago.compare.page import comparison_html
+
+        write_atomically(options.report_file, comparison_html(summary), "--report",
+                         options.force)
+        if not options.as_json:
+            console.print(f"report page written to {options.report_file}")
+    return bool(summary["rows"])
+
+
+def compared(options: CompareCommand, progress: bool = False) -> dict[str, Any]:
+    """The request checked whole, then compared: `--json`'s object (the library's
+    `archipelago.compare` calls this too)."""
     from archipelago.compare.combos import applicable
     from archipelago.compare.request import DEFAULT_COUNTS, default_devices, parse_request
     from archipelago.compare.run import compare, default_store
     from archipelago.compare.service import parse_service
-    from archipelago.compare.summary import comparison_dict, rows_from_dict
-    from archipelago.compare.table import print_comparison
+    from archipelago.compare.summary import comparison_dict
     from archipelago.models.zoo import resolve_model
-    from archipelago.output_file import check_output_file, write_atomically
+    from archipelago.output_file import check_output_file
     from archipelago.strategies.registry import strategies as registered
 
     tokens, service = parse_service(options.service, options.tokens)
@@ -67,20 +94,5 @@ def run_compare(options: CompareCommand, console: Console) -> bool:
         check_target(options.report_file, options.force, "--report")
     target = options.store or default_store(spec, request.tokens)
     check_output_file(target, "--store", True)  # an existing store is read and extended
-    result = compare(request, spec, target, options.scheduler, options.workers,
-                     progress=console.is_terminal)
-    summary = comparison_dict(result)
-    if options.as_json:
-        print(json.dumps(summary, indent=2))
-    else:  # thirteen columns: off a terminal (a file, a pipe) the table keeps its lines whole
-        width = COMPARE_WIDTH + (SERVING_WIDTH if service else 0)
-        wide = console if console.is_terminal else Console(width=width)
-        print_comparison(summary, rows_from_dict(summary), wide)
-    if options.report_file is not None:
-        from archipelago.compare.page import comparison_html
-
-        write_atomically(options.report_file, comparison_html(summary), "--report",
-                         options.force)
-        if not options.as_json:
-            console.print(f"report page written to {options.report_file}")
-    return bool(result.rows)
+    return comparison_dict(compare(request, spec, target, options.scheduler, options.workers,
+                                   progress=progress))

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from archipelago.batch.journal import Journal
-from archipelago.cache_dir import DIR_ENV, cache_root
+from archipelago.cache_dir import cache_folder
 from archipelago.compare.combos import Combo, Task, applicable, combinations, digest, evaluate
 from archipelago.compare.rank import pareto_front, ranked
 from archipelago.compare.record import BadRecord, checked
@@ -58,18 +58,12 @@ def identity(spec: Any, tokens: Generation) -> tuple[dict[str, str], dict[str, s
 
 
 def default_store(spec: Any, tokens: Generation) -> Path:
-    """`compare/MODEL-IN-OUT-DIGEST.jsonl` in the cache directory (cache_dir.cache_root),
-    that directory made if missing: a store the user did not name is a cache of estimates,
+    """`compare/MODEL-IN-OUT-DIGEST.jsonl` in the cache directory (cache_dir.cache_folder),
+    that folder made if missing: a store the user did not name is a cache of estimates,
     not a file of theirs to find in the working directory."""
     key, _ = identity(spec, tokens)
     name = re.sub(r"[^A-Za-z0-9._-]+", "-", spec.name).strip("-.")[:80] or "model"
-    folder = cache_root() / "compare"
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise ArchipelagoError(f"the cache directory {elide_path(str(folder))} cannot be "
-                               f"made ({err.strerror or err}); set {DIR_ENV} or give "
-                               "--store FILE") from None
+    folder = cache_folder("compare", "compare's stores", "--store FILE")
     return folder / f"{name}-{tokens.input_tokens}-{tokens.output_tokens}-{digest(key)[:8]}.jsonl"
 
 

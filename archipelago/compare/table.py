@@ -11,6 +11,7 @@ from rich.table import Table
 
 from archipelago.compare.rows import Row
 from archipelago.explore.best import PUBLISHED
+from archipelago.table_fit import fitted
 
 _MS = 1e3
 
@@ -67,10 +68,21 @@ def columns(formats: bool = False) -> tuple[str, ...]:
     return COLUMNS[:at] + (("precision",) if formats else ()) + COLUMNS[at:]
 
 
-# --rate's columns, after the cluster, each with a priority: a console narrower than the
-# table drops the highest numbers first (0: never dropped).
-SERVING_COLUMNS = (("$/M tok", 0), ("replicas", 0), ("boards", 1), ("req/s per replica", 2),
-                   ("service", 0))
+# The columns a narrow terminal loses, least needed first (table_fit.fitted); rank, the
+# marks, the cluster, the latency and the strategy always stay. The column the rows are
+# ranked by (SORTED) is kept until last.
+DROP = ("split", "binding", "engine", "req/s per replica", "boards", "tok/s per M$", "J/token",
+        "prefill ms", "decode ms/tok", "precision", "upfront $", "tokens/s")
+SORTED = {"cost": "upfront $", "tokens-per-dollar": "tok/s per M$",
+          "joules-per-token": "J/token"}
+# --rate's columns, after the cluster ("boards" and "req/s per replica" may be dropped).
+SERVING_COLUMNS = ("$/M tok", "replicas", "boards", "req/s per replica", "service")
+
+
+def drop_order(sort: str) -> tuple[str, ...]:
+    """DROP with the column of the sort moved last."""
+    ranked_by = SORTED.get(sort)
+    return (*(c for c in DROP if c != ranked_by), *([ranked_by] if ranked_by else []))
 
 
 def serving_cells(row: Row) -> list[str]:
@@ -82,20 +94,6 @@ def serving_cells(row: Row) -> list[str]:
     usd = s["usd_per_million_tokens"]
     return ["?" if usd is None else f"{usd:,.4g}", str(s["replicas"]), str(s["boards"]),
             f"{'' if s['bounded'] else '≥ '}{s['capacity_rps']:,.3g}", "✓"]
-
-
-def _dropped(cells: list[list[str]], priorities: list[int | None], width: int) -> set[int]:
-    """Columns left out so the table fits `width`: those with a priority, highest first
-    (a column's width: its widest cell and rich's padding and border)."""
-    widths = [max(len(c[i]) for c in cells) + 3 for i in range(len(priorities))]
-    order = sorted((i for i, p in enumerate(priorities) if p), key=lambda i: -(priorities[i]
-                                                                              or 0))
-    dropped: set[int] = set()
-    for i in order:
-        if sum(widths) - sum(widths[j] for j in dropped) <= width:
-            break
-        dropped.add(i)
-    return dropped
 
 
 def not_compared_lines(not_applicable: dict[str, str]) -> list[str]:
@@ -120,31 +118,23 @@ def print_comparison(summary: dict[str, Any], rows: list[Row], console: Console)
     serving = summary.get("serving")
     table = Table(title=f"{summary['model']} · {summary['tokens']} tokens · {precision}"
                         f"ranked by {summary['sort']} · ★ Pareto front (latency x upfront $)")
-    names = engine_names(rows)
-    heads: list[tuple[str, int | None]] = [("#", None), ("★", None)]
-    heads += [("≤ target", None)] if target else []
     plain = columns(formats)
-    heads += [(plain[0], None), *(SERVING_COLUMNS if serving else ()),
-              *((c, None) for c in plain[1:])]
-    body = []
+    for col in ("#", "★", *(["≤ target"] if target else []), plain[0],
+                *(SERVING_COLUMNS if serving else ()), *plain[1:]):
+        table.add_column(col, justify="left" if col in ("cluster", "binding", "strategy",
+                                                        "precision", "split", "engine",
+                                                        "service")
+                         else "right", no_wrap=True)
+    names = engine_names(rows)
     for data, row in zip(summary["rows"], rows, strict=True):
         marks = ["★" if data["front"] else ""]
         if target:
             marks.append("✓" if data["meets_target"] else "")
         mine = cells(row, names, formats)
-        body.append([str(data["rank"]), *marks, mine[0],
-                     *(serving_cells(row) if serving else ()), *mine[1:]])
-    dropped = _dropped([[h for h, _ in heads], *body], [p for _, p in heads], console.width)
-    kept = [i for i in range(len(heads)) if i not in dropped]
-    for i in kept:
-        col = heads[i][0]
-        table.add_column(col, justify="left" if col in ("cluster", "binding", "strategy",
-                                                        "precision", "split", "engine",
-                                                        "service") else "right",
-                         no_wrap=True)
-    for line in body:
-        table.add_row(*(escape(line[i]) for i in kept))
-    console.print(table)
+        table.add_row(str(data["rank"]), *marks, escape(mine[0]),
+                      *(escape(c) for c in (serving_cells(row) if serving else ())),
+                      *(escape(c) for c in mine[1:]))
+    console.print(fitted(table, console, drop_order(summary["sort"]), ("cluster",)))
     for line in engine_lines(names):
         console.print(escape(line))
     _print_notes(summary, console)

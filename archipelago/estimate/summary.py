@@ -14,6 +14,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from archipelago.table_fit import fitted
+
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
@@ -123,7 +125,7 @@ class Summary:
         """Why the plan does not fit, then the tables, then the notes."""
         print_reasons(self.as_json().get("reasons", ()), console)
         for table in self.tables():
-            console.print(table)
+            console.print(fitted(table, console))
         for note in self.notes:
             console.print(note)
 

@@ -14,8 +14,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from archipelago.cache_dir import DIR_ENV, cache_root
-from archipelago.errors import ArchipelagoError, elide_path
+from archipelago.cache_dir import cache_folder
+from archipelago.errors import ArchipelagoError
 from archipelago.estimate.summary import Figure
 
 # Trials of one search: the DFX spaces (at most a few hundred engines) are exhausted well
@@ -59,15 +59,10 @@ def check_engine(text: str) -> str:
     return text
 
 
-def explore_store() -> str:
-    """The explore store in the cache directory, made if missing."""
-    folder = cache_root() / "explore"
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise ArchipelagoError(f"the cache directory {elide_path(str(folder))} cannot be "
-                               f"made ({err.strerror or err}); set {DIR_ENV}") from None
-    return str(folder)
+def explore_store(instead: str = "--engine published") -> str:
+    """The explore store in the cache directory, made if missing (`instead`: the option
+    that keeps a search out of it)."""
+    return str(cache_folder("explore", "searched engines and their studies", instead))
 
 
 def best_engine(model: str, cluster: str, strategy: str, workload: Any) -> BestEngine:
@@ -145,3 +140,21 @@ def choose_engine(choice: str, model: str, cluster: str, strategy: str, workload
     found = best_engine(model, cluster, strategy, workload)
     published = registered.config({}).model_dump()
     return Chosen(found.engine, found.label(published), found)
+
+
+def chosen_engine(choice: str | None, model: str, cluster: str, strategy: str,
+                  workload: dict[str, str], command: str, given: dict[str, Any] | None
+                  ) -> tuple[dict[str, Any] | None, Chosen | None]:
+    """(the engine parameters to plan with, the `Chosen` engine that labels them) for
+    `plan`, `report` and the library's `plan()`: the one `--engine` names (published by
+    default where the strategy has a design space, searched at the workload the plan is
+    costed on: `workload`, the kind's option texts); (`given`, None) for a strategy with
+    one engine and no `--engine`."""
+    from archipelago.api import parse_workload
+
+    choice = engine_choice(choice, strategy)
+    if choice is None:
+        return given, None
+    work = None if choice == PUBLISHED else parse_workload(strategy, workload, command)
+    chosen = choose_engine(choice, model, cluster, strategy, work, given or {})
+    return chosen.engine, chosen

@@ -5,7 +5,7 @@ terminal, and the best design is written as an engine config and printed. The CL
 declares the options."""
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ class ExploreCommand:
     strategy: str | None
     workload: dict[str, str]
     trials: int
-    storage: str
+    storage: str | None  # None: the explore store in the cache directory
     study: str | None
     out: Path | None
     seed: int
@@ -66,11 +66,12 @@ def _refuse_search_options(given: tuple[str, ...], who: str) -> None:
 
 def _search(options: ExploreCommand, strategy: str, cluster: str, console: Console) -> None:
     """The engine-parameter search (NSGA-II, seeds of the study journal), its best design
-    written to --out (default best-STUDY.yaml)."""
+    written to --out (default best-STUDY.yaml beside the study's journal)."""
     import yaml
 
     from archipelago.api import parse_workload
     from archipelago.batch.workers import check_scheduler
+    from archipelago.explore.best import explore_store
     from archipelago.explore.search import SearchRequest, run_search
     from archipelago.explore.spaces import space_builder
     from archipelago.explore.store import check_storage
@@ -79,9 +80,10 @@ def _search(options: ExploreCommand, strategy: str, cluster: str, console: Conso
     from archipelago.progress_bar import progress_bar
     from archipelago.strategies.registry import get_strategy
 
-    o = options
     space_builder(strategy)  # a strategy without one is refused before any storage is made
-    check_storage(o.storage)
+    o = options
+    if o.storage is not None:
+        check_storage(o.storage)
     if o.scheduler is not None:
         check_scheduler(o.scheduler)
         if o.workers is not None:
@@ -89,12 +91,15 @@ def _search(options: ExploreCommand, strategy: str, cluster: str, console: Conso
                                    "one (--scheduler) has its own: leave --workers out")
     if o.study is not None:
         check_study_name(o.study)
+    if o.storage is None:  # the user named no place: the cache directory's, never the cwd
+        o = replace(o, storage=explore_store("--storage DIR"))
     work = parse_workload(strategy, o.workload, "explore")
     texts = get_strategy(strategy).plan_kind.workload.texts(o.workload, "explore")
     # Resolves model, cluster and strategy: bad names and splits fail before any trial.
     name = o.study or default_study_name(study_identity(o.model, cluster, strategy, work))
-    target = o.out or Path(f"best-{name.replace('/', '-')}.yaml")
-    check_output_file(target, "--out", o.force)
+    target = o.out or Path(o.storage) / f"best-{name.replace('/', '-')}.yaml"
+    replaces = o.force or o.out is None  # the default file follows its study, run after run
+    check_output_file(target, "--out", replaces)
     request = SearchRequest(o.model, cluster, strategy, work, o.trials, o.storage, name,
                             o.seed, o.workers, o.scheduler)
     errors = Console(stderr=True)  # no bar (and no line it leaves behind) off a terminal
@@ -104,7 +109,7 @@ def _search(options: ExploreCommand, strategy: str, cluster: str, console: Conso
     write_atomically(target, yaml.safe_dump({
         "strategy": strategy, "model": o.model, "cluster": cluster, **texts,
         "latency_s": best.latency_s, "tokens_per_s": best.tokens_per_s,
-        "engine": best.engine}, sort_keys=False), "--out", o.force)
+        "engine": best.engine}, sort_keys=False), "--out", replaces)
     summary: dict[str, Any] = {
         "study": name, "storage": o.storage, "trials": best.trials_done,
         "trials_added": best.trials_added, "exhausted": best.exhausted,
@@ -124,6 +129,8 @@ def _print_best(best: Any, console: Console) -> None:
     """The best design's parameters, figures and resource use."""
     from rich.table import Table
 
+    from archipelago.table_fit import fitted
+
     table = Table(title=f"best of {best.trials_done} trials ({best.feasible_trials} feasible)")
     table.add_column("parameter")
     table.add_column("value", justify="right")
@@ -133,7 +140,7 @@ def _print_best(best: Any, console: Console) -> None:
     table.add_row("tokens/s", f"{best.tokens_per_s:,.2f}")
     for key, value in best.utilization.items():
         table.add_row(f"{key} used", f"{100 * value:.0f}%")
-    console.print(table)
+    console.print(fitted(table, console))
     if best.exhausted:
         console.print(f"the design space has no other designs: all {best.trials_done} "
                       "were evaluated")

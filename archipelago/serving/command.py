@@ -317,6 +317,8 @@ def print_serve(result: dict[str, Any], console: Any) -> None:
     """The summary as rich tables: latencies by percentile, then rates and capacity."""
     from rich.table import Table
 
+    from archipelago.table_fit import fitted
+
     title = (f"{result['model']} · {result['strategy']} on {result['cluster']} x"
              f"{result['replicas']} · {result['policy']} (max batch {result['max_batch']})"
              f"{_staged(result)} · {result['rate']:g} req/s")
@@ -327,7 +329,7 @@ def print_serve(result: dict[str, Any], console: Any) -> None:
                        ("e2e_s", "end to end"), ("queue_s", "queueing delay")):
         row = result[key]
         lat.add_row(label, *(_ms(row[k]) for k in ("p50", "p90", "p99", "mean")))
-    console.print(lat)
+    console.print(fitted(lat, console))
     cap, tg = result["capacity"], result["targets"]
     busy = result["busy_share"]
     rates = Table(show_header=False)
@@ -349,4 +351,4 @@ def print_serve(result: dict[str, Any], console: Any) -> None:
     _cost_row(rates, result["cost"])
     if result["clipped"]:
         rates.add_row("clipped to the model's positions", f"{result['clipped']} requests")
-    console.print(rates)
+    console.print(fitted(rates, console))

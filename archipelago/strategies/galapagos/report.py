@@ -10,6 +10,7 @@ from archipelago.estimate.summary import MS, Column, Figure, Section, Summary, U
 from archipelago.estimate.workload import Sequence
 from archipelago.strategies.galapagos.estimate import EncoderTiming, StreamEstimate
 from archipelago.strategies.galapagos.plan import DataflowPlan
+from archipelago.table_fit import fitted
 
 
 def _timing(est: StreamEstimate, t: EncoderTiming) -> dict[str, Any]:
@@ -127,14 +128,14 @@ def print_emulation(report: dict[str, Any], console: Console) -> None:
     head.add_row("packets (local)", f"{report['packets']:,} ({report['local_packets']:,})")
     head.add_row("bytes", f"{report['bytes']:,}")
     head.add_row("seconds", f"{report['seconds']:.1f}")
-    console.print(head)
+    console.print(fitted(head, console))
     links = Table(title="busiest links")
     for col in ("link", "packets", "bytes"):
         links.add_column(col, justify="right")
     busiest = sorted(report["links"].items(), key=lambda kv: -kv[1]["bytes"])[:8]
     for link, use in busiest:
         links.add_row(link, f"{use['packets']:,}", f"{use['bytes']:,}")
-    console.print(links)
+    console.print(fitted(links, console))
 
 
 def print_build(summary: dict[str, Any], console: Console) -> None:

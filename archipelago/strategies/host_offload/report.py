@@ -11,6 +11,7 @@ from archipelago.estimate.summary import MS, Column, Figure, Section, Summary, U
 from archipelago.strategies.host_offload.estimate import HostEstimate
 from archipelago.strategies.host_offload.plan import HostPlan
 from archipelago.strategies.host_offload.proxies import FIT_MAX_ELEMENTS
+from archipelago.table_fit import fitted
 
 TOP_CALLS = 8  # the costliest calls a report names
 
@@ -93,7 +94,7 @@ def print_emulation(report: dict[str, Any], console: Console) -> None:
              ("INT8 bytes per card", ", ".join(f"{b:,}" for b in report["weight_bytes_per_card"]))]
     for name, value in rows:
         table.add_row(name, str(value))
-    console.print(table)
+    console.print(fitted(table, console))
 
 
 def print_build(summary: dict[str, Any], console: Console) -> None:
@@ -116,7 +117,7 @@ def print_explore(summary: dict[str, Any], console: Console) -> None:
     for device, sized in summary["devices"].items():
         table.add_row(device, str(sized["cards"] or "-"),
                       _ms(sized["latency_s"]) if sized["cards"] else sized["reason"])
-    console.print(table)
+    console.print(fitted(table, console))
 
 
 def print_proxies(report: dict[str, Any], console: Console) -> None:
@@ -136,5 +137,5 @@ def print_proxies(report: dict[str, Any], console: Console) -> None:
         table.add_row(name, f"{fit['numpy_call_s'] * 1e6:.3f} us",
                       f"{fit['per_element_s'] * 1e9:.4f} ns", f"{n}", f"{t * 1e6:.2f} us",
                       f"{model * 1e6:.2f} us")
-    console.print(table)
+    console.print(fitted(table, console))
     console.print(f"stored in {report['file']} ({report['machine']})")

@@ -22,6 +22,7 @@ from archipelago.strategies.tensor_parallel.costs import DeviceUse
 from archipelago.strategies.tensor_parallel.efficiency import DecodeEfficiency, decode_efficiency
 from archipelago.strategies.tensor_parallel.estimate import Estimate
 from archipelago.strategies.tensor_parallel.staged import StagedPlan
+from archipelago.table_fit import fitted
 
 
 def _efficiency_figures(eff: DecodeEfficiency | None) -> list[Figure]:
@@ -194,7 +195,7 @@ def print_emulation(report: dict[str, Any], console: Console) -> None:
                  ", ".join(f"{k} {b:,.0f}" for k, b in report["bytes_per_link"].items()))
     head.add_row("weights", report["weights"])
     head.add_row("tokens/s (emulated, CPU)", f"{report['tokens_per_s']:,.2f}")
-    console.print(head)
+    console.print(fitted(head, console))
     held = Table(title="weights each rank holds")
     for col in ("rank", "MiB", *report["bytes_per_rank_by_memory"][0]):
         held.add_column(col, justify="right")
@@ -202,7 +203,7 @@ def print_emulation(report: dict[str, Any], console: Console) -> None:
                                               report["bytes_per_rank_by_memory"], strict=True)):
         held.add_row(str(rank), f"{total / 2**20:,.2f}",
                      *(f"{b / 2**20:,.2f}" for b in parts.values()))
-    console.print(held)
+    console.print(fitted(held, console))
 
 
 def print_build(summary: dict[str, Any], console: Console) -> None:

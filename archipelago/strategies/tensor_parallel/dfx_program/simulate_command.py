@@ -16,6 +16,7 @@ from rich.table import Table
 
 from archipelago.errors import ArchipelagoError
 from archipelago.estimate.summary import print_reasons
+from archipelago.table_fit import fitted
 
 # As `archi plan`: the figures of a plan that does not fit are printed, with status 1.
 INFEASIBLE = 1
@@ -95,7 +96,7 @@ def print_simulation(summary: dict[str, Any], console: Console) -> None:
     head.add_row("  min .. max over layers (µs)",
                  f"{min(layers_sim) * US:,.2f} .. {max(layers_sim) * US:,.2f}",
                  f"{min(layers_est) * US:,.2f} .. {max(layers_est) * US:,.2f}", "")
-    console.print(head)
+    console.print(fitted(head, console))
     groups = Table(title=f"cycles per class over the run, critical path (clock "
                          f"{summary['clock_hz'] / 1e6:,.0f} MHz)")
     for column in ("class", "simulated", "estimated", "sim / est"):
@@ -104,11 +105,11 @@ def print_simulation(summary: dict[str, Any], console: Console) -> None:
         other = est["cycles_per_class"][name]
         if cycles or other:
             groups.add_row(name, f"{cycles:,.0f}", f"{other:,.0f}", _ratio(cycles, other))
-    console.print(groups)
+    console.print(fitted(groups, console))
     own = Table(title="simulated instruction classes: own cycles on one core (they overlap)")
     own.add_column("instruction class")
     own.add_column("cycles", justify="right")
     for name, cycles in sorted(sim["cycles_per_instruction"].items(), key=lambda kv: -kv[1]):
         own.add_row(name, f"{cycles:,.0f}")
-    console.print(own)
+    console.print(fitted(own, console))
     console.print(f"[dim]{summary['fitted']}[/dim]", soft_wrap=True)
