@@ -6,7 +6,8 @@ constant operand (FC, `rows` tokens), MatMul of two computed operands (MatMul), 
 every kind, LSTM/GRU (`onnx_recurrent`), Add/Sum of same-shape values (Add), and Elementwise
 for the rest: a BatchNormalization not right after a conv, an activation after a layer it
 cannot fuse into, Softmax, LRN, LayerNormalization, a product or quotient of two computed
-values (squeeze-and-excitation), a Gather/Slice/Split selecting part of a value, reductions.
+values (squeeze-and-excitation), a Gather/Slice/Split selecting part of a value, reductions,
+a Gather of a constant table's rows by the model's data (an embedding lookup).
 
 Fused into the layer before them, when that layer alone reads its output (recorded in the
 layer's `fused`): a BatchNormalization into the Conv or FC right before it; an activation
@@ -52,6 +53,8 @@ def visit(b: Builder, index: int, node: Any) -> None:
     data = b.data_inputs(node)
     op = node.op_type
     if op in ELEMENTWISE and len(data) == 1 and _pattern(b, index, node, data[0]):
+        return
+    if op == "IsNaN" and _nan_guard(b, index, node, data):
         return
     if op in PASS_OPS:
         if op == "Reshape":
@@ -354,6 +357,22 @@ def _pattern(b: Builder, index: int, node: Any, x: str) -> bool:
     return True
 
 
+def _nan_guard(b: Builder, index: int, node: Any, data: list[str]) -> bool:
+    """Where(IsNaN(x), c, x) with a constant c (the dynamo exporter's guard after an
+    attention softmax): x with its NaNs replaced, fused as one operator "IsNaN" (a test and
+    a select per element) into the layer computing x."""
+    x, readers = data[0] if data else "", b.reader_nodes.get(node.output[0], [])
+    if len(readers) != 1 or b.nodes[readers[0]].op_type != "Where":
+        return False
+    where = b.nodes[readers[0]]
+    if list(where.input) != [node.output[0], where.input[1], x] or \
+            where.input[1] not in b.constants:
+        return False
+    b.skip.add(readers[0])
+    _fuse_or_own(b, index, node, "IsNaN", [x], (readers[0],), readers=2)
+    return True
+
+
 def _arithmetic(b: Builder, index: int, node: Any, data: list[str]) -> None:
     op = node.op_type
     params = _constant_elements(b, node)
@@ -372,6 +391,9 @@ def _arithmetic(b: Builder, index: int, node: Any, data: list[str]) -> None:
 def _selection(b: Builder, index: int, node: Any, data: list[str]) -> None:
     """Part of a computed value (a token, the last LSTM step, one of q, k, v): a layer
     that copies it out, so the layers reading it receive only that part."""
+    if node.op_type == "Gather" and node.input[0] in b.constants and data == [node.input[1]]:
+        _embedding(b, index, node, data[0])
+        return
     if node.input[0] not in b.src or len(data) != 1:
         raise b.fail(node, f"{node.op_type} indices computed from the model's data are not "
                      "supported")
@@ -380,6 +402,16 @@ def _selection(b: Builder, index: int, node: Any, data: list[str]) -> None:
     for output in outputs:
         _elementwise(b, index, node, node.op_type, [source],
                      output=output if len(node.output) > 1 else None)
+
+
+def _embedding(b: Builder, index: int, node: Any, ids: str) -> None:
+    """A table of weights indexed by the model's data (token ids): an embedding lookup,
+    copying one row per id; the whole table is its stored elements."""
+    table = b.const(node, 0)
+    if b.attr(node, "axis", 0) != 0 or table.ndim != 2:
+        raise b.fail(node, f"Gather on axis {b.attr(node, 'axis', 0)} of a {table.ndim}-D "
+                     "constant by computed indices; only rows of a 2-D table (an embedding)")
+    _elementwise(b, index, node, "Gather", [joined(b, node, ids)], params=int(table.size))
 
 
 def _product(shape: tuple[int, ...]) -> int:

@@ -137,6 +137,33 @@ def check_program(program: Any, source: str, entry: str, torch: Any) -> dict:
     return program
 
 
+# Containers torch's pytree knows without importing anything: an output tree of any other
+# type (transformers' ModelOutput) would make torch look its class up by name.
+_BUILTIN_TREES = frozenset({"builtins.tuple", "builtins.list", "builtins.dict", None})
+
+
+def plain_outputs(program: dict) -> None:
+    """The output tree specs of `program`'s module calls with every container torch would
+    import (a library's output class: transformers' SequenceClassifierOutput) read as a
+    tuple of the same children: the importer reads the output values, never the class a
+    library wraps them in, and a class named here is never imported."""
+    for call in program.get("graph_module", {}).get("module_call_graph", []) or []:
+        signature = call.get("signature") if isinstance(call, dict) else None
+        spec = signature.get("out_spec") if isinstance(signature, dict) else None
+        tree = _nested_json(spec) if isinstance(spec, str) else None
+        if not isinstance(tree, list) or len(tree) != 2:
+            continue
+        stack = [tree[1]]
+        while stack:
+            node = stack.pop()
+            if not isinstance(node, dict):
+                continue
+            if node.get("type") not in _BUILTIN_TREES:
+                node["type"], node["context"] = "builtins.tuple", "null"
+            stack.extend(node.get("children_spec") or [])
+        signature["out_spec"] = json.dumps(tree)
+
+
 def check_names(config: Any, source: str, entry: str) -> None:
     """The texts of a weights or constants config (its tensors' module paths, which torch
     assigns as attributes) obey the program's rule."""
