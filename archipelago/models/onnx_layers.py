@@ -246,6 +246,7 @@ def _conv(b: Builder, index: int, node: Any, data: list[str]) -> None:
         raise b.fail(node, f"kernel_shape {list(declared)} disagrees with its weight's "
                      f"{list(kernel)}")
     b.shape_of_rank(node, x, 4, "(N, C, H, W)")
+    _relayout(b, x)
     out = b.shape_of_rank(node, node.output[0], 4, "(N, C, H, W)")[1:]
     groups = int(b.attr(node, "group", 1))
     fields = _window(b, node, x, out[1:], kernel, _pair(b, node, "strides", 1))
@@ -254,8 +255,24 @@ def _conv(b: Builder, index: int, node: Any, data: list[str]) -> None:
                                     "groups": groups, "relu": False}, [x])
 
 
+def _relayout(b: Builder, x: str) -> None:
+    """A feature map an element-wise layer computed in another layout (ConvNeXt's
+    channels-first LayerNorm runs on channels-last values, permuted back for the next
+    conv): the layer's shape is recorded as the conv or pool reads it, (C, H, W); the
+    elements and the work are the same."""
+    src = b.src[x]
+    if len(src.layers) != 1 or not src.nodes:
+        return
+    draft = b.drafts[src.layers[0]]
+    shape = batchless(b.shape(x))
+    if draft.kind is Elementwise and draft.fields["shape"] != shape and \
+            _product(draft.fields["shape"]) == _product(shape):
+        draft.fields["shape"] = shape
+
+
 def _pool(b: Builder, index: int, node: Any, data: list[str]) -> None:
     x = node.input[0]
+    _relayout(b, x)
     out = b.shape_of_rank(node, node.output[0], 4, "(N, C, H, W)")[1:]
     size = b.shape_of_rank(node, x, 4, "(N, C, H, W)")[2:]
     if node.op_type.startswith("Global"):

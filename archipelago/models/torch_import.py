@@ -31,6 +31,7 @@ from archipelago.models.torch_layers import (
     numel,
 )
 from archipelago.models.torch_modules import HANDLERS
+from archipelago.models.torch_tensors import constant
 
 
 def _trace(module, name: str, source: str, torch):
@@ -124,6 +125,9 @@ def dag_from_module(module, example_inputs: tuple, name: str = "imported",
             builder.value[node] = Input(shape) if shape else Other("const")
         elif node.op == "get_attr":  # a parameter, buffer or constant tensor
             builder.value[node] = Other("param", numel(full_shape(node)))
+        elif (fixed := constant(builder, node)) is not None and \
+                calls.get(node, Call("", "", (), node, "")).op != "inner":
+            builder.value[node] = fixed
         elif node not in calls:
             raise _unknown(node, modules, source)
         else:

@@ -25,10 +25,20 @@ from archipelago.models.torch_layers import (
     pointwise,
     window,
 )
+from archipelago.models.torch_tensors import (
+    embedding,
+    expand,
+    parameter_concat,
+    part,
+    sdpa,
+    selection,
+    split,
+)
 
 
 def conv(b: Builder, call: Call) -> None:
     src, a = b.operand(call), call.attrs
+    b.relayout(src)
     if pair(a["dilation"]) != (1, 1):
         b.fail(call, f"dilation {a['dilation']}: dilated convolutions are not supported")
     if a.get("padding_mode", "zeros") != "zeros":
@@ -47,6 +57,7 @@ def conv(b: Builder, call: Call) -> None:
 
 def pool(b: Builder, call: Call) -> None:
     src, a = b.operand(call), call.attrs
+    b.relayout(src)
     if pair(a["dilation"]) != (1, 1):
         b.fail(call, f"dilation {a['dilation']}: dilated pooling is not supported")
     kernel, stride = pair(a["kernel"]), pair(a["stride"])
@@ -156,7 +167,9 @@ def attention(b: Builder, call: Call) -> None:
 
 def getitem(b: Builder, call: Call) -> None:
     value = b.value.get(call.inputs[0])
-    if isinstance(value, Other) and value.kind == "tuple":
+    if isinstance(value, Other) and value.kind == "split":
+        part(b, call)
+    elif isinstance(value, Other) and value.kind == "tuple":
         if call.attrs["index"] != 0:
             b.fail(call, f"its output {call.attrs['index']} (an LSTM's final state, attention "
                    "weights) is not supported; read its first output", value.what)
@@ -176,9 +189,14 @@ def cat(b: Builder, call: Call) -> None:
         b.fail(call, f"concatenation on axis {call.attrs['dim']} of {list(shape)}; only on "
                "the first axis after the batch (channels, or steps)")
     values = [b.value[n] for n in call.inputs]
-    if any(isinstance(v, Input) for v in values) or not all(isinstance(v, Data)
+    if any(isinstance(v, Input) for v in values) or not any(isinstance(v, Data)
                                                             for v in values):
-        b.fail(call, "joins a model input or a parameter with layer outputs")
+        b.fail(call, "joins a model input with layer outputs")
+    if not all(isinstance(v, Data) for v in values):
+        if not all(isinstance(v, Data) or v.kind == "param" for v in values):
+            b.fail(call, "joins a constant that is no parameter with layer outputs")
+        parameter_concat(b, call, values)
+        return
     b.value[call.out] = Data(tuple(name for v in values for name in v.layers))
 
 
@@ -211,7 +229,8 @@ HANDLERS: dict[str, Any] = {
     "batch_norm": batch_norm, "layer_norm": normalization, "lrn": lrn,
     "add": binary, "sub": binary, "mul": binary, "div": binary, "matmul": matmul,
     "cat": cat, "getitem": getitem, PASS: passthrough, "meta": _meta, "const": _const,
-    "inner": _inner,
+    "inner": _inner, "embedding": embedding, "select": selection, "slice": selection,
+    "index": selection, "split": split, "sdpa": sdpa, "expand": expand,
     **{op: pointwise for op in ("relu", "clip", "sigmoid", "tanh", "silu", "hardsigmoid",
                                 "hardswish", "gelu", "softmax")},
 }
