@@ -201,9 +201,9 @@ def test_vit_block_imports_token_wise_linears_and_attention_products() -> None:
     assert (context.batch, context.rows, context.inner, context.cols) == (heads, tokens,
                                                                           tokens, 8)
     assert scores.deps == ("attn_query", "attn_key")
-    assert context.deps == ("div", "attn_value")
-    # the 1/sqrt(d) scale is its own layer (a MatMul fuses nothing), Softmax fuses into it
-    assert dag.by_name["div"].fused == ("softmax",)
+    assert context.deps == ("softmax", "attn_value")
+    # the 1/sqrt(d) scale fuses into the scores; Softmax is its own layer (as from ONNX)
+    assert scores.fused == ("div",) and dag.by_name["softmax"].op == "Softmax"
     norm = dag.by_name["norm1"]
     assert norm.params == 2 * dim and norm.op == "LayerNormalization"
     assert dag.by_name["fc1"].rows == tokens and dag.by_name["fc1"].fused == ("gelu",)

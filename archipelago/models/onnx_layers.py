@@ -83,7 +83,8 @@ def visit(b: Builder, index: int, node: Any) -> None:
     elif op in ("ReduceMean", "ReduceMax") and _spatial_reduction(b, node):
         _global_pool(b, index, node)
     elif op in OWN_OPS or op == "LRN":
-        _elementwise(b, index, node, op, [joined(b, node, d) for d in data],
+        _elementwise(b, index, node, op, data if len(data) == 1 else
+                     [joined(b, node, d) for d in data],
                      params=_constant_elements(b, node))
     else:
         if op in ("Shape", "Size"):  # folded wherever its input's shape is known
@@ -108,10 +109,12 @@ def _check_reshape(b: Builder, node: Any, data: str) -> None:
 
 
 def _constant_elements(b: Builder, node: Any) -> int:
-    """The floating-point constants (weights, scales) the node reads: integer ones are
-    axes, indices or shapes."""
+    """The floating-point tensors (weights, biases, embeddings) the node reads: integer
+    constants are axes, indices or shapes, and a single number is a scale the code wrote
+    (1 / sqrt(d), 0.5 in GELU), which torch_import sees as a Python number, no tensor."""
     return sum(int(b.constants[n].size) for n in node.input
-               if n in b.constants and b.constants[n].dtype.kind == "f")
+               if n in b.constants and b.constants[n].dtype.kind == "f"
+               and b.constants[n].size > 1)
 
 
 def _elementwise(b: Builder, index: int, node: Any, op: str, reads: list[str],
@@ -128,8 +131,10 @@ def _elementwise(b: Builder, index: int, node: Any, op: str, reads: list[str],
 
 
 def joined(b: Builder, node: Any, name: str) -> str:
-    """`name` as one layer's output, for an operator whose operands are not concatenated
-    (an Add, a product, a MatMul): a value joined from several layers (a Concat) becomes
+    """`name` as one layer's output, for an operator of several operands, which are not
+    concatenated (an Add, a product, a MatMul; an operator of one operand reads a
+    concatenation as a DAG layer reads several: torch_import's rule, so a DenseNet imports
+    as the same layers from either format): a value joined from several layers becomes
     its own layer first, a 1x1 stride-1 max pool for feature maps (as `DagBuilder.concat`
     writes one), an Elementwise Concat otherwise."""
     src = b.src[name]
@@ -161,7 +166,8 @@ def _fuse_or_own(b: Builder, index: int, node: Any, label: str, reads: list[str]
             draft.fields["ops_per_element"] += OPS_PER_ELEMENT.get(label, 1)
             draft.fields["params"] += params
         return
-    _elementwise(b, index, node, label, [joined(b, node, r) for r in reads], extra=extra,
+    _elementwise(b, index, node, label, reads if len(reads) == 1 else
+                 [joined(b, node, r) for r in reads], extra=extra,
                  params=params)
 
 
@@ -349,7 +355,7 @@ def _batchnorm(b: Builder, index: int, node: Any, data: list[str]) -> None:
         b.fuse(draft, index, node, "BatchNormalization")
         return
     channels = int(b.constants[node.input[1]].size)
-    _elementwise(b, index, node, "BatchNormalization", [joined(b, node, data[0])],
+    _elementwise(b, index, node, "BatchNormalization", [data[0]],
                  params=2 * channels)
 
 
@@ -366,7 +372,7 @@ def _pattern(b: Builder, index: int, node: Any, x: str) -> bool:
     b.skip.update(nodes)
     params = sum(_constant_elements(b, b.nodes[i]) for i in nodes)
     if name == "LayerNormalization":
-        _elementwise(b, index, node, name, [joined(b, node, x)], extra=nodes[1:],
+        _elementwise(b, index, node, name, [x], extra=nodes[1:],
                      params=params)
     else:
         _fuse_or_own(b, index, node, name, [x], nodes[1:], params,
@@ -414,7 +420,7 @@ def _selection(b: Builder, index: int, node: Any, data: list[str]) -> None:
     if node.input[0] not in b.src or len(data) != 1:
         raise b.fail(node, f"{node.op_type} indices computed from the model's data are not "
                      "supported")
-    source = joined(b, node, data[0])
+    source = data[0]
     outputs = [o for o in node.output if o and b.readers.get(o)]
     for output in outputs:
         _elementwise(b, index, node, node.op_type, [source],
@@ -428,7 +434,7 @@ def _embedding(b: Builder, index: int, node: Any, ids: str) -> None:
     if b.attr(node, "axis", 0) != 0 or table.ndim != 2:
         raise b.fail(node, f"Gather on axis {b.attr(node, 'axis', 0)} of a {table.ndim}-D "
                      "constant by computed indices; only rows of a 2-D table (an embedding)")
-    _elementwise(b, index, node, "Gather", [joined(b, node, ids)], params=int(table.size))
+    _elementwise(b, index, node, "Gather", [ids], params=int(table.size))
 
 
 def _product(shape: tuple[int, ...]) -> int:

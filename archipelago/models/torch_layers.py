@@ -2,8 +2,8 @@
 
 The fusion rule is the ONNX importer's (models/onnx_import.py's docstring): a point-wise
 operator (an activation: ReLU, ReLU6/Hardtanh, Sigmoid, SiLU, HardSigmoid, HardSwish,
-GELU, Tanh, Softmax, LRN; or arithmetic with a constant) that alone consumes the output of
-a Conv, Linear, Add or element-wise layer fuses into that layer, and a BatchNorm fuses
+GELU, Tanh, LRN; or arithmetic with a constant) that alone consumes the output of
+a Conv, Linear, MatMul, Add or element-wise layer fuses into that layer, and a BatchNorm fuses
 into a Conv it alone consumes while no non-linearity has been fused into the Conv yet
 (its affine map folds into the Conv's weights); both are recorded in the layer's `fused`.
 Otherwise the operator is its own `Elementwise` layer. Value-preserving reshapes (view,
@@ -196,7 +196,7 @@ def pointwise(b: Builder, call: Call, ops: int | None = None) -> None:
     """An activation or arithmetic with a constant: fused, or its own element-wise layer."""
     src = b.operand(call)
     ops = ops or op_work(call.op)
-    target = b.fusable(call, src, (Conv, FC, Add, Elementwise))
+    target = b.fusable(call, src, (Conv, FC, MatMul, Add, Elementwise))
     params = sum(b.value[n].numel for n in call.inputs
                  if isinstance(b.value.get(n), Other) and b.value[n].kind == "param")
     if target is not None:
@@ -219,11 +219,12 @@ def batch_norm(b: Builder, call: Call) -> None:
 
 
 def normalization(b: Builder, call: Call) -> None:
-    """LayerNorm: its own element-wise layer, with its scale and shift vectors."""
+    """LayerNorm and Softmax (a reduction over a row, never fused: onnx_layers' rule): its
+    own element-wise layer, with LayerNorm's scale and shift vectors."""
     src = b.operand(call)
     b.add(call, Elementwise(name=b.unique(call.base), deps=b.deps(src), op=onnx_op(call.op),
                             shape=data_shape(call.out), ops_per_element=op_work(call.op),
-                            params=call.attrs["params"]), src)
+                            params=call.attrs.get("params", 0)), src)
 
 
 def binary(b: Builder, call: Call) -> None:

@@ -5,7 +5,7 @@ and GRUs, pooling, attention) as DAG layers, and the table of every operator's h
 from typing import Any
 
 from archipelago.models.dag import FC, LSTM, Conv, Elementwise, MatMul, Pool
-from archipelago.models.elementwise_ops import lrn_ops
+from archipelago.models.elementwise_ops import OPS_PER_ELEMENT, lrn_ops
 from archipelago.models.torch_calls import PASS, Call
 from archipelago.models.torch_layers import (
     Builder,
@@ -15,6 +15,7 @@ from archipelago.models.torch_layers import (
     batch_norm,
     binary,
     borders,
+    data_shape,
     full_shape,
     matmul,
     normalization,
@@ -87,13 +88,17 @@ def adaptive_pool(b: Builder, call: Call) -> None:
 
 
 def mean(b: Builder, call: Call) -> None:
-    """`x.mean((2, 3))`, global average pooling as EfficientNet's code writes it."""
+    """`x.mean((2, 3))`, global average pooling as EfficientNet's code writes it; a mean
+    over other axes (timm's Swin averaging its channels-last map's tokens) is the
+    element-wise ReduceMean the ONNX importer writes for it."""
     src = b.operand(call)
     shape, dims = full_shape(src), call.attrs["dims"]
     dims = {d % len(shape) for d in (dims if isinstance(dims, list | tuple) else [dims])}
     if len(shape) != 4 or dims != {2, 3}:
-        b.fail(call, f"mean over axes {sorted(dims)} of {list(shape)}; only over the rows and "
-               "columns of a feature map (global average pooling)")
+        b.add(call, Elementwise(name=b.unique(call.base), deps=b.deps(src), op="ReduceMean",
+                                shape=data_shape(call.out),
+                                ops_per_element=OPS_PER_ELEMENT["ReduceMean"]), src)
+        return
     b.add(call, Pool(name=b.unique(call.base), deps=b.deps(src), kind="avg",
                      channels=shape[1], out_rows=1, out_cols=1,
                      **window(shape[2:], shape[2:], (0, 0, 0, 0))), src)
@@ -232,5 +237,6 @@ HANDLERS: dict[str, Any] = {
     "inner": _inner, "embedding": embedding, "select": selection, "slice": selection,
     "index": selection, "split": split, "sdpa": sdpa, "expand": expand,
     **{op: pointwise for op in ("relu", "clip", "sigmoid", "tanh", "silu", "hardsigmoid",
-                                "hardswish", "gelu", "softmax")},
+                                "hardswish", "gelu")},
+    "softmax": normalization,  # its own layer, as the ONNX importer's OWN_OPS
 }
