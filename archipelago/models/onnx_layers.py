@@ -24,6 +24,7 @@ from typing import Any
 
 from archipelago.models.dag import FC, Add, Conv, Elementwise, MatMul, Pool
 from archipelago.models.elementwise_ops import OPS_PER_ELEMENT, lrn_ops
+from archipelago.models.layer_forms import conv_layer
 from archipelago.models.onnx_graph import Builder, Draft, batchless, layer_name
 from archipelago.models.onnx_patterns import ELEMENTWISE, find_pattern
 from archipelago.models.onnx_recurrent import recurrent
@@ -256,9 +257,10 @@ def _conv(b: Builder, index: int, node: Any, data: list[str]) -> None:
     out = b.shape_of_rank(node, node.output[0], 4, "(N, C, H, W)")[1:]
     groups = int(b.attr(node, "group", 1))
     fields = _window(b, node, x, out[1:], kernel, _pair(b, node, "strides", 1))
-    b.add_layer(index, node, Conv, {**fields, "out_ch": out[0],
-                                    "in_ch": int(weight.shape[1]) * groups,
-                                    "groups": groups, "relu": False}, [x])
+    kind, fields = conv_layer({**fields, "out_ch": out[0],
+                               "in_ch": int(weight.shape[1]) * groups, "groups": groups,
+                               "relu": False}, b.shape(x)[2:])
+    b.add_layer(index, node, kind, fields, [x])
 
 
 def _relayout(b: Builder, x: str) -> None:

@@ -4,8 +4,9 @@ and GRUs, pooling, attention) as DAG layers, and the table of every operator's h
 
 from typing import Any
 
-from archipelago.models.dag import FC, LSTM, Conv, Elementwise, MatMul, Pool
+from archipelago.models.dag import FC, LSTM, Elementwise, MatMul, Pool
 from archipelago.models.elementwise_ops import OPS_PER_ELEMENT, lrn_ops
+from archipelago.models.layer_forms import conv_layer
 from archipelago.models.torch_calls import PASS, Call
 from archipelago.models.torch_layers import (
     Builder,
@@ -47,12 +48,12 @@ def conv(b: Builder, call: Call) -> None:
     out_ch, per_group, *kernel = a["weight"]
     kernel, stride = (kernel[0], kernel[1]), pair(a["stride"])
     out = full_shape(call.out)[-3:]
-    name = b.add(call, Conv(name=b.unique(call.base), deps=b.deps(src), out_ch=out_ch,
-                            in_ch=per_group * a["groups"], groups=a["groups"],
-                            out_rows=out[1], out_cols=out[2], relu=False,
-                            **window(kernel, stride,
-                                     borders(b, call, src, kernel, stride, a["padding"]))),
-                 src)
+    kind, fields = conv_layer(
+        {"out_ch": out_ch, "in_ch": per_group * a["groups"], "groups": a["groups"],
+         "out_rows": out[1], "out_cols": out[2], "relu": False,
+         **window(kernel, stride, borders(b, call, src, kernel, stride, a["padding"]))},
+        full_shape(src)[-2:])
+    name = b.add(call, kind(name=b.unique(call.base), deps=b.deps(src), **fields), src)
     b.params[name] = a["path"]
 
 

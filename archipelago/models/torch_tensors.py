@@ -4,9 +4,10 @@ element-wise "Gather" holding its table; a step, token or slice taken from compu
 ("Gather", "Slice") and each part of a chunk or split ("Split") are element-wise layers
 copying it out; a concatenation of a parameter (ViT's class token) with layer outputs is
 an element-wise "Concat" holding the parameter; scaled_dot_product_attention is what the
-exporters write for it: the scores Q K^T (a MatMul), their softmax and the weighted sum
-of V (a MatMul). A call that reads no data at all (a buffer sliced, a parameter expanded
-or indexed by constant indices) computes a constant, as the ONNX importer folds it.
+exporters write for it: the scores Q K^T (a MatMul), their softmax (a safe one under a
+boolean mask) and the weighted sum of V (a MatMul). A call that reads no data at all (a
+buffer sliced, a parameter expanded or indexed by constant indices) computes a constant,
+as the ONNX importer folds it.
 """
 
 from typing import Any
@@ -116,11 +117,22 @@ def sdpa(b: Builder, call: Call) -> None:
     scores = b.add(call, MatMul(name=f"{base}_scores", deps=(b.single(call, q),
                                                                b.single(call, k)),
                                 batch=batch, rows=rows, inner=inner, cols=cols))
+    # With a boolean mask torch's softmax is a safe one: a row masked whole gives zeros,
+    # not NaN; the dynamo exporter writes that as Where(IsNaN(p), 0, p) (onnxscript's
+    # torch_lib, citing pytorch issue 103749), which onnx_layers fuses as "IsNaN".
+    guard = ("IsNaN",) if mask is not None and _is_bool(mask) else ()
     weights = b.add(call, Elementwise(name=f"{base}_softmax", deps=(scores,), op="Softmax",
                                       shape=(*data_shape(call.out)[:-1], cols),
-                                      ops_per_element=OPS_PER_ELEMENT["Softmax"]))
+                                      ops_per_element=sum(OPS_PER_ELEMENT[op] for op in
+                                                          ("Softmax", *guard)),
+                                      fused=guard))
     b.add(call, MatMul(name=base, deps=(weights, b.single(call, v)), batch=batch, rows=rows,
                        inner=cols, cols=full_shape(v)[-1]))
+
+
+def _is_bool(node) -> bool:
+    meta = node.meta.get("tensor_meta")
+    return getattr(meta, "dtype", None) is not None and not meta.dtype.is_floating_point
 
 
 def expand(b: Builder, call: Call) -> None:
