@@ -123,7 +123,8 @@ def test_bert_exported_three_ways_plans_alike(strategy, exported):
 @pytest.mark.parametrize("name,how", [("bert", "dynamo"), ("bert", "legacy"),
                                       ("distilbert", "legacy"), ("convnext", "dynamo"),
                                       ("vit", "dynamo"), ("shufflenet", "legacy"),
-                                      ("swin", "dynamo"), ("densenet", "legacy")])
+                                      ("swin", "dynamo"), ("densenet", "legacy"),
+                                      ("swin_hf", "legacy")])
 def test_onnx_export_split_over_two_processes_equals_onnxruntime(name, how, exported):
     """BERT's token ids are seeded within its vocabulary; the dynamo exporter's NaN guard
     after each softmax runs inside the softmax layer."""
@@ -138,6 +139,20 @@ def test_onnx_export_split_over_two_processes_equals_onnxruntime(name, how, expo
         report = emulate_onnx(path, imported, placement, order, ["fpga0", "fpga1"], seed=1)
     assert report["passed"], report["per_output"]
     assert report["max_rel_error"] < RTOL
+
+
+@pytest.mark.slow
+def test_transformers_swin_plans_from_its_torchscript_export(exported):
+    """Two stages of one block: patch embedding, per block a LayerNorm-attention-LayerNorm
+    MLP, the patch merging between, the head on the tokens' mean (AdaptiveAvgPool1d)."""
+    dag = _dag(exported("swin_hf", "legacy"))
+    ops = [la.op for la in dag.layers if la.type == "elementwise"]
+    assert ops.count("ReduceMean") == 1 and ops.count("Softmax") == 2
+    assert len([la for la in dag.layers if la.type == "matmul"]) == 4
+    out = archi_here("plan", str(exported("swin_hf", "legacy")), "--cluster",
+                     "chef-cluster1", "--strategy", "chef", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["layers"] == len(dag.layers)
 
 
 @pytest.mark.slow

@@ -52,6 +52,16 @@ def vit() -> tuple[nn.Module, tuple]:
     return t.ViTForImageClassification(config), (torch.randn(1, 3, IMAGE, IMAGE),)
 
 
+def swin_hf() -> tuple[nn.Module, tuple]:
+    """transformers' Swin: only the TorchScript exporter takes it (its window padding
+    reads a size as data, which torch.export and the dynamo exporter refuse to guard on);
+    the hand-written SwinBlock below covers both formats."""
+    t = _transformers()
+    config = t.SwinConfig(image_size=IMAGE, patch_size=4, embed_dim=16, depths=[1, 1],
+                          num_heads=[2, 2], window_size=4, num_labels=10)
+    return t.SwinForImageClassification(config), (torch.randn(1, 3, IMAGE, IMAGE),)
+
+
 def _conv_bn(cin: int, cout: int, kernel: int, stride: int = 1, groups: int = 1,
              relu: bool = True) -> nn.Sequential:
     layers = [nn.Conv2d(cin, cout, kernel, stride, kernel // 2, groups=groups, bias=False),
@@ -210,6 +220,7 @@ class VGGHead(nn.Module):
 
 NETWORKS = {
     "bert": bert, "distilbert": distilbert, "convnext": convnext, "vit": vit,
+    "swin_hf": swin_hf,
     "shufflenet": lambda: (ShuffleNet(), (torch.randn(1, 3, IMAGE, IMAGE),)),
     "swin": lambda: (SwinBlock(), (torch.randn(1, 3, IMAGE, IMAGE),)),
     "densenet": lambda: (DenseBlock(), (torch.randn(1, 3, 16, 16),)),

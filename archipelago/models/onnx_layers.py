@@ -280,6 +280,10 @@ def _relayout(b: Builder, x: str) -> None:
 
 def _pool(b: Builder, index: int, node: Any, data: list[str]) -> None:
     x = node.input[0]
+    if node.op_type.startswith("Global") and len(b.shape(x)) == 3:  # (N, C, L): tokens
+        _elementwise(b, index, node, "ReduceMean" if "Average" in node.op_type  # averaged,
+                     else "ReduceMax", data)  # as AdaptiveAvgPool1d(1) exports (Swin's head)
+        return
     _relayout(b, x)
     out = b.shape_of_rank(node, node.output[0], 4, "(N, C, H, W)")[1:]
     size = b.shape_of_rank(node, x, 4, "(N, C, H, W)")[2:]
