@@ -29,6 +29,13 @@ def bert() -> tuple[nn.Module, tuple]:
     return t.BertForSequenceClassification(config), (torch.randint(0, 100, (1, TOKENS)),)
 
 
+def bert_masked() -> tuple[nn.Module, tuple]:
+    """BERT given its attention mask as a second input: transformers builds the 4-D mask
+    by indexing the mask with computed indices (GatherND, And, Where), not imported."""
+    module, (ids,) = bert()
+    return module, (ids, torch.ones(1, TOKENS, dtype=torch.long))
+
+
 def distilbert() -> tuple[nn.Module, tuple]:
     t = _transformers()
     config = t.DistilBertConfig(vocab_size=100, dim=32, n_layers=2, n_heads=2, hidden_dim=64,
@@ -219,8 +226,8 @@ class VGGHead(nn.Module):
 
 
 NETWORKS = {
-    "bert": bert, "distilbert": distilbert, "convnext": convnext, "vit": vit,
-    "swin_hf": swin_hf,
+    "bert": bert, "bert_masked": bert_masked, "distilbert": distilbert,
+    "convnext": convnext, "vit": vit, "swin_hf": swin_hf,
     "shufflenet": lambda: (ShuffleNet(), (torch.randn(1, 3, IMAGE, IMAGE),)),
     "swin": lambda: (SwinBlock(), (torch.randn(1, 3, IMAGE, IMAGE),)),
     "densenet": lambda: (DenseBlock(), (torch.randn(1, 3, 16, 16),)),

@@ -38,6 +38,10 @@ _TOKEN = re.compile(r"""\s*(?:(?P<name>[A-Za-z_][A-Za-z0-9_]*)
 _SYMBOL = re.compile(r"[a-z]+[0-9]+")  # s77, u0, zuf1: torch's size symbols
 _KEYWORD = re.compile(r"[a-z_]+")  # an assumption passed by name: positive=True
 _PLAIN = re.compile(r"(?!__)[A-Za-z0-9_]+")
+# ATen's operators named as Python's (aten::__and__, what `mask_a & mask_b` records):
+# named one by one, so no other double-underscore name reaches the getattr below.
+_DUNDER_OPERATORS = frozenset({"__and__", "__or__", "__xor__", "__lshift__", "__rshift__",
+                               "__iand__", "__ior__", "__ixor__"})
 # Names, module paths, version and option texts: nothing that quotes, calls, assigns or
 # annotates when torch.fx pastes a name into the Python it generates (an argument name
 # `x=__import__(...)` would run as the default of `def forward`), and no line break.
@@ -73,7 +77,8 @@ def _allowed_operator(target: str, torch: Any) -> bool:
 
     parts = target.split(".")
     if len(parts) == 5 and parts[:2] == ["torch", "ops"] and parts[2] in OPERATOR_NAMESPACES \
-            and all(_PLAIN.fullmatch(p) for p in parts[3:]):
+            and (parts[3] in _DUNDER_OPERATORS or _PLAIN.fullmatch(parts[3])) \
+            and _PLAIN.fullmatch(parts[4]):
         packet = getattr(getattr(torch.ops, parts[2]), parts[3], None)
         return isinstance(getattr(packet, parts[4], None), torch._ops.OpOverload)
     return target in {f"{op.__module__}.{op.__name__}" for op in _SYM_OPS}
