@@ -56,6 +56,7 @@ MACS = {
     # two layers, the pooler on the first token (BERT only), a 3-label classifier
     "bert": 2 * ENCODER_LAYER + H * H + H * 3,
     "distilbert": 2 * ENCODER_LAYER + H * H + H * 3,  # its pre_classifier is the pooler
+    "roberta": 2 * ENCODER_LAYER + H * H + H * 3,  # its head's dense layer is the pooler
     # 4x4/4 stem to 12x12x8; block: 7x7 depthwise, 8->32->8; 2x2/2 down to 6x6x16; block;
     # a 10-class head
     "convnext": (8 * 3 * 16 * 144 + 8 * 49 * 144 + 2 * 144 * 8 * 32 + 16 * 8 * 4 * 36
@@ -63,7 +64,8 @@ MACS = {
     "vit": (32 * 3 * 64 * 16 + 2 * (4 * VIT_TOKENS * H * H + 2 * VIT_TOKENS * H * FFN
                                     + 2 * VIT_TOKENS * VIT_TOKENS * H) + H * 10),
 }
-NETWORKS = ["bert", "distilbert", "convnext", "vit", "shufflenet", "swin", "densenet", "lstm"]
+NETWORKS = ["bert", "roberta", "distilbert", "convnext", "vit", "shufflenet", "swin",
+            "densenet", "lstm"]
 
 
 @pytest.mark.slow
@@ -82,7 +84,7 @@ def test_one_network_imports_as_the_same_layers_from_onnx_and_pt2(name, exported
 # Networks whose attention (torch's scaled_dot_product_attention under a boolean mask) runs
 # a safe softmax: the dynamo exporter and torch.export keep its NaN guard (2 operations per
 # score), the TorchScript exporter writes a plain Softmax, so its plan is a little faster.
-SAFE_SOFTMAX = {"bert", "distilbert", "vit"}
+SAFE_SOFTMAX = {"bert", "roberta", "distilbert", "vit"}
 
 
 def _plans(name: str, strategy: str, exported) -> dict[str, dict]:
@@ -112,15 +114,19 @@ def test_vision_networks_plan_the_same_from_both_formats(name, exported):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("name,layers", [("bert", 31), ("roberta", 39), ("distilbert", 31)])
 @pytest.mark.parametrize("strategy", ["chef", "h2h"])
-def test_bert_exported_three_ways_plans_alike(strategy, exported):
-    plans = _plans("bert", strategy, exported)
-    _same_plan(plans, "bert")
-    assert plans["pt2"]["layers"] == 31
+def test_encoders_exported_three_ways_plan_alike(name, layers, strategy, exported):
+    """RoBERTa's eight more layers compute its positions from the ids: ids != pad, their
+    running sum, times the mask, the token types picked by position, the two lookups."""
+    plans = _plans(name, strategy, exported)
+    _same_plan(plans, name)
+    assert plans["pt2"]["layers"] == layers
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name,how", [("bert", "dynamo"), ("bert", "legacy"),
+                                      ("roberta", "dynamo"), ("roberta", "legacy"),
                                       ("distilbert", "legacy"), ("convnext", "dynamo"),
                                       ("vit", "dynamo"), ("shufflenet", "legacy"),
                                       ("swin", "dynamo"), ("densenet", "legacy"),
@@ -203,19 +209,21 @@ def test_bert_given_its_attention_mask_is_refused_in_one_line(how, exported):
     assert "\n" not in message and "not supported" in message and "field '" in message
 
 
-def test_expanding_computed_data_is_refused_naming_the_node(tmp_path):
+def test_an_operator_not_understood_is_refused_naming_the_node(tmp_path):
     import torch
 
-    class Repeat(torch.nn.Module):
+    class Shifted(torch.nn.Module):
+        """Swin's shifted windows roll the map: not imported yet."""
+
         def __init__(self) -> None:
             super().__init__()
             self.fc = torch.nn.Linear(4, 4)
 
         def forward(self, x):
-            return self.fc(self.fc(x).unsqueeze(1).expand(1, 3, 4))
+            return self.fc(torch.roll(self.fc(x), 1, dims=1))
 
-    path = tmp_path / "repeat.pt2"
-    torch.export.save(torch.export.export(Repeat(), (torch.randn(1, 4),)), path)
-    with pytest.raises(ConfigError, match=r"field 'expand': aten\.expand: expanding computed "
-                                          r"data \(repeating it\) is not supported$"):
+    path = tmp_path / "shifted.pt2"
+    torch.export.save(torch.export.export(Shifted(), (torch.randn(1, 4),)), path)
+    with pytest.raises(ConfigError, match=r"field 'roll': function roll\.default is not "
+                                          r"supported$"):
         dag_from_exported(path)

@@ -36,6 +36,16 @@ def bert_masked() -> tuple[nn.Module, tuple]:
     return module, (ids, torch.ones(1, TOKENS, dtype=torch.long))
 
 
+def roberta() -> tuple[nn.Module, tuple]:
+    """RoBERTa computes its positions from the ids (padding tokens keep position 1)."""
+    t = _transformers()
+    config = t.RobertaConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2,
+                             num_attention_heads=2, intermediate_size=64,
+                             max_position_embeddings=64, num_labels=3)
+    return t.RobertaForSequenceClassification(config), \
+        (torch.randint(0, 100, (1, TOKENS)),)
+
+
 def distilbert() -> tuple[nn.Module, tuple]:
     t = _transformers()
     config = t.DistilBertConfig(vocab_size=100, dim=32, n_layers=2, n_heads=2, hidden_dim=64,
@@ -226,7 +236,7 @@ class VGGHead(nn.Module):
 
 
 NETWORKS = {
-    "bert": bert, "bert_masked": bert_masked, "distilbert": distilbert,
+    "bert": bert, "bert_masked": bert_masked, "roberta": roberta, "distilbert": distilbert,
     "convnext": convnext, "vit": vit, "swin_hf": swin_hf,
     "shufflenet": lambda: (ShuffleNet(), (torch.randn(1, 3, IMAGE, IMAGE),)),
     "swin": lambda: (SwinBlock(), (torch.randn(1, 3, IMAGE, IMAGE),)),

@@ -255,12 +255,16 @@ def _elementwise_problem(layer: Elementwise, sizes: list[int]) -> str | None:
     """Inputs of `sizes` elements either join into the output (one input, a
     concatenation, with up to `params` stored elements: ViT's class token), or are
     operands broadcast over it (squeeze-and-excitation's gate), or the layer selects or
-    reduces part of one larger input (a Gather of a token, the last LSTM step, a mean)."""
+    reduces part of one larger input (a Gather of a token, the last LSTM step, a mean), or
+    looks each input up in a table (a Gather holding whole rows: an embedding)."""
     total = layer.out_elements
     joins = sum(sizes) <= total <= sum(sizes) + layer.params
     broadcast = len(sizes) > 1 and max(sizes) == total and all(total % s == 0 for s in sizes)
     selects = sum(sizes) > total and (len(sizes) == 1 or layer.op in _SELECTIONS)
-    if joins or broadcast or selects:
+    # an embedding lookup: one row of its table (`params`, whole rows) per input id
+    width = total // sum(sizes) if total % sum(sizes) == 0 else 0
+    looks_up = layer.op == "Gather" and width > 0 and layer.params % width == 0 < layer.params
+    if joins or broadcast or selects or looks_up:
         return None
     return (f"inputs of {', '.join(map(str, sizes))} elements neither join nor broadcast "
             f"into its shape {layer.shape} (nor does it select from one larger input; "

@@ -22,6 +22,7 @@ OPS_PER_ELEMENT = {
     # mean, subtract, square, mean, normalise, scale and shift
     "Softmax": 5, "LogSoftmax": 5,  # max, subtract, exp, sum, divide (or log)
     "Concat": 1, "Split": 1, "Gather": 1, "Slice": 1, "Expand": 1, "Tile": 1,
+    "GatherElements": 1, "Equal": 1, "Not": 1, "CumSum": 1,  # a running sum: one add
     "ReduceMean": 1, "ReduceSum": 1, "ReduceMax": 1, "ReduceMin": 1, "ReduceL2": 2,
     "ReduceSumSquare": 2,
 }
@@ -33,6 +34,7 @@ TORCH_TO_ONNX = {
     "softmax": "Softmax", "layer_norm": "LayerNormalization",
     "batch_norm": "BatchNormalization", "lrn": "LRN",
     "add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div",
+    "ne": "Equal", "eq": "Equal", "cumsum": "CumSum",
 }
 
 

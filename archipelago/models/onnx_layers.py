@@ -33,12 +33,13 @@ PASS_OPS = {"Flatten", "Reshape", "Squeeze", "Unsqueeze", "Transpose", "Identity
             "Cast", "CastLike"}
 ACTIVATIONS = {"Relu", "Clip", "LeakyRelu", "PRelu", "Elu", "Selu", "Celu", "Sigmoid",
                "HardSigmoid", "HardSwish", "Gelu", "Tanh", "Softplus", "Softsign", "Mish",
-               "Erf", "Exp", "Log", "Sqrt", "Neg", "Abs", "Reciprocal", "Floor", "Ceil"}
-ARITHMETIC = {"Add", "Sub", "Mul", "Div", "Sum", "Max", "Min", "Mean", "Pow"}
+               "Erf", "Exp", "Log", "Sqrt", "Neg", "Abs", "Reciprocal", "Floor", "Ceil",
+               "Not"}
+ARITHMETIC = {"Add", "Sub", "Mul", "Div", "Sum", "Max", "Min", "Mean", "Pow", "Equal"}
 OWN_OPS = {"Softmax", "LogSoftmax", "LRN", "LayerNormalization", "InstanceNormalization",
            "GroupNormalization", "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin",
-           "ReduceL2", "ReduceSumSquare", "Expand", "Tile"}
-SELECTIONS = {"Gather", "Slice", "Split"}
+           "ReduceL2", "ReduceSumSquare", "Expand", "Tile", "CumSum"}
+SELECTIONS = {"Gather", "Slice", "Split", "GatherElements"}
 POOLS = {"MaxPool": "max", "AveragePool": "avg", "GlobalAveragePool": "avg",
          "GlobalMaxPool": "max"}
 # Layers an activation or a constant operation fuses into; a BatchNormalization folds into
@@ -56,6 +57,9 @@ def visit(b: Builder, index: int, node: Any) -> None:
     if op in ELEMENTWISE and len(data) == 1 and _pattern(b, index, node, data[0]):
         return
     if op == "IsNaN" and _nan_guard(b, index, node, data):
+        return
+    if op == "Expand" and len(data) == 1 and b.shape(data[0]) == b.shape(node.output[0]):
+        b.pass_through(index, node, data)  # to the shape it has: nothing repeated
         return
     if op in PASS_OPS:
         if op == "Reshape":
@@ -420,8 +424,8 @@ def _arithmetic(b: Builder, index: int, node: Any, data: list[str]) -> None:
 def _selection(b: Builder, index: int, node: Any, data: list[str]) -> None:
     """Part of a computed value (a token, the last LSTM step, one of q, k, v): a layer
     that copies it out, so the layers reading it receive only that part."""
-    if node.op_type == "Gather" and node.input[0] in b.constants and data == [node.input[1]]:
-        _embedding(b, index, node, data[0])
+    if node.input[0] in b.constants and data == [node.input[1]]:
+        _lookup(b, index, node, data[0])
         return
     if node.input[0] not in b.src or len(data) != 1:
         raise b.fail(node, f"{node.op_type} indices computed from the model's data are not "
@@ -433,14 +437,18 @@ def _selection(b: Builder, index: int, node: Any, data: list[str]) -> None:
                      output=output if len(node.output) > 1 else None)
 
 
-def _embedding(b: Builder, index: int, node: Any, ids: str) -> None:
-    """A table of weights indexed by the model's data (token ids): an embedding lookup,
-    copying one row per id; the whole table is its stored elements."""
+def _lookup(b: Builder, index: int, node: Any, ids: str) -> None:
+    """A constant indexed by the model's data: an embedding lookup (Gather, one row of a
+    table per token id; the table its stored elements), or GatherElements (RoBERTa's
+    token types picked by the positions it computes from the ids)."""
     table = b.const(node, 0)
-    if b.attr(node, "axis", 0) != 0 or table.ndim != 2:
+    if node.op_type == "Gather" and (b.attr(node, "axis", 0) != 0 or table.ndim != 2):
         raise b.fail(node, f"Gather on axis {b.attr(node, 'axis', 0)} of a {table.ndim}-D "
                      "constant by computed indices; only rows of a 2-D table (an embedding)")
-    _elementwise(b, index, node, "Gather", [ids], params=int(table.size))
+    if node.op_type not in ("Gather", "GatherElements"):
+        raise b.fail(node, f"{node.op_type} of a constant by computed indices is not "
+                     "supported")
+    _elementwise(b, index, node, node.op_type, [ids], params=_constant_elements(b, node))
 
 
 def _product(shape: tuple[int, ...]) -> int:

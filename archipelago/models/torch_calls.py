@@ -165,7 +165,8 @@ _ATEN = {"conv2d": "conv", "linear": "linear", "lstm": "lstm", "gru": "gru",
          "dropout": PASS, "clone": PASS, "alias": PASS, "t": PASS,
          "embedding": "embedding", "select": "select", "slice": "slice", "index": "index",
          "chunk": "split", "split": "split", "split_with_sizes": "split", "unbind": "split",
-         "scaled_dot_product_attention": "sdpa", "expand": "expand"}
+         "scaled_dot_product_attention": "sdpa", "expand": "expand", "gather": "gather",
+         "ne": "ne", "eq": "eq", "cumsum": "cumsum", "to": PASS, "type_as": PASS}
 
 
 def aten_name(node) -> str:

@@ -30,6 +30,7 @@ from archipelago.models.torch_layers import (
 from archipelago.models.torch_tensors import (
     embedding,
     expand,
+    lookup,
     parameter_concat,
     part,
     sdpa,
@@ -236,7 +237,10 @@ HANDLERS: dict[str, Any] = {
     "add": binary, "sub": binary, "mul": binary, "div": binary, "matmul": matmul,
     "cat": cat, "getitem": getitem, PASS: passthrough, "meta": _meta, "const": _const,
     "inner": _inner, "embedding": embedding, "select": selection, "slice": selection,
-    "index": selection, "split": split, "sdpa": sdpa, "expand": expand,
+    "index": selection, "split": split, "sdpa": sdpa, "expand": expand, "gather": lookup,
+    "eq": pointwise, "cumsum": normalization,
+    # x != c is Not(Equal(x, c)), as ONNX writes it: one layer of both operations
+    "ne": lambda b, call: pointwise(b, call, op_work("eq") + OPS_PER_ELEMENT["Not"]),
     **{op: pointwise for op in ("relu", "clip", "sigmoid", "tanh", "silu", "hardsigmoid",
                                 "hardswish", "gelu")},
     "softmax": normalization,  # its own layer, as the ONNX importer's OWN_OPS

@@ -136,4 +136,21 @@ def _is_bool(node) -> bool:
 
 
 def expand(b: Builder, call: Call) -> None:
-    b.fail(call, "expanding computed data (repeating it) is not supported")
+    """Computed data repeated (an element-wise "Expand", as from ONNX); expanded to the
+    shape it has, the data itself."""
+    src = b.operand(call)
+    if full_shape(src) == full_shape(call.out):
+        b.value[call.out] = b.value[src]
+        return
+    _element(b, call, "Expand", src)
+
+
+def lookup(b: Builder, call: Call) -> None:
+    """aten.gather(constant, dim, indices) with indices computed from the data: the
+    element-wise GatherElements the ONNX importer writes (RoBERTa's token types)."""
+    data = b.data(call)
+    if data != [call.inputs[-1]] or len(call.inputs) != 2:
+        b.fail(call, "gathering from computed data is not supported")
+    constant = b.value[call.inputs[0]]
+    _element(b, call, "GatherElements", data[0],
+             constant.numel if isinstance(constant, Other) and constant.kind == "param" else 0)
