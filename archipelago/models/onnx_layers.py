@@ -23,9 +23,15 @@ dependencies concatenates them), and a zero Pad (added to the next Conv or pool'
 from typing import Any
 
 from archipelago.models.dag import FC, Add, Conv, Elementwise, MatMul, Pool
-from archipelago.models.elementwise_ops import OPS_PER_ELEMENT, lrn_ops
 from archipelago.models.layer_forms import conv_layer
-from archipelago.models.onnx_graph import Builder, Draft, batchless, layer_name
+from archipelago.models.onnx_elementwise import (
+    constant_elements,
+    elementwise,
+    fuse_or_own,
+    joined,
+    product,
+)
+from archipelago.models.onnx_graph import Builder, batchless
 from archipelago.models.onnx_patterns import ELEMENTWISE, find_pattern
 from archipelago.models.onnx_recurrent import recurrent
 
@@ -42,9 +48,7 @@ OWN_OPS = {"Softmax", "LogSoftmax", "LRN", "LayerNormalization", "InstanceNormal
 SELECTIONS = {"Gather", "Slice", "Split", "GatherElements"}
 POOLS = {"MaxPool": "max", "AveragePool": "avg", "GlobalAveragePool": "avg",
          "GlobalMaxPool": "max"}
-# Layers an activation or a constant operation fuses into; a BatchNormalization folds into
-# the weights of a Conv or FC only.
-FUSE_INTO = (Conv, FC, MatMul, Add, Elementwise)
+# A BatchNormalization folds into the weights of a Conv or FC only.
 BN_INTO = (Conv, FC)
 
 
@@ -88,9 +92,9 @@ def visit(b: Builder, index: int, node: Any) -> None:
     elif op in ("ReduceMean", "ReduceMax") and _spatial_reduction(b, node):
         _global_pool(b, index, node)
     elif op in OWN_OPS or op == "LRN":
-        _elementwise(b, index, node, op, data if len(data) == 1 else
+        elementwise(b, index, node, op, data if len(data) == 1 else
                      [joined(b, node, d) for d in data],
-                     params=_constant_elements(b, node))
+                     params=constant_elements(b, node))
     else:
         if op in ("Shape", "Size"):  # folded wherever its input's shape is known
             b.shape(node.input[0])  # so it is not: that shape is the one-line error
@@ -113,77 +117,14 @@ def _check_reshape(b: Builder, node: Any, data: str) -> None:
         raise b.fail(node, str(err)) from None
 
 
-def _constant_elements(b: Builder, node: Any) -> int:
-    """The floating-point tensors (weights, biases, embeddings) the node reads: integer
-    constants are axes, indices or shapes, and a single number is a scale the code wrote
-    (1 / sqrt(d), 0.5 in GELU), which torch_import sees as a Python number, no tensor."""
-    return sum(int(b.constants[n].size) for n in node.input
-               if n in b.constants and b.constants[n].dtype.kind == "f"
-               and b.constants[n].size > 1)
-
-
-def _elementwise(b: Builder, index: int, node: Any, op: str, reads: list[str],
-                 extra: tuple[int, ...] = (), params: int = 0,
-                 output: str | None = None) -> Draft:
-    out = output or (b.nodes[extra[-1]] if extra else node).output[0]
-    ops = OPS_PER_ELEMENT.get(op, 1)
-    if op == "LRN":  # a sum of squares over `size` channels, then scale and power
-        ops = lrn_ops(int(b.attr(node, "size", 1)))
-    return b.add_layer(index, node, Elementwise,
-                       {"op": op, "shape": batchless(b.shape(out)), "ops_per_element": ops,
-                        "params": params}, reads, extra=extra, output=output,
-                       name=layer_name(out) if output else None)
-
-
-def joined(b: Builder, node: Any, name: str) -> str:
-    """`name` as one layer's output, for an operator of several operands, which are not
-    concatenated (an Add, a product, a MatMul; an operator of one operand reads a
-    concatenation as a DAG layer reads several: torch_import's rule, so a DenseNet imports
-    as the same layers from either format): a value joined from several layers becomes
-    its own layer first, a 1x1 stride-1 max pool for feature maps (as `DagBuilder.concat`
-    writes one), an Elementwise Concat otherwise."""
-    src = b.src[name]
-    if len(src.layers) <= 1:
-        return name
-    shape = batchless(b.shape(name))
-    last = src.nodes[-1]
-    concat = b.nodes[last]
-    if len(shape) == 3 and concat.op_type == "Concat" and b.attr(concat, "axis", 0) in (1, -3):
-        b.add_layer(last, concat, Pool, {"channels": shape[0], "out_rows": shape[1],
-                                                "out_cols": shape[2], "kernel": 1,
-                                                "stride": 1}, [name],
-                    name=layer_name(name), output=name)
-    else:
-        b.add_layer(last, concat, Elementwise,
-                    {"op": "Concat", "shape": shape, "ops_per_element": 1}, [name],
-                    name=layer_name(name), output=name)
-    return name
-
-
-def _fuse_or_own(b: Builder, index: int, node: Any, label: str, reads: list[str],
-                 extra: tuple[int, ...] = (), params: int = 0, readers: int = 1) -> None:
-    draft = b.single(reads[0], readers) if len(reads) == 1 else None
-    if draft is not None and issubclass(draft.kind, FUSE_INTO):
-        b.fuse(draft, index, node, label, extra)
-        if label == "Relu" and "relu" in draft.kind.model_fields:
-            draft.fields["relu"] = True
-        if draft.kind is Elementwise:
-            draft.fields["ops_per_element"] += OPS_PER_ELEMENT.get(label, 1)
-            draft.fields["params"] += params
-        return
-    _elementwise(b, index, node, label, reads if len(reads) == 1 else
-                 [joined(b, node, r) for r in reads], extra=extra,
-                 params=params)
-
-
 # -- operators ------------------------------------------------------------------------
 
 def _concat(b: Builder, index: int, node: Any, data: list[str]) -> None:
-    params = _constant_elements(b, node)
+    params = constant_elements(b, node)
     if not params:
         b.pass_through(index, node, data)
     else:  # a learned token or map joined to computed ones (ViT's class token)
-        _elementwise(b, index, node, "Concat", data, params=params)
+        elementwise(b, index, node, "Concat", data, params=params)
 
 
 def _pad(b: Builder, index: int, node: Any, data: list[str]) -> None:
@@ -278,14 +219,14 @@ def _relayout(b: Builder, x: str) -> None:
     draft = b.drafts[src.layers[0]]
     shape = batchless(b.shape(x))
     if draft.kind is Elementwise and draft.fields["shape"] != shape and \
-            _product(draft.fields["shape"]) == _product(shape):
+            product(draft.fields["shape"]) == product(shape):
         draft.fields["shape"] = shape
 
 
 def _pool(b: Builder, index: int, node: Any, data: list[str]) -> None:
     x = node.input[0]
     if node.op_type.startswith("Global") and len(b.shape(x)) == 3:  # (N, C, L): tokens
-        _elementwise(b, index, node, "ReduceMean" if "Average" in node.op_type  # averaged,
+        elementwise(b, index, node, "ReduceMean" if "Average" in node.op_type  # averaged,
                      else "ReduceMax", data)  # as AdaptiveAvgPool1d(1) exports (Swin's head)
         return
     _relayout(b, x)
@@ -335,14 +276,14 @@ def _matmul(b: Builder, index: int, node: Any, data: list[str]) -> None:
         weight = b.const(node, 1, 2)
         transposed = node.op_type == "Gemm" and b.attr(node, "transB", 0)
         out_f, in_f = weight.shape if transposed else weight.shape[::-1]
-        rows = _product(b.shape(a)) // int(in_f)
+        rows = product(b.shape(a)) // int(in_f)
         b.add_layer(index, node, FC, {"out_features": int(out_f), "in_features": int(in_f),
                                       "rows": rows}, [a])
     elif w in b.src and a not in b.src and node.op_type == "MatMul":
         weight = b.const(node, 0, 2)  # W @ x: each column of x is a row
         b.add_layer(index, node, FC, {"out_features": int(weight.shape[0]),
                                       "in_features": int(weight.shape[1]),
-                                      "rows": _product(b.shape(w)) // int(weight.shape[1])},
+                                      "rows": product(b.shape(w)) // int(weight.shape[1])},
                     [w])
     else:
         left, right = b.shape(a), b.shape(w)
@@ -350,7 +291,7 @@ def _matmul(b: Builder, index: int, node: Any, data: list[str]) -> None:
         rows = left[-2] if len(left) > 1 else 1
         inner = left[-1]
         cols = (right[-2] if transposed else right[-1]) if len(right) > 1 else 1
-        batch = max(_product(out) // (rows * cols), 1)
+        batch = max(product(out) // (rows * cols), 1)
         b.add_layer(index, node, MatMul, {"batch": batch, "rows": rows, "inner": inner,
                                           "cols": cols},
                     [joined(b, node, a), joined(b, node, w)])
@@ -365,12 +306,12 @@ def _batchnorm(b: Builder, index: int, node: Any, data: list[str]) -> None:
         b.fuse(draft, index, node, "BatchNormalization")
         return
     channels = int(b.constants[node.input[1]].size)
-    _elementwise(b, index, node, "BatchNormalization", [data[0]],
+    elementwise(b, index, node, "BatchNormalization", [data[0]],
                  params=2 * channels)
 
 
 def _activation(b: Builder, index: int, node: Any, data: list[str]) -> None:
-    _fuse_or_own(b, index, node, node.op_type, [data[0]], params=_constant_elements(b, node))
+    fuse_or_own(b, index, node, node.op_type, [data[0]], params=constant_elements(b, node))
 
 
 def _pattern(b: Builder, index: int, node: Any, x: str) -> bool:
@@ -380,12 +321,12 @@ def _pattern(b: Builder, index: int, node: Any, x: str) -> bool:
         return False
     name, nodes = found
     b.skip.update(nodes)
-    params = sum(_constant_elements(b, b.nodes[i]) for i in nodes)
+    params = sum(constant_elements(b, b.nodes[i]) for i in nodes)
     if name == "LayerNormalization":
-        _elementwise(b, index, node, name, [x], extra=nodes[1:],
+        elementwise(b, index, node, name, [x], extra=nodes[1:],
                      params=params)
     else:
-        _fuse_or_own(b, index, node, name, [x], nodes[1:], params,
+        fuse_or_own(b, index, node, name, [x], nodes[1:], params,
                      readers=sum(x in b.nodes[i].input for i in nodes))
     return True
 
@@ -402,15 +343,15 @@ def _nan_guard(b: Builder, index: int, node: Any, data: list[str]) -> bool:
             where.input[1] not in b.constants:
         return False
     b.skip.add(readers[0])
-    _fuse_or_own(b, index, node, "IsNaN", [x], (readers[0],), readers=2)
+    fuse_or_own(b, index, node, "IsNaN", [x], (readers[0],), readers=2)
     return True
 
 
 def _arithmetic(b: Builder, index: int, node: Any, data: list[str]) -> None:
     op = node.op_type
-    params = _constant_elements(b, node)
+    params = constant_elements(b, node)
     if len(data) == 1:  # with a constant: a bias, a scale, an exponent
-        _fuse_or_own(b, index, node, op, data, params=params)
+        fuse_or_own(b, index, node, op, data, params=params)
         return
     out = batchless(b.shape(node.output[0]))
     operands = [joined(b, node, d) for d in data]
@@ -418,7 +359,7 @@ def _arithmetic(b: Builder, index: int, node: Any, data: list[str]) -> None:
             all(batchless(b.shape(d)) == out for d in data):
         b.add_layer(index, node, Add, {"shape": out, "relu": False}, operands)
     else:  # a product of computed values (squeeze-and-excitation), broadcasting
-        _elementwise(b, index, node, op, operands, params=params)
+        elementwise(b, index, node, op, operands, params=params)
 
 
 def _selection(b: Builder, index: int, node: Any, data: list[str]) -> None:
@@ -433,7 +374,7 @@ def _selection(b: Builder, index: int, node: Any, data: list[str]) -> None:
     source = data[0]
     outputs = [o for o in node.output if o and b.readers.get(o)]
     for output in outputs:
-        _elementwise(b, index, node, node.op_type, [source],
+        elementwise(b, index, node, node.op_type, [source],
                      output=output if len(node.output) > 1 else None)
 
 
@@ -448,11 +389,5 @@ def _lookup(b: Builder, index: int, node: Any, ids: str) -> None:
     if node.op_type not in ("Gather", "GatherElements"):
         raise b.fail(node, f"{node.op_type} of a constant by computed indices is not "
                      "supported")
-    _elementwise(b, index, node, node.op_type, [ids], params=_constant_elements(b, node))
+    elementwise(b, index, node, node.op_type, [ids], params=constant_elements(b, node))
 
-
-def _product(shape: tuple[int, ...]) -> int:
-    total = 1
-    for dim in shape:
-        total *= dim
-    return total
