@@ -73,18 +73,18 @@ def selection(b: Builder, call: Call) -> None:
 
 def split(b: Builder, call: Call) -> None:
     """chunk / split / unbind of computed data: its parts, each a layer where it is read."""
-    src = b.operand(call)
-    b.value[call.out] = Other("split", first=b.value[src] if isinstance(b.value[src], Data)
-                              else None, what=call.what)
-    if isinstance(b.value[src], Input):
+    value = b.value[b.operand(call)]
+    if not isinstance(value, Data):
         b.fail(call, "splits a model input; a first layer reads the whole input")
+    b.value[call.out] = Other("split", first=value, what=call.what)
 
 
 def part(b: Builder, call: Call) -> None:
-    """One part of a split (a getitem of it): an element-wise "Split" layer."""
+    """One part of a split (a getitem of it): an element-wise "Split" layer reading what
+    the split read (`split` keeps it as the value's `first`)."""
     value = b.value[call.inputs[0]]
-    assert isinstance(value, Other) and value.first is not None
-    b.add(call, Elementwise(name=b.unique(call.base), deps=value.first.layers, op="Split",
+    layers = value.first.layers if isinstance(value, Other) and value.first else ()
+    b.add(call, Elementwise(name=b.unique(call.base), deps=layers, op="Split",
                             shape=data_shape(call.out), ops_per_element=OPS_PER_ELEMENT["Split"]))
 
 
