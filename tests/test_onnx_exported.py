@@ -183,8 +183,11 @@ def test_batchnorm_nodes_fold_into_their_convs(tmp_path) -> None:
 def test_depthwise_separable_block_with_relu6_and_se(tmp_path, dynamo) -> None:
     imported = _export(MobileBlock(), (1, 3, 16, 16), tmp_path / "mb.onnx", dynamo)
     layers = imported.dag.by_name
-    convs = [la for la in imported.dag.layers if la.type == "conv"]
-    stem, dw, se1, se2, pw = convs
+    stem, dw, pw = [la for la in imported.dag.layers if la.type == "conv"]
+    # the SE's 1x1 convolutions over the 1x1 map: the Linears they compute (layer_forms.py)
+    se1, se2, _ = [la for la in imported.dag.layers if la.type == "fc"]
+    assert (se1.in_features, se1.out_features, se2.in_features, se2.out_features) == \
+        (16, 4, 4, 16)
     assert stem.borders == (0, 0, 1, 1) and (stem.out_rows, stem.stride) == (8, 2)
     assert dw.groups == 16 and dw.in_ch == dw.out_ch == 16
     assert pw.window == (1, 1) and (pw.in_ch, pw.out_ch, pw.groups) == (16, 24, 1)

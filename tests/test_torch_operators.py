@@ -114,12 +114,17 @@ class _Applied(nn.Module):
 
 @pytest.mark.parametrize("written", sorted(_POINTWISE))
 def test_each_pointwise_operator_fuses_when_alone_else_is_its_own_layer(written) -> None:
+    """(Softmax excepted: its own layer, fused or not.)"""
     op, expected = _POINTWISE[written]
     example = torch.randn(1, 3, 8, 8)
     alone, _ = dag_from_module(_Applied(op, False).eval(), (example,))
     twice = both(_Applied(op, True), example)
     if expected is None:
         assert [la.name for la in alone.layers] == [la.name for la in twice.layers] == ["conv"]
+        return
+    if expected[0] == "Softmax":  # a reduction over a row: its own layer always (as ONNX's)
+        assert [la.type for la in alone.layers] == ["conv", "elementwise"]
+        assert alone.layers[1].op == "Softmax" and alone.by_name["conv"].fused == ()
         return
     assert len(alone.layers) == 1 and len(alone.by_name["conv"].fused) == 1
     assert alone.by_name["conv"].relu == (expected[0] == "Relu")

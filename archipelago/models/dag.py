@@ -231,29 +231,40 @@ def _shape_problem(dag: ModelDAG, layer: BaseLayer) -> str | None:
 
 def _operands_problem(dag: ModelDAG, layer: "Add | Elementwise") -> str | None:
     """An add's inputs each hold its output's element count, in its shape where they have
-    its rank (an importer passes reshapes through, so a residual may join a (C, H, W) map
-    and the (H*W, C) tokens it was viewed as); an element-wise layer's as
+    its rank up to the order of its axes (an importer passes reshapes and transposes
+    through, so a residual may join a (C, H, W) map and the (H*W, C) tokens or the
+    (H, W, C) map it was viewed as); an element-wise layer's as
     `_elementwise_problem` reads them."""
     sizes = [dag.by_name[d].out_elements for d in layer.deps]
     if isinstance(layer, Add):
         shapes = {dag.by_name[d].out_shape for d in layer.deps}
         if set(sizes) != {layer.out_elements} or any(
-                len(s) == len(layer.shape) and s != layer.shape for s in shapes):
+                len(s) == len(layer.shape) and sorted(s) != sorted(layer.shape)
+                for s in shapes):
             return f"adds inputs of shapes {sorted(shapes)}, declared shape {layer.shape}"
         return None
     return _elementwise_problem(layer, sizes)
+
+
+# Element-wise operators that copy part of their input out (a split part of a
+# concatenation: ShuffleNet's halves after its channel shuffle).
+_SELECTIONS = ("Gather", "Slice", "Split")
 
 
 def _elementwise_problem(layer: Elementwise, sizes: list[int]) -> str | None:
     """Inputs of `sizes` elements either join into the output (one input, a
     concatenation, with up to `params` stored elements: ViT's class token), or are
     operands broadcast over it (squeeze-and-excitation's gate), or the layer selects or
-    reduces part of one larger input (a Gather of a token, the last LSTM step, a mean)."""
+    reduces part of one larger input (a Gather of a token, the last LSTM step, a mean), or
+    looks each input up in a table (a Gather holding whole rows: an embedding)."""
     total = layer.out_elements
     joins = sum(sizes) <= total <= sum(sizes) + layer.params
     broadcast = len(sizes) > 1 and max(sizes) == total and all(total % s == 0 for s in sizes)
-    selects = len(sizes) == 1 and sizes[0] > total
-    if joins or broadcast or selects:
+    selects = sum(sizes) > total and (len(sizes) == 1 or layer.op in _SELECTIONS)
+    # an embedding lookup: one row of its table (`params`, whole rows) per input id
+    width = total // sum(sizes) if total % sum(sizes) == 0 else 0
+    looks_up = layer.op == "Gather" and width > 0 and layer.params % width == 0 < layer.params
+    if joins or broadcast or selects or looks_up:
         return None
     return (f"inputs of {', '.join(map(str, sizes))} elements neither join nor broadcast "
             f"into its shape {layer.shape} (nor does it select from one larger input; "

@@ -15,12 +15,14 @@ OPS_PER_ELEMENT = {
     "Gelu": 5,               # x * 0.5 * (1 + erf(x / sqrt 2))
     "Tanh": 1, "Softplus": 3, "Softsign": 3, "Mish": 5, "Erf": 1, "Exp": 1, "Log": 1,
     "Sqrt": 1, "Neg": 1, "Abs": 1, "Reciprocal": 1, "Pow": 1, "Floor": 1, "Ceil": 1,
+    "IsNaN": 2,              # x's NaNs replaced: a test and a select (onnx_layers' guard)
     "Add": 1, "Sub": 1, "Mul": 1, "Div": 1, "Max": 1, "Min": 1, "Sum": 1, "Mean": 2,
     "BatchNormalization": 2,  # scale and shift, the statistics folded into them
     "InstanceNormalization": 6, "LayerNormalization": 6, "GroupNormalization": 6,
     # mean, subtract, square, mean, normalise, scale and shift
     "Softmax": 5, "LogSoftmax": 5,  # max, subtract, exp, sum, divide (or log)
     "Concat": 1, "Split": 1, "Gather": 1, "Slice": 1, "Expand": 1, "Tile": 1,
+    "GatherElements": 1, "Equal": 1, "Not": 1, "CumSum": 1,  # a running sum: one add
     "ReduceMean": 1, "ReduceSum": 1, "ReduceMax": 1, "ReduceMin": 1, "ReduceL2": 2,
     "ReduceSumSquare": 2,
 }
@@ -32,6 +34,7 @@ TORCH_TO_ONNX = {
     "softmax": "Softmax", "layer_norm": "LayerNormalization",
     "batch_norm": "BatchNormalization", "lrn": "LRN",
     "add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div",
+    "ne": "Equal", "eq": "Equal", "cumsum": "CumSum",
 }
 
 

@@ -231,6 +231,20 @@ def _gather(node: Any, args: list[Any], opset: int) -> Any:
     return np.take(args[0], args[1].astype(np.int64), axis=_attrs(node).get("axis", 0))
 
 
+def _gather_elements(node: Any, args: list[Any], opset: int) -> Any:
+    """out[i][j] = data[indices[i][j]][j] (axis 0): onnx.reference's reshapes a one-element
+    result when the indices cover fewer elements than the data on the other axes (BERT's
+    token types gathered by position). Negative indices count from the end."""
+    data, indices = args[0], args[1].astype(np.int64)
+    axis = _attrs(node).get("axis", 0) % data.ndim
+    if indices.ndim != data.ndim:
+        return None
+    index = tuple(slice(None) if a == axis else slice(0, indices.shape[a])
+                  for a in range(data.ndim))
+    indices = np.where(indices < 0, indices + data.shape[axis], indices)
+    return np.take_along_axis(data[index], indices, axis=axis)
+
+
 def _slice(node: Any, args: list[Any], opset: int) -> Any:
     if opset < 10:
         return None  # starts/ends as attributes: onnx.reference
@@ -247,6 +261,7 @@ _NUMPY = {"Constant": _constant, "ConstantOfShape": _constant_of_shape,
           "Identity": lambda node, args, opset: args[0],
           "Cast": _cast, "Reshape": _reshape, "Transpose": _transpose,
           "Unsqueeze": _unsqueeze, "Squeeze": _squeeze, "Concat": _concat, "Gather": _gather,
+          "GatherElements": _gather_elements,
           "Slice": _slice}
 
 

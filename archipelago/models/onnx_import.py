@@ -25,8 +25,9 @@ from pydantic import ValidationError
 from archipelago.errors import ConfigError, elide_path
 from archipelago.models.dag import ModelDAG, validate_dag
 from archipelago.models.onnx_check import load_checked, node_field, refusal
+from archipelago.models.onnx_elementwise import joined
 from archipelago.models.onnx_graph import Builder, Draft
-from archipelago.models.onnx_layers import joined, visit
+from archipelago.models.onnx_layers import visit
 from archipelago.safe_read import probe
 
 

@@ -6,7 +6,8 @@ constant operand (FC, `rows` tokens), MatMul of two computed operands (MatMul), 
 every kind, LSTM/GRU (`onnx_recurrent`), Add/Sum of same-shape values (Add), and Elementwise
 for the rest: a BatchNormalization not right after a conv, an activation after a layer it
 cannot fuse into, Softmax, LRN, LayerNormalization, a product or quotient of two computed
-values (squeeze-and-excitation), a Gather/Slice/Split selecting part of a value, reductions.
+values (squeeze-and-excitation), a Gather/Slice/Split selecting part of a value, reductions,
+a Gather of a constant table's rows by the model's data (an embedding lookup).
 
 Fused into the layer before them, when that layer alone reads its output (recorded in the
 layer's `fused`): a BatchNormalization into the Conv or FC right before it; an activation
@@ -22,8 +23,15 @@ dependencies concatenates them), and a zero Pad (added to the next Conv or pool'
 from typing import Any
 
 from archipelago.models.dag import FC, Add, Conv, Elementwise, MatMul, Pool
-from archipelago.models.elementwise_ops import OPS_PER_ELEMENT, lrn_ops
-from archipelago.models.onnx_graph import Builder, Draft, batchless, layer_name
+from archipelago.models.layer_forms import conv_layer
+from archipelago.models.onnx_elementwise import (
+    constant_elements,
+    elementwise,
+    fuse_or_own,
+    joined,
+    product,
+)
+from archipelago.models.onnx_graph import Builder, batchless
 from archipelago.models.onnx_patterns import ELEMENTWISE, find_pattern
 from archipelago.models.onnx_recurrent import recurrent
 
@@ -31,17 +39,16 @@ PASS_OPS = {"Flatten", "Reshape", "Squeeze", "Unsqueeze", "Transpose", "Identity
             "Cast", "CastLike"}
 ACTIVATIONS = {"Relu", "Clip", "LeakyRelu", "PRelu", "Elu", "Selu", "Celu", "Sigmoid",
                "HardSigmoid", "HardSwish", "Gelu", "Tanh", "Softplus", "Softsign", "Mish",
-               "Erf", "Exp", "Log", "Sqrt", "Neg", "Abs", "Reciprocal", "Floor", "Ceil"}
-ARITHMETIC = {"Add", "Sub", "Mul", "Div", "Sum", "Max", "Min", "Mean", "Pow"}
+               "Erf", "Exp", "Log", "Sqrt", "Neg", "Abs", "Reciprocal", "Floor", "Ceil",
+               "Not"}
+ARITHMETIC = {"Add", "Sub", "Mul", "Div", "Sum", "Max", "Min", "Mean", "Pow", "Equal"}
 OWN_OPS = {"Softmax", "LogSoftmax", "LRN", "LayerNormalization", "InstanceNormalization",
            "GroupNormalization", "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin",
-           "ReduceL2", "ReduceSumSquare", "Expand", "Tile"}
-SELECTIONS = {"Gather", "Slice", "Split"}
+           "ReduceL2", "ReduceSumSquare", "Expand", "Tile", "CumSum"}
+SELECTIONS = {"Gather", "Slice", "Split", "GatherElements"}
 POOLS = {"MaxPool": "max", "AveragePool": "avg", "GlobalAveragePool": "avg",
          "GlobalMaxPool": "max"}
-# Layers an activation or a constant operation fuses into; a BatchNormalization folds into
-# the weights of a Conv or FC only.
-FUSE_INTO = (Conv, FC, MatMul, Add, Elementwise)
+# A BatchNormalization folds into the weights of a Conv or FC only.
 BN_INTO = (Conv, FC)
 
 
@@ -52,6 +59,11 @@ def visit(b: Builder, index: int, node: Any) -> None:
     data = b.data_inputs(node)
     op = node.op_type
     if op in ELEMENTWISE and len(data) == 1 and _pattern(b, index, node, data[0]):
+        return
+    if op == "IsNaN" and _nan_guard(b, index, node, data):
+        return
+    if op == "Expand" and len(data) == 1 and b.shape(data[0]) == b.shape(node.output[0]):
+        b.pass_through(index, node, data)  # to the shape it has: nothing repeated
         return
     if op in PASS_OPS:
         if op == "Reshape":
@@ -80,8 +92,9 @@ def visit(b: Builder, index: int, node: Any) -> None:
     elif op in ("ReduceMean", "ReduceMax") and _spatial_reduction(b, node):
         _global_pool(b, index, node)
     elif op in OWN_OPS or op == "LRN":
-        _elementwise(b, index, node, op, [joined(b, node, d) for d in data],
-                     params=_constant_elements(b, node))
+        elementwise(b, index, node, op, data if len(data) == 1 else
+                     [joined(b, node, d) for d in data],
+                     params=constant_elements(b, node))
     else:
         if op in ("Shape", "Size"):  # folded wherever its input's shape is known
             b.shape(node.input[0])  # so it is not: that shape is the one-line error
@@ -104,72 +117,14 @@ def _check_reshape(b: Builder, node: Any, data: str) -> None:
         raise b.fail(node, str(err)) from None
 
 
-def _constant_elements(b: Builder, node: Any) -> int:
-    """The floating-point constants (weights, scales) the node reads: integer ones are
-    axes, indices or shapes."""
-    return sum(int(b.constants[n].size) for n in node.input
-               if n in b.constants and b.constants[n].dtype.kind == "f")
-
-
-def _elementwise(b: Builder, index: int, node: Any, op: str, reads: list[str],
-                 extra: tuple[int, ...] = (), params: int = 0,
-                 output: str | None = None) -> Draft:
-    out = output or (b.nodes[extra[-1]] if extra else node).output[0]
-    ops = OPS_PER_ELEMENT.get(op, 1)
-    if op == "LRN":  # a sum of squares over `size` channels, then scale and power
-        ops = lrn_ops(int(b.attr(node, "size", 1)))
-    return b.add_layer(index, node, Elementwise,
-                       {"op": op, "shape": batchless(b.shape(out)), "ops_per_element": ops,
-                        "params": params}, reads, extra=extra, output=output,
-                       name=layer_name(out) if output else None)
-
-
-def joined(b: Builder, node: Any, name: str) -> str:
-    """`name` as one layer's output, for an operator whose operands are not concatenated
-    (an Add, a product, a MatMul): a value joined from several layers (a Concat) becomes
-    its own layer first, a 1x1 stride-1 max pool for feature maps (as `DagBuilder.concat`
-    writes one), an Elementwise Concat otherwise."""
-    src = b.src[name]
-    if len(src.layers) <= 1:
-        return name
-    shape = batchless(b.shape(name))
-    last = src.nodes[-1]
-    concat = b.nodes[last]
-    if len(shape) == 3 and concat.op_type == "Concat" and b.attr(concat, "axis", 0) in (1, -3):
-        b.add_layer(last, concat, Pool, {"channels": shape[0], "out_rows": shape[1],
-                                                "out_cols": shape[2], "kernel": 1,
-                                                "stride": 1}, [name],
-                    name=layer_name(name), output=name)
-    else:
-        b.add_layer(last, concat, Elementwise,
-                    {"op": "Concat", "shape": shape, "ops_per_element": 1}, [name],
-                    name=layer_name(name), output=name)
-    return name
-
-
-def _fuse_or_own(b: Builder, index: int, node: Any, label: str, reads: list[str],
-                 extra: tuple[int, ...] = (), params: int = 0, readers: int = 1) -> None:
-    draft = b.single(reads[0], readers) if len(reads) == 1 else None
-    if draft is not None and issubclass(draft.kind, FUSE_INTO):
-        b.fuse(draft, index, node, label, extra)
-        if label == "Relu" and "relu" in draft.kind.model_fields:
-            draft.fields["relu"] = True
-        if draft.kind is Elementwise:
-            draft.fields["ops_per_element"] += OPS_PER_ELEMENT.get(label, 1)
-            draft.fields["params"] += params
-        return
-    _elementwise(b, index, node, label, [joined(b, node, r) for r in reads], extra=extra,
-                 params=params)
-
-
 # -- operators ------------------------------------------------------------------------
 
 def _concat(b: Builder, index: int, node: Any, data: list[str]) -> None:
-    params = _constant_elements(b, node)
+    params = constant_elements(b, node)
     if not params:
         b.pass_through(index, node, data)
     else:  # a learned token or map joined to computed ones (ViT's class token)
-        _elementwise(b, index, node, "Concat", data, params=params)
+        elementwise(b, index, node, "Concat", data, params=params)
 
 
 def _pad(b: Builder, index: int, node: Any, data: list[str]) -> None:
@@ -243,16 +198,38 @@ def _conv(b: Builder, index: int, node: Any, data: list[str]) -> None:
         raise b.fail(node, f"kernel_shape {list(declared)} disagrees with its weight's "
                      f"{list(kernel)}")
     b.shape_of_rank(node, x, 4, "(N, C, H, W)")
+    _relayout(b, x)
     out = b.shape_of_rank(node, node.output[0], 4, "(N, C, H, W)")[1:]
     groups = int(b.attr(node, "group", 1))
     fields = _window(b, node, x, out[1:], kernel, _pair(b, node, "strides", 1))
-    b.add_layer(index, node, Conv, {**fields, "out_ch": out[0],
-                                    "in_ch": int(weight.shape[1]) * groups,
-                                    "groups": groups, "relu": False}, [x])
+    kind, fields = conv_layer({**fields, "out_ch": out[0],
+                               "in_ch": int(weight.shape[1]) * groups, "groups": groups,
+                               "relu": False}, b.shape(x)[2:])
+    b.add_layer(index, node, kind, fields, [x])
+
+
+def _relayout(b: Builder, x: str) -> None:
+    """A feature map an element-wise layer computed in another layout (ConvNeXt's
+    channels-first LayerNorm runs on channels-last values, permuted back for the next
+    conv): the layer's shape is recorded as the conv or pool reads it, (C, H, W); the
+    elements and the work are the same."""
+    src = b.src[x]
+    if len(src.layers) != 1 or not src.nodes:
+        return
+    draft = b.drafts[src.layers[0]]
+    shape = batchless(b.shape(x))
+    if draft.kind is Elementwise and draft.fields["shape"] != shape and \
+            product(draft.fields["shape"]) == product(shape):
+        draft.fields["shape"] = shape
 
 
 def _pool(b: Builder, index: int, node: Any, data: list[str]) -> None:
     x = node.input[0]
+    if node.op_type.startswith("Global") and len(b.shape(x)) == 3:  # (N, C, L): tokens
+        elementwise(b, index, node, "ReduceMean" if "Average" in node.op_type  # averaged,
+                     else "ReduceMax", data)  # as AdaptiveAvgPool1d(1) exports (Swin's head)
+        return
+    _relayout(b, x)
     out = b.shape_of_rank(node, node.output[0], 4, "(N, C, H, W)")[1:]
     size = b.shape_of_rank(node, x, 4, "(N, C, H, W)")[2:]
     if node.op_type.startswith("Global"):
@@ -299,14 +276,14 @@ def _matmul(b: Builder, index: int, node: Any, data: list[str]) -> None:
         weight = b.const(node, 1, 2)
         transposed = node.op_type == "Gemm" and b.attr(node, "transB", 0)
         out_f, in_f = weight.shape if transposed else weight.shape[::-1]
-        rows = _product(b.shape(a)) // int(in_f)
+        rows = product(b.shape(a)) // int(in_f)
         b.add_layer(index, node, FC, {"out_features": int(out_f), "in_features": int(in_f),
                                       "rows": rows}, [a])
     elif w in b.src and a not in b.src and node.op_type == "MatMul":
         weight = b.const(node, 0, 2)  # W @ x: each column of x is a row
         b.add_layer(index, node, FC, {"out_features": int(weight.shape[0]),
                                       "in_features": int(weight.shape[1]),
-                                      "rows": _product(b.shape(w)) // int(weight.shape[1])},
+                                      "rows": product(b.shape(w)) // int(weight.shape[1])},
                     [w])
     else:
         left, right = b.shape(a), b.shape(w)
@@ -314,7 +291,7 @@ def _matmul(b: Builder, index: int, node: Any, data: list[str]) -> None:
         rows = left[-2] if len(left) > 1 else 1
         inner = left[-1]
         cols = (right[-2] if transposed else right[-1]) if len(right) > 1 else 1
-        batch = max(_product(out) // (rows * cols), 1)
+        batch = max(product(out) // (rows * cols), 1)
         b.add_layer(index, node, MatMul, {"batch": batch, "rows": rows, "inner": inner,
                                           "cols": cols},
                     [joined(b, node, a), joined(b, node, w)])
@@ -329,12 +306,12 @@ def _batchnorm(b: Builder, index: int, node: Any, data: list[str]) -> None:
         b.fuse(draft, index, node, "BatchNormalization")
         return
     channels = int(b.constants[node.input[1]].size)
-    _elementwise(b, index, node, "BatchNormalization", [joined(b, node, data[0])],
+    elementwise(b, index, node, "BatchNormalization", [data[0]],
                  params=2 * channels)
 
 
 def _activation(b: Builder, index: int, node: Any, data: list[str]) -> None:
-    _fuse_or_own(b, index, node, node.op_type, [data[0]], params=_constant_elements(b, node))
+    fuse_or_own(b, index, node, node.op_type, [data[0]], params=constant_elements(b, node))
 
 
 def _pattern(b: Builder, index: int, node: Any, x: str) -> bool:
@@ -344,21 +321,37 @@ def _pattern(b: Builder, index: int, node: Any, x: str) -> bool:
         return False
     name, nodes = found
     b.skip.update(nodes)
-    params = sum(_constant_elements(b, b.nodes[i]) for i in nodes)
+    params = sum(constant_elements(b, b.nodes[i]) for i in nodes)
     if name == "LayerNormalization":
-        _elementwise(b, index, node, name, [joined(b, node, x)], extra=nodes[1:],
+        elementwise(b, index, node, name, [x], extra=nodes[1:],
                      params=params)
     else:
-        _fuse_or_own(b, index, node, name, [x], nodes[1:], params,
+        fuse_or_own(b, index, node, name, [x], nodes[1:], params,
                      readers=sum(x in b.nodes[i].input for i in nodes))
+    return True
+
+
+def _nan_guard(b: Builder, index: int, node: Any, data: list[str]) -> bool:
+    """Where(IsNaN(x), c, x) with a constant c (the dynamo exporter's guard after an
+    attention softmax): x with its NaNs replaced, fused as one operator "IsNaN" (a test and
+    a select per element) into the layer computing x."""
+    x, readers = data[0] if data else "", b.reader_nodes.get(node.output[0], [])
+    if len(readers) != 1 or b.nodes[readers[0]].op_type != "Where":
+        return False
+    where = b.nodes[readers[0]]
+    if list(where.input) != [node.output[0], where.input[1], x] or \
+            where.input[1] not in b.constants:
+        return False
+    b.skip.add(readers[0])
+    fuse_or_own(b, index, node, "IsNaN", [x], (readers[0],), readers=2)
     return True
 
 
 def _arithmetic(b: Builder, index: int, node: Any, data: list[str]) -> None:
     op = node.op_type
-    params = _constant_elements(b, node)
+    params = constant_elements(b, node)
     if len(data) == 1:  # with a constant: a bias, a scale, an exponent
-        _fuse_or_own(b, index, node, op, data, params=params)
+        fuse_or_own(b, index, node, op, data, params=params)
         return
     out = batchless(b.shape(node.output[0]))
     operands = [joined(b, node, d) for d in data]
@@ -366,24 +359,35 @@ def _arithmetic(b: Builder, index: int, node: Any, data: list[str]) -> None:
             all(batchless(b.shape(d)) == out for d in data):
         b.add_layer(index, node, Add, {"shape": out, "relu": False}, operands)
     else:  # a product of computed values (squeeze-and-excitation), broadcasting
-        _elementwise(b, index, node, op, operands, params=params)
+        elementwise(b, index, node, op, operands, params=params)
 
 
 def _selection(b: Builder, index: int, node: Any, data: list[str]) -> None:
     """Part of a computed value (a token, the last LSTM step, one of q, k, v): a layer
     that copies it out, so the layers reading it receive only that part."""
+    if node.input[0] in b.constants and data == [node.input[1]]:
+        _lookup(b, index, node, data[0])
+        return
     if node.input[0] not in b.src or len(data) != 1:
         raise b.fail(node, f"{node.op_type} indices computed from the model's data are not "
                      "supported")
-    source = joined(b, node, data[0])
+    source = data[0]
     outputs = [o for o in node.output if o and b.readers.get(o)]
     for output in outputs:
-        _elementwise(b, index, node, node.op_type, [source],
+        elementwise(b, index, node, node.op_type, [source],
                      output=output if len(node.output) > 1 else None)
 
 
-def _product(shape: tuple[int, ...]) -> int:
-    total = 1
-    for dim in shape:
-        total *= dim
-    return total
+def _lookup(b: Builder, index: int, node: Any, ids: str) -> None:
+    """A constant indexed by the model's data: an embedding lookup (Gather, one row of a
+    table per token id; the table its stored elements), or GatherElements (RoBERTa's
+    token types picked by the positions it computes from the ids)."""
+    table = b.const(node, 0)
+    if node.op_type == "Gather" and (b.attr(node, "axis", 0) != 0 or table.ndim != 2):
+        raise b.fail(node, f"Gather on axis {b.attr(node, 'axis', 0)} of a {table.ndim}-D "
+                     "constant by computed indices; only rows of a 2-D table (an embedding)")
+    if node.op_type not in ("Gather", "GatherElements"):
+        raise b.fail(node, f"{node.op_type} of a constant by computed indices is not "
+                     "supported")
+    elementwise(b, index, node, node.op_type, [ids], params=constant_elements(b, node))
+

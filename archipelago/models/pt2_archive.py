@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from archipelago.errors import ConfigError, elide, first_line
-from archipelago.models.pt2_graph import check_names, check_program
+from archipelago.models.pt2_graph import check_names, check_program, plain_outputs
 
 MODEL = "model"  # the program torch.export.save writes and torch.export.load returns
 BYTEORDER = "byteorder"  # torch's archive writer records the raw tensors' byte order
@@ -193,6 +193,7 @@ def _program(archive: Archive, torch: Any) -> Any:
         raise ConfigError(archive.source, BYTEORDER, "only little-endian archives are read")
     entry = at.MODELS_FILENAME_FORMAT.format(MODEL)
     program = check_program(archive.json(entry), archive.source, entry, torch)
+    plain_outputs(program)
     weights = _tensors(archive, at.WEIGHTS_CONFIG_FILENAME_FORMAT.format(MODEL),
                        at.WEIGHTS_DIR, torch)
     constants = _tensors(archive, at.CONSTANTS_CONFIG_FILENAME_FORMAT.format(MODEL),

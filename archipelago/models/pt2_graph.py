@@ -38,6 +38,10 @@ _TOKEN = re.compile(r"""\s*(?:(?P<name>[A-Za-z_][A-Za-z0-9_]*)
 _SYMBOL = re.compile(r"[a-z]+[0-9]+")  # s77, u0, zuf1: torch's size symbols
 _KEYWORD = re.compile(r"[a-z_]+")  # an assumption passed by name: positive=True
 _PLAIN = re.compile(r"(?!__)[A-Za-z0-9_]+")
+# ATen's operators named as Python's (aten::__and__, what `mask_a & mask_b` records):
+# named one by one, so no other double-underscore name reaches the getattr below.
+_DUNDER_OPERATORS = frozenset({"__and__", "__or__", "__xor__", "__lshift__", "__rshift__",
+                               "__iand__", "__ior__", "__ixor__"})
 # Names, module paths, version and option texts: nothing that quotes, calls, assigns or
 # annotates when torch.fx pastes a name into the Python it generates (an argument name
 # `x=__import__(...)` would run as the default of `def forward`), and no line break.
@@ -73,7 +77,8 @@ def _allowed_operator(target: str, torch: Any) -> bool:
 
     parts = target.split(".")
     if len(parts) == 5 and parts[:2] == ["torch", "ops"] and parts[2] in OPERATOR_NAMESPACES \
-            and all(_PLAIN.fullmatch(p) for p in parts[3:]):
+            and (parts[3] in _DUNDER_OPERATORS or _PLAIN.fullmatch(parts[3])) \
+            and _PLAIN.fullmatch(parts[4]):
         packet = getattr(getattr(torch.ops, parts[2]), parts[3], None)
         return isinstance(getattr(packet, parts[4], None), torch._ops.OpOverload)
     return target in {f"{op.__module__}.{op.__name__}" for op in _SYM_OPS}
@@ -135,6 +140,33 @@ def check_program(program: Any, source: str, entry: str, torch: Any) -> dict:
             else:
                 stack.append(inner)
     return program
+
+
+# Containers torch's pytree knows without importing anything: an output tree of any other
+# type (transformers' ModelOutput) would make torch look its class up by name.
+_BUILTIN_TREES = frozenset({"builtins.tuple", "builtins.list", "builtins.dict", None})
+
+
+def plain_outputs(program: dict) -> None:
+    """The output tree specs of `program`'s module calls with every container torch would
+    import (a library's output class: transformers' SequenceClassifierOutput) read as a
+    tuple of the same children: the importer reads the output values, never the class a
+    library wraps them in, and a class named here is never imported."""
+    for call in program.get("graph_module", {}).get("module_call_graph", []) or []:
+        signature = call.get("signature") if isinstance(call, dict) else None
+        spec = signature.get("out_spec") if isinstance(signature, dict) else None
+        tree = _nested_json(spec) if isinstance(spec, str) else None
+        if not isinstance(tree, list) or len(tree) != 2:
+            continue
+        stack = [tree[1]]
+        while stack:
+            node = stack.pop()
+            if not isinstance(node, dict):
+                continue
+            if node.get("type") not in _BUILTIN_TREES:
+                node["type"], node["context"] = "builtins.tuple", "null"
+            stack.extend(node.get("children_spec") or [])
+        signature["out_spec"] = json.dumps(tree)
 
 
 def check_names(config: Any, source: str, entry: str) -> None:

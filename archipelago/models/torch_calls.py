@@ -162,7 +162,11 @@ _ATEN = {"conv2d": "conv", "linear": "linear", "lstm": "lstm", "gru": "gru",
          "matmul": "matmul", "bmm": "matmul", "cat": "cat", "zeros": "const", "mean": "mean",
          "flatten": PASS, "view": PASS, "reshape": PASS, "permute": PASS, "transpose": PASS,
          "contiguous": PASS, "squeeze": PASS, "unsqueeze": PASS, "unflatten": PASS,
-         "dropout": PASS, "clone": PASS, "alias": PASS, "t": PASS}
+         "dropout": PASS, "clone": PASS, "alias": PASS, "t": PASS,
+         "embedding": "embedding", "select": "select", "slice": "slice", "index": "index",
+         "chunk": "split", "split": "split", "split_with_sizes": "split", "unbind": "split",
+         "scaled_dot_product_attention": "sdpa", "expand": "expand", "gather": "gather",
+         "ne": "ne", "eq": "eq", "cumsum": "cumsum", "to": PASS, "type_as": PASS}
 
 
 def aten_name(node) -> str:
@@ -258,6 +262,8 @@ def _aten_attrs(op: str, name: str, node) -> dict[str, Any]:
         return {"dim": _arg(node, 1, "dim", 0)}
     if op == "mean":
         return {"dims": _arg(node, 1, "dim")}
+    if op == "sdpa":
+        return {"mask": _arg(node, 3, "attn_mask"), "dropout": _arg(node, 4, "dropout_p", 0.0)}
     return {}
 
 

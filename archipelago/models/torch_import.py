@@ -31,6 +31,7 @@ from archipelago.models.torch_layers import (
     numel,
 )
 from archipelago.models.torch_modules import HANDLERS
+from archipelago.models.torch_tensors import constant
 
 
 def _trace(module, name: str, source: str, torch):
@@ -116,6 +117,7 @@ def dag_from_module(module, example_inputs: tuple, name: str = "imported",
     live = _live(graph.graph)
     calls = _calls(graph.graph, modules, live, torch)
     builder = Builder(source, calls, live)
+    inner = {node for node, call in calls.items() if call.op == "inner"}  # a module's parts
     for node in graph.graph.nodes:
         if node not in live or node.op == "output":
             continue
@@ -124,6 +126,8 @@ def dag_from_module(module, example_inputs: tuple, name: str = "imported",
             builder.value[node] = Input(shape) if shape else Other("const")
         elif node.op == "get_attr":  # a parameter, buffer or constant tensor
             builder.value[node] = Other("param", numel(full_shape(node)))
+        elif node not in inner and (fixed := constant(builder, node)) is not None:
+            builder.value[node] = fixed  # computed from constants only: folded
         elif node not in calls:
             raise _unknown(node, modules, source)
         else:

@@ -2,8 +2,8 @@
 
 The fusion rule is the ONNX importer's (models/onnx_import.py's docstring): a point-wise
 operator (an activation: ReLU, ReLU6/Hardtanh, Sigmoid, SiLU, HardSigmoid, HardSwish,
-GELU, Tanh, Softmax, LRN; or arithmetic with a constant) that alone consumes the output of
-a Conv, Linear, Add or element-wise layer fuses into that layer, and a BatchNorm fuses
+GELU, Tanh, LRN; or arithmetic with a constant) that alone consumes the output of
+a Conv, Linear, MatMul, Add or element-wise layer fuses into that layer, and a BatchNorm fuses
 into a Conv it alone consumes while no non-linearity has been fused into the Conv yet
 (its affine map folds into the Conv's weights); both are recorded in the layer's `fused`.
 Otherwise the operator is its own `Elementwise` layer. Value-preserving reshapes (view,
@@ -129,6 +129,18 @@ class Builder:
                       "operator cannot read next to another layer's output")
         return value.layers[0]
 
+    def relayout(self, src) -> None:
+        """A feature map an element-wise layer computed in another layout (ConvNeXt's
+        channels-first LayerNorm on channels-last values, permuted back): the layer's
+        shape recorded as the conv or pool reading it sees it (onnx_layers' rule)."""
+        value = self.value[src]
+        if not isinstance(value, Data) or len(value.layers) != 1:
+            return
+        layer, shape = self.layers[value.layers[0]], data_shape(src)
+        if isinstance(layer, Elementwise) and layer.shape != shape and \
+                numel(layer.shape) == numel(shape):
+            self.layers[layer.name] = layer.model_copy(update={"shape": shape})
+
     def add(self, call: Call, layer, src=None) -> str:
         """Register `layer`, computed by `call` from `src` (its model input if no deps)."""
         if not layer.deps and src is not None:
@@ -163,11 +175,14 @@ class Builder:
             return None
         return name
 
-    def fuse(self, call: Call, name: str, ops: int, nonlinear: bool) -> None:
+    def fuse(self, call: Call, name: str, ops: int, nonlinear: bool, params: int = 0) -> None:
+        """Merge `call` into layer `name`; an element-wise layer also takes its work per
+        element and the `params` stored elements it reads (a position embedding added)."""
         layer = self.layers[name]
         update: dict[str, Any] = {"fused": (*layer.fused, call.base)}
         if isinstance(layer, Elementwise):
             update["ops_per_element"] = layer.ops_per_element + ops
+            update["params"] = layer.params + params
         elif call.op == "relu" and name not in self.nonlinear:
             update["relu"] = True
         self.layers[name] = layer.model_copy(update=update)
@@ -181,12 +196,12 @@ def pointwise(b: Builder, call: Call, ops: int | None = None) -> None:
     """An activation or arithmetic with a constant: fused, or its own element-wise layer."""
     src = b.operand(call)
     ops = ops or op_work(call.op)
-    target = b.fusable(call, src, (Conv, FC, Add, Elementwise))
-    if target is not None:
-        b.fuse(call, target, ops, nonlinear=True)
-        return
+    target = b.fusable(call, src, (Conv, FC, MatMul, Add, Elementwise))
     params = sum(b.value[n].numel for n in call.inputs
                  if isinstance(b.value.get(n), Other) and b.value[n].kind == "param")
+    if target is not None:
+        b.fuse(call, target, ops, nonlinear=True, params=params)
+        return
     b.add(call, Elementwise(name=b.unique(call.base), deps=b.deps(src), op=onnx_op(call.op),
                             shape=data_shape(call.out), ops_per_element=ops, params=params),
           src)
@@ -204,11 +219,12 @@ def batch_norm(b: Builder, call: Call) -> None:
 
 
 def normalization(b: Builder, call: Call) -> None:
-    """LayerNorm: its own element-wise layer, with its scale and shift vectors."""
+    """LayerNorm and Softmax (a reduction over a row, never fused: onnx_layers' rule): its
+    own element-wise layer, with LayerNorm's scale and shift vectors."""
     src = b.operand(call)
     b.add(call, Elementwise(name=b.unique(call.base), deps=b.deps(src), op=onnx_op(call.op),
                             shape=data_shape(call.out), ops_per_element=op_work(call.op),
-                            params=call.attrs["params"]), src)
+                            params=call.attrs.get("params", 0)), src)
 
 
 def binary(b: Builder, call: Call) -> None:

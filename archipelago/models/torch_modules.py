@@ -4,8 +4,9 @@ and GRUs, pooling, attention) as DAG layers, and the table of every operator's h
 
 from typing import Any
 
-from archipelago.models.dag import FC, LSTM, Conv, Elementwise, MatMul, Pool
-from archipelago.models.elementwise_ops import lrn_ops
+from archipelago.models.dag import FC, LSTM, Elementwise, MatMul, Pool
+from archipelago.models.elementwise_ops import OPS_PER_ELEMENT, lrn_ops
+from archipelago.models.layer_forms import conv_layer
 from archipelago.models.torch_calls import PASS, Call
 from archipelago.models.torch_layers import (
     Builder,
@@ -15,6 +16,7 @@ from archipelago.models.torch_layers import (
     batch_norm,
     binary,
     borders,
+    data_shape,
     full_shape,
     matmul,
     normalization,
@@ -25,10 +27,21 @@ from archipelago.models.torch_layers import (
     pointwise,
     window,
 )
+from archipelago.models.torch_tensors import (
+    embedding,
+    expand,
+    lookup,
+    parameter_concat,
+    part,
+    sdpa,
+    selection,
+    split,
+)
 
 
 def conv(b: Builder, call: Call) -> None:
     src, a = b.operand(call), call.attrs
+    b.relayout(src)
     if pair(a["dilation"]) != (1, 1):
         b.fail(call, f"dilation {a['dilation']}: dilated convolutions are not supported")
     if a.get("padding_mode", "zeros") != "zeros":
@@ -36,17 +49,18 @@ def conv(b: Builder, call: Call) -> None:
     out_ch, per_group, *kernel = a["weight"]
     kernel, stride = (kernel[0], kernel[1]), pair(a["stride"])
     out = full_shape(call.out)[-3:]
-    name = b.add(call, Conv(name=b.unique(call.base), deps=b.deps(src), out_ch=out_ch,
-                            in_ch=per_group * a["groups"], groups=a["groups"],
-                            out_rows=out[1], out_cols=out[2], relu=False,
-                            **window(kernel, stride,
-                                     borders(b, call, src, kernel, stride, a["padding"]))),
-                 src)
+    kind, fields = conv_layer(
+        {"out_ch": out_ch, "in_ch": per_group * a["groups"], "groups": a["groups"],
+         "out_rows": out[1], "out_cols": out[2], "relu": False,
+         **window(kernel, stride, borders(b, call, src, kernel, stride, a["padding"]))},
+        full_shape(src)[-2:])
+    name = b.add(call, kind(name=b.unique(call.base), deps=b.deps(src), **fields), src)
     b.params[name] = a["path"]
 
 
 def pool(b: Builder, call: Call) -> None:
     src, a = b.operand(call), call.attrs
+    b.relayout(src)
     if pair(a["dilation"]) != (1, 1):
         b.fail(call, f"dilation {a['dilation']}: dilated pooling is not supported")
     kernel, stride = pair(a["kernel"]), pair(a["stride"])
@@ -76,13 +90,17 @@ def adaptive_pool(b: Builder, call: Call) -> None:
 
 
 def mean(b: Builder, call: Call) -> None:
-    """`x.mean((2, 3))`, global average pooling as EfficientNet's code writes it."""
+    """`x.mean((2, 3))`, global average pooling as EfficientNet's code writes it; a mean
+    over other axes (timm's Swin averaging its channels-last map's tokens) is the
+    element-wise ReduceMean the ONNX importer writes for it."""
     src = b.operand(call)
     shape, dims = full_shape(src), call.attrs["dims"]
     dims = {d % len(shape) for d in (dims if isinstance(dims, list | tuple) else [dims])}
     if len(shape) != 4 or dims != {2, 3}:
-        b.fail(call, f"mean over axes {sorted(dims)} of {list(shape)}; only over the rows and "
-               "columns of a feature map (global average pooling)")
+        b.add(call, Elementwise(name=b.unique(call.base), deps=b.deps(src), op="ReduceMean",
+                                shape=data_shape(call.out),
+                                ops_per_element=OPS_PER_ELEMENT["ReduceMean"]), src)
+        return
     b.add(call, Pool(name=b.unique(call.base), deps=b.deps(src), kind="avg",
                      channels=shape[1], out_rows=1, out_cols=1,
                      **window(shape[2:], shape[2:], (0, 0, 0, 0))), src)
@@ -156,7 +174,9 @@ def attention(b: Builder, call: Call) -> None:
 
 def getitem(b: Builder, call: Call) -> None:
     value = b.value.get(call.inputs[0])
-    if isinstance(value, Other) and value.kind == "tuple":
+    if isinstance(value, Other) and value.kind == "split":
+        part(b, call)
+    elif isinstance(value, Other) and value.kind == "tuple":
         if call.attrs["index"] != 0:
             b.fail(call, f"its output {call.attrs['index']} (an LSTM's final state, attention "
                    "weights) is not supported; read its first output", value.what)
@@ -176,9 +196,14 @@ def cat(b: Builder, call: Call) -> None:
         b.fail(call, f"concatenation on axis {call.attrs['dim']} of {list(shape)}; only on "
                "the first axis after the batch (channels, or steps)")
     values = [b.value[n] for n in call.inputs]
-    if any(isinstance(v, Input) for v in values) or not all(isinstance(v, Data)
+    if any(isinstance(v, Input) for v in values) or not any(isinstance(v, Data)
                                                             for v in values):
-        b.fail(call, "joins a model input or a parameter with layer outputs")
+        b.fail(call, "joins a model input with layer outputs")
+    if not all(isinstance(v, Data) for v in values):
+        if not all(isinstance(v, Data) or v.kind == "param" for v in values):
+            b.fail(call, "joins a constant that is no parameter with layer outputs")
+        parameter_concat(b, call, values)
+        return
     b.value[call.out] = Data(tuple(name for v in values for name in v.layers))
 
 
@@ -211,7 +236,12 @@ HANDLERS: dict[str, Any] = {
     "batch_norm": batch_norm, "layer_norm": normalization, "lrn": lrn,
     "add": binary, "sub": binary, "mul": binary, "div": binary, "matmul": matmul,
     "cat": cat, "getitem": getitem, PASS: passthrough, "meta": _meta, "const": _const,
-    "inner": _inner,
+    "inner": _inner, "embedding": embedding, "select": selection, "slice": selection,
+    "index": selection, "split": split, "sdpa": sdpa, "expand": expand, "gather": lookup,
+    "eq": pointwise, "cumsum": normalization,
+    # x != c is Not(Equal(x, c)), as ONNX writes it: one layer of both operations
+    "ne": lambda b, call: pointwise(b, call, op_work("eq") + OPS_PER_ELEMENT["Not"]),
     **{op: pointwise for op in ("relu", "clip", "sigmoid", "tanh", "silu", "hardsigmoid",
-                                "hardswish", "gelu", "softmax")},
+                                "hardswish", "gelu")},
+    "softmax": normalization,  # its own layer, as the ONNX importer's OWN_OPS
 }

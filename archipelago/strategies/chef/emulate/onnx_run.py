@@ -71,22 +71,40 @@ def graph_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
     return [info for info in model.graph.input if info.name not in weights]
 
 
+_IDS = {onnx.TensorProto.INT64: np.int64, onnx.TensorProto.INT32: np.int32}
+
+
+def _embedding_rows(model: onnx.ModelProto, name: str) -> int | None:
+    """The rows of the smallest embedding table (an initializer Gather reads on axis 0)
+    input `name` indexes, if it indexes one: the token ids it may hold."""
+    tables = {t.name: t.dims for t in model.graph.initializer}
+    rows = [tables[n.input[0]][0] for n in model.graph.node
+            if n.op_type == "Gather" and n.input[1] == name and n.input[0] in tables
+            and all(a.i == 0 for a in n.attribute if a.name == "axis")]
+    return min(rows) if rows else None
+
+
 def seeded_inputs(model: onnx.ModelProto, seed: int) -> dict[str, np.ndarray]:
-    """A standard-normal FP32 tensor per graph input, from `seed`, in input order."""
+    """A standard-normal FP32 tensor per graph input, from `seed`, in input order; an
+    integer input indexing embedding tables (token ids), ids drawn uniformly from the
+    rows of the smallest."""
     gen = torch.Generator().manual_seed(seed)
     out = {}
     for info in graph_inputs(model):
         kind = info.type.tensor_type
-        if kind.elem_type != onnx.TensorProto.FLOAT:
+        rows = _embedding_rows(model, info.name) if kind.elem_type in _IDS else None
+        if kind.elem_type != onnx.TensorProto.FLOAT and rows is None:
             raise EmulationError(f"input '{info.name}' is of ONNX type "
                                  f"{onnx.TensorProto.DataType.Name(kind.elem_type)}; the "
-                                 "emulation feeds seeded FLOAT inputs only")
+                                 "emulation feeds seeded FLOAT inputs, and integer ones "
+                                 "only as token ids of an embedding table")
         dims = [d.dim_value for d in kind.shape.dim]
         if not all(dims):
             raise EmulationError(f"input '{info.name}' has a symbolic dimension "
                                  f"{[d.dim_param or d.dim_value for d in kind.shape.dim]}; "
                                  "export with static input shapes")
-        out[info.name] = torch.randn(*dims, generator=gen).numpy()
+        out[info.name] = torch.randn(*dims, generator=gen).numpy() if rows is None else \
+            torch.randint(0, rows, dims, generator=gen).numpy().astype(_IDS[kind.elem_type])
     return out
 
 

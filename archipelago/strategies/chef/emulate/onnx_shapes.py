@@ -78,6 +78,23 @@ def _gather(a: Inputs, attrs: Attrs, opset: int) -> Tensor:
     return picked.reshape([*data.shape[:axis], *index.shape, *data.shape[axis + 1:]])
 
 
+def _gather_elements(a: Inputs, attrs: Attrs, opset: int) -> Tensor:
+    """out[i][j] = data[index[i][j]][j] (axis 0); negative indices count from the end."""
+    data, index = a[0], a[1].long()
+    axis = positive_axis(attrs.get("axis", 0), data.dim())
+    return torch.gather(data, axis, torch.where(index < 0, index + data.shape[axis], index))
+
+
+def _cumsum(a: Inputs, attrs: Attrs, opset: int) -> Tensor:
+    """A running sum along the axis; `exclusive` leaves each element out, `reverse` runs
+    from the end."""
+    x, axis = a[0], positive_axis(int(a[1].reshape(-1)[0]), a[0].dim())
+    x = x.flip(axis) if attrs.get("reverse", 0) else x
+    out = torch.cumsum(x, axis, dtype=x.dtype)
+    out = out - x if attrs.get("exclusive", 0) else out
+    return out.flip(axis) if attrs.get("reverse", 0) else out
+
+
 def _slice(a: Inputs, attrs: Attrs, opset: int) -> Tensor:
     x = a[0]
     if opset < 10:  # starts, ends and axes were attributes until opset 10
@@ -190,4 +207,5 @@ SHAPE_OPS: dict[str, Op] = {
     "CastLike": lambda a, attrs, opset: a[0].to(a[1].dtype),
     "Shape": _shape, "Constant": _constant, "ConstantOfShape": _constant_of_shape,
     "Expand": _expand, "Range": _range, "Where": _where,
+    "GatherElements": _gather_elements, "CumSum": _cumsum,
 }

@@ -269,6 +269,7 @@ OPS: dict[str, Op] = {
     "Sqrt": _unary(torch.sqrt), "Erf": _unary(torch.erf), "Exp": _unary(torch.exp),
     "Log": _unary(torch.log), "Neg": _unary(torch.neg), "Abs": _unary(torch.abs),
     "Reciprocal": _unary(torch.reciprocal), "Not": _unary(torch.logical_not),
+    "IsNaN": _unary(torch.isnan),
     "Relu": _unary(torch.relu), "Sigmoid": _unary(torch.sigmoid), "Tanh": _unary(torch.tanh),
     "LeakyRelu": lambda a, attrs, opset: F.leaky_relu(a[0], attrs.get("alpha", 0.01)),
     "Clip": _clip,
