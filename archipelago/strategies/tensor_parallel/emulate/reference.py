@@ -71,28 +71,18 @@ def load_model(directory: Path) -> PreTrainedModel:
 
 
 def greedy_generate(model: PreTrainedModel, prompt: torch.Tensor, new_tokens: int) -> list[int]:
-    """transformers' greedy generate(), exactly `new_tokens` long (no stop token)."""
-    return greedy_with_logits(model, prompt, new_tokens)[0]
-
-
-def greedy_with_logits(model: PreTrainedModel, prompt: torch.Tensor, new_tokens: int
-                       ) -> tuple[list[int], torch.Tensor]:
-    """transformers' greedy generate(), exactly `new_tokens` long (no stop token), and the
-    logits it picked each token from, (new_tokens, vocab) fp32: the reference logits along
-    its own token path, without a second pass over the model.
+    """transformers' greedy generate(), exactly `new_tokens` long (no stop token).
     generate() fills a passed config's unset fields from the model's own generation config,
     so the model's eos_token_id is cleared there: otherwise min_new_tokens would forbid that
     token (a tiny vocabulary's argmax may be it)."""
     model.generation_config.eos_token_id = None
     config = GenerationConfig(do_sample=False, max_new_tokens=new_tokens,
                               min_new_tokens=new_tokens, eos_token_id=None, pad_token_id=0,
-                              bos_token_id=None, return_dict_in_generate=True,
-                              output_logits=True)
+                              bos_token_id=None)
     ids = prompt[None, :]
     with _quiet(), torch.inference_mode():
         out = model.generate(ids, attention_mask=torch.ones_like(ids), generation_config=config)
-    logits = torch.cat(out.logits).float()
-    return out.sequences[0, len(prompt):].tolist(), logits
+    return out[0, len(prompt):].tolist()
 
 
 def logits_along(model: PreTrainedModel, prompt: torch.Tensor,
