@@ -161,7 +161,8 @@ def report_head(plan: Plan, job: EmulationJob, ranks: list[dict[str, Any]],
     picks each token as the argmax of these logits once its prefix is the same, so if every
     emulated token is that argmax, generate()'s path is the emulated one (by induction from
     the prompt). Only where they part does generate() run, to report its own tokens: its
-    sequential decode steps cost gpt2-345m 8:8 about 3x the one pass (bench_emulate)."""
+    sequential decode steps cost gpt2-345m 8:8 2.5-3x the one pass (one thread, 2-core
+    machine, 2026-11-28)."""
     from archipelago.strategies.tensor_parallel.emulate import (
         reference,  # transformers loads only where results meet
     )
