@@ -176,12 +176,13 @@ def report_head(plan: Plan, job: EmulationJob, ranks: list[dict[str, Any]],
     assert logits.shape[-1] == plan.spec.vocab, tuple(logits.shape)
     work = job.workload
     prompt = prompt_ids(plan.spec, work.input_tokens, job.seed)
-    model = reference.load_model(Path(job.weights_dir))
-    if job.precision in QUANTIZED_PRECISIONS:
-        quantize_reference(model, plan.spec, job.precision)
-    along = reference.logits_along(model, prompt, tokens)
-    expected = (tokens if along.argmax(dim=-1).tolist() == tokens
-                else reference.greedy_generate(model, prompt, work.output_tokens))
+    with reference.half_the_cores():
+        model = reference.load_model(Path(job.weights_dir))
+        if job.precision in QUANTIZED_PRECISIONS:
+            quantize_reference(model, plan.spec, job.precision)
+        along = reference.logits_along(model, prompt, tokens)
+        expected = (tokens if along.argmax(dim=-1).tolist() == tokens
+                    else reference.greedy_generate(model, prompt, work.output_tokens))
     return {
         "model": plan.spec.name, "cluster": plan.cluster.name, "strategy": plan.strategy,
         "ranks": plan.ranks, "precision": job.precision, "numerics": plan.numerics,

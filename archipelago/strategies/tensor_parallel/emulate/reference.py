@@ -2,6 +2,7 @@
 greedy reference the emulated ranks are checked against. The only module here that imports
 transformers; ranks never load it."""
 
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,6 +28,21 @@ def _quiet() -> Iterator[None]:
         logging.set_verbosity(level)
         if bars:
             logging.enable_progress_bar()
+
+
+@contextmanager
+def half_the_cores() -> Iterator[None]:
+    """torch's intra-op threads at half this machine's cores (at least one) meanwhile. The
+    launcher's check runs where other jobs may hold cores: each op's parallel region waits
+    for its slowest thread, spinning while another job has that thread's core (gpt2-345m's
+    one 15-token forward pass took 9-11 s on 2 threads against 1.2-1.4 s on 1, on 2 cores
+    at load 10, 2026-11-28); on a quiet machine one pass costs little either way."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // 2))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
 
 
 def seeded_model(spec: ModelSpec, seed: int) -> PreTrainedModel:
