@@ -37,9 +37,9 @@ def run_spmd(plan: SPMDPlan, job: EmulationJob, program: RankProgram) -> dict[st
 
 def emulate_locally(plan: SPMDPlan, job: EmulationJob, program: RankProgram) -> dict[str, Any]:
     """Run `plan` itself, the object in hand, with one process per device on this machine.
-    The fork server starts first: its imports (torch: 1.4 s of a 3.7 s run on 2 ranks,
-    issue 36) overlap the weights' preparation here (transformers' import, a seeded model
-    built and saved), and the ranks fork once both are done."""
+    The fork server starts first: its imports (torch's: 1.4-2 s on this project's 2-core
+    machine, issue 36) overlap the weights' preparation here (transformers' import, a seeded
+    model built and saved), and the ranks fork once both are done."""
     with owned_run_dir() as run_dir:
         # imported once by the server, not by every rank as it unpickles its program
         start_fork_server(["archipelago.emulate.worker", program.run_rank.__module__])
