@@ -185,6 +185,31 @@ def test_a_plan_with_all_reduce_runs_without_emulator_changes(tmp_path) -> None:
     assert report["max_abs_logit_diff"] <= FP32_REL_TOL * scale
 
 
+def test_tokens_that_part_from_transformers_report_generates_own(gpt2_config, gpt2_reference,
+                                                                  tmp_path) -> None:
+    """Where the emulated tokens part from transformers' greedy path, the report names
+    generate()'s tokens and measures the logits along the emulated path (the check runs
+    generate() only then; along an agreeing path one forward pass stands for it)."""
+    from archipelago.strategies.tensor_parallel.emulate.rank import prompt_ids, report_head
+
+    plan = make_plan(gpt2_config, "2xu280", "dfx").program
+    gpt2_reference.save_pretrained(tmp_path / "weights")
+    job = EmulationJob(parse_tokens(TOKENS), seed=SEED, weights_dir=str(tmp_path / "weights"))
+    prompt = prompt_ids(plan.spec, PROMPT, SEED).tolist()
+    expected, _ = hf_greedy(gpt2_reference, prompt)
+    parted = [*expected[:3], (expected[3] + 1) % GPT2["vocab_size"], *expected[4:]]
+    with torch.inference_mode():  # transformers' logits along the parted path, by hand
+        along = gpt2_reference(torch.tensor([prompt + parted[:-1]])).logits[0, PROMPT - 1:]
+    logits = along.clone()
+    logits[5, 7] += 0.25
+    rank = {"tokens": parted, "vocab_slice": [0, GPT2["vocab_size"]], "logits": logits,
+            "bytes_by_memory": {"hbm": 1}, "integer_checksum": 0}
+    report = report_head(plan, job, [rank, rank], [rank])
+    assert report["reference"] == expected and report["generated"] == parted
+    assert report["tokens_match"] is False and report["agrees"] is False
+    assert report["max_abs_logit_diff"] == pytest.approx(0.25, abs=1e-5)
+
+
 def test_local_checkpoint_with_bare_base_model_names(tmp_path) -> None:
     """A user's checkpoint (here saved the way hub GPT-2 files are: the base model's names,
     without 'transformer.') is read instead of seeded weights."""

@@ -36,8 +36,13 @@ def run_spmd(plan: SPMDPlan, job: EmulationJob, program: RankProgram) -> dict[st
 
 
 def emulate_locally(plan: SPMDPlan, job: EmulationJob, program: RankProgram) -> dict[str, Any]:
-    """Run `plan` itself, the object in hand, with one process per device on this machine."""
+    """Run `plan` itself, the object in hand, with one process per device on this machine.
+    The fork server starts first: its imports (torch's: 1.4-2 s on this project's 2-core
+    machine, issue 36) overlap the weights' preparation here (transformers' import, a seeded
+    model built and saved), and the ranks fork once both are done."""
     with owned_run_dir() as run_dir:
+        # imported once by the server, not by every rank as it unpickles its program
+        start_fork_server(["archipelago.emulate.worker", program.run_rank.__module__])
         job = program.provide_weights(plan, job, run_dir)
         return program.summarize(plan, job, run_ranks(plan, job, program, run_dir))
 
@@ -51,13 +56,12 @@ def _free_port() -> int:
 def run_ranks(plan: SPMDPlan, job: EmulationJob, program: RankProgram,
               run_dir: Path) -> list[dict[str, Any]]:
     """One OS process per device (gloo over loopback), forked from a server that imported
-    torch once; all are killed as soon as one fails or the run stalls (watchdog.watch
-    raises RankFailure). Rank 0's gathered results come back through RUN_DIR."""
+    torch once (started by emulate_locally); all are killed as soon as one fails or the run
+    stalls (watchdog.watch raises RankFailure). Rank 0's gathered results come back through
+    RUN_DIR."""
     ranks = plan.ranks
     board = ProgressBoard(run_dir / "progress", ranks, create=True)
     context = mp.get_context("forkserver")
-    # imported once by the server, not by every rank as it unpickles its program
-    start_fork_server(["archipelago.emulate.worker", program.run_rank.__module__])
     port, fault = _free_port(), os.environ.get(FAULT_ENV)
     procs = [context.Process(target=worker.main,
                              args=(run_dir, plan, job, program, rank, port, fault),

@@ -2,6 +2,7 @@
 greedy reference the emulated ranks are checked against. The only module here that imports
 transformers; ranks never load it."""
 
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,6 +28,21 @@ def _quiet() -> Iterator[None]:
         logging.set_verbosity(level)
         if bars:
             logging.enable_progress_bar()
+
+
+@contextmanager
+def half_the_cores() -> Iterator[None]:
+    """torch's intra-op threads at half this machine's cores (at least one) meanwhile. The
+    launcher's check runs where other jobs may hold cores: each op's parallel region waits
+    for its slowest thread, spinning while another job has that thread's core (gpt2-345m's
+    one 15-token forward pass took 9-11 s on 2 threads against 1.2-1.4 s on 1, on 2 cores
+    at load 10, 2026-11-28); on a quiet machine one pass costs little either way."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // 2))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
 
 
 def seeded_model(spec: ModelSpec, seed: int) -> PreTrainedModel:
@@ -71,28 +87,18 @@ def load_model(directory: Path) -> PreTrainedModel:
 
 
 def greedy_generate(model: PreTrainedModel, prompt: torch.Tensor, new_tokens: int) -> list[int]:
-    """transformers' greedy generate(), exactly `new_tokens` long (no stop token)."""
-    return greedy_with_logits(model, prompt, new_tokens)[0]
-
-
-def greedy_with_logits(model: PreTrainedModel, prompt: torch.Tensor, new_tokens: int
-                       ) -> tuple[list[int], torch.Tensor]:
-    """transformers' greedy generate(), exactly `new_tokens` long (no stop token), and the
-    logits it picked each token from, (new_tokens, vocab) fp32: the reference logits along
-    its own token path, without a second pass over the model.
+    """transformers' greedy generate(), exactly `new_tokens` long (no stop token).
     generate() fills a passed config's unset fields from the model's own generation config,
     so the model's eos_token_id is cleared there: otherwise min_new_tokens would forbid that
     token (a tiny vocabulary's argmax may be it)."""
     model.generation_config.eos_token_id = None
     config = GenerationConfig(do_sample=False, max_new_tokens=new_tokens,
                               min_new_tokens=new_tokens, eos_token_id=None, pad_token_id=0,
-                              bos_token_id=None, return_dict_in_generate=True,
-                              output_logits=True)
+                              bos_token_id=None)
     ids = prompt[None, :]
     with _quiet(), torch.inference_mode():
         out = model.generate(ids, attention_mask=torch.ones_like(ids), generation_config=config)
-    logits = torch.cat(out.logits).float()
-    return out.sequences[0, len(prompt):].tolist(), logits
+    return out[0, len(prompt):].tolist()
 
 
 def logits_along(model: PreTrainedModel, prompt: torch.Tensor,

@@ -1,0 +1,54 @@
+"""Issue 36's speed figures in one run, each beside today's: the default comparison in
+process and on Dask, when Dask pays for its start-up, the automatic split from 8 to 256
+boards, CHEF's VLocNet search, and the emulation of gpt2-345m on 2 and 4 ranks against
+one-process transformers. Each benchmark runs in its own interpreter, in turn (one at a
+time: they time the CPU), and prints its own table; "before" figures are measured in the
+same run where the benchmark can (Dask's path, a git worktree of the split search's base
+commit) and otherwise are the constants its module cites. About 2-3 minutes on the
+project's 2-core machine; figures are indicative on a shared one.
+
+    python -m benchmarks.issue36
+"""
+
+import subprocess
+import sys
+import time
+
+# (target of issue 36, "Speed targets"; what "before" is; the benchmark's command line)
+SECTIONS = [
+    ("default `archi compare` (200 combinations) under 1.0 s of CPU in process; --workers 2 "
+     "gives the same rows",
+     "before: Dask's path, the default until issue 36 (its row, same run)",
+     ["benchmarks.bench_compare", "--workers", "2"]),
+    ("point 1's threshold: when does --workers 2 pay for Dask's start-up",
+     "in process and Dask, same run, from 200 to 3000 combinations",
+     ["benchmarks.bench_dask_threshold", "--batches", "1,15"]),
+    ("--split auto for Llama-2-70B on 256 boards under 50 ms, growth exponent 8-256 <= 1",
+     "before: the search at its base commit, same run",
+     ["benchmarks.bench_split_scale"]),
+    ("CHEF full VLocNet search under 1 s of CPU",
+     "before: CPU seconds at commit c25f408 (bench_chef.BEFORE_CPU_S)",
+     ["benchmarks.bench_chef"]),
+    ("emulation of gpt2-345m at most 2x one-process transformers on 4 ranks, 1.5x on 2",
+     "before: bench_emulate.BEFORE (commit e398450); transformers measured in the same run",
+     ["benchmarks.bench_emulate", "--tokens", "8:8", "--ranks", "2,4", "--repeats", "2"]),
+]
+
+
+def main() -> None:
+    failed = []
+    start = time.perf_counter()
+    for target, before, command in SECTIONS:
+        print(f"\n== {target}\n   ({before})\n   $ python -m {' '.join(command)}", flush=True)
+        began = time.perf_counter()
+        code = subprocess.run([sys.executable, "-m", *command], check=False).returncode
+        print(f"   [{time.perf_counter() - began:.0f} s wall]", flush=True)
+        if code:
+            failed.append(f"{command[0]} (exit {code})")
+    print(f"\nissue 36 benchmarks: {time.perf_counter() - start:.0f} s wall"
+          + (f"; FAILED: {', '.join(failed)}" if failed else ""))
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
