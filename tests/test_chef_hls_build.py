@@ -20,18 +20,18 @@ from archipelago.errors import ArchipelagoError, ConfigError  # noqa: E402
 from archipelago.families import resolve  # noqa: E402
 from archipelago.models.dag import dag_from_dict  # noqa: E402
 from archipelago.models.torch_import import dag_from_module  # noqa: E402
-from archipelago.strategies.chef.emulate.dag_torch import model_inputs, run_dag  # noqa: E402
-from archipelago.strategies.chef.hls.build import Built, project_specs, seeded_weights  # noqa: E402
-from archipelago.strategies.chef.hls.config import DEFAULT_PRECISION as PRECISION  # noqa: E402
-from archipelago.strategies.chef.hls.csim import (  # noqa: E402
+from archipelago.strategies.chef.emit import Built, project_specs, seeded_weights  # noqa: E402
+from archipelago.strategies.chef.emit.config import DEFAULT_PRECISION as PRECISION  # noqa: E402
+from archipelago.strategies.chef.emit.csim import (  # noqa: E402
     error_bounds,
     fixed_point,
     overflow,
     simulate,
 )
-from archipelago.strategies.chef.hls.manifest import plan_record, read_manifest  # noqa: E402
-from archipelago.strategies.chef.hls.project import StageSpec  # noqa: E402
-from archipelago.strategies.chef.hls.stages import stages  # noqa: E402
+from archipelago.strategies.chef.emit.manifest import plan_record, read_manifest  # noqa: E402
+from archipelago.strategies.chef.emit.project import StageSpec  # noqa: E402
+from archipelago.strategies.chef.emit.stages import stages  # noqa: E402
+from archipelago.strategies.chef.emulate.dag_torch import model_inputs, run_dag  # noqa: E402
 from archipelago.strategies.registry import get_strategy  # noqa: E402
 from tests.test_torch_import import module_weights  # noqa: E402
 from tests.test_torch_networks import Net  # noqa: E402
@@ -165,7 +165,7 @@ def test_build_writes_projects_and_a_manifest_of_the_plan(tmp_path, strategy,
 
 
 def test_planning_a_dag_imports_neither_torch_nor_hls4ml() -> None:
-    """The engine config validates --hls-precision (chef/hls/config.py) without either."""
+    """The engine config validates --hls-precision (chef/emit/config.py) without either."""
     import subprocess
     import sys
 

@@ -60,7 +60,7 @@ register_kind(PlanKind(
     estimator="archipelago.strategies.chef.estimate:estimate",
     report="archipelago.strategies.chef.report",
     emulator="archipelago.strategies.chef.emulate:emulate_plan",
-    writers="archipelago.strategies.chef.hls.build:write_build",
+    writers="archipelago.strategies.chef.emit:write_build",
     page="archipelago.strategies.chef.page:page",
     floors="archipelago.strategies.chef.floors:floors",
 ))

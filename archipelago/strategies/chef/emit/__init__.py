@@ -1,5 +1,16 @@
-"""`archi build --strategy chef|h2h`: one hls4ml project per FPGA (per visit, stages.py)
-of a scheduled DAG, and `manifest.json` (manifest.py), all inside `--out`.
+"""CHEF and H2H plans as hls4ml projects (issue 37): `archi build --strategy chef|h2h`.
+
+    stages    the plan cut into one sub-network per FPGA (per visit), and its streams
+    torch_net each sub-network as a torch.fx module hls4ml's PyTorch front end converts
+    config     hls4ml's configuration: precision, reuse factor from the IP, part, io_stream
+    project   the conversion and the written project
+    manifest  manifest.json: IPs per FPGA, layer mapping, schedule, DRAM budget, links
+    csim      the projects compiled with hls4ml's C simulation and chained, for the tests
+
+torch and hls4ml are imported only here, never by `import archipelago`.
+
+This module is the writers hook: one hls4ml project per FPGA (per visit, stages.py) of a
+scheduled DAG, and `manifest.json` (manifest.py), all inside `--out`.
 
 The projects are converted from torch modules built from the DAG's layers (torch_net.py),
 whichever front end the model came through (zoo, layer-DAG YAML, torch module, .pt2 or
@@ -16,10 +27,10 @@ from typing import Any
 
 from archipelago.emit.output_dir import OutputDir
 from archipelago.errors import ArchipelagoError
-from archipelago.strategies.chef.hls.config import BACKEND, IO_TYPE, accumulator
-from archipelago.strategies.chef.hls.manifest import manifest
-from archipelago.strategies.chef.hls.stages import Stage, stages
-from archipelago.strategies.chef.hls.torch_net import check_buildable
+from archipelago.strategies.chef.emit.config import BACKEND, IO_TYPE, accumulator
+from archipelago.strategies.chef.emit.manifest import manifest
+from archipelago.strategies.chef.emit.stages import Stage, stages
+from archipelago.strategies.chef.emit.torch_net import check_buildable
 
 SEED = 0  # the weights' seed, as `archi emulate`'s default
 
@@ -51,7 +62,7 @@ def project_specs(plan, precision: str | None = None) -> Built:
     if missing:
         raise ArchipelagoError(f"building hls4ml projects needs {' and '.join(missing)}: "
                                "pip install 'archipelago[emulate,hls]'")
-    from archipelago.strategies.chef.hls.project import StageSpec
+    from archipelago.strategies.chef.emit.project import StageSpec
 
     precision = precision or plan.hls_precision
     accumulator(precision)  # refuses a malformed precision
@@ -81,7 +92,7 @@ def seeded_weights(dag, seed: int = SEED) -> dict[str, list[Any]]:
 
 def write_build(plan, out: str, force: bool = False) -> dict[str, Any]:
     """The plan kind's writers hook: every project, then the manifest."""
-    from archipelago.strategies.chef.hls.project import write_project
+    from archipelago.strategies.chef.emit.project import write_project
 
     built = project_specs(plan)
     weights = seeded_weights(plan.dag)

@@ -15,7 +15,7 @@ from torch import fx, nn
 
 from archipelago.errors import ArchipelagoError
 from archipelago.models.dag import FC, Add, Conv, ModelDAG, Pool
-from archipelago.strategies.chef.hls.stages import Stage, layer_inputs, value_shape
+from archipelago.strategies.chef.emit.stages import Stage, layer_inputs, value_shape
 
 # What this converter builds, for the refusal's list.
 BUILT = ("conv (groups 1), fc (one row), avg and max pools with windows equal to their "

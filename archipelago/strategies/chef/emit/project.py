@@ -16,9 +16,9 @@ from typing import Any
 import torch
 
 from archipelago.models.dag import ModelDAG
-from archipelago.strategies.chef.hls.config import BACKEND, IO_TYPE, hls_config
-from archipelago.strategies.chef.hls.stages import Stage, value_shape
-from archipelago.strategies.chef.hls.torch_net import module_names, stage_module
+from archipelago.strategies.chef.emit.config import BACKEND, IO_TYPE, hls_config
+from archipelago.strategies.chef.emit.stages import Stage, value_shape
+from archipelago.strategies.chef.emit.torch_net import module_names, stage_module
 
 
 @dataclass(frozen=True)
