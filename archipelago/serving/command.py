@@ -214,7 +214,8 @@ def run_serve(options: ServeCommand) -> dict[str, Any]:
         from archipelago.serving.sweep import Service
 
         write_page(options.report, options.force, served, outcome, Service(
-            table, per_seed[0], policy, options.router, targets),
+            table, per_seed[0], policy, options.router, targets,
+            service_rate / options.replicas),
             lambda n, res, prompt_s: _cost(options, [(cluster, n, res["busy_share"])], res,
                                            prompt_s))
     return served
