@@ -204,7 +204,7 @@ def run_serve(options: ServeCommand) -> dict[str, Any]:
                       prompt_per_s),
         "capacity": {"rate": found.rate, "bounded": found.bounded,
                      "service_rate": service_rate, "judged_limit": limit,
-                     "simulations": found.simulations, "seeds": len(per_seed),
+                     "simulations": found.simulations + 1, "seeds": len(per_seed),
                      "requests": len(per_seed[0])},
         **({} if pool is None else pool.report(outcome, result["span_s"], cluster, strategy,
                                                options.replicas)),
