@@ -19,9 +19,9 @@ from archipelago.serving.metrics import (
     saturation,
     steady_rate,
 )
-from archipelago.serving.replica import Policy
+from archipelago.serving.replica import Policy, Records
 from archipelago.serving.requests import Lengths, Requests, generate
-from archipelago.serving.simulate import simulate
+from archipelago.serving.simulate import Outcome, simulate
 from tests.serving_tables import linear_table
 
 BATCH_ONE = Policy("static", 1)
@@ -61,6 +61,20 @@ def test_md1_wait_cdf_against_pollaczek_khinchine() -> None:
     tail = 1 - np.array([md1_wait_cdf(x, 0.6) for x in t])
     assert float(np.sum((tail[1:] + tail[:-1]) / 2) * (t[1] - t[0])) == pytest.approx(0.75,
                                                                                       rel=1e-3)
+
+
+def test_steady_rate_by_hand() -> None:
+    """Finishes at 1, 2, ..., 100 s: the 20th and 80th percentile order statistics are
+    the 20th and 80th finishes (20 and 80 s), 60 finishing after the one and by the other:
+    1 per second. In waves of 10 at 5, 10, ..., 50 s they are 10 and 40 s: six waves
+    between, 2 per second (an interpolated 14 and 41 s would give 60 / 27)."""
+    def outcome(finish: np.ndarray) -> Outcome:
+        n = len(finish)
+        return Outcome(np.zeros(n), np.ones(n), Records(np.zeros(n), finish, finish),
+                       np.zeros(1), 0)
+
+    assert steady_rate(outcome(np.arange(1.0, 101.0))) == pytest.approx(1.0)
+    assert steady_rate(outcome(np.repeat(5.0 * np.arange(1, 11), 10))) == pytest.approx(2.0)
 
 
 def test_capacity_stays_below_the_md1_service_rate() -> None:

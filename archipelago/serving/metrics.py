@@ -74,11 +74,14 @@ def summary(out: Outcome, targets: Targets) -> dict:
 
 def steady_rate(out: Outcome) -> float:
     """Requests completed per second between the 20th and 80th percentile completion
-    times: the run's steady completion rate, its start-up and drain left out."""
+    times (order statistics, not interpolated: a window from one completion to another
+    counts whole waves where a batch finishes together): the run's steady completion
+    rate, its start-up and drain left out."""
     finish = np.sort(out.records.finish)
-    early, late = np.quantile(finish, [0.2, 0.8])
-    if late <= early:  # everything finished at once: the whole span
-        return len(finish) / max(float(finish[-1] - out.arrivals.min()), 1e-300)
+    early, late = np.quantile(finish, [0.2, 0.8], method="lower")
+    if late <= early:  # everything finished at once: the whole span (none: no bound)
+        span = float(finish[-1] - out.arrivals.min())
+        return len(finish) / span if span > 0 else math.inf
     return np.count_nonzero((finish > early) & (finish <= late)) / float(late - early)
 
 
