@@ -19,7 +19,7 @@ from archipelago.cli import app
 from archipelago.hardware.catalog import get_device, get_host
 from archipelago.serving.command import ServeCommand, _checked, _table
 from archipelago.serving.cost import SECONDS_PER_YEAR
-from archipelago.serving.metrics import meets
+from archipelago.serving.metrics import judged_limit, meets
 from archipelago.serving.replica import Records
 from archipelago.serving.requests import generate
 from archipelago.serving.simulate import Outcome, simulate
@@ -118,8 +118,9 @@ def test_curve_marks_the_json_capacity_and_agrees_with_it(served: tuple, plan: t
 def test_cost_front_needs_the_fewest_replicas_at_the_catalogs_prices(served: tuple,
                                                                     plan: tuple) -> None:
     """Each point's replicas meet the targets and one fewer do not (simulated again
-    here); its $ per million output tokens lies between the boards' and hosts' capital
-    alone and that plus their full power, by hand from the catalog."""
+    here) or serve a rate past what their run can judge (the capacity's criterion, from
+    the --json service rate); its $ per million output tokens lies between the boards'
+    and hosts' capital alone and that plus their full power, by hand from the catalog."""
     page, result, _ = served
     figure = charts(page)[2]
     line = trace(figure, "usd_per_million_output_tokens")
@@ -128,10 +129,13 @@ def test_cost_front_needs_the_fewest_replicas_at_the_catalogs_prices(served: tup
     replicas = line["customdata"]
     assert replicas == sorted(replicas) and replicas[0] == 1 and replicas[-1] > 1
     table, requests, targets, policy = plan
+    mu = result["capacity"]["service_rate"]  # of SERVE's one replica
     gpu, host = get_device("h100"), get_host(get_device("h100").host)
     for rate, n, usd in zip(line["x"], replicas, line["y"], strict=True):
         assert meets([simulate(table, requests, rate, policy, n)], targets)
-        assert n == 1 or not meets([simulate(table, requests, rate, policy, n - 1)], targets)
+        fewer = n - 1
+        assert n == 1 or rate >= judged_limit(fewer * mu, min(400, 1000 * fewer)) or not meets(
+            [simulate(table, requests, rate, policy, fewer)], targets)
         hosts = math.ceil(n / host.cards)
         capital_s = (n * gpu.price_usd + hosts * host.price_usd) / (3 * SECONDS_PER_YEAR)
         energy_s = (n * gpu.power_w + hosts * host.power_w) / 1000 * 0.10 / 3600

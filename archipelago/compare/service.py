@@ -2,8 +2,9 @@
 plan's iteration table (the kind's `serving` hook, tabulated once per plan and shared by
 every simulation below) serves seeded requests under continuous batching (serve's default
 policy and batch); the capacity of one replica at the targets is serving/metrics.py's
-search; the replicas needed are ceil(R / capacity), confirmed by one simulation at R with
-that many replicas behind least-outstanding routing, one more added while it misses (at
+search, below the rate a run of its requests can judge (metrics.judged_limit); the
+replicas needed are ceil(R / capacity), confirmed by one simulation at R with that many
+replicas behind least-outstanding routing, one more added while it misses (at
 most `EXTRA_REPLICAS` times: the capacity is bisected to 1/2**CAPACITY_STEPS of its
 bracket, and spreading Poisson arrivals over replicas is not the single replica's load
 scaled). The cost per million tokens at that load is computed when the record is read
@@ -29,9 +30,12 @@ from archipelago.serving.command import (
 from archipelago.serving.metrics import (
     Targets,
     capacity,
+    judged_limit,
     latencies,
     meets,
     percentile_of,
+    saturated,
+    saturation,
     summary,
 )
 from archipelago.serving.replica import Policy
@@ -47,6 +51,10 @@ REQUESTS, SEEDS = 300, 1  # requests per simulation, seeds pooled per capacity p
 # bisections place it within 1/64 of its bracket, the confirming simulation doing the rest.
 SPAN, CAPACITY_STEPS = 10, 6
 EXTRA_REPLICAS = 3
+# The search's rates stop below metrics.judged_limit of one replica's service rate (a
+# saturated run's steady completion rate): named in the records' key, so records of the
+# search without it are not read back.
+STABILITY = "judged-limit"
 ROUTER = "least-outstanding"
 MISSES = "misses targets at any rate"
 
@@ -67,7 +75,7 @@ class Service:
     def content(self) -> dict[str, Any]:
         """What a record's key digests: every input of the simulations and the search."""
         return {**asdict(self), "policy": [POLICY, MAX_BATCH], "router": ROUTER,
-                "search": [SPAN, CAPACITY_STEPS, EXTRA_REPLICAS]}
+                "search": [SPAN, CAPACITY_STEPS, EXTRA_REPLICAS, STABILITY]}
 
     def describe(self) -> dict[str, Any]:
         """The `--json` object's `serving` settings."""
@@ -170,9 +178,12 @@ def served(strategy: str, plan: Any, workload: Generation, service: Service,
         floor = service.rate / 2 ** SPAN
         if not meets(run(floor), service.targets):  # one simulation settles the common miss
             return _unserved(MISSES, 1)
+        seeds = [saturated(r, MAX_BATCH) for r in per_seed]
+        limit = judged_limit(saturation([simulate(table, r, np.inf, policy, 1, ROUTER)
+                                         for r in seeds]), service.requests)
         found = capacity(run, service.targets, start=service.rate, steps=CAPACITY_STEPS,
-                         doublings=SPAN)
-        sims = 1 + found.simulations
+                         doublings=SPAN, limit=limit)
+        sims = 2 + found.simulations
         replicas = math.ceil(service.rate / found.rate) if found.bounded else 1
         for _ in range(EXTRA_REPLICAS + 1):
             if replicas > MAX_REPLICAS:

@@ -21,7 +21,14 @@ from archipelago.serving.cost import (
     check_pricing,
     cost,
 )
-from archipelago.serving.metrics import Targets, capacity, summary
+from archipelago.serving.metrics import (
+    Targets,
+    capacity,
+    judged_limit,
+    saturated,
+    saturation,
+    summary,
+)
 from archipelago.serving.pipeline import PipelineReplica, replica_kind
 from archipelago.serving.pools import PrefillPool, check_pool_options, kv_link, pool_rows
 from archipelago.serving.replica import Policy
@@ -166,16 +173,19 @@ def run_serve(options: ServeCommand) -> dict[str, Any]:
                              options.seed + k, table.max_context)
                     for k in range(options.seeds)]
 
-    def run(at: float) -> list:
+    def run(at: float, seeds: list[Requests] = per_seed) -> list:
         if pool is not None:
             return [pool.serve(table, r, at, policy, options.replicas, options.router)
-                    for r in per_seed]
+                    for r in seeds]
         return [simulate(table, r, at, policy, options.replicas, options.router)
-                for r in per_seed]
+                for r in seeds]
 
     outcome = run(rate)[0]
     result = summary(outcome, targets)
-    found = capacity(run, targets, start=rate)
+    slots = options.replicas * policy.max_batch
+    service_rate = saturation(run(float("inf"), [saturated(r, slots) for r in per_seed]))
+    limit = judged_limit(service_rate, len(per_seed[0]))
+    found = capacity(run, targets, start=rate, limit=limit)
     prompt_per_s = float(per_seed[0].prompt.sum()) / result["span_s"]
     served = {
         "model": options.model, "cluster": cluster, "strategy": strategy,
@@ -193,7 +203,8 @@ def run_serve(options: ServeCommand) -> dict[str, Any]:
         "cost": _cost(options, _pools(options, cluster, pool, result["busy_share"]), result,
                       prompt_per_s),
         "capacity": {"rate": found.rate, "bounded": found.bounded,
-                     "simulations": found.simulations, "seeds": len(per_seed),
+                     "service_rate": service_rate, "judged_limit": limit,
+                     "simulations": found.simulations + 1, "seeds": len(per_seed),
                      "requests": len(per_seed[0])},
         **({} if pool is None else pool.report(outcome, result["span_s"], cluster, strategy,
                                                options.replicas)),
@@ -203,7 +214,8 @@ def run_serve(options: ServeCommand) -> dict[str, Any]:
         from archipelago.serving.sweep import Service
 
         write_page(options.report, options.force, served, outcome, Service(
-            table, per_seed[0], policy, options.router, targets),
+            table, per_seed[0], policy, options.router, targets,
+            service_rate / options.replicas),
             lambda n, res, prompt_s: _cost(options, [(cluster, n, res["busy_share"])], res,
                                            prompt_s))
     return served

@@ -6,14 +6,19 @@ TPOT is a request's decode time over its output tokens after the first (vLLM's a
 Sarathi-Serve's definition); a one-token answer has none and meets any TPOT target.
 Percentiles are numpy's linear interpolation between order statistics."""
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
+from archipelago.serving.requests import Requests
 from archipelago.serving.simulate import Outcome
 
 PERCENTILES = (50, 90, 99)
+# A saturated run's requests: per batch slot of the deployment (a steady state of 16
+# batches beside the first, whose completions are unsteady), and at most this many.
+SATURATION_PER_SLOT, SATURATION_MAX = 16, 65_536
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,50 @@ def summary(out: Outcome, targets: Targets) -> dict:
     }
 
 
+def steady_rate(out: Outcome) -> float:
+    """Requests completed per second between the 20th and 80th percentile completion
+    times (order statistics, not interpolated: a window from one completion to another
+    counts whole waves where a batch finishes together): the run's steady completion
+    rate, its start-up and drain left out."""
+    finish = np.sort(out.records.finish)
+    early, late = np.quantile(finish, [0.2, 0.8], method="lower")
+    if late <= early:  # everything finished at once: the whole span (none: no bound)
+        span = float(finish[-1] - out.arrivals.min())
+        return len(finish) / span if span > 0 else math.inf
+    return np.count_nonzero((finish > early) & (finish <= late)) / float(late - early)
+
+
+def saturated(requests: Requests, slots: int) -> Requests:
+    """The requests (their lengths, in order) repeated to at least SATURATION_PER_SLOT
+    per batch slot of the deployment (`slots`: replicas x max batch; at most
+    SATURATION_MAX): a steady state long beside the first batch, whose completions are
+    the short requests of an unsteady start. Arrival times are moot (all at once)."""
+    n = len(requests)
+    want = min(max(n, SATURATION_PER_SLOT * slots), max(n, SATURATION_MAX))
+    keep = np.resize(np.arange(n), want)
+    return Requests(np.zeros(want), requests.prompt[keep], requests.output[keep])
+
+
+def saturation(outcomes: list[Outcome]) -> float:
+    """The service rate: the mean over `outcomes` (runs at an infinite arrival rate, every
+    request queued at the start, so the queue never empties) of the steady completion
+    rate."""
+    return float(np.mean([steady_rate(o) for o in outcomes]))
+
+
+def judged_limit(service_rate: float, requests: int) -> float:
+    """The highest arrival rate at which a run of `requests` Poisson arrivals reaches
+    steady state, so that its percentiles are the service's. Below the service rate mu
+    the queue is stable (Loynes 1962), but near it a queue forgets its empty start only
+    after its relaxation time, about sigma^2 / (mu - rate)^2 for a queue with net input
+    variance sigma^2 = rate per second (Poisson arrivals, service nearly fixed) in the
+    heavy-traffic (reflected Brownian motion) limit (Abate and Whitt 1987, Whitt 1989,
+    "Planning queueing simulations"). The run lasts requests / rate; asking it to last
+    a relaxation time gives rate <= mu / (1 + 1 / sqrt(requests)). Past it, a run's
+    backlog is still growing when it ends and its delays read low."""
+    return service_rate / (1 + 1 / math.sqrt(requests))
+
+
 @dataclass(frozen=True)
 class Capacity:
     rate: float  # requests/s; 0: the targets are missed even at the lowest rate tried
@@ -75,24 +124,30 @@ class Capacity:
 
 
 def capacity(run: Callable[[float], list[Outcome]], targets: Targets, start: float = 1.0,
-             steps: int = 10, doublings: int = 40) -> Capacity:
-    """The highest rate at which `run(rate)` (one outcome per seed) meets the targets:
-    doubling (or halving) from `start` to bracket it, then `steps` bisections; the answer
-    is the bracket's met end, within a factor 2**-steps of the bracket."""
+             steps: int = 10, doublings: int = 40, limit: float = np.inf) -> Capacity:
+    """The highest rate below `limit` (`judged_limit` of the service rate) at which
+    `run(rate)` (one outcome per seed) meets the targets: doubling (or halving) from
+    `start` to bracket it, then `steps` bisections; the answer is the bracket's met end,
+    within a factor 2**-steps of the bracket. A rate at or past `limit` is missed
+    without a simulation: a finite run there hides a backlog that grows without bound,
+    or has not yet grown to its steady size, wherever its delay stays under the TTFT
+    target."""
     count = 0
 
     def ok(rate: float) -> bool:
         nonlocal count
+        if rate >= limit:
+            return False
         count += 1
         return meets(run(rate), targets)
 
-    lo, hi = 0.0, start
-    if ok(start):
-        lo, hi = start, 2 * start
+    lo, hi = 0.0, min(start, limit)
+    if ok(hi):
+        lo, hi = hi, min(2 * hi, limit)
         for _ in range(doublings):
             if not ok(hi):
                 break
-            lo, hi = hi, 2 * hi
+            lo, hi = hi, min(2 * hi, limit)
         else:
             return Capacity(lo, count, False)
     else:

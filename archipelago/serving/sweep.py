@@ -15,7 +15,14 @@ from typing import Any
 import numpy as np
 
 from archipelago.estimate.iteration import IterationTable
-from archipelago.serving.metrics import Targets, latencies, meets, percentile_of, summary
+from archipelago.serving.metrics import (
+    Targets,
+    judged_limit,
+    latencies,
+    meets,
+    percentile_of,
+    summary,
+)
 from archipelago.serving.replica import Policy
 from archipelago.serving.requests import Requests
 from archipelago.serving.simulate import Outcome, simulate
@@ -47,6 +54,7 @@ class Service:
     policy: Policy
     router: str
     targets: Targets
+    replica_rate: float = np.inf  # one replica's service rate (metrics.saturation)
 
     def count(self, replicas: int) -> int:
         """Requests a point on `replicas` simulates."""
@@ -99,11 +107,13 @@ def latency_curve(service: Service, reference: float, replicas: int) -> list[dic
 def replicas_needed(service: Service, rate: float, guess: int
                     ) -> tuple[int, Outcome, Requests] | None:
     """The fewest replicas (up to MAX_FRONT_REPLICAS) whose simulation at `rate` meets the
-    targets, searched from `guess` down while fewer meet and up while they do not; None:
-    none within the bound."""
+    targets below the rate it can judge (the capacity search's criterion), searched from
+    `guess` down while fewer meet and up while they do not; None: none within the bound."""
     tried: dict[int, tuple[Outcome, Requests]] = {}
 
     def ok(n: int) -> bool:
+        if rate >= judged_limit(n * service.replica_rate, service.count(n)):
+            return False
         tried[n] = service.serve(rate, n)
         return meets([tried[n][0]], service.targets)
 
