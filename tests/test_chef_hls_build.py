@@ -21,7 +21,6 @@ from archipelago.families import resolve  # noqa: E402
 from archipelago.models.dag import dag_from_dict  # noqa: E402
 from archipelago.models.torch_import import dag_from_module  # noqa: E402
 from archipelago.strategies.chef.emit import Built, project_specs, seeded_weights  # noqa: E402
-from archipelago.strategies.chef.emit.config import DEFAULT_PRECISION as PRECISION  # noqa: E402
 from archipelago.strategies.chef.emit.csim import (  # noqa: E402
     error_bounds,
     fixed_point,
@@ -32,6 +31,7 @@ from archipelago.strategies.chef.emit.manifest import plan_record, read_manifest
 from archipelago.strategies.chef.emit.project import StageSpec  # noqa: E402
 from archipelago.strategies.chef.emit.stages import stages  # noqa: E402
 from archipelago.strategies.chef.emulate.dag_torch import model_inputs, run_dag  # noqa: E402
+from archipelago.strategies.chef.hls_precision import DEFAULT_PRECISION as PRECISION  # noqa: E402
 from archipelago.strategies.registry import get_strategy  # noqa: E402
 from tests.test_torch_import import module_weights  # noqa: E402
 from tests.test_torch_networks import Net  # noqa: E402

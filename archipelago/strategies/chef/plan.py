@@ -13,7 +13,7 @@ from archipelago.hardware.machines import Cluster
 from archipelago.models.dag import ModelDAG
 from archipelago.models.dag_summary import model_summary
 from archipelago.strategies.chef.deployment import Deployment, describe
-from archipelago.strategies.chef.emit.config import DEFAULT_PRECISION, fixed_bits
+from archipelago.strategies.chef.hls_precision import DEFAULT_PRECISION, fixed_bits
 from archipelago.strategies.chef.ip_space import device_candidates
 from archipelago.strategies.chef.ip_templates import IPTemplate, builtin_ips, load_ips
 from archipelago.strategies.chef.simulate import Schedule, Tables

@@ -30,7 +30,6 @@ from archipelago.errors import ArchipelagoError
 from archipelago.strategies.chef.emit.config import BACKEND, IO_TYPE, accumulator
 from archipelago.strategies.chef.emit.manifest import manifest
 from archipelago.strategies.chef.emit.stages import Stage, stages
-from archipelago.strategies.chef.emit.torch_net import check_buildable
 
 SEED = 0  # the weights' seed, as `archi emulate`'s default
 
@@ -66,6 +65,8 @@ def project_specs(plan, precision: str | None = None) -> Built:
 
     precision = precision or plan.hls_precision
     accumulator(precision)  # refuses a malformed precision
+    from archipelago.strategies.chef.emit.torch_net import check_buildable  # imports torch
+
     check_buildable(plan.dag)
     cut = stages(plan.dag, plan.placement())
     acc_of = dict(zip(plan.tables.names, plan.schedule.mapping, strict=True))

@@ -18,25 +18,13 @@ accumulators are twice as wide in both integer and fraction bits, so the sum of 
 of two values with F fraction bits is exact.
 """
 
-import re
 from math import ceil, isqrt
 from typing import Any
 
-from archipelago.errors import ArchipelagoError
+from archipelago.strategies.chef.hls_precision import fixed_bits
 
 BACKEND = "Vitis"
 IO_TYPE = "io_stream"  # FIFOs between layers; a project's inputs and outputs are streams
-DEFAULT_PRECISION = "ap_fixed<16,6>"  # hls4ml's default precision (its docs, "Precision")
-_FIXED = re.compile(r"^ap_fixed<(\d+),\s*(-?\d+)>$")
-
-
-def fixed_bits(precision: str) -> tuple[int, int]:
-    """(width, integer bits) of an `ap_fixed<W,I>`; anything else is a one-line refusal."""
-    found = _FIXED.match(precision.strip())
-    if not found or not 1 < int(found[1]) <= 32 or not 0 < int(found[2]) < int(found[1]):
-        raise ArchipelagoError(f"hls_precision {precision!r}: give ap_fixed<W,I> with "
-                               "1 < W <= 32 and 0 < I < W (e.g. ap_fixed<16,6>)")
-    return int(found[1]), int(found[2])
 
 
 def accumulator(precision: str) -> str:

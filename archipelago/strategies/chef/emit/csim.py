@@ -25,10 +25,10 @@ import numpy as np
 import torch
 
 from archipelago.models.dag import FC, Conv, ModelDAG, Pool
-from archipelago.strategies.chef.emit.config import fixed_bits
 from archipelago.strategies.chef.emit.project import convert
 from archipelago.strategies.chef.emit.stages import model_input, value_shape
 from archipelago.strategies.chef.emulate.dag_torch import run_layer
+from archipelago.strategies.chef.hls_precision import fixed_bits
 
 
 def to_stream(x: np.ndarray) -> np.ndarray:

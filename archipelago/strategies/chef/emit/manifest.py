@@ -21,8 +21,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from archipelago.errors import ConfigError
 from archipelago.models.dag_layers import product
 from archipelago.safe_read import load_json
-from archipelago.strategies.chef.emit.config import accumulator, fixed_bits
+from archipelago.strategies.chef.emit.config import accumulator
 from archipelago.strategies.chef.emit.stages import INPUT, value_shape
+from archipelago.strategies.chef.hls_precision import fixed_bits
 from archipelago.strategies.chef.simulate import dram_use
 
 FORMAT = "archipelago-hls/1"
