@@ -194,6 +194,12 @@ class Strategy:
         refs = self.models_ref if isinstance(self.models_ref, tuple) else (self.models_ref,)
         return tuple(resolved(ref) for ref in refs)
 
+    @property
+    def explorable(self) -> bool:
+        """Whether `archi explore` has something to search: a design space of its own, or
+        a plan kind that explores by itself."""
+        return self.design_space is not None or self.plan_kind.explorer is not None
+
     def declared_cluster(self, command: str) -> str | None:
         """The cluster this strategy declared for `command`, if any."""
         return self.command_clusters.get(command, self.default_cluster)
