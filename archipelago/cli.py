@@ -80,9 +80,9 @@ class ArchiGroup(OneLineErrorGroup):
                 if hook is not None and getattr(kind, hook) is None:
                     continue  # the command refuses this kind's strategies anyway
                 flags = ", ".join(f"--{o.name.replace('_', '-')}"
-                                  for o in kind.workload.of(name, "workload", "plan",
-                                                            "output", "job", "cluster"))
-                users = [s.name for s in strategies().values() if s.kind == kind.name]
+                                  for o in kind.workload.typed(name))
+                users = [s.name for s in strategies().values() if s.kind == kind.name
+                         and (name != "explore" or s.explorable)]
                 if flags and users:
                     extra.append(f"{kind.workload.name} strategies ({', '.join(users)}): "
                                  f"{flags}.")

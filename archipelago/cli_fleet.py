@@ -171,14 +171,16 @@ def register_fleet_commands(app: typer.Typer) -> None:
             help="prefill on a pool of this cluster, decode on --cluster's, the KV cache "
                  "moved between them (DistServe, Splitwise)", show_default=False)] = None,
         prefill_strategy: Annotated[str | None, typer.Option(
-            help="the prefill pool's strategy (default: --strategy's)", show_default=False)
+            help="with --prefill-cluster: the prefill pool's strategy (default: "
+                 "--strategy's)", show_default=False)
         ] = None,
         prefill_replicas: Annotated[int | None, typer.Option(
-            callback=within(1, 1024), help="copies of the prefill plan (default 1)",
+            callback=within(1, 1024),
+            help="with --prefill-cluster: copies of the prefill plan (default 1)",
             show_default=False)] = None,
         kv_link: Annotated[str | None, typer.Option(
-            help="the link the KV cache crosses: a catalog link or switch (default "
-                 "eth-100g)", show_default=False)] = None,
+            help="with --prefill-cluster: the link the KV cache crosses, a catalog link or "
+                 "switch (default eth-100g)", show_default=False)] = None,
         as_json: JsonOpt = False,
         report_file: Annotated[Path | None, typer.Option(
             "--report", help="write the HTML page here: latency distributions, throughput "

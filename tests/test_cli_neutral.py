@@ -84,6 +84,7 @@ class Stop(ArchipelagoError):
 def chosen(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
     """The (strategy, cluster) each command hands the pipeline, recorded instead of run."""
     import archipelago.api as api
+    import archipelago.explore.search  # noqa: F401  its own study_identity, bound unpatched
     import archipelago.explore.study as study
 
     seen: list[tuple[str, str]] = []

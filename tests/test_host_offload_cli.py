@@ -72,7 +72,7 @@ def test_emulate_json_reports_the_checks() -> None:
     (("plan", "nmt-li", "--cluster", "8xs10-2800", "--tokens", "8:8"), "--tokens applies to"),
     (("explore", "nmt-li", "--cluster", "8xs10-2800"), "takes --largest or --latency-target"),
     (("explore", "nmt-li", "--cluster", "8xs10-2800", "--latency-target", "soon"),
-     "expected a positive time"),
+     "give a positive number and a unit"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args: tuple[str, ...], message: str) -> None:
     full = [*args] if "--strategy" in args else [*args, "--strategy", "persistent"]

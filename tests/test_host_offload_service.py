@@ -2,17 +2,14 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 
 import pytest
 
 from archipelago.errors import ArchipelagoError, ConfigError
-from archipelago.strategies.host_offload.explore import (
-    largest_report,
-    parse_latency,
-    sizing_report,
-)
+from archipelago.strategies.host_offload.explore import explore, largest_report, sizing_report
 from archipelago.strategies.host_offload.service import host_request, plan_report
 
 
@@ -40,7 +37,7 @@ def test_largest_persistent_is_the_edge_of_fitting() -> None:
 
 def test_latency_target_sizing_lists_every_card_type() -> None:
     r = sizing_report(host_request(model="lstm", cluster="1xs10-2800", hidden=1024, steps=2),
-                      "1ms")
+                      1e-3)
     assert set(r["devices"]) == {"a10-1150", "s10-2800", "s10-2100-tr"}
     s10 = r["devices"]["s10-2800"]
     assert s10["cards"] >= 1 and s10["latency_s"] <= 1e-3
@@ -60,12 +57,16 @@ def test_bad_requests_are_one_line(fields: dict, message: str) -> None:
         plan_report(host_request(**{**base, **fields}))
 
 
-def test_latency_targets_parse_with_units() -> None:
-    assert parse_latency("10ms") == pytest.approx(0.01)
-    assert parse_latency("500us") == pytest.approx(5e-4)
-    assert parse_latency("0.2") == pytest.approx(0.2)
-    with pytest.raises(ArchipelagoError, match="positive time"):
-        parse_latency("fast")
+@pytest.mark.parametrize(("text", "message"), [
+    ("fast", "--latency-target 'fast': give a positive number and a unit"),
+    ("0.2", "--latency-target '0.2': give a positive number and a unit"),  # as --ttft
+    ("0ms", "--latency-target '0ms'")])
+def test_a_latency_target_is_a_typed_duration_checked_before_the_model(text: str,
+                                                                      message: str) -> None:
+    """The one parser of durations (durations.py), as compare's --latency-target and
+    serve's --ttft: a bare number is refused, and before the (unknown) model is looked up."""
+    with pytest.raises(ArchipelagoError, match=re.escape(message)):
+        explore("no-such-model", "1xs10-2800", "persistent", {"latency_target": text})
 
 
 def test_archi_proxies_measures_the_program_sizes_and_stores_them(tmp_path) -> None:

@@ -93,8 +93,7 @@ def space_builder(strategy: str) -> Callable[[Any, Any, Any], DesignSpace]:
     explores by itself)."""
     path = get_strategy(strategy).design_space
     if path is None:
-        explorable = sorted(n for n, s in strategies().items()
-                            if s.design_space or s.plan_kind.explorer)
+        explorable = sorted(n for n, s in strategies().items() if s.explorable)
         raise ArchipelagoError(f"strategy '{strategy}' has no engine design space to explore; "
                                f"explorable: {', '.join(explorable)}")
     return resolve(path)

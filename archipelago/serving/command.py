@@ -41,12 +41,10 @@ from archipelago.serving.requests import (
     parse_lengths,
 )
 from archipelago.serving.simulate import check_settings, simulate
+from archipelago.strategies.options import SET_BY_COMMAND
 
 MAX_RATE = 1e6  # requests per second: past any deployment's front door
 MAX_SEEDS = 64  # seeds per capacity point; more is a typo, not more confidence
-# The kind options `archi serve` sets itself: lengths come from --prompt/--output, the
-# batch from --max-batch.
-_OWN = {"tokens": "--prompt and --output", "batch": "--max-batch"}
 
 
 @dataclass(frozen=True)
@@ -106,7 +104,7 @@ def _checked(options: ServeCommand) -> tuple[Lengths, Lengths, Targets, Policy]:
         raise ArchipelagoError(f"--seeds {options.seeds}: must be in 1..{MAX_SEEDS}")
     if not 1 <= options.chunk <= MAX_TOKENS:
         raise ArchipelagoError(f"--chunk {options.chunk}: must be in 1..{MAX_TOKENS} tokens")
-    for name, flags in _OWN.items():
+    for name, flags in SET_BY_COMMAND["serve"].items():
         if name in options.kind_options:
             raise ArchipelagoError(f"--{name}: `archi serve` sets it from {flags}")
     batch = options.max_batch or (1 if options.policy == "static" else 64)

@@ -17,6 +17,9 @@ from archipelago.refs import Ref, resolved
 # parameters, `job` to the command's own runner (the emulation job, the kind's explorer),
 # `cluster` to the option's `writer`, which overrides the cluster's links with it.
 ROLES = ("workload", "plan", "output", "job", "cluster")
+# Kind options a command sets itself, from its own options named here: `archi serve` makes
+# its plan for the centre of --prompt and --output and batches up to --max-batch.
+SET_BY_COMMAND = {"serve": {"tokens": "--prompt and --output", "batch": "--max-batch"}}
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,12 @@ class WorkloadType:
     def of(self, command: str, *roles: str) -> list[WorkloadOption]:
         """The options `command` takes in `roles`."""
         return [o for o in self.options if o.role in roles and o.applies(command)]
+
+    def typed(self, command: str) -> list[WorkloadOption]:
+        """The options a user may type to `command`: those it takes, less the ones it sets
+        from its own options (`SET_BY_COMMAND`), which it refuses and its help leaves out."""
+        own = SET_BY_COMMAND.get(command, {})
+        return [o for o in self.of(command, *ROLES) if o.name not in own]
 
     def texts(self, given: dict[str, str], command: str = "plan") -> dict[str, str]:
         """Every workload option's text: the given ones, `command`'s defaults for the rest

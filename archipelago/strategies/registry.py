@@ -153,10 +153,9 @@ class Strategy:
     """A named planner: `planner(spec, cluster, config, workload)` where `config` is an
     instance of `engine_config` built from `engine_defaults` and the user's overrides and
     `workload` the kind's parsed workload (what a split may depend on; most planners ignore
-    it); `design_space`
-    (`module:attribute`) is what `archi explore` may vary. Any cluster may be handed to any
-    planner: one that cannot use the cluster's shape (mixed devices, a topology, a device
-    kind) raises a one-line PartitionError saying why.
+    it); `design_space` (`module:attribute`) is what `archi explore` may vary. Any cluster
+    may be handed to any planner: one that cannot use the cluster's shape (mixed devices, a
+    topology, a device kind) raises a one-line PartitionError saying why.
 
     The planner, the engine config and the model types may be given as `module:attribute`
     paths (`Ref`), imported the first time they are used: what a command's help, `archi
@@ -174,9 +173,8 @@ class Strategy:
     default_for: tuple[str, ...] = ()  # the commands run with it when --strategy is left out
     default_cluster: str | None = None  # --cluster when it is left out ...
     command_clusters: dict[str, str] = field(default_factory=dict)  # ... per command
-    # For a strategy whose planner searches its engine itself (no design_space): the
-    # engine parameters under which that search runs over candidates bounded by the boards,
-    # what `--engine best` plans with
+    # Where its planner searches its engine itself (no design_space): the engine parameters
+    # of that search over candidates bounded by the boards, what `--engine best` plans with
     searched_engine: dict[str, Any] | None = None
 
     @property
@@ -193,6 +191,10 @@ class Strategy:
         """The model spec types its planner takes (imported now)."""
         refs = self.models_ref if isinstance(self.models_ref, tuple) else (self.models_ref,)
         return tuple(resolved(ref) for ref in refs)
+
+    @property
+    def explorable(self) -> bool:  # `archi explore` searches its space, or its kind explores
+        return self.design_space is not None or self.plan_kind.explorer is not None
 
     def declared_cluster(self, command: str) -> str | None:
         """The cluster this strategy declared for `command`, if any."""
@@ -258,11 +260,9 @@ def register_kind(kind: PlanKind) -> PlanKind:
 
 
 def register(name: str, summary: str, kind: str, engine_config: Ref[type[BaseModel]],
-             engine_defaults: dict[str, Any] | None = None,
-             design_space: str | None = None,
+             engine_defaults: dict[str, Any] | None = None, design_space: str | None = None,
              models: Ref[type] | tuple[Ref[type], ...] = _TRANSFORMERS,
-             default_for: tuple[str, ...] = (),
-             default_cluster: str | None = None,
+             default_for: tuple[str, ...] = (), default_cluster: str | None = None,
              command_clusters: dict[str, str] | None = None,
              searched_engine: dict[str, Any] | None = None
              ) -> Callable[[Ref[_Planner]], Ref[_Planner]]:

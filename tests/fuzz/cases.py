@@ -3,8 +3,8 @@ returns the plan's figures (the dict `--json` prints) for the harness to check."
 
 import json
 import math
-import random
-from functools import cache
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from archipelago.errors import ArchipelagoError
 from archipelago.strategies.host_offload.proxies import load_profile
 from archipelago.strategies.registry import get_strategy
 from tests.fuzz import inputs, store_inputs
+from tests.fuzz.harness import random_kept
 from tests.fuzz.pt2_inputs import MARKER
 
 # The model each strategy plans in the engine-config and cluster cases.
@@ -162,22 +163,7 @@ def pt2_case(data: bytes, tmp: Path) -> dict[str, Any]:
     return {"payload_ran": -1} if MARKER.exists() else result
 
 
-_CLUSTERS: list[Any] = []  # the compare-store kind's Dask cluster, kept for the process
-
-
-@cache
-def _scheduler() -> str:
-    """A Dask cluster in this process (one worker thread), started once: the comparisons
-    re-estimate on it through `--scheduler` instead of starting processes each time."""
-    from distributed import LocalCluster
-
-    state = random.getstate()  # hypothesis refuses a case that moves the global random
-    cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp",
-                           dashboard_address=None, scheduler_kwargs={
-                               "dashboard": False, "dashboard_address": "127.0.0.1:0"})
-    random.setstate(state)
-    _CLUSTERS.append(cluster)
-    return cluster.scheduler_address
+_SCHEDULER: list[str] = []  # the compare-store kind's Dask cluster's address, while it runs
 
 
 def _labelled(records: Any) -> dict[str, Any]:
@@ -198,10 +184,26 @@ def _as_fresh(rows: list[dict[str, Any]]) -> bool:
                                                                          strict=True))
 
 
-def compare_store_setup() -> None:
-    """The cluster and the fresh estimates every compare-store case uses."""
-    _scheduler()
-    store_inputs.base_lines()
+@contextmanager
+def compare_store_cluster() -> Iterator[None]:
+    """A Dask cluster in this process (one worker thread) and the fresh estimates, for the
+    compare-store cases: they re-estimate on it through `--scheduler` instead of starting
+    processes each time. Closed after them: left running, its threads draw from the global
+    random while later kinds' strategies draw, which hypothesis warns of."""
+    from distributed import LocalCluster
+
+    with random_kept():
+        cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                               protocol="tcp", dashboard_address=None, scheduler_kwargs={
+                                   "dashboard": False, "dashboard_address": "127.0.0.1:0"})
+    try:
+        _SCHEDULER.append(cluster.scheduler_address)
+        store_inputs.base_lines()
+        yield
+    finally:
+        _SCHEDULER.clear()
+        with random_kept():
+            cluster.close()
 
 
 def compare_store_case(data: bytes, tmp: Path) -> dict[str, Any]:
@@ -211,10 +213,7 @@ def compare_store_case(data: bytes, tmp: Path) -> dict[str, Any]:
     counts as insane."""
     path = tmp / "store.jsonl"
     path.write_bytes(data)
-    state = random.getstate()  # Dask's client draws from it; hypothesis refuses that
-    try:
+    with random_kept():  # Dask's client draws from it
         result = cli_case([*store_inputs.ARGS, "--store", str(path), "--scheduler",
-                           _scheduler()])
-    finally:
-        random.setstate(state)
+                           _SCHEDULER[0]])
     return result if _as_fresh(result["rows"]) else {"rows_differ": -1}

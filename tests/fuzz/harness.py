@@ -6,6 +6,7 @@ ArchipelagoError (`uncaught`), a case that runs past the time limit (`hang`), or
 a negative or non-finite number in it (`insane`)."""
 
 import math
+import random
 import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -17,6 +18,17 @@ SANE, ERROR, UNCAUGHT, HANG, INSANE = "sane", "error", "uncaught", "hang", "insa
 OUTCOMES = (SANE, ERROR, UNCAUGHT, HANG, INSANE)
 ALLOWED = {SANE, ERROR}
 HANG_S = 5.0  # a plan of any input here takes well under a second
+
+
+@contextmanager
+def random_kept() -> Iterator[None]:
+    """The global random's state put back after the block: hypothesis warns of a strategy
+    that moves it, and a library's first import or Dask's client draws from it."""
+    state = random.getstate()
+    try:
+        yield
+    finally:
+        random.setstate(state)
 
 
 class _Hang(BaseException):

@@ -4,6 +4,7 @@ them through the real code; `fuzz_kind` runs N of them and counts the outcomes."
 import tempfile
 from collections import Counter
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -64,9 +65,10 @@ SLOW_SHARE = 10
 SLOW_HANG_S = 45.0
 
 
-# Kinds whose cases share something started once (a Dask cluster, the base store's
-# estimates): started before the first case, outside its time limit.
-SETUP: dict[str, Callable[[], Any]] = {"compare-store": cases.compare_store_setup}
+# Kinds whose cases share something (a Dask cluster, the base store's estimates): started
+# before the first case, outside its time limit, and stopped after the last.
+SETUP: dict[str, Callable[[], AbstractContextManager[Any]]] = {
+    "compare-store": cases.compare_store_cluster}
 
 
 def fuzz_kind(name: str, examples: int, seed: int | None = None) -> tuple[Counter[str],
@@ -75,11 +77,15 @@ def fuzz_kind(name: str, examples: int, seed: int | None = None) -> tuple[Counte
     SLOW_SHARE of them, at least one), and the first few findings (outcomes outside
     ALLOWED) with their input."""
     strategy, case = KINDS[name]
-    if name in SETUP:
-        SETUP[name]()
-    hang_s = SLOW_HANG_S if name in SLOW else HANG_S
-    if name in SLOW:
-        examples = max(1, examples // SLOW_SHARE)
+    with SETUP.get(name, nullcontext)():
+        return _fuzz(strategy, case, examples if name not in SLOW else
+                     max(1, examples // SLOW_SHARE), SLOW_HANG_S if name in SLOW else HANG_S,
+                     seed)
+
+
+def _fuzz(strategy: Any, case: Callable[[Any, Path], Any], examples: int, hang_s: float,
+          seed: int | None) -> tuple[Counter[str], list[str]]:
+    """`fuzz_kind` once its kind's shared things are up."""
     counts: Counter[str] = Counter()
     findings: list[str] = []
     with tempfile.TemporaryDirectory(prefix="archipelago-fuzz-") as tmp:

@@ -6,7 +6,6 @@ sometimes with the file itself cut, a junk line inserted or the header changed."
 
 import json
 import math
-import random
 import tempfile
 from functools import cache
 from pathlib import Path
@@ -19,6 +18,7 @@ from archipelago.compare.combos import Task, combinations, evaluate
 from archipelago.compare.run import KIND, identity
 from archipelago.estimate.workload import parse_tokens
 from archipelago.models.zoo import resolve_model
+from tests.fuzz.harness import random_kept
 from tests.fuzz.inputs import HOSTILE, rarely
 
 MODEL, TOKENS = "gpt2-345m", "16:8"
@@ -37,12 +37,11 @@ def base_lines() -> tuple[str, tuple[tuple[str, dict[str, Any]], ...]]:
     estimated through the pipeline as `archi compare` does (without Dask). Drawn first
     inside a hypothesis strategy, which refuses a draw that moves the global random (the
     first import of a library may seed it): its state is put back."""
-    state = random.getstate()
-    spec = resolve_model(MODEL)
-    key, labels = identity(spec, parse_tokens(TOKENS))
-    combos = combinations(list(STRATEGIES), DEVICES, COUNTS, BATCHES)
-    records = tuple(evaluate(Task(spec, TOKENS, tuple(combos))))
-    random.setstate(state)
+    with random_kept():
+        spec = resolve_model(MODEL)
+        key, labels = identity(spec, parse_tokens(TOKENS))
+        combos = combinations(list(STRATEGIES), DEVICES, COUNTS, BATCHES)
+        records = tuple(evaluate(Task(spec, TOKENS, tuple(combos))))
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "s.jsonl"
         Journal.open(path, KIND, key, labels)

@@ -2,9 +2,9 @@
 sizing, the largest model that stays persistent on a cluster (`--largest`) or, per card
 type of seeds/003 Table II, the fewest cards meeting a latency target (`--latency-target`)."""
 
-import re
 from typing import Any
 
+from archipelago.durations import parse_seconds
 from archipelago.errors import ArchipelagoError
 from archipelago.hardware.cluster import resolve_cluster
 from archipelago.strategies.host_offload.proxies import load_profile
@@ -30,21 +30,8 @@ def largest_report(request: HostRequest, granularity: int = 16) -> dict[str, Any
     return {"hidden": hidden, **plan_report(request.with_options(hidden=hidden))}
 
 
-_DURATION = re.compile(r"^\s*([0-9]{0,9}\.?[0-9]{1,9})\s*(s|ms|us)?\s*$")
-_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, None: 1.0}
-
-
-def parse_latency(text: str) -> float:
-    match = _DURATION.match(text)
-    if not match or float(match.group(1)) <= 0:
-        raise ArchipelagoError(f"--latency-target '{text}': expected a positive time such "
-                               "as 10ms, 500us or 0.01 (seconds)")
-    return float(match.group(1)) * _UNITS[match.group(2)]
-
-
-def sizing_report(request: HostRequest, target: str) -> dict[str, Any]:
-    """For each card type, the fewest cards whose plan meets the latency target."""
-    target_s = parse_latency(target)
+def sizing_report(request: HostRequest, target_s: float) -> dict[str, Any]:
+    """For each card type, the fewest cards whose plan meets the latency target (s)."""
     c = request.config
     profile = load_profile(c.cpu_profile or resolve_cluster(request.cluster).host_profile)
     spec = request.spec()
@@ -70,7 +57,10 @@ def explore(model: str, cluster: str, strategy: str, options: dict[str, str]
                                "--latency-target TIME (e.g. 10ms)")
     if largest not in (None, "true"):
         raise ArchipelagoError(f"--largest takes no value (got '{largest}')")
+    # A time as every command types one (durations.py: a unit, no bare number), checked
+    # before the model is read.
+    target_s = None if target is None else parse_seconds("--latency-target", target)
     request = host_request(model, cluster, **rest)
-    if target is not None:
-        return {"mode": "latency_target", **sizing_report(request, target)}
+    if target_s is not None:
+        return {"mode": "latency_target", **sizing_report(request, target_s)}
     return {"mode": "largest", **largest_report(request)}
