@@ -7,7 +7,9 @@ the collector could miss (a script that fails before it is installed)."""
 
 import base64
 import json
+import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -86,7 +88,8 @@ class Chromium:
             [executable, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
              "--remote-debugging-port=0", "--remote-allow-origins=*", "--no-first-run",
              f"--user-data-dir={self._profile.name}", f"--window-size={width},{height}",
-             "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             "--disable-breakpad", "about:blank"], stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL, start_new_session=True)  # its own process group
         port = self._port()
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as r:
             tab = next(t for t in json.load(r) if t["type"] == "page")
@@ -171,6 +174,8 @@ class Chromium:
         return out
 
     def close(self) -> None:
+        """Close the browser and every process it started (renderers, GPU and utility
+        processes still write to the profile after the main one exits), then the profile."""
         try:
             self._ws.close()
         finally:
@@ -179,6 +184,8 @@ class Chromium:
                 self._proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 self._proc.kill()
+                self._proc.wait()
+            _kill_group(self._proc.pid)
             self._profile.cleanup()
 
     def __enter__(self) -> "Chromium":
@@ -186,3 +193,19 @@ class Chromium:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _kill_group(pgid: int) -> None:
+    """SIGKILL the process group `pgid` and wait until none of it is left (a killed process
+    writes nothing more, so the profile can then be removed)."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.01)
