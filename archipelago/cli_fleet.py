@@ -15,6 +15,7 @@ from archipelago.cli_options import (
     MAX_SAMPLER_SEED,
     OUTPUT,
     ClusterOpt,
+    EngineChoiceOpt,
     JsonOpt,
     ModelArg,
     StrategyOpt,
@@ -187,6 +188,7 @@ def register_fleet_commands(app: typer.Typer) -> None:
                              "against latency up to saturation, cost against rate", **OUTPUT)
         ] = None,
         force: Annotated[bool, typer.Option(help="replace an existing --report file")] = False,
+        engine_choice: EngineChoiceOpt = None,
     ) -> None:
         from archipelago.serving.command import ServeCommand, print_serve, run_serve
 
@@ -196,7 +198,8 @@ def register_fleet_commands(app: typer.Typer) -> None:
                                         workload_options(ctx), electricity, lifetime_years,
                                         utilization, prefill_cluster, prefill_strategy,
                                         prefill_replicas, kv_link, report=report_file,
-                                        force=force, micro_batches=micro_batches))
+                                        force=force, micro_batches=micro_batches,
+                                        engine=engine_choice))
         if as_json:
             typer.echo(json.dumps(result))
         else:

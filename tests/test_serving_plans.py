@@ -124,6 +124,7 @@ def test_archi_serve_replays_a_trace(tmp_path: Path) -> None:
     (("--rate", "2", "--tokens", "8:8"), "--tokens"),
     (("--rate", "2", "--max-batch", "5000"), "--max-batch"),
     (("--rate", "2", "--replicas", "0"), "replicas"), ((), "--rate"),
+    (("--rate", "2", "--engine", "fastest"), "--engine 'fastest'"),
     (("--rate", "2", "--strategy", "galapagos", "--cluster", "1xvck5000"), "serve")])
 def test_archi_serve_refusals(extra: tuple[str, ...], says: str) -> None:
     base = ("serve", "gpt2-345m", "--cluster", "1xh100", "--strategy", "gpu-graph")
@@ -133,3 +134,22 @@ def test_archi_serve_refusals(extra: tuple[str, ...], says: str) -> None:
     assert run.returncode == 2, run.stdout + run.stderr
     lines = run.stderr.strip().splitlines()
     assert len(lines) == 1 and says in lines[0], run.stderr
+
+
+def test_archi_serve_runs_the_engine_archi_plan_runs() -> None:
+    """`--engine best` serves the engine `archi plan --engine best` searched (one study,
+    read back), and says so; the default is the published engine, as plan's is."""
+    where = ("gpt2-345m", "--cluster", "1xu280", "--strategy", "lora-q")
+    plan = archi("plan", *where, "--tokens", "64:32", "--engine", "best", "--json")
+    assert plan.returncode == 0, plan.stderr
+    searched = json.loads(plan.stdout)["engine"]
+    served = {}
+    for choice in ("published", "best"):
+        run = archi("serve", *where, "--rate", "1", "--prompt", "64", "--output", "32",
+                    "--requests", "50", "--engine", choice, "--json")
+        assert run.returncode == 0, run.stderr
+        served[choice] = json.loads(run.stdout)
+    assert served["best"]["engine"]["parameters"] == searched["parameters"]
+    assert served["best"]["engine"]["from_store"]
+    assert served["published"]["engine"] == {"engine": "published"}
+    assert served["best"]["capacity"] != served["published"]["capacity"]

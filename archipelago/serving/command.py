@@ -82,6 +82,7 @@ class ServeCommand:
     report: Path | None = None  # --report: the HTML page's file
     force: bool = False  # replace an existing --report file
     micro_batches: int | None = None  # in flight through a staged plan; None: one a stage
+    engine: str | None = None  # --engine: published (default) or best, as `archi plan`'s
 
 
 def parse_rate(text: str) -> float:
@@ -130,8 +131,11 @@ def _checked(options: ServeCommand) -> tuple[Lengths, Lengths, Targets, Policy]:
 
 
 def _table(options: ServeCommand, prompt: Lengths, output: Lengths, max_batch: int
-           ) -> tuple[str, str, IterationTable]:
+           ) -> tuple[str, str, IterationTable, dict[str, Any] | None]:
+    """The strategy and cluster chosen, the plan's iteration table and the engine it ran
+    (`--engine`'s JSON, None for a strategy with one engine)."""
     from archipelago import api
+    from archipelago.explore.best import chosen_engine
     from archipelago.strategies.registry import get_strategy
 
     strategy, cluster = api.choose("serve", options.strategy, options.cluster)
@@ -139,8 +143,11 @@ def _table(options: ServeCommand, prompt: Lengths, output: Lengths, max_batch: i
     hook = kind.hook("serving")  # a kind without one is refused here, naming those with
     given = {**options.kind_options, "tokens": f"{center_tokens(prompt)}:{center_tokens(output)}"}
     workload = api.parse_workload(strategy, given, "serve")
-    plan = api.make_plan(options.model, cluster, strategy, None, given, "serve")
-    return strategy, cluster, hook(plan, workload, max_batch)
+    engine, chosen = chosen_engine(options.engine, options.model, cluster, strategy, given,
+                                   "serve", None)
+    plan = api.make_plan(options.model, cluster, strategy, engine, given, "serve")
+    return (strategy, cluster, hook(plan, workload, max_batch),
+            None if chosen is None else chosen.as_json())
 
 
 def _rate(options: ServeCommand) -> tuple[float, Requests | None]:
@@ -162,7 +169,7 @@ def run_serve(options: ServeCommand) -> dict[str, Any]:
     """The simulation's summary and capacity, as the JSON object `--json` prints."""
     prompt, output, targets, policy = _checked(options)
     rate, trace = _rate(options)
-    strategy, cluster, table = _table(options, prompt, output, policy.max_batch)
+    strategy, cluster, table, engine = _table(options, prompt, output, policy.max_batch)
     pool = _prefill_pool(options, strategy, prompt, output, policy.max_batch)
     if trace is not None:
         per_seed = [fitted(trace.unit_arrivals, trace.prompt, trace.output, table.max_context)]
@@ -186,7 +193,7 @@ def run_serve(options: ServeCommand) -> dict[str, Any]:
     found = capacity(run, targets, start=rate, limit=limit)
     prompt_per_s = float(per_seed[0].prompt.sum()) / result["span_s"]
     served = {
-        "model": options.model, "cluster": cluster, "strategy": strategy,
+        "model": options.model, "cluster": cluster, "strategy": strategy, "engine": engine,
         "policy": policy.name, "max_batch": policy.max_batch,
         "chunk": policy.chunk if policy.budget else None,
         **_pipeline(table, policy),
@@ -232,7 +239,7 @@ def _prefill_pool(options: ServeCommand, strategy: str, prompt: Lengths, output:
     given = replace(options, cluster=options.prefill_cluster,
                     strategy=options.prefill_strategy or strategy, kind_options={})
     try:
-        strategy, cluster, table = _table(given, prompt, output, max_batch)
+        strategy, cluster, table, _ = _table(given, prompt, output, max_batch)
     except ArchipelagoError as error:
         raise ArchipelagoError(f"--prefill-cluster {options.prefill_cluster[:40]}: "
                                f"{error}") from None
@@ -329,8 +336,9 @@ def print_serve(result: dict[str, Any], console: Any) -> None:
 
     from archipelago.table_fit import fitted
 
+    engine = f" · {result['engine']['engine']} engine" if result.get("engine") else ""
     title = (f"{result['model']} · {result['strategy']} on {result['cluster']} x"
-             f"{result['replicas']} · {result['policy']} (max batch {result['max_batch']})"
+             f"{result['replicas']}{engine} · {result['policy']} (max batch {result['max_batch']})"
              f"{_staged(result)} · {result['rate']:g} req/s")
     lat = Table(title=title)
     for column in ("", "P50", "P90", "P99", "mean"):
