@@ -29,13 +29,6 @@ def bert() -> tuple[nn.Module, tuple]:
     return t.BertForSequenceClassification(config), (torch.randint(0, 100, (1, TOKENS)),)
 
 
-def bert_masked() -> tuple[nn.Module, tuple]:
-    """BERT given its attention mask as a second input: transformers builds the 4-D mask
-    by indexing the mask with computed indices (GatherND, And, Where), not imported."""
-    module, (ids,) = bert()
-    return module, (ids, torch.ones(1, TOKENS, dtype=torch.long))
-
-
 def roberta() -> tuple[nn.Module, tuple]:
     """RoBERTa computes its positions from the ids (padding tokens keep position 1)."""
     t = _transformers()
@@ -52,6 +45,13 @@ def distilbert() -> tuple[nn.Module, tuple]:
                                 max_position_embeddings=64, num_labels=3)
     return t.DistilBertForSequenceClassification(config), \
         (torch.randint(0, 100, (1, TOKENS)),)
+
+
+def masked(network) -> tuple[nn.Module, tuple]:
+    """An encoder given its attention mask as a second input, as users export encoders
+    (the example mask all ones; the emulation feeds a padding mask)."""
+    module, (ids,) = network()
+    return module, (ids, torch.ones(1, TOKENS, dtype=torch.long))
 
 
 def convnext() -> tuple[nn.Module, tuple]:
@@ -236,7 +236,9 @@ class VGGHead(nn.Module):
 
 
 NETWORKS = {
-    "bert": bert, "bert_masked": bert_masked, "roberta": roberta, "distilbert": distilbert,
+    "bert": bert, "roberta": roberta, "distilbert": distilbert,
+    **{f"{name}_masked": lambda n=network: masked(n)
+       for name, network in (("bert", bert), ("roberta", roberta), ("distilbert", distilbert))},
     "convnext": convnext, "vit": vit, "swin_hf": swin_hf,
     "shufflenet": lambda: (ShuffleNet(), (torch.randn(1, 3, IMAGE, IMAGE),)),
     "swin": lambda: (SwinBlock(), (torch.randn(1, 3, IMAGE, IMAGE),)),

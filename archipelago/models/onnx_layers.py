@@ -41,11 +41,12 @@ ACTIVATIONS = {"Relu", "Clip", "LeakyRelu", "PRelu", "Elu", "Selu", "Celu", "Sig
                "HardSigmoid", "HardSwish", "Gelu", "Tanh", "Softplus", "Softsign", "Mish",
                "Erf", "Exp", "Log", "Sqrt", "Neg", "Abs", "Reciprocal", "Floor", "Ceil",
                "Not"}
-ARITHMETIC = {"Add", "Sub", "Mul", "Div", "Sum", "Max", "Min", "Mean", "Pow", "Equal"}
+ARITHMETIC = {"Add", "Sub", "Mul", "Div", "Sum", "Max", "Min", "Mean", "Pow", "Equal", "And",
+              "Or", "Where"}
 OWN_OPS = {"Softmax", "LogSoftmax", "LRN", "LayerNormalization", "InstanceNormalization",
            "GroupNormalization", "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin",
            "ReduceL2", "ReduceSumSquare", "Expand", "Tile", "CumSum"}
-SELECTIONS = {"Gather", "Slice", "Split", "GatherElements"}
+SELECTIONS = {"Gather", "Slice", "Split", "GatherElements", "GatherND"}
 POOLS = {"MaxPool": "max", "AveragePool": "avg", "GlobalAveragePool": "avg",
          "GlobalMaxPool": "max"}
 # A BatchNormalization folds into the weights of a Conv or FC only.
@@ -372,10 +373,30 @@ def _selection(b: Builder, index: int, node: Any, data: list[str]) -> None:
         raise b.fail(node, f"{node.op_type} indices computed from the model's data are not "
                      "supported")
     source = data[0]
+    if _permutation(b, node, source):
+        b.pass_through(index, node, data)
+        return
     outputs = [o for o in node.output if o and b.readers.get(o)]
     for output in outputs:
         elementwise(b, index, node, node.op_type, [source],
                      output=output if len(node.output) > 1 else None)
+
+
+def _permutation(b: Builder, node: Any, source: str) -> bool:
+    """A Gather or GatherND by constant indices that picks every element once (how the
+    exporters write transformers' padding mask indexed by its own aranges): the elements
+    rearranged, a pass-through like a Transpose."""
+    if node.op_type not in ("Gather", "GatherND") or node.input[1] not in b.constants or \
+            product(b.shape(node.output[0])) != product(b.shape(source)):
+        return False
+    indices, shape = b.constants[node.input[1]], b.shape(source)
+    if node.op_type == "Gather":
+        rows = indices.reshape(-1, 1) % shape[int(b.attr(node, "axis", 0)) % len(shape)]
+    elif b.attr(node, "batch_dims", 0) == 0:
+        rows = indices.reshape(-1, indices.shape[-1]) % shape[:indices.shape[-1]]
+    else:
+        return False
+    return len({tuple(row) for row in rows.tolist()}) == len(rows)
 
 
 def _lookup(b: Builder, index: int, node: Any, ids: str) -> None:

@@ -166,14 +166,15 @@ _ATEN = {"conv2d": "conv", "linear": "linear", "lstm": "lstm", "gru": "gru",
          "embedding": "embedding", "select": "select", "slice": "slice", "index": "index",
          "chunk": "split", "split": "split", "split_with_sizes": "split", "unbind": "split",
          "scaled_dot_product_attention": "sdpa", "expand": "expand", "gather": "gather",
-         "ne": "ne", "eq": "eq", "cumsum": "cumsum", "to": PASS, "type_as": PASS}
+         "ne": "ne", "eq": "eq", "cumsum": "cumsum", "to": PASS, "type_as": PASS,
+         "__and__": "and", "bitwise_and": "and", "logical_and": "and"}
 
 
 def aten_name(node) -> str:
     """The operator an ATen call names, without namespace, overload or in-place mark
     (`aten::add_.Tensor`: `add`)."""
     name = node.target.name().partition("::")[2].partition(".")[0]
-    return name[:-1] if name.endswith("_") else name
+    return name[:-1] if name.endswith("_") and not name.endswith("__") else name
 
 
 def module_of(node) -> tuple[str, str] | None:

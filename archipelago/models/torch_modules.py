@@ -238,7 +238,7 @@ HANDLERS: dict[str, Any] = {
     "cat": cat, "getitem": getitem, PASS: passthrough, "meta": _meta, "const": _const,
     "inner": _inner, "embedding": embedding, "select": selection, "slice": selection,
     "index": selection, "split": split, "sdpa": sdpa, "expand": expand, "gather": lookup,
-    "eq": pointwise, "cumsum": normalization,
+    "eq": pointwise, "cumsum": normalization, "and": binary,
     # x != c is Not(Equal(x, c)), as ONNX writes it: one layer of both operations
     "ne": lambda b, call: pointwise(b, call, op_work("eq") + OPS_PER_ELEMENT["Not"]),
     **{op: pointwise for op in ("relu", "clip", "sigmoid", "tanh", "silu", "hardsigmoid",
