@@ -1,5 +1,6 @@
-"""Networks as users export them (issue 38 point 5): transformers' BERT, DistilBERT,
-ConvNeXt and ViT, and ShuffleNet, Swin, DenseNet and LSTM blocks written from their papers
+"""Networks as users export them (issue 38 point 5): transformers' BERT, RoBERTa and
+DistilBERT (with and without their attention mask), ConvNeXt and ViT, and ShuffleNet, Swin
+(with and without shifted windows), DenseNet and LSTM blocks written from their papers
 (tests/user_networks.py), exported with torch.onnx.export (dynamo and TorchScript) and
 torch.export (.pt2). Each imports as the same layers from all three files (count, kinds,
 multiply-accumulates per layer, parameters) and plans the same; the multiply-accumulates
@@ -65,7 +66,7 @@ MACS = {
                                     + 2 * VIT_TOKENS * VIT_TOKENS * H) + H * 10),
 }
 NETWORKS = ["bert", "roberta", "distilbert", "convnext", "vit", "shufflenet", "swin",
-            "densenet", "lstm"]
+            "swin_shift", "densenet", "lstm"]
 
 
 @pytest.mark.slow
@@ -108,7 +109,7 @@ def _same_plan(plans: dict[str, dict], name: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["convnext", "vit", "shufflenet", "swin"])
+@pytest.mark.parametrize("name", ["convnext", "vit", "shufflenet", "swin", "swin_shift"])
 def test_vision_networks_plan_the_same_from_both_formats(name, exported):
     _same_plan(_plans(name, "chef", exported), name)
 
@@ -133,7 +134,8 @@ def test_encoders_exported_three_ways_plan_alike(name, layers, strategy, exporte
                                       ("swin_hf", "legacy"), ("bert_masked", "dynamo"),
                                       ("bert_masked", "legacy"),
                                       ("roberta_masked", "dynamo"),
-                                      ("distilbert_masked", "legacy")])
+                                      ("distilbert_masked", "legacy"),
+                                      ("swin_shift", "dynamo"), ("swin_shift", "legacy")])
 def test_onnx_export_split_over_two_processes_equals_onnxruntime(name, how, exported):
     """BERT's token ids are seeded within its vocabulary, its attention mask is a padding
     mask (the last quarter zeros); the dynamo exporter's NaN guard after each softmax runs
@@ -263,21 +265,35 @@ def test_the_emulation_feeds_a_padding_mask_that_changes_the_output(exported):
     assert not np.allclose(*(next(iter(out.values())) for out in (padded, whole)))
 
 
+@pytest.mark.slow
+def test_shifted_windows_roll_the_map_as_one_layer_each_way(exported):
+    """The block rolls the 8 x 8 x 16 map by (-2, -2) before the windows and by (2, 2)
+    after them: two Roll layers copying each element once per axis, from the exporters'
+    Slice, Slice, Concat per axis as from aten.roll; the rest is the unshifted block's
+    (its window mask a constant added to the scores)."""
+    unshifted = len(_dag(exported("swin", "pt2")).layers)
+    for how in FORMATS:
+        dag = _dag(exported("swin_shift", how))
+        rolls = [la for la in dag.layers if getattr(la, "op", "") == "Roll"]
+        assert [(la.shape, la.ops_per_element) for la in rolls] == [((8, 8, 16), 2)] * 2
+        assert len(dag.layers) == unshifted + 2
+
+
 def test_an_operator_not_understood_is_refused_naming_the_node(tmp_path):
     import torch
 
-    class Shifted(torch.nn.Module):
-        """Swin's shifted windows roll the map: not imported yet."""
+    class Flipped(torch.nn.Module):
+        """A flip is not imported."""
 
         def __init__(self) -> None:
             super().__init__()
             self.fc = torch.nn.Linear(4, 4)
 
         def forward(self, x):
-            return self.fc(torch.roll(self.fc(x), 1, dims=1))
+            return self.fc(torch.flip(self.fc(x), (1,)))
 
-    path = tmp_path / "shifted.pt2"
-    torch.export.save(torch.export.export(Shifted(), (torch.randn(1, 4),)), path)
-    with pytest.raises(ConfigError, match=r"field 'roll': function roll\.default is not "
+    path = tmp_path / "flipped.pt2"
+    torch.export.save(torch.export.export(Flipped(), (torch.randn(1, 4),)), path)
+    with pytest.raises(ConfigError, match=r"field 'flip': function flip\.default is not "
                                           r"supported$"):
         dag_from_exported(path)

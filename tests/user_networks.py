@@ -140,24 +140,40 @@ class WindowAttention(nn.Module):
         relative = (coords[:, :, None] - coords[:, None, :]).permute(1, 2, 0) + window - 1
         self.register_buffer("index", relative[..., 0] * (2 * window - 1) + relative[..., 1])
 
-    def forward(self, x):  # (windows, tokens, dim)
+    def forward(self, x, mask=None):  # (windows, tokens, dim); mask (windows, tokens, tokens)
         windows, tokens, dim = x.shape
         q, k, v = self.qkv(x).reshape(windows, tokens, 3, self.heads,
                                       dim // self.heads).permute(2, 0, 3, 1, 4)
         scores = (q * self.scale) @ k.transpose(-2, -1)
         bias = self.table[self.index.view(-1)].view(tokens, tokens, -1).permute(2, 0, 1)
-        weights = (scores + bias.unsqueeze(0)).softmax(-1)
+        scores = scores + bias.unsqueeze(0)
+        weights = (scores if mask is None else scores + mask.unsqueeze(1)).softmax(-1)
         return self.proj((weights @ v).transpose(1, 2).reshape(windows, tokens, dim))
 
 
 class SwinBlock(nn.Module):
     """A patch embedding, one Swin block on channels-last maps (windows partitioned by
     reshape and permute, attention, the windows merged back, an MLP, both residual) and a
-    classifier on the mean token, as timm's Swin writes them."""
+    classifier on the mean token, as timm's Swin writes them. With a `shift`, the shifted
+    windows (Liu et al. 2021, §3.2, "efficient batch computation"): the map rolled by
+    -shift on both axes before the partition, attention masked where a window joins
+    regions the roll brought together (-100 between tokens of different regions), the
+    merged map rolled back."""
 
-    def __init__(self, dim: int = 16, heads: int = 2, window: int = 4) -> None:
+    def __init__(self, dim: int = 16, heads: int = 2, window: int = 4, shift: int = 0,
+                 size: int = IMAGE // 4) -> None:
         super().__init__()
-        self.window = window
+        self.window, self.shift = window, shift
+        if shift:
+            region = torch.zeros(size, size)
+            for i, rows in enumerate((slice(0, -window), slice(-window, -shift),
+                                      slice(-shift, None))):
+                for j, cols in enumerate((slice(0, -window), slice(-window, -shift),
+                                          slice(-shift, None))):
+                    region[rows, cols] = 3 * i + j
+            ids = region.view(size // window, window, size // window, window).permute(
+                0, 2, 1, 3).reshape(-1, window * window)
+            self.register_buffer("mask", (ids[:, None, :] != ids[:, :, None]) * -100.0)
         self.embed = nn.Conv2d(3, dim, 4, 4)
         self.norm1, self.norm2, self.norm = nn.LayerNorm(dim), nn.LayerNorm(dim), \
             nn.LayerNorm(dim)
@@ -168,12 +184,16 @@ class SwinBlock(nn.Module):
     def forward(self, x):
         x = self.embed(x).permute(0, 2, 3, 1)  # (1, H, W, C)
         batch, rows, cols, dim = x.shape
-        w = self.window
-        windows = self.norm1(x).view(batch, rows // w, w, cols // w, w, dim).permute(
+        w, s = self.window, self.shift
+        normed = self.norm1(x)
+        if s:
+            normed = torch.roll(normed, (-s, -s), (1, 2))
+        windows = normed.view(batch, rows // w, w, cols // w, w, dim).permute(
             0, 1, 3, 2, 4, 5).reshape(-1, w * w, dim)
-        merged = self.attn(windows).view(batch, rows // w, cols // w, w, w, dim).permute(
-            0, 1, 3, 2, 4, 5).reshape(batch, rows, cols, dim)
-        x = x + merged
+        merged = self.attn(windows, self.mask if s else None).view(
+            batch, rows // w, cols // w, w, w, dim).permute(0, 1, 3, 2, 4, 5).reshape(
+            batch, rows, cols, dim)
+        x = x + (torch.roll(merged, (s, s), (1, 2)) if s else merged)
         x = x + self.mlp(self.norm2(x))
         return self.head(self.norm(x).mean((1, 2)))
 
@@ -242,6 +262,7 @@ NETWORKS = {
     "convnext": convnext, "vit": vit, "swin_hf": swin_hf,
     "shufflenet": lambda: (ShuffleNet(), (torch.randn(1, 3, IMAGE, IMAGE),)),
     "swin": lambda: (SwinBlock(), (torch.randn(1, 3, IMAGE, IMAGE),)),
+    "swin_shift": lambda: (SwinBlock(shift=2), (torch.randn(1, 3, IMAGE, IMAGE),)),
     "densenet": lambda: (DenseBlock(), (torch.randn(1, 3, 16, 16),)),
     "lstm": lambda: (LastStepLSTM(), (torch.randn(1, 5, 6),)),
     "vgg_conv": lambda: (VGGHead(True), (torch.randn(1, 3, 14, 14),)),

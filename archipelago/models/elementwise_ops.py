@@ -24,6 +24,7 @@ OPS_PER_ELEMENT = {
     "Concat": 1, "Split": 1, "Gather": 1, "Slice": 1, "Expand": 1, "Tile": 1,
     "GatherElements": 1, "GatherND": 1, "Equal": 1, "Not": 1, "And": 1, "Or": 1,
     "Where": 1,              # a select between two values by a condition
+    "Roll": 1,               # every element copied once per axis rolled
     "CumSum": 1,             # a running sum: one add
     "ReduceMean": 1, "ReduceSum": 1, "ReduceMax": 1, "ReduceMin": 1, "ReduceL2": 2,
     "ReduceSumSquare": 2,

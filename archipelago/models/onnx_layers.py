@@ -7,7 +7,8 @@ every kind, LSTM/GRU (`onnx_recurrent`), Add/Sum of same-shape values (Add), and
 for the rest: a BatchNormalization not right after a conv, an activation after a layer it
 cannot fuse into, Softmax, LRN, LayerNormalization, a product or quotient of two computed
 values (squeeze-and-excitation), a Gather/Slice/Split selecting part of a value, reductions,
-a Gather of a constant table's rows by the model's data (an embedding lookup).
+a Gather of a constant table's rows by the model's data (an embedding lookup), and a roll
+(two Slices of one value joined by a Concat, `onnx_moves`; a roll of a roll joins it).
 
 Fused into the layer before them, when that layer alone reads its output (recorded in the
 layer's `fused`): a BatchNormalization into the Conv or FC right before it; an activation
@@ -17,7 +18,8 @@ a Conv, FC, MatMul, Add or Elementwise layer.
 
 Absorbed, run by the layer that reads their output: Flatten, Reshape, Transpose, Squeeze,
 Unsqueeze, Identity, Dropout, Cast, a Concat of computed values (a layer with several
-dependencies concatenates them), and a zero Pad (added to the next Conv or pool's pads).
+dependencies concatenates them), a zero Pad (added to the next Conv or pool's pads), and
+a Gather or GatherND by constant indices picking every element once (a permutation).
 """
 
 from typing import Any
@@ -32,6 +34,7 @@ from archipelago.models.onnx_elementwise import (
     product,
 )
 from archipelago.models.onnx_graph import Builder, batchless
+from archipelago.models.onnx_moves import permutation, roll
 from archipelago.models.onnx_patterns import ELEMENTWISE, find_pattern
 from archipelago.models.onnx_recurrent import recurrent
 
@@ -373,30 +376,15 @@ def _selection(b: Builder, index: int, node: Any, data: list[str]) -> None:
         raise b.fail(node, f"{node.op_type} indices computed from the model's data are not "
                      "supported")
     source = data[0]
-    if _permutation(b, node, source):
+    if node.op_type == "Slice" and roll(b, index, node, source):
+        return
+    if permutation(b, node, source):
         b.pass_through(index, node, data)
         return
     outputs = [o for o in node.output if o and b.readers.get(o)]
     for output in outputs:
         elementwise(b, index, node, node.op_type, [source],
                      output=output if len(node.output) > 1 else None)
-
-
-def _permutation(b: Builder, node: Any, source: str) -> bool:
-    """A Gather or GatherND by constant indices that picks every element once (how the
-    exporters write transformers' padding mask indexed by its own aranges): the elements
-    rearranged, a pass-through like a Transpose."""
-    if node.op_type not in ("Gather", "GatherND") or node.input[1] not in b.constants or \
-            product(b.shape(node.output[0])) != product(b.shape(source)):
-        return False
-    indices, shape = b.constants[node.input[1]], b.shape(source)
-    if node.op_type == "Gather":
-        rows = indices.reshape(-1, 1) % shape[int(b.attr(node, "axis", 0)) % len(shape)]
-    elif b.attr(node, "batch_dims", 0) == 0:
-        rows = indices.reshape(-1, indices.shape[-1]) % shape[:indices.shape[-1]]
-    else:
-        return False
-    return len({tuple(row) for row in rows.tolist()}) == len(rows)
 
 
 def _lookup(b: Builder, index: int, node: Any, ids: str) -> None:

@@ -167,7 +167,7 @@ _ATEN = {"conv2d": "conv", "linear": "linear", "lstm": "lstm", "gru": "gru",
          "chunk": "split", "split": "split", "split_with_sizes": "split", "unbind": "split",
          "scaled_dot_product_attention": "sdpa", "expand": "expand", "gather": "gather",
          "ne": "ne", "eq": "eq", "cumsum": "cumsum", "to": PASS, "type_as": PASS,
-         "__and__": "and", "bitwise_and": "and", "logical_and": "and"}
+         "__and__": "and", "bitwise_and": "and", "logical_and": "and", "roll": "roll"}
 
 
 def aten_name(node) -> str:
@@ -265,6 +265,8 @@ def _aten_attrs(op: str, name: str, node) -> dict[str, Any]:
         return {"dims": _arg(node, 1, "dim")}
     if op == "sdpa":
         return {"mask": _arg(node, 3, "attn_mask"), "dropout": _arg(node, 4, "dropout_p", 0.0)}
+    if op == "roll":
+        return {"dims": _arg(node, 2, "dims", [])}
     return {}
 
 

@@ -161,6 +161,18 @@ def expand(b: Builder, call: Call) -> None:
     _element(b, call, "Expand", src)
 
 
+def roll(b: Builder, call: Call) -> None:
+    """torch.roll(x, shifts, dims) of computed data (Swin's shifted windows): an
+    element-wise "Roll" copying every element once per axis rolled (torch rolls one axis
+    after another; the exporters write a Slice, Slice, Concat per axis, onnx_moves)."""
+    src, dims = b.operand(call), call.attrs["dims"]
+    if not dims:
+        b.fail(call, "a roll of the flattened tensor (no dims) is not supported")
+    b.add(call, Elementwise(name=b.unique(call.base), deps=b.deps(src), op="Roll",
+                            shape=data_shape(call.out),
+                            ops_per_element=OPS_PER_ELEMENT["Roll"] * len(dims)), src)
+
+
 def lookup(b: Builder, call: Call) -> None:
     """aten.gather(constant, dim, indices) with indices computed from the data: the
     element-wise GatherElements the ONNX importer writes (RoBERTa's token types)."""
