@@ -13,8 +13,8 @@ a Gather of a constant table's rows by the model's data (an embedding lookup), a
 Fused into the layer before them, when that layer alone reads its output (recorded in the
 layer's `fused`): a BatchNormalization into the Conv or FC right before it; an activation
 (Relu, Clip, Sigmoid, SiLU as x*sigmoid(x), HardSigmoid, HardSwish, Gelu, Tanh, LeakyRelu,
-elementary functions) or an operation with a constant (a bias Add, a scale Mul or Div) into
-a Conv, FC, MatMul, Add or Elementwise layer.
+elementary functions) or an operation with a constant (a bias Add, a scale Mul or Div; not
+one broadcasting to more elements) into a Conv, FC, MatMul, Add or Elementwise layer.
 
 Absorbed, run by the layer that reads their output: Flatten, Reshape, Transpose, Squeeze,
 Unsqueeze, Identity, Dropout, Cast, a Concat of computed values (a layer with several
@@ -34,7 +34,7 @@ from archipelago.models.onnx_elementwise import (
     product,
 )
 from archipelago.models.onnx_graph import Builder, batchless
-from archipelago.models.onnx_moves import permutation, roll
+from archipelago.models.onnx_moves import moved
 from archipelago.models.onnx_patterns import ELEMENTWISE, find_pattern
 from archipelago.models.onnx_recurrent import recurrent
 
@@ -376,10 +376,7 @@ def _selection(b: Builder, index: int, node: Any, data: list[str]) -> None:
         raise b.fail(node, f"{node.op_type} indices computed from the model's data are not "
                      "supported")
     source = data[0]
-    if node.op_type == "Slice" and roll(b, index, node, source):
-        return
-    if permutation(b, node, source):
-        b.pass_through(index, node, data)
+    if moved(b, index, node, source):  # a roll, or a permutation passing through
         return
     outputs = [o for o in node.output if o and b.readers.get(o)]
     for output in outputs:

@@ -12,6 +12,17 @@ from archipelago.models.onnx_elementwise import elementwise, product
 from archipelago.models.onnx_graph import Builder
 
 
+def moved(b: Builder, index: int, node: Any, source: str) -> bool:
+    """Whether selection `node` of `source` was placed as a roll's layer or, a
+    permutation, passed through."""
+    if node.op_type == "Slice" and roll(b, index, node, source):
+        return True
+    if permutation(b, node, source):
+        b.pass_through(index, node, [source])
+        return True
+    return False
+
+
 def permutation(b: Builder, node: Any, source: str) -> bool:
     """A Gather or GatherND by constant indices that picks every element once: the
     elements rearranged, a pass-through like a Transpose."""
