@@ -272,15 +272,19 @@ FORMATS = ("dynamo", "legacy", "pt2")
 
 
 def export_network(name: str, folder: Path, how: str) -> Path:
-    """`name` with seeded weights in eval mode, exported `how` (FORMATS) into `folder`."""
+    """`name` with seeded weights in eval mode, exported `how` (FORMATS, or "pt2_dynamic":
+    torch.export with the token axis dynamic) into `folder`."""
     torch.manual_seed(0)
     module, args = NETWORKS[name]()
     module.eval()
-    path = folder / f"{name}-{how}.{'pt2' if how == 'pt2' else 'onnx'}"
+    path = folder / f"{name}-{how}.{'onnx' if how in ('dynamo', 'legacy') else 'pt2'}"
     with warnings.catch_warnings():  # the exporters' advice on tracing and batch sizes
         warnings.simplefilter("ignore")
-        if how == "pt2":
-            torch.export.save(torch.export.export(module, args), path)
+        if how in ("pt2", "pt2_dynamic"):  # dynamic: the token axis of every input
+            tokens = torch.export.Dim("tokens", min=2, max=64)
+            dynamic = tuple({1: tokens} for _ in args) if how == "pt2_dynamic" else None
+            torch.export.save(torch.export.export(module, args, dynamic_shapes=dynamic),
+                              path)
         else:
             torch.onnx.export(module, args, str(path), dynamo=how == "dynamo",
                               input_names=["input"],

@@ -167,7 +167,8 @@ _ATEN = {"conv2d": "conv", "linear": "linear", "lstm": "lstm", "gru": "gru",
          "chunk": "split", "split": "split", "split_with_sizes": "split", "unbind": "split",
          "scaled_dot_product_attention": "sdpa", "expand": "expand", "gather": "gather",
          "ne": "ne", "eq": "eq", "cumsum": "cumsum", "to": PASS, "type_as": PASS,
-         "__and__": "and", "bitwise_and": "and", "logical_and": "and", "roll": "roll"}
+         "__and__": "and", "bitwise_and": "and", "logical_and": "and", "roll": "roll",
+         "sym_size": "meta", "sym_numel": "meta"}
 
 
 def aten_name(node) -> str:
