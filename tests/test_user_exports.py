@@ -281,6 +281,22 @@ def test_shifted_windows_roll_the_map_as_one_layer_each_way(exported):
         assert len(dag.layers) == unshifted + 2
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["bert_masked", "swin_shift"])
+def test_pt2_mask_and_roll_layers_emulate_split_as_unsplit(name, exported):
+    """`archi emulate model.pt2` runs the DAG on seeded values: the And, Where and Roll
+    layers run on two processes as on one, finite (the Where's mask is float32's lowest,
+    not -inf)."""
+    from archipelago.strategies.chef.emulate.run import emulate_dag
+
+    dag = _dag(exported(name, "pt2"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads (torch)
+        report = emulate_dag(dag, {n: i % 2 for i, n in enumerate(dag.order)},
+                             list(dag.order), ["fpga0", "fpga1"], seed=1)
+    assert report["outputs_equal"] and report["max_abs_diff"] == 0.0
+
+
 def test_an_operator_not_understood_is_refused_naming_the_node(tmp_path):
     import torch
 
