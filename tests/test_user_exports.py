@@ -135,11 +135,13 @@ def test_encoders_exported_three_ways_plan_alike(name, layers, strategy, exporte
                                       ("bert_masked", "legacy"),
                                       ("roberta_masked", "dynamo"),
                                       ("distilbert_masked", "legacy"),
+                                      ("bert_encoder_masked", "legacy"),
                                       ("swin_shift", "dynamo"), ("swin_shift", "legacy")])
 def test_onnx_export_split_over_two_processes_equals_onnxruntime(name, how, exported):
     """BERT's token ids are seeded within its vocabulary, its attention mask is a padding
-    mask (the last quarter zeros); the dynamo exporter's NaN guard after each softmax runs
-    inside the softmax layer."""
+    mask (the last quarter zeros: BertModel's last hidden state is compared at every
+    position, the padded ones computed as onnxruntime computes them); the dynamo
+    exporter's NaN guard after each softmax runs inside the softmax layer."""
     from archipelago.strategies.chef.emulate.onnx_run import RTOL, emulate_onnx
 
     path = exported(name, how)

@@ -29,6 +29,18 @@ def bert() -> tuple[nn.Module, tuple]:
     return t.BertForSequenceClassification(config), (torch.randint(0, 100, (1, TOKENS)),)
 
 
+class LastHidden(nn.Module):
+    """BERT's encoder returning its last hidden state (every position), the ids and the
+    mask passed by name."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bert = bert()[0].bert
+
+    def forward(self, ids, mask):
+        return self.bert(input_ids=ids, attention_mask=mask).last_hidden_state
+
+
 def roberta() -> tuple[nn.Module, tuple]:
     """RoBERTa computes its positions from the ids (padding tokens keep position 1)."""
     t = _transformers()
@@ -258,7 +270,8 @@ class VGGHead(nn.Module):
 NETWORKS = {
     "bert": bert, "roberta": roberta, "distilbert": distilbert,
     **{f"{name}_masked": lambda n=network: masked(n)
-       for name, network in (("bert", bert), ("roberta", roberta), ("distilbert", distilbert))},
+       for name, network in (("bert", bert), ("roberta", roberta), ("distilbert", distilbert),
+                             ("bert_encoder", lambda: (LastHidden(), bert()[1])))},
     "convnext": convnext, "vit": vit, "swin_hf": swin_hf,
     "shufflenet": lambda: (ShuffleNet(), (torch.randn(1, 3, IMAGE, IMAGE),)),
     "swin": lambda: (SwinBlock(), (torch.randn(1, 3, IMAGE, IMAGE),)),
