@@ -58,3 +58,33 @@ def test_imported_module_planned_and_emulated_equals_the_module():
 
     unsplit = run_dag(dag, given.inputs, given.weights)[dag.order[-1]]
     torch.testing.assert_close(unsplit, expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("exported", [False, True])
+def test_a_conv_imported_as_fc_emulates_with_the_modules_own_4d_weight(exported):
+    """A VGG classifier written as a 7x7 convolution over the 7x7 map is an FC layer
+    (layer_forms); given the module's own (32, 8, 7, 7) weight, the split run and the
+    unsplit DAG both equal the module, traced or as torch.export's program."""
+    import torch
+
+    from archipelago.models.torch_import import dag_from_module
+    from archipelago.strategies.chef.emulate.dag_torch import run_dag
+    from archipelago.strategies.chef.emulate.run import Given
+    from tests.test_torch_import import module_weights
+    from tests.user_networks import VGGHead
+
+    torch.manual_seed(2)
+    module, image = VGGHead(as_conv=True).eval(), torch.randn(1, 3, 14, 14)
+    source = torch.export.export(module, (image,)).module() if exported else module
+    dag, params = dag_from_module(source, (image,), "vgg")
+    head = dag.by_name["fc1"]
+    assert (head.type, head.in_features) == ("fc", 8 * 7 * 7)
+    given = Given(module_weights(module, params), {"features_0": image[0]})
+    assert given.weights["fc1"][0].shape == (32, 8, 7, 7)
+    with torch.no_grad():
+        expected = module(image)[0]
+    torch.testing.assert_close(run_dag(dag, given.inputs, given.weights)["fc2"], expected,
+                               rtol=1e-5, atol=1e-6)
+    report = emulate_dag(dag, {n: i % 2 for i, n in enumerate(dag.order)}, list(dag.order),
+                         ["fpga0", "fpga1"], given=given)
+    assert report["outputs_equal"] and report["max_abs_diff"] == 0.0

@@ -198,7 +198,8 @@ def test_what_the_reference_cannot_run_is_said_in_one_line(tmp_path):
     onnx.save(helper.make_model(ids, opset_imports=[helper.make_opsetid("", 13)]), path)
     with pytest.raises(EmulationError, match=r"^input 'x' is of ONNX type INT64; the "
                        r"emulation feeds seeded FLOAT inputs, and integer ones only as "
-                       r"token ids of an embedding table$"):
+                       r"token ids of an embedding table or as an attention mask "
+                       r"\(cast to booleans\)$"):
         emulate_onnx(path, node_layers(path), {"n0": 0}, ["n0"], FPGAS)
     rng = np.random.default_rng(0)
     lstm = make_model([helper.make_node("LSTM", ["x", "W", "R"], ["y"], hidden_size=2,

@@ -1,5 +1,6 @@
-"""Networks as users export them (issue 38 point 5): transformers' BERT, DistilBERT,
-ConvNeXt and ViT, and ShuffleNet, Swin, DenseNet and LSTM blocks written from their papers
+"""Networks as users export them (issue 38 point 5): transformers' BERT, RoBERTa and
+DistilBERT (with and without their attention mask), ConvNeXt and ViT, and ShuffleNet, Swin
+(with and without shifted windows), DenseNet and LSTM blocks written from their papers
 (tests/user_networks.py), exported with torch.onnx.export (dynamo and TorchScript) and
 torch.export (.pt2). Each imports as the same layers from all three files (count, kinds,
 multiply-accumulates per layer, parameters) and plans the same; the multiply-accumulates
@@ -65,7 +66,7 @@ MACS = {
                                     + 2 * VIT_TOKENS * VIT_TOKENS * H) + H * 10),
 }
 NETWORKS = ["bert", "roberta", "distilbert", "convnext", "vit", "shufflenet", "swin",
-            "densenet", "lstm"]
+            "swin_shift", "densenet", "lstm"]
 
 
 @pytest.mark.slow
@@ -108,7 +109,7 @@ def _same_plan(plans: dict[str, dict], name: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["convnext", "vit", "shufflenet", "swin"])
+@pytest.mark.parametrize("name", ["convnext", "vit", "shufflenet", "swin", "swin_shift"])
 def test_vision_networks_plan_the_same_from_both_formats(name, exported):
     _same_plan(_plans(name, "chef", exported), name)
 
@@ -130,10 +131,17 @@ def test_encoders_exported_three_ways_plan_alike(name, layers, strategy, exporte
                                       ("distilbert", "legacy"), ("convnext", "dynamo"),
                                       ("vit", "dynamo"), ("shufflenet", "legacy"),
                                       ("swin", "dynamo"), ("densenet", "legacy"),
-                                      ("swin_hf", "legacy")])
+                                      ("swin_hf", "legacy"), ("bert_masked", "dynamo"),
+                                      ("bert_masked", "legacy"),
+                                      ("roberta_masked", "dynamo"),
+                                      ("distilbert_masked", "legacy"),
+                                      ("bert_encoder_masked", "legacy"),
+                                      ("swin_shift", "dynamo"), ("swin_shift", "legacy")])
 def test_onnx_export_split_over_two_processes_equals_onnxruntime(name, how, exported):
-    """BERT's token ids are seeded within its vocabulary; the dynamo exporter's NaN guard
-    after each softmax runs inside the softmax layer."""
+    """BERT's token ids are seeded within its vocabulary, its attention mask is a padding
+    mask (the last quarter zeros: BertModel's last hidden state is compared at every
+    position, the padded ones computed as onnxruntime computes them); the dynamo
+    exporter's NaN guard after each softmax runs inside the softmax layer."""
     from archipelago.strategies.chef.emulate.onnx_run import RTOL, emulate_onnx
 
     path = exported(name, how)
@@ -198,32 +206,114 @@ def test_a_7x7_conv_over_a_7x7_map_costs_what_the_linear_costs(exported):
     assert len({json.loads(out)["latency_s"] for out in latencies}) == 1
 
 
+UNMASKED_LAYERS = {"bert": 31, "roberta": 39, "distilbert": 31}
+
+
+def _mask_path(dag) -> list[tuple[str, tuple[int, ...], int]]:
+    return sorted((la.op, la.shape, la.ops_per_element) for la in dag.layers
+                  if la.type == "elementwise" and la.op in ("And", "Where", "Add"))
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("how", FORMATS)
-def test_bert_given_its_attention_mask_is_refused_in_one_line(how, exported):
-    """Not imported yet (the mask's path indexes it by computed indices); never guessed:
-    one line naming the node and its operator."""
-    with pytest.raises(ConfigError) as refusal:
-        _dag(exported("bert_masked", how))
-    message = str(refusal.value)
-    assert "\n" not in message and "not supported" in message and "field '" in message
+@pytest.mark.parametrize("name", ["bert", "roberta", "distilbert"])
+def test_encoders_given_their_attention_mask_add_the_mask_path(name, exported):
+    """transformers ANDs the (1, 16) padding mask, indexed by its aranges (a permutation:
+    no layer), with the constant (query, key) mask: an And on 16 x 16 elements. .pt2 and
+    the TorchScript exporter then make it a bias per attention call (Where(mask, 0, min))
+    and add it to the two heads' scores; the dynamo exporter's optimizer shares the two
+    identical Where nodes, which fuse into the And. The MACs are the unmasked network's."""
+    dags = {how: _dag(exported(f"{name}_masked", how)) for how in FORMATS}
+    assert _layers(dags["legacy"]) == _layers(dags["pt2"])
+    assert _mask_path(dags["legacy"]) == _mask_path(dags["pt2"]) == \
+        [("Add", (2, T, T), 1)] * 2 + [("And", (1, T, T), 1)] + [("Where", (1, T, T), 1)] * 2
+    assert _mask_path(dags["dynamo"]) == [("Add", (2, T, T), 1)] * 2 + [("And", (1, T, T), 2)]
+    assert [len(dags[how].layers) for how in FORMATS] == \
+        [UNMASKED_LAYERS[name] + 3, UNMASKED_LAYERS[name] + 5, UNMASKED_LAYERS[name] + 5]
+    assert {model_summary(dag)["macs"] for dag in dags.values()} == {MACS[name]}
+    if name == "bert":  # exported with a dynamic token axis: sized by its example inputs
+        assert _layers(_dag(exported("bert_masked", "pt2_dynamic"))) == _layers(dags["pt2"])
+    for dag in dags.values():  # the And is a first layer, reading the (16,) mask
+        assert dag.inputs[next(la.name for la in dag.layers
+                               if getattr(la, "op", "") == "And")] == (T,)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy", ["chef", "h2h"])
+def test_bert_given_its_attention_mask_plans_from_three_exports(strategy, exported):
+    """The TorchScript export and .pt2 hold the same layers and plan the same; the dynamo
+    export's one Where fewer is never slower."""
+    plans = _plans("bert_masked", strategy, exported)
+    latency = {how: plan["latency_s"] for how, plan in plans.items()}
+    assert latency["legacy"] == latency["pt2"] >= latency["dynamo"] > 0
+    assert [plans[how]["layers"] for how in FORMATS] == [34, 36, 36]
+
+
+@pytest.mark.slow
+def test_the_emulation_feeds_a_padding_mask_that_changes_the_output(exported):
+    """Without the mask path the logits would not depend on the padded positions: with
+    every position kept onnxruntime's logits differ from the padded run's."""
+    import numpy as np
+    import onnx
+
+    from archipelago.strategies.chef.emulate.onnx_run import (
+        onnxruntime_outputs,
+        seeded_inputs,
+    )
+
+    path = exported("bert_masked", "legacy")
+    inputs = seeded_inputs(onnx.load(str(path)), seed=1)
+    mask = inputs["attention_mask.1"]
+    assert mask.tolist() == [[1] * 12 + [0] * 4]
+    padded = onnxruntime_outputs(path, inputs)
+    whole = onnxruntime_outputs(path, {**inputs, "attention_mask.1": np.ones_like(mask)})
+    assert not np.allclose(*(next(iter(out.values())) for out in (padded, whole)))
+
+
+@pytest.mark.slow
+def test_shifted_windows_roll_the_map_as_one_layer_each_way(exported):
+    """The block rolls the 8 x 8 x 16 map by (-2, -2) before the windows and by (2, 2)
+    after them: two Roll layers copying each element once per axis, from the exporters'
+    Slice, Slice, Concat per axis as from aten.roll; the rest is the unshifted block's
+    (its window mask a constant added to the scores)."""
+    unshifted = len(_dag(exported("swin", "pt2")).layers)
+    for how in FORMATS:
+        dag = _dag(exported("swin_shift", how))
+        rolls = [la for la in dag.layers if getattr(la, "op", "") == "Roll"]
+        assert [(la.shape, la.ops_per_element) for la in rolls] == [((8, 8, 16), 2)] * 2
+        assert len(dag.layers) == unshifted + 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["bert_masked", "swin_shift"])
+def test_pt2_mask_and_roll_layers_emulate_split_as_unsplit(name, exported):
+    """`archi emulate model.pt2` runs the DAG on seeded values: the And, Where and Roll
+    layers run on two processes as on one, finite (the Where's mask is float32's lowest,
+    not -inf)."""
+    from archipelago.strategies.chef.emulate.run import emulate_dag
+
+    dag = _dag(exported(name, "pt2"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads (torch)
+        report = emulate_dag(dag, {n: i % 2 for i, n in enumerate(dag.order)},
+                             list(dag.order), ["fpga0", "fpga1"], seed=1)
+    assert report["outputs_equal"] and report["max_abs_diff"] == 0.0
 
 
 def test_an_operator_not_understood_is_refused_naming_the_node(tmp_path):
     import torch
 
-    class Shifted(torch.nn.Module):
-        """Swin's shifted windows roll the map: not imported yet."""
+    class Flipped(torch.nn.Module):
+        """A flip is not imported."""
 
         def __init__(self) -> None:
             super().__init__()
             self.fc = torch.nn.Linear(4, 4)
 
         def forward(self, x):
-            return self.fc(torch.roll(self.fc(x), 1, dims=1))
+            return self.fc(torch.flip(self.fc(x), (1,)))
 
-    path = tmp_path / "shifted.pt2"
-    torch.export.save(torch.export.export(Shifted(), (torch.randn(1, 4),)), path)
-    with pytest.raises(ConfigError, match=r"field 'roll': function roll\.default is not "
+    path = tmp_path / "flipped.pt2"
+    torch.export.save(torch.export.export(Flipped(), (torch.randn(1, 4),)), path)
+    with pytest.raises(ConfigError, match=r"field 'flip': function flip\.default is not "
                                           r"supported$"):
         dag_from_exported(path)

@@ -29,11 +29,16 @@ def bert() -> tuple[nn.Module, tuple]:
     return t.BertForSequenceClassification(config), (torch.randint(0, 100, (1, TOKENS)),)
 
 
-def bert_masked() -> tuple[nn.Module, tuple]:
-    """BERT given its attention mask as a second input: transformers builds the 4-D mask
-    by indexing the mask with computed indices (GatherND, And, Where), not imported."""
-    module, (ids,) = bert()
-    return module, (ids, torch.ones(1, TOKENS, dtype=torch.long))
+class LastHidden(nn.Module):
+    """BERT's encoder returning its last hidden state (every position), the ids and the
+    mask passed by name."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bert = bert()[0].bert
+
+    def forward(self, ids, mask):
+        return self.bert(input_ids=ids, attention_mask=mask).last_hidden_state
 
 
 def roberta() -> tuple[nn.Module, tuple]:
@@ -52,6 +57,13 @@ def distilbert() -> tuple[nn.Module, tuple]:
                                 max_position_embeddings=64, num_labels=3)
     return t.DistilBertForSequenceClassification(config), \
         (torch.randint(0, 100, (1, TOKENS)),)
+
+
+def masked(network) -> tuple[nn.Module, tuple]:
+    """An encoder given its attention mask as a second input, as users export encoders
+    (the example mask all ones; the emulation feeds a padding mask)."""
+    module, (ids,) = network()
+    return module, (ids, torch.ones(1, TOKENS, dtype=torch.long))
 
 
 def convnext() -> tuple[nn.Module, tuple]:
@@ -140,24 +152,40 @@ class WindowAttention(nn.Module):
         relative = (coords[:, :, None] - coords[:, None, :]).permute(1, 2, 0) + window - 1
         self.register_buffer("index", relative[..., 0] * (2 * window - 1) + relative[..., 1])
 
-    def forward(self, x):  # (windows, tokens, dim)
+    def forward(self, x, mask=None):  # (windows, tokens, dim); mask (windows, tokens, tokens)
         windows, tokens, dim = x.shape
         q, k, v = self.qkv(x).reshape(windows, tokens, 3, self.heads,
                                       dim // self.heads).permute(2, 0, 3, 1, 4)
         scores = (q * self.scale) @ k.transpose(-2, -1)
         bias = self.table[self.index.view(-1)].view(tokens, tokens, -1).permute(2, 0, 1)
-        weights = (scores + bias.unsqueeze(0)).softmax(-1)
+        scores = scores + bias.unsqueeze(0)
+        weights = (scores if mask is None else scores + mask.unsqueeze(1)).softmax(-1)
         return self.proj((weights @ v).transpose(1, 2).reshape(windows, tokens, dim))
 
 
 class SwinBlock(nn.Module):
     """A patch embedding, one Swin block on channels-last maps (windows partitioned by
     reshape and permute, attention, the windows merged back, an MLP, both residual) and a
-    classifier on the mean token, as timm's Swin writes them."""
+    classifier on the mean token, as timm's Swin writes them. With a `shift`, the shifted
+    windows (Liu et al. 2021, §3.2, "efficient batch computation"): the map rolled by
+    -shift on both axes before the partition, attention masked where a window joins
+    regions the roll brought together (-100 between tokens of different regions), the
+    merged map rolled back."""
 
-    def __init__(self, dim: int = 16, heads: int = 2, window: int = 4) -> None:
+    def __init__(self, dim: int = 16, heads: int = 2, window: int = 4, shift: int = 0,
+                 size: int = IMAGE // 4) -> None:
         super().__init__()
-        self.window = window
+        self.window, self.shift = window, shift
+        if shift:
+            region = torch.zeros(size, size)
+            for i, rows in enumerate((slice(0, -window), slice(-window, -shift),
+                                      slice(-shift, None))):
+                for j, cols in enumerate((slice(0, -window), slice(-window, -shift),
+                                          slice(-shift, None))):
+                    region[rows, cols] = 3 * i + j
+            ids = region.view(size // window, window, size // window, window).permute(
+                0, 2, 1, 3).reshape(-1, window * window)
+            self.register_buffer("mask", (ids[:, None, :] != ids[:, :, None]) * -100.0)
         self.embed = nn.Conv2d(3, dim, 4, 4)
         self.norm1, self.norm2, self.norm = nn.LayerNorm(dim), nn.LayerNorm(dim), \
             nn.LayerNorm(dim)
@@ -168,12 +196,16 @@ class SwinBlock(nn.Module):
     def forward(self, x):
         x = self.embed(x).permute(0, 2, 3, 1)  # (1, H, W, C)
         batch, rows, cols, dim = x.shape
-        w = self.window
-        windows = self.norm1(x).view(batch, rows // w, w, cols // w, w, dim).permute(
+        w, s = self.window, self.shift
+        normed = self.norm1(x)
+        if s:
+            normed = torch.roll(normed, (-s, -s), (1, 2))
+        windows = normed.view(batch, rows // w, w, cols // w, w, dim).permute(
             0, 1, 3, 2, 4, 5).reshape(-1, w * w, dim)
-        merged = self.attn(windows).view(batch, rows // w, cols // w, w, w, dim).permute(
-            0, 1, 3, 2, 4, 5).reshape(batch, rows, cols, dim)
-        x = x + merged
+        merged = self.attn(windows, self.mask if s else None).view(
+            batch, rows // w, cols // w, w, w, dim).permute(0, 1, 3, 2, 4, 5).reshape(
+            batch, rows, cols, dim)
+        x = x + (torch.roll(merged, (s, s), (1, 2)) if s else merged)
         x = x + self.mlp(self.norm2(x))
         return self.head(self.norm(x).mean((1, 2)))
 
@@ -236,10 +268,14 @@ class VGGHead(nn.Module):
 
 
 NETWORKS = {
-    "bert": bert, "bert_masked": bert_masked, "roberta": roberta, "distilbert": distilbert,
+    "bert": bert, "roberta": roberta, "distilbert": distilbert,
+    **{f"{name}_masked": lambda n=network: masked(n)
+       for name, network in (("bert", bert), ("roberta", roberta), ("distilbert", distilbert),
+                             ("bert_encoder", lambda: (LastHidden(), bert()[1])))},
     "convnext": convnext, "vit": vit, "swin_hf": swin_hf,
     "shufflenet": lambda: (ShuffleNet(), (torch.randn(1, 3, IMAGE, IMAGE),)),
     "swin": lambda: (SwinBlock(), (torch.randn(1, 3, IMAGE, IMAGE),)),
+    "swin_shift": lambda: (SwinBlock(shift=2), (torch.randn(1, 3, IMAGE, IMAGE),)),
     "densenet": lambda: (DenseBlock(), (torch.randn(1, 3, 16, 16),)),
     "lstm": lambda: (LastStepLSTM(), (torch.randn(1, 5, 6),)),
     "vgg_conv": lambda: (VGGHead(True), (torch.randn(1, 3, 14, 14),)),
@@ -249,15 +285,19 @@ FORMATS = ("dynamo", "legacy", "pt2")
 
 
 def export_network(name: str, folder: Path, how: str) -> Path:
-    """`name` with seeded weights in eval mode, exported `how` (FORMATS) into `folder`."""
+    """`name` with seeded weights in eval mode, exported `how` (FORMATS, or "pt2_dynamic":
+    torch.export with the token axis dynamic) into `folder`."""
     torch.manual_seed(0)
     module, args = NETWORKS[name]()
     module.eval()
-    path = folder / f"{name}-{how}.{'pt2' if how == 'pt2' else 'onnx'}"
+    path = folder / f"{name}-{how}.{'onnx' if how in ('dynamo', 'legacy') else 'pt2'}"
     with warnings.catch_warnings():  # the exporters' advice on tracing and batch sizes
         warnings.simplefilter("ignore")
-        if how == "pt2":
-            torch.export.save(torch.export.export(module, args), path)
+        if how in ("pt2", "pt2_dynamic"):  # dynamic: the token axis of every input
+            tokens = torch.export.Dim("tokens", min=2, max=64)
+            dynamic = tuple({1: tokens} for _ in args) if how == "pt2_dynamic" else None
+            torch.export.save(torch.export.export(module, args, dynamic_shapes=dynamic),
+                              path)
         else:
             torch.onnx.export(module, args, str(path), dynamo=how == "dynamo",
                               input_names=["input"],

@@ -249,6 +249,9 @@ def _operands_problem(dag: ModelDAG, layer: "Add | Elementwise") -> str | None:
 # Element-wise operators that copy part of their input out (a split part of a
 # concatenation: ShuffleNet's halves after its channel shuffle).
 _SELECTIONS = ("Gather", "Slice", "Split")
+# Element-wise operators whose one computed operand may broadcast over a constant one
+# (transformers' padding mask And-ed with the (query, key) mask; an Expand).
+_CONSTANT_BROADCASTS = ("And", "Or", "Where", "Expand", "Tile")
 
 
 def _elementwise_problem(layer: Elementwise, sizes: list[int]) -> str | None:
@@ -259,7 +262,8 @@ def _elementwise_problem(layer: Elementwise, sizes: list[int]) -> str | None:
     looks each input up in a table (a Gather holding whole rows: an embedding)."""
     total = layer.out_elements
     joins = sum(sizes) <= total <= sum(sizes) + layer.params
-    broadcast = len(sizes) > 1 and max(sizes) == total and all(total % s == 0 for s in sizes)
+    broadcast = all(total % s == 0 for s in sizes) and (
+        (len(sizes) > 1 and max(sizes) == total) or layer.op in _CONSTANT_BROADCASTS)
     selects = sum(sizes) > total and (len(sizes) == 1 or layer.op in _SELECTIONS)
     # an embedding lookup: one row of its table (`params`, whole rows) per input id
     width = total // sum(sizes) if total % sum(sizes) == 0 else 0

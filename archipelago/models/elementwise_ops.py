@@ -22,7 +22,10 @@ OPS_PER_ELEMENT = {
     # mean, subtract, square, mean, normalise, scale and shift
     "Softmax": 5, "LogSoftmax": 5,  # max, subtract, exp, sum, divide (or log)
     "Concat": 1, "Split": 1, "Gather": 1, "Slice": 1, "Expand": 1, "Tile": 1,
-    "GatherElements": 1, "Equal": 1, "Not": 1, "CumSum": 1,  # a running sum: one add
+    "GatherElements": 1, "GatherND": 1, "Equal": 1, "Not": 1, "And": 1, "Or": 1,
+    "Where": 1,              # a select between two values by a condition
+    "Roll": 1,               # every element copied once per axis rolled
+    "CumSum": 1,             # a running sum: one add
     "ReduceMean": 1, "ReduceSum": 1, "ReduceMax": 1, "ReduceMin": 1, "ReduceL2": 2,
     "ReduceSumSquare": 2,
 }
@@ -34,7 +37,7 @@ TORCH_TO_ONNX = {
     "softmax": "Softmax", "layer_norm": "LayerNormalization",
     "batch_norm": "BatchNormalization", "lrn": "LRN",
     "add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div",
-    "ne": "Equal", "eq": "Equal", "cumsum": "CumSum",
+    "ne": "Equal", "eq": "Equal", "cumsum": "CumSum", "and": "And",
 }
 
 

@@ -63,7 +63,9 @@ def joined(b: Builder, node: Any, name: str) -> str:
 def fuse_or_own(b: Builder, index: int, node: Any, label: str, reads: list[str],
                  extra: tuple[int, ...] = (), params: int = 0, readers: int = 1) -> None:
     draft = b.single(reads[0], readers) if len(reads) == 1 else None
-    if draft is not None and issubclass(draft.kind, FUSE_INTO):
+    out = (b.nodes[extra[-1]] if extra else node).output[0]
+    if draft is not None and issubclass(draft.kind, FUSE_INTO) and \
+            product(b.shape(out)) <= product(b.shape(draft.output)):  # broadcast: its own
         b.fuse(draft, index, node, label, extra)
         if label == "Relu" and "relu" in draft.kind.model_fields:
             draft.fields["relu"] = True

@@ -7,17 +7,19 @@ every kind, LSTM/GRU (`onnx_recurrent`), Add/Sum of same-shape values (Add), and
 for the rest: a BatchNormalization not right after a conv, an activation after a layer it
 cannot fuse into, Softmax, LRN, LayerNormalization, a product or quotient of two computed
 values (squeeze-and-excitation), a Gather/Slice/Split selecting part of a value, reductions,
-a Gather of a constant table's rows by the model's data (an embedding lookup).
+a Gather of a constant table's rows by the model's data (an embedding lookup), and a roll
+(two Slices of one value joined by a Concat, `onnx_moves`; a roll of a roll joins it).
 
 Fused into the layer before them, when that layer alone reads its output (recorded in the
 layer's `fused`): a BatchNormalization into the Conv or FC right before it; an activation
 (Relu, Clip, Sigmoid, SiLU as x*sigmoid(x), HardSigmoid, HardSwish, Gelu, Tanh, LeakyRelu,
-elementary functions) or an operation with a constant (a bias Add, a scale Mul or Div) into
-a Conv, FC, MatMul, Add or Elementwise layer.
+elementary functions) or an operation with a constant (a bias Add, a scale Mul or Div; not
+one broadcasting to more elements) into a Conv, FC, MatMul, Add or Elementwise layer.
 
 Absorbed, run by the layer that reads their output: Flatten, Reshape, Transpose, Squeeze,
 Unsqueeze, Identity, Dropout, Cast, a Concat of computed values (a layer with several
-dependencies concatenates them), and a zero Pad (added to the next Conv or pool's pads).
+dependencies concatenates them), a zero Pad (added to the next Conv or pool's pads), and
+a Gather or GatherND by constant indices picking every element once (a permutation).
 """
 
 from typing import Any
@@ -32,6 +34,7 @@ from archipelago.models.onnx_elementwise import (
     product,
 )
 from archipelago.models.onnx_graph import Builder, batchless
+from archipelago.models.onnx_moves import moved
 from archipelago.models.onnx_patterns import ELEMENTWISE, find_pattern
 from archipelago.models.onnx_recurrent import recurrent
 
@@ -41,11 +44,12 @@ ACTIVATIONS = {"Relu", "Clip", "LeakyRelu", "PRelu", "Elu", "Selu", "Celu", "Sig
                "HardSigmoid", "HardSwish", "Gelu", "Tanh", "Softplus", "Softsign", "Mish",
                "Erf", "Exp", "Log", "Sqrt", "Neg", "Abs", "Reciprocal", "Floor", "Ceil",
                "Not"}
-ARITHMETIC = {"Add", "Sub", "Mul", "Div", "Sum", "Max", "Min", "Mean", "Pow", "Equal"}
+ARITHMETIC = {"Add", "Sub", "Mul", "Div", "Sum", "Max", "Min", "Mean", "Pow", "Equal", "And",
+              "Or", "Where"}
 OWN_OPS = {"Softmax", "LogSoftmax", "LRN", "LayerNormalization", "InstanceNormalization",
            "GroupNormalization", "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin",
            "ReduceL2", "ReduceSumSquare", "Expand", "Tile", "CumSum"}
-SELECTIONS = {"Gather", "Slice", "Split", "GatherElements"}
+SELECTIONS = {"Gather", "Slice", "Split", "GatherElements", "GatherND"}
 POOLS = {"MaxPool": "max", "AveragePool": "avg", "GlobalAveragePool": "avg",
          "GlobalMaxPool": "max"}
 # A BatchNormalization folds into the weights of a Conv or FC only.
@@ -372,6 +376,8 @@ def _selection(b: Builder, index: int, node: Any, data: list[str]) -> None:
         raise b.fail(node, f"{node.op_type} indices computed from the model's data are not "
                      "supported")
     source = data[0]
+    if moved(b, index, node, source):  # a roll, or a permutation passing through
+        return
     outputs = [o for o in node.output if o and b.readers.get(o)]
     for output in outputs:
         elementwise(b, index, node, node.op_type, [source],

@@ -166,14 +166,16 @@ _ATEN = {"conv2d": "conv", "linear": "linear", "lstm": "lstm", "gru": "gru",
          "embedding": "embedding", "select": "select", "slice": "slice", "index": "index",
          "chunk": "split", "split": "split", "split_with_sizes": "split", "unbind": "split",
          "scaled_dot_product_attention": "sdpa", "expand": "expand", "gather": "gather",
-         "ne": "ne", "eq": "eq", "cumsum": "cumsum", "to": PASS, "type_as": PASS}
+         "ne": "ne", "eq": "eq", "cumsum": "cumsum", "to": PASS, "type_as": PASS,
+         "__and__": "and", "bitwise_and": "and", "logical_and": "and", "roll": "roll",
+         "sym_size": "meta", "sym_numel": "meta"}
 
 
 def aten_name(node) -> str:
     """The operator an ATen call names, without namespace, overload or in-place mark
     (`aten::add_.Tensor`: `add`)."""
     name = node.target.name().partition("::")[2].partition(".")[0]
-    return name[:-1] if name.endswith("_") else name
+    return name[:-1] if name.endswith("_") and not name.endswith("__") else name
 
 
 def module_of(node) -> tuple[str, str] | None:
@@ -264,6 +266,8 @@ def _aten_attrs(op: str, name: str, node) -> dict[str, Any]:
         return {"dims": _arg(node, 1, "dim")}
     if op == "sdpa":
         return {"mask": _arg(node, 3, "attn_mask"), "dropout": _arg(node, 4, "dropout_p", 0.0)}
+    if op == "roll":
+        return {"dims": _arg(node, 2, "dims", [])}
     return {}
 
 

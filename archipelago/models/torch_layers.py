@@ -199,8 +199,8 @@ def pointwise(b: Builder, call: Call, ops: int | None = None) -> None:
     target = b.fusable(call, src, (Conv, FC, MatMul, Add, Elementwise))
     params = sum(b.value[n].numel for n in call.inputs
                  if isinstance(b.value.get(n), Other) and b.value[n].kind == "param")
-    if target is not None:
-        b.fuse(call, target, ops, nonlinear=True, params=params)
+    if target is not None and numel(full_shape(call.out)) <= b.layers[target].out_elements:
+        b.fuse(call, target, ops, nonlinear=True, params=params)  # (a broadcast: its own)
         return
     b.add(call, Elementwise(name=b.unique(call.base), deps=b.deps(src), op=onnx_op(call.op),
                             shape=data_shape(call.out), ops_per_element=ops, params=params),

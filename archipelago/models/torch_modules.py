@@ -33,6 +33,7 @@ from archipelago.models.torch_tensors import (
     lookup,
     parameter_concat,
     part,
+    roll,
     sdpa,
     selection,
     split,
@@ -238,7 +239,7 @@ HANDLERS: dict[str, Any] = {
     "cat": cat, "getitem": getitem, PASS: passthrough, "meta": _meta, "const": _const,
     "inner": _inner, "embedding": embedding, "select": selection, "slice": selection,
     "index": selection, "split": split, "sdpa": sdpa, "expand": expand, "gather": lookup,
-    "eq": pointwise, "cumsum": normalization,
+    "eq": pointwise, "cumsum": normalization, "and": binary, "roll": roll,
     # x != c is Not(Equal(x, c)), as ONNX writes it: one layer of both operations
     "ne": lambda b, call: pointwise(b, call, op_work("eq") + OPS_PER_ELEMENT["Not"]),
     **{op: pointwise for op in ("relu", "clip", "sigmoid", "tanh", "silu", "hardsigmoid",

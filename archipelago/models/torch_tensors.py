@@ -106,9 +106,8 @@ def sdpa(b: Builder, call: Call) -> None:
     mask = call.attrs["mask"]
     if any(not isinstance(b.value.get(n), Data) for n in (q, k, v)):
         b.fail(call, "queries, keys and values must be layer outputs")
-    if mask is not None and not isinstance(b.value.get(mask), Other):
-        b.fail(call, "an attention mask computed from the model's data (pass no "
-               "attention_mask, or a constant one) is not supported")
+    if mask is not None and not isinstance(b.value.get(mask), Other | Data):
+        b.fail(call, "an attention mask that is a model input itself is not supported")
     if call.attrs["dropout"]:
         b.fail(call, f"dropout_p {call.attrs['dropout']}: export the model in eval mode")
     (rows, inner), cols = full_shape(q)[-2:], full_shape(k)[-2]
@@ -121,6 +120,8 @@ def sdpa(b: Builder, call: Call) -> None:
     # not NaN; the dynamo exporter writes that as Where(IsNaN(p), 0, p) (onnxscript's
     # torch_lib, citing pytorch issue 103749), which onnx_layers fuses as "IsNaN".
     guard = ("IsNaN",) if mask is not None and _is_bool(mask) else ()
+    if isinstance(b.value.get(mask), Data):
+        scores = _masked(b, call, base, scores, mask)
     weights = b.add(call, Elementwise(name=f"{base}_softmax", deps=(scores,), op="Softmax",
                                       shape=(*data_shape(call.out)[:-1], cols),
                                       ops_per_element=sum(OPS_PER_ELEMENT[op] for op in
@@ -128,6 +129,21 @@ def sdpa(b: Builder, call: Call) -> None:
                                       fused=guard))
     b.add(call, MatMul(name=base, deps=(weights, b.single(call, v)), batch=batch, rows=rows,
                        inner=cols, cols=full_shape(v)[-1]))
+
+
+def _masked(b: Builder, call: Call, base: str, scores: str, mask) -> str:
+    """The scores plus a mask computed from the model's data, as torch's reference
+    implementation of scaled_dot_product_attention adds it (and the TorchScript exporter
+    writes it): a boolean mask first made a bias per call, Where(mask, 0, -inf) on the
+    mask's elements, then added to the scores, broadcast over the heads."""
+    bias = b.single(call, mask)
+    if _is_bool(mask):
+        bias = b.add(call, Elementwise(name=f"{base}_mask", deps=(bias,), op="Where",
+                                       shape=data_shape(mask),
+                                       ops_per_element=OPS_PER_ELEMENT["Where"]))
+    return b.add(call, Elementwise(name=f"{base}_masked", deps=(scores, bias), op="Add",
+                                   shape=(*data_shape(call.out)[:-1], full_shape(mask)[-1]),
+                                   ops_per_element=OPS_PER_ELEMENT["Add"]))
 
 
 def _is_bool(node) -> bool:
@@ -143,6 +159,18 @@ def expand(b: Builder, call: Call) -> None:
         b.value[call.out] = b.value[src]
         return
     _element(b, call, "Expand", src)
+
+
+def roll(b: Builder, call: Call) -> None:
+    """torch.roll(x, shifts, dims) of computed data (Swin's shifted windows): an
+    element-wise "Roll" copying every element once per axis rolled (torch rolls one axis
+    after another; the exporters write a Slice, Slice, Concat per axis, onnx_moves)."""
+    src, dims = b.operand(call), call.attrs["dims"]
+    if not dims:
+        b.fail(call, "a roll of the flattened tensor (no dims) is not supported")
+    b.add(call, Elementwise(name=b.unique(call.base), deps=b.deps(src), op="Roll",
+                            shape=data_shape(call.out),
+                            ops_per_element=OPS_PER_ELEMENT["Roll"] * len(dims)), src)
 
 
 def lookup(b: Builder, call: Call) -> None:

@@ -91,7 +91,10 @@ def run_layer(dag: ModelDAG, name: str, inputs: list[torch.Tensor],
         return F.avg_pool2d(_pad(x, layer, 0.0)[None], layer.window, layer.strides)[0]
     if isinstance(layer, FC):  # the same weights for each of `rows` rows
         rows = x.reshape(layer.rows, layer.in_features) if layer.rows > 1 else x
-        out = F.linear(rows, weights[0], weights[1])
+        # a convolution imported as an FC (layer_forms) keeps its (out, C, K, K) weight:
+        # flattened, each filter is the row its dot product with the flattened map reads
+        out = F.linear(rows, weights[0].reshape(layer.out_features, layer.in_features),
+                       weights[1])
         return torch.relu(out) if layer.relu else out
     assert isinstance(layer, LSTM)
     seq = x.reshape(layer.cells, layer.embed)

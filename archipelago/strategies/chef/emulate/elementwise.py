@@ -14,7 +14,11 @@ shape check admits (dag.py `_operand_problem`):
 Then the operator: an activation; BatchNormalization, InstanceNormalization and
 LayerNormalization with `params` as scale then shift; Softmax over the last axis; LRN over
 5 channels (AlexNet's, ZFNet's and GoogLeNet's size); Clip as ReLU6 (what MobileNets
-export); Log and Sqrt of |x| (seeded inputs are signed; a NaN is no test).
+export); Log and Sqrt of |x| (seeded inputs are signed; a NaN is no test); And and Or of
+one computed value (an attention mask with a constant) as its positive elements, 1 or 0,
+and Where of it as the additive mask the exporters make, 0 where it holds and float32's
+lowest elsewhere (finite, so a row masked whole stays a number); a Roll, whose shifts the
+DAG does not keep, moves the elements as they are (a data movement like Gather).
 """
 
 import math
@@ -38,6 +42,8 @@ ACTIVATIONS: dict[str, Unary] = {
     "log": lambda x: torch.log(x.abs() + 1e-6), "sqrt": lambda x: torch.sqrt(x.abs()),
     "softmax": lambda x: torch.softmax(x, -1), "logsoftmax": lambda x: torch.log_softmax(x, -1),
     "lrn": lambda x: F.local_response_norm(x[None], 5)[0],
+    "and": lambda x: (x > 0).to(x.dtype), "or": lambda x: (x > 0).to(x.dtype),
+    "where": lambda x: torch.where(x > 0, 0.0, torch.finfo(x.dtype).min).to(x.dtype),
 }
 ARITHMETIC: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
     "mul": torch.mul, "add": torch.add, "sub": torch.sub, "div": torch.div, "sum": torch.add,
@@ -49,7 +55,8 @@ REDUCTIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "reducel2": lambda g: g.norm(dim=1), "reducesumsquare": lambda g: (g * g).sum(1),
 }
 NORMALIZATIONS = ("batchnormalization", "instancenormalization", "layernormalization")
-SHAPING = ("identity", "concat", "gather", "slice", "split", "expand", "tile")
+SHAPING = ("identity", "concat", "gather", "slice", "split", "expand", "tile", "roll",
+           "gathernd")
 OPS = (*ACTIVATIONS, *ARITHMETIC, *REDUCTIONS, *NORMALIZATIONS, *SHAPING)
 
 

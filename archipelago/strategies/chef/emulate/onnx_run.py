@@ -84,25 +84,47 @@ def _embedding_rows(model: onnx.ModelProto, name: str) -> int | None:
     return min(rows) if rows else None
 
 
+def _is_mask(model: onnx.ModelProto, name: str) -> bool:
+    """Whether input `name` is read only as booleans (every reader a Cast to BOOL): an
+    attention mask, which transformers casts before it indexes it."""
+    readers = [n for n in model.graph.node if name in n.input]
+    return bool(readers) and all(
+        n.op_type == "Cast" and any(a.name == "to" and a.i == onnx.TensorProto.BOOL
+                                    for a in n.attribute) for n in readers)
+
+
+def _padding_mask(dims: list[int], dtype: type) -> np.ndarray:
+    """A padding mask as a tokenizer writes one for a shorter sentence: ones, then zeros
+    over the last quarter of the positions (at least one)."""
+    mask = np.ones(dims, dtype)
+    mask[..., dims[-1] - max(dims[-1] // 4, 1):] = 0
+    return mask
+
+
 def seeded_inputs(model: onnx.ModelProto, seed: int) -> dict[str, np.ndarray]:
     """A standard-normal FP32 tensor per graph input, from `seed`, in input order; an
     integer input indexing embedding tables (token ids), ids drawn uniformly from the
-    rows of the smallest."""
+    rows of the smallest; an integer attention mask, a padding mask (`_padding_mask`)."""
     gen = torch.Generator().manual_seed(seed)
     out = {}
     for info in graph_inputs(model):
         kind = info.type.tensor_type
         rows = _embedding_rows(model, info.name) if kind.elem_type in _IDS else None
-        if kind.elem_type != onnx.TensorProto.FLOAT and rows is None:
+        mask = rows is None and kind.elem_type in _IDS and _is_mask(model, info.name)
+        if kind.elem_type != onnx.TensorProto.FLOAT and rows is None and not mask:
             raise EmulationError(f"input '{info.name}' is of ONNX type "
                                  f"{onnx.TensorProto.DataType.Name(kind.elem_type)}; the "
                                  "emulation feeds seeded FLOAT inputs, and integer ones "
-                                 "only as token ids of an embedding table")
+                                 "only as token ids of an embedding table or as an "
+                                 "attention mask (cast to booleans)")
         dims = [d.dim_value for d in kind.shape.dim]
         if not all(dims):
             raise EmulationError(f"input '{info.name}' has a symbolic dimension "
                                  f"{[d.dim_param or d.dim_value for d in kind.shape.dim]}; "
                                  "export with static input shapes")
+        if mask:
+            out[info.name] = _padding_mask(dims, _IDS[kind.elem_type])
+            continue
         out[info.name] = torch.randn(*dims, generator=gen).numpy() if rows is None else \
             torch.randint(0, rows, dims, generator=gen).numpy().astype(_IDS[kind.elem_type])
     return out

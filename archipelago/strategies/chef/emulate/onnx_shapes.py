@@ -85,6 +85,17 @@ def _gather_elements(a: Inputs, attrs: Attrs, opset: int) -> Tensor:
     return torch.gather(data, axis, torch.where(index < 0, index + data.shape[axis], index))
 
 
+def _gather_nd(a: Inputs, attrs: Attrs, opset: int) -> Tensor:
+    """out[i..] = data[index[i..]] (batch_dims 0): each index row addresses the leading
+    axes; negative indices count from the end."""
+    if attrs.get("batch_dims", 0):
+        raise EmulationError(f"GatherND batch_dims {attrs['batch_dims']}: only 0 is emulated")
+    data, index = a[0], a[1].long()
+    sizes = torch.tensor(data.shape[:index.shape[-1]])
+    index = torch.where(index < 0, index + sizes, index)
+    return data[tuple(index[..., i] for i in range(index.shape[-1]))]
+
+
 def _cumsum(a: Inputs, attrs: Attrs, opset: int) -> Tensor:
     """A running sum along the axis; `exclusive` leaves each element out, `reverse` runs
     from the end."""
@@ -207,5 +218,5 @@ SHAPE_OPS: dict[str, Op] = {
     "CastLike": lambda a, attrs, opset: a[0].to(a[1].dtype),
     "Shape": _shape, "Constant": _constant, "ConstantOfShape": _constant_of_shape,
     "Expand": _expand, "Range": _range, "Where": _where,
-    "GatherElements": _gather_elements, "CumSum": _cumsum,
+    "GatherElements": _gather_elements, "GatherND": _gather_nd, "CumSum": _cumsum,
 }

@@ -264,6 +264,7 @@ OPS: dict[str, Op] = {
     "Add": _binary(torch.add), "Sub": _binary(torch.sub), "Mul": _binary(torch.mul),
     "Div": _binary(_div), "Mod": _mod, "Pow": _binary(torch.pow), "Equal": _binary(torch.eq),
     "Less": _binary(torch.lt), "Greater": _binary(torch.gt),
+    "And": _binary(torch.logical_and), "Or": _binary(torch.logical_or),
     "Max": lambda a, attrs, opset: torch.stack(torch.broadcast_tensors(*a)).amax(0),
     "Min": lambda a, attrs, opset: torch.stack(torch.broadcast_tensors(*a)).amin(0),
     "Sqrt": _unary(torch.sqrt), "Erf": _unary(torch.erf), "Exp": _unary(torch.exp),
