@@ -5,6 +5,7 @@ store holds every format, so a rerun with another format estimates only its rows
 list is checked at the edge like the other lists."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -27,8 +28,11 @@ SMALL = ("compare", "gpt2-345m", "--tokens", "16:8", "--counts", "1", "--devices
 
 
 def archi(*args: str) -> subprocess.CompletedProcess:
+    """The CLI off a terminal at its own width (COLUMNS, which pytest and xdist may set,
+    left out), so the table's columns and lines are the same under any runner."""
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
     return subprocess.run([sys.executable, "-m", "archipelago", *args], capture_output=True,
-                          text=True, timeout=600)
+                          text=True, timeout=600, env=env)
 
 
 def _compare(store: Path, *args: str) -> dict:
