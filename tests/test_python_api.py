@@ -168,3 +168,11 @@ def test_serve_is_the_commands_simulation() -> None:
     assert (got.ttft_s, got.tokens_per_s, got.capacity_rate, got.boards) == (
         cli["ttft_s"], cli["throughput_tokens_per_s"], cli["capacity"]["rate"], 4)
     assert got.usd_per_million_tokens == cli["cost"]["usd_per_million_output_tokens"]
+    searched = ap.serve("gpt2-345m", "4xu280", "dfx", rate=3, prompt=64, output=16,
+                        requests=60, engine="best")
+    cli = _cli_json("serve", "gpt2-345m", "--cluster", "4xu280", "--strategy", "dfx",
+                    "--rate", "3", "--prompt", "64", "--output", "16", "--requests", "60",
+                    "--engine", "best")
+    mine, theirs = searched.details.pop("engine"), cli.pop("engine")  # search_s, from_store
+    assert searched.details == cli and mine["parameters"] == theirs["parameters"]
+    assert theirs["engine"].startswith("searched") and theirs["from_store"]

@@ -150,18 +150,22 @@ def serve(model: ModelInput, cluster: ClusterInput = None, strategy: str | None 
           max_batch: int | None = None, chunk: int = 512, requests: int = 1000,
           seeds: int = 1, seed: int = 0, electricity: float | None = None,
           lifetime_years: float | None = None, utilization: float | None = None,
+          engine: str | None = None, micro_batches: int | None = None,
           **options: Any) -> Service:
     """`archi serve`: requests arriving at `rate` per second served by the plan (a
     seeded discrete-event simulation); latency percentiles, throughput, goodput, the
     capacity at the `ttft`/`tpot` targets (seconds, or text such as "50ms") and the cost.
-    `prompt`/`output`: a count or "lognormal:MEDIAN,SIGMA" / "uniform:LO,HI"."""
+    `prompt`/`output`: a count or "lognormal:MEDIAN,SIGMA" / "uniform:LO,HI"; `engine`:
+    "published" (default) or "best", as `plan`'s; `micro_batches`: in flight through a
+    rack's pipeline stages (default one a stage)."""
     from archipelago.hardware.cluster import resolve_cluster
     from archipelago.serving.command import ServeCommand, run_serve
 
     b = checked("serve", {"percentile": percentile, "replicas": replicas,
                           "max_batch": max_batch, "chunk": chunk, "requests": requests,
                           "seeds": seeds, "seed": seed, "electricity": electricity,
-                          "lifetime_years": lifetime_years, "utilization": utilization})
+                          "lifetime_years": lifetime_years, "utilization": utilization,
+                          "micro_batches": micro_batches})
     with named(model, cluster) as (model_name, cluster_name):
         data = run_serve(ServeCommand(
             model_name, cluster_name, _text(strategy),
@@ -170,7 +174,8 @@ def serve(model: ModelInput, cluster: ClusterInput = None, strategy: str | None 
             word("tpot", tpot), b["percentile"], arrivals,
             None if trace is None else Path(trace), b["replicas"], router, policy,
             b["max_batch"], b["chunk"], b["requests"], b["seeds"], b["seed"], True,
-            words(options), b["electricity"], b["lifetime_years"], b["utilization"]))
+            words(options), b["electricity"], b["lifetime_years"], b["utilization"],
+            micro_batches=b["micro_batches"], engine=_text(engine)))
         boards = data["replicas"] * resolve_cluster(data["cluster"]).size
     cost = data["cost"]  # capital_usd: every board and host server bought, when priced
     return Service(str(data["model"]), str(data["cluster"]), str(data["strategy"]),
