@@ -69,7 +69,14 @@ def ceil_div(a: np.ndarray | int, b: int) -> np.ndarray | int:
 
 
 def add_resources(*parts: Resources) -> Resources:
-    return Resources(**{f: sum(getattr(p, f) for p in parts) for f in _RESOURCE_FIELDS})
+    """The sum of `parts`, each distinct object read once (a core's buffers repeat one block
+    per lane or channel: `[block] * l`); counts are integers, so the order is immaterial."""
+    times: dict[int, int] = {}
+    for part in parts:
+        times[id(part)] = times.get(id(part), 0) + 1
+    distinct = {id(part): part for part in parts}
+    return Resources(**{f: sum(getattr(distinct[i], f) * n for i, n in times.items())
+                        for f in _RESOURCE_FIELDS})
 
 
 _RESOURCE_FIELDS = tuple(Resources.model_fields)

@@ -29,6 +29,9 @@ class Population:
         self._rows = np.zeros((0, len(space.genes)), dtype=np.int64)  # genes per trial
         self._scores = np.zeros((0, 3))  # latency, fabric, violation per trial
         self.parents = np.zeros(0, dtype=np.int64)  # indices into the trials
+        # Candidates proposed and not yet taken in, by key: their row and decode (genes,
+        # engine), so a batch is decoded once and this run's records need no check.
+        self.proposed: dict[str, tuple[np.ndarray, dict[str, Any], dict[str, Any]]] = {}
 
     def __len__(self) -> int:
         return len(self.records)
@@ -40,9 +43,10 @@ class Population:
         for key, value in items.items():
             if key in self.records:
                 continue
+            mine = self.proposed.pop(key, None) if isinstance(value, TrialRecord) else None
             record = value if isinstance(value, TrialRecord) else read_stored(
                 TrialRecord, value, f"trial {elide(key, 40)}")
-            rows.append(self._row(record, key))
+            rows.append(self._row(record, key) if mine is None else mine[0])
             self.records[key] = record
             scores.append((record.latency_s, fabric(record.utilization),
                            violation(record.utilization, record.feasible)))
@@ -101,10 +105,13 @@ class Population:
             if self.taken[flat]:
                 continue
             self.taken[flat] = True  # a combination decoding to a held engine is used up too
-            key = engine_key(self.space.engine(row))
+            values = self.space.values(row)
+            engine = self.space.decode(values)
+            key = engine_key(engine)
             if key not in self.records and key not in keys:
                 keys.add(key)
                 out.append((row, key))
+                self.proposed[key] = (row, values, engine)
 
     def exhausted(self) -> bool:
         """Whether every engine of the space is a trial (every combination taken is not

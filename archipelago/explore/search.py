@@ -23,7 +23,7 @@ from archipelago.errors import ArchipelagoError, Interrupted, elide, elide_path
 from archipelago.explore.evaluate import FABRIC, Problem, evaluate_chunk, fabric, violation
 from archipelago.explore.population import Population
 from archipelago.explore.signals import StopFlag, stop_on_signals
-from archipelago.explore.spaces import DesignSpace, design_space
+from archipelago.explore.spaces import design_space
 from archipelago.explore.store import MemoryStudy, check_storage, open_study
 from archipelago.explore.stored import DamagedStudy, TrialRecord
 from archipelago.explore.study import study_identity
@@ -92,8 +92,9 @@ def run_search(request: SearchRequest, on_trial: Callable[[int], None] | None = 
             if not candidates:
                 exhausted = True
                 break
-            scores, signum = run(problem, [space.engine(row) for row, _ in candidates])
-            items = _records(space, candidates, scores, study.records())
+            decoded = [population.proposed[key] for _, key in candidates]
+            scores, signum = run(problem, [engine for _, _, engine in decoded])
+            items = _records(candidates, decoded, scores, study.records())
             taken = study.append_within([(k, r.model_dump()) for k, r in items],
                                         request.trials)
             added += taken
@@ -116,11 +117,13 @@ def run_search(request: SearchRequest, on_trial: Callable[[int], None] | None = 
     return best_of(population, added, exhausted or population.exhausted())
 
 
-def _records(space: DesignSpace, candidates: list[tuple[np.ndarray, str]], scores: Scores,
-             known: dict[str, Any]) -> list[tuple[str, TrialRecord]]:
-    """The scored candidates as trials, leaving out what a peer recorded meanwhile."""
-    return [(key, TrialRecord(genes=space.values(row), engine=space.engine(row), **score))
-            for (row, key), score in zip(candidates, scores, strict=True)
+def _records(candidates: list[tuple[np.ndarray, str]], decoded: list[tuple[Any, ...]],
+             scores: Scores, known: dict[str, Any]) -> list[tuple[str, TrialRecord]]:
+    """The scored candidates (with their decoded genes and engine) as trials, leaving out
+    what a peer recorded meanwhile."""
+    return [(key, TrialRecord(genes=values, engine=engine, **score))
+            for (_, key), (_, values, engine), score in zip(candidates, decoded, scores,
+                                                            strict=True)
             if score is not None and key not in known]
 
 

@@ -54,8 +54,8 @@ class DesignSpace:
 
     def values(self, row: np.ndarray) -> dict[str, Any]:
         """The gene values of one candidate (a row of choice indices)."""
-        return {name: choices[i] for (name, choices), i in zip(self.genes.items(), row,
-                                                               strict=True)}
+        return {name: choices[i] for (name, choices), i in zip(self.genes.items(),
+                                                               row.tolist(), strict=True)}
 
     def engine(self, row: np.ndarray) -> dict[str, Any]:
         return self.decode(self.values(row))
