@@ -26,6 +26,7 @@ from archipelago.explore.best import best_engine
 from archipelago.hardware.catalog import catalog, device_from_dict, raw_catalog
 from archipelago.models.zoo import resolve_model
 from archipelago.strategies.registry import strategies
+from tests.cli_process import archi
 from tests.dask_cluster import running_cluster
 from tests.signals import default_sigint
 
@@ -122,9 +123,6 @@ def test_identical_reasons_are_grouped_with_names_made_general() -> None:
                                  "is a gpu without HBM (cluster '<count>xh100')")
 
 
-def archi(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "archipelago", *args], capture_output=True,
-                          text=True, timeout=300)
 
 
 @pytest.mark.parametrize(("args", "message"), [

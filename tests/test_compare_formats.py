@@ -5,9 +5,6 @@ store holds every format, so a rerun with another format estimates only its rows
 list is checked at the edge like the other lists."""
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,17 +19,12 @@ from archipelago.explore.best import best_engine
 from archipelago.number_formats import FORMATS, PRECISIONS, SYNONYMS
 from archipelago.strategies.registry import get_strategy
 from tests.cli_here import archi_here
+from tests.cli_process import archi
 
 SMALL = ("compare", "gpt2-345m", "--tokens", "16:8", "--counts", "1", "--devices",
          "u280,v100", "--strategies", "dfx,lora-q,gpu-graph", "--workers", "1")
 
 
-def archi(*args: str) -> subprocess.CompletedProcess:
-    """The CLI off a terminal at its own width (COLUMNS, which pytest and xdist may set,
-    left out), so the table's columns and lines are the same under any runner."""
-    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
-    return subprocess.run([sys.executable, "-m", "archipelago", *args], capture_output=True,
-                          text=True, timeout=600, env=env)
 
 
 def _compare(store: Path, *args: str) -> dict:
