@@ -18,7 +18,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks.base_commit import ROOT, checked_out
+
 BASE = "62b58a6c117df5b2be5399106d529c2ef8fa2cd8"  # before the search's per-trial cuts
 COMMAND = ("compare", "llama2-7b", "--tokens", "128:128", "--latency-target", "500ms",
            "--json")
@@ -39,15 +40,8 @@ def cold_run(source: Path) -> tuple[float, bytes]:
 
 
 def main() -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        base = Path(tmp) / "base"
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "--quiet",
-                        str(base), BASE], check=True)
-        try:
-            before, old = cold_run(base)
-        finally:
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force",
-                            str(base)], check=True)
+    with checked_out(BASE) as base:
+        before, old = cold_run(base)
     now, new = cold_run(ROOT)
     print(f"archi {' '.join(COMMAND)}, cold store: CPU s, before ({BASE[:9]}) -> now")
     print(f"{before:.2f} -> {now:.2f} s ({before / now:.1f}x); --json output "

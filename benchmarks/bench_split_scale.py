@@ -13,12 +13,11 @@ import math
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
 BASE = "c25f4080785becd5f794745ede78eff3686d6376"  # the search before it pruned
+ROOT = Path(__file__).resolve().parent.parent
 LLAMA_70B = str(ROOT / "tests" / "data" / "llama-2-70b" / "config.json")
 BOARDS = (8, 16, 32, 64, 128, 256)
 STRATEGIES = ("lora-q", "dfx")
@@ -67,15 +66,10 @@ def exponent(ms: list[float]) -> tuple[float, float]:
 
 
 def main() -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        base = Path(tmp) / "base"
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "--quiet",
-                        str(base), BASE], check=True)
-        try:
-            before = in_subprocess(base)
-        finally:
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force",
-                            str(base)], check=True)
+    from benchmarks.base_commit import checked_out  # not in the base commit's --measure
+
+    with checked_out(BASE) as base:
+        before = in_subprocess(base)
     now = in_subprocess(ROOT)
     print(f"llama-2-70b --split auto, 128:128, rings of 8 U280s: CPU ms of one plan and "
           f"estimate, before ({BASE[:9]}) -> now")
