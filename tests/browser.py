@@ -209,3 +209,18 @@ def _kill_group(pgid: int) -> None:
         except ProcessLookupError:
             return
         time.sleep(0.01)
+
+
+def report_and_plan(out: Path, name: str, *args: str) -> tuple[Path, dict[str, Any]]:
+    """`archi report ARGS` written to OUT/NAME.html, and `archi plan ARGS --json`'s object:
+    the page a browser test opens and the numbers it checks the page against."""
+    from typer.testing import CliRunner
+
+    from archipelago.cli import app
+
+    page = out / f"{name}.html"
+    run = CliRunner().invoke(app, ["report", *args, "--out", str(page)])
+    assert run.exit_code == 0, run.output
+    plan = CliRunner().invoke(app, ["plan", *args, "--json"])
+    assert plan.exit_code == 0, plan.output
+    return page, json.loads(plan.output)

@@ -12,11 +12,9 @@ import re
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from archipelago.cli import app
 from archipelago.hardware.catalog import raw_catalog
-from tests.browser import Chromium, find_chromium
+from tests.browser import Chromium, find_chromium, report_and_plan
 from tests.test_report_browser import _check
 
 CHROMIUM = find_chromium()
@@ -54,15 +52,6 @@ _CHART = """(title => {
 })"""
 
 
-def _page(tmp: Path, name: str, *args: str) -> tuple[Path, dict]:
-    page = tmp / f"{name}.html"
-    run = CliRunner().invoke(app, ["report", *args, "--out", str(page)])
-    assert run.exit_code == 0, run.output
-    summary = CliRunner().invoke(app, ["plan", *args, "--json"])
-    assert summary.exit_code == 0, summary.output
-    return page, json.loads(summary.output)
-
-
 @pytest.fixture(scope="module")
 def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = Path(os.environ.get("ARCHI_SCREENSHOTS", tmp_path_factory.mktemp("shots")))
@@ -84,8 +73,8 @@ def test_host_offload_timeline_draws_every_call_busy_share(tmp_path: Path, shots
     """The issue's page: 10,850 calls, the CPU 63% of the run. Each row's drawn bars add
     to its busy time: the CPU row's to the JSON's CPU time, every row's to the share its
     label gives; the chart says what it aggregated."""
-    page, summary = _page(tmp_path, "persistent", "nmt-luong", "--cluster", "8xs10-2800",
-                          "--strategy", "persistent")
+    page, summary = report_and_plan(tmp_path, "persistent", "nmt-luong", "--cluster",
+                                    "8xs10-2800", "--strategy", "persistent")
     with Chromium(CHROMIUM) as browser:
         _open(browser, page, summary, shots)
         chart = _chart(browser, "the host program's calls over time")
@@ -110,8 +99,8 @@ def test_galapagos_heat_map_labels_and_grouped_cluster(tmp_path: Path, shots: Pa
     """72 FPGAs: a heat map whose cells are the JSON's used counts over the catalog's
     capacity, every kernel label drawn, the timeline's every row labelled, and each FPGA
     node inside its own Galapagos cluster's box."""
-    page, summary = _page(tmp_path, "galapagos", "ibert-base", "--cluster", "72xsidewinder",
-                          "--strategy", "galapagos")
+    page, summary = report_and_plan(tmp_path, "galapagos", "ibert-base", "--cluster",
+                                    "72xsidewinder", "--strategy", "galapagos")
     with Chromium(CHROMIUM) as browser:
         _open(browser, page, summary, shots)
         heat = _chart(browser, "per-FPGA resources against capacity")
@@ -150,8 +139,8 @@ def test_chef_two_models_coloured_apart_and_idle_fpgas_marked(tmp_path: Path,
     and listed under the charts."""
     model = tmp_path / "two.yaml"
     model.write_text(TWO_MODELS)
-    page, summary = _page(tmp_path, "chef-two-models", str(model), "--cluster",
-                          "chef-cluster1", "--strategy", "chef")
+    page, summary = report_and_plan(tmp_path, "chef-two-models", str(model), "--cluster",
+                                    "chef-cluster1", "--strategy", "chef")
     busy = {m["fpga"] for m in summary["mapping"]}
     idle = {f["fpga"] for f in summary["deployment"] if f["accelerators"]} - busy
     assert idle, "the case must leave an FPGA idle"

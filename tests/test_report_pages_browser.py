@@ -12,10 +12,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from typer.testing import CliRunner
 
-from archipelago.cli import app
-from tests.browser import Chromium, find_chromium
+from tests.browser import Chromium, find_chromium, report_and_plan
 
 CHROMIUM = find_chromium()
 pytestmark = pytest.mark.skipif(CHROMIUM is None and not os.environ.get("CI"),
@@ -26,15 +24,6 @@ TP8 = ("gpt2-1.5b", "--cluster", "1xu280", "--strategy", "lora-q", "--batch", "8
 RACK = ("gpt2-345m", "--cluster", "2x2xu280", "--strategy", "dfx", "--tokens", "16:16",
         "--split", "tp=2,pp=2", "--batch", "2")
 GPU = ("--cluster", "4xh100", "--strategy", "gpu-graph", "--batch", "128")
-
-
-def _page(out: Path, name: str, args: tuple[str, ...]) -> tuple[Path, dict]:
-    page = out / f"{name}.html"
-    run = CliRunner().invoke(app, ["report", *args, "--out", str(page)])
-    assert run.exit_code == 0, run.output
-    plan = CliRunner().invoke(app, ["plan", *args, "--json"])
-    assert plan.exit_code == 0, plan.output
-    return page, json.loads(plan.output)
 
 
 def _trace(chart: dict, name: str) -> dict:
@@ -62,7 +51,7 @@ def shots(tmp_path: Path) -> Path:
 
 
 def test_tensor_parallel_page_at_batch_8(tmp_path: Path, browser, shots: Path) -> None:
-    page, data = _page(tmp_path, "tensor-parallel-b8", TP8)
+    page, data = report_and_plan(tmp_path, "tensor-parallel-b8", *TP8)
     state = browser.open(page)
     assert state.errors == [] and state.exceptions == [] and state.rendered
     browser.screenshot(shots / "tensor-parallel-b8.png")
@@ -101,7 +90,7 @@ def test_gpu_page_title_and_batch_curve(tmp_path: Path, browser, shots: Path) ->
     model = tmp_path / "models" / "my-llama"
     model.mkdir(parents=True)
     (model / "config.json").write_text(json.dumps(yaml.safe_load(ZOO.read_text())["llama2-7b"]))
-    page, data = _page(tmp_path, "gpu", (str(model), *GPU))
+    page, data = report_and_plan(tmp_path, "gpu", str(model), *GPU)
     state = browser.open(page)
     assert state.errors == [] and state.exceptions == [] and state.rendered == 3
     browser.screenshot(shots / "gpu.png")
@@ -120,7 +109,7 @@ def test_gpu_page_title_and_batch_curve(tmp_path: Path, browser, shots: Path) ->
 
 
 def test_rack_page_shows_its_stages(tmp_path: Path, browser, shots: Path) -> None:
-    page, data = _page(tmp_path, "rack", RACK)
+    page, data = report_and_plan(tmp_path, "rack", *RACK)
     state = browser.open(page)
     assert state.errors == [] and state.exceptions == [] and state.rendered
     browser.screenshot(shots / "rack.png")
