@@ -7,7 +7,8 @@ import pytest
 
 from archipelago.report.charts import Node, Span
 from archipelago.report.dense import binned_gantt, grouped_graph, resource_chart
-from archipelago.strategies.chef.page import idle_accelerators, models
+from archipelago.strategies.chef.layer_groups import models
+from archipelago.strategies.chef.page import idle_accelerators
 
 
 def _bars(fig) -> dict[tuple[str, str], list[tuple[float, float]]]:

@@ -21,6 +21,7 @@ from archipelago.report.charts import (
 )
 from archipelago.report.dense import every_label
 from archipelago.report.page import Chart, KindPage
+from archipelago.strategies.chef.layer_groups import colour_groups
 
 MS = 1e3
 
@@ -30,39 +31,6 @@ def _row(m: dict[str, Any]) -> str:
 
 
 IDLE = "idle: IPs deployed, no layer"
-
-
-def _prefix(names: list[str]) -> str:
-    """The characters all `names` begin with (those of the first and last in order)."""
-    first, last = min(names), max(names)
-    n = 0
-    while n < min(len(first), len(last)) and first[n] == last[n]:
-        n += 1
-    return first[:n]
-
-
-def models(layers: Any) -> dict[str, str]:
-    """Each layer's model: the parts of the DAG no data flows between (union-find over the
-    dependencies), named by their layers' common name prefix ('cam_conv1', 'cam_fc': 'cam')
-    where the parts' prefixes differ, else 'model 1', 'model 2' in order of first layer."""
-    parent = {la.name: la.name for la in layers}
-
-    def root(n: str) -> str:
-        while parent[n] != n:
-            parent[n] = parent[parent[n]]
-            n = parent[n]
-        return n
-
-    for la in layers:
-        for d in la.deps:
-            parent[root(d)] = root(la.name)
-    parts: dict[str, list[str]] = {}
-    for la in layers:
-        parts.setdefault(root(la.name), []).append(la.name)
-    prefixes = [_prefix(names).rstrip("_.-/:") for names in parts.values()]
-    named = all(len(p) >= 2 for p in prefixes) and len(set(prefixes)) == len(prefixes)
-    return {n: prefixes[k] if named else f"model {k + 1}"
-            for k, names in enumerate(parts.values()) for n in names}
 
 
 def idle_accelerators(est: dict[str, Any]) -> dict[str, list[str]]:
@@ -112,9 +80,8 @@ def _cluster_chart(plan: Any, fpgas: list[dict[str, Any]], fractions: dict[str, 
 def _timeline(plan: Any, mapping: list[dict[str, Any]], idle: dict[str, list[str]]) -> Chart:
     """The Gantt chart: layers coloured by model (by modality where the DAG is one model),
     and a row per accelerator of an idle FPGA, marked at time 0."""
-    model = models(plan.dag.layers)
-    several = len(set(model.values())) > 1
-    colour_by = model if several else {la.name: la.modality for la in plan.dag.layers}
+    colour_by, legend = colour_groups(plan.dag.layers)
+    several = legend == "model"
     spans = [Span(_row(m), m["start_s"], m["end_s"], m["layer"], colour_by[m["layer"]])
              for m in mapping]
     figure = gantt(spans, MS, "ms", "FPGA / accelerator")
@@ -129,7 +96,7 @@ def _timeline(plan: Any, mapping: list[dict[str, Any]], idle: dict[str, list[str
             hovertemplate="%{y} %{text}<extra></extra>"))
     every_label(figure, "y", [*rows, *idle_rows])
     figure.update_yaxes(categoryarray=[*rows, *idle_rows][::-1])
-    figure.update_layout(legend_title_text="model" if several else "modality")
+    figure.update_layout(legend_title_text=legend)
     return Chart(
         "the schedule per accelerator",
         "Each layer from its start to its end on the accelerator it is mapped to (the bars "
