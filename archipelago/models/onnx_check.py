@@ -251,12 +251,34 @@ def _check_initializers(model: Any, base: Path, source: str) -> None:
         if info.type.HasField("tensor_type") and not info.type.tensor_type.HasField("shape"):
             raise refusal(source, f"input {elide(info.name, 80)}", "declares no shape; "
                           "export with static input shapes")
+        _check_sized(info, source)
     for info in (*graph.input, *graph.value_info, *graph.output):
         dims = info.type.tensor_type.shape.dim
         if any(d.HasField("dim_value") and d.dim_value <= 0 for d in dims):
             shape = [d.dim_value if d.HasField("dim_value") else d.dim_param for d in dims]
             raise refusal(source, f"value {elide(info.name, 80)}",
                           f"shape {elide(str(shape), 80)} has a dimension below 1")
+
+
+# onnxruntime's own tool for giving a symbolic dimension its size (the user's copy, named
+# by them: this importer never writes the model)
+FIX_DIMS = "python -m onnxruntime.tools.make_dynamic_shape_fixed"
+
+
+def _check_sized(info: Any, source: str) -> None:
+    """A graph input of fixed size: a symbolic one ('batch', the dynamic axes of
+    torch.onnx.export) would leave every layer's size to a guess, so the user fixes it with
+    onnxruntime's tool, which the refusal spells out."""
+    name = elide(info.name, 80)
+    for axis, dim in enumerate(info.type.tensor_type.shape.dim):
+        if dim.HasField("dim_value"):
+            continue
+        fix = (f"--dim_param {dim.dim_param} --dim_value N" if dim.dim_param else
+               f"--input_name {name} --input_shape D0,D1,...")
+        raise refusal(source, f"input {name}", f"dimension {axis} is "
+                      + (f"symbolic ('{elide(dim.dim_param, 40)}')" if dim.dim_param
+                         else "unknown")
+                      + f"; give it a size first: {FIX_DIMS} {fix} IN.onnx OUT.onnx")
 
 
 def _sparse_name(graph: Any) -> str:

@@ -117,11 +117,7 @@ def seeded_inputs(model: onnx.ModelProto, seed: int) -> dict[str, np.ndarray]:
                                  "emulation feeds seeded FLOAT inputs, and integer ones "
                                  "only as token ids of an embedding table or as an "
                                  "attention mask (cast to booleans)")
-        dims = [d.dim_value for d in kind.shape.dim]
-        if not all(dims):
-            raise EmulationError(f"input '{info.name}' has a symbolic dimension "
-                                 f"{[d.dim_param or d.dim_value for d in kind.shape.dim]}; "
-                                 "export with static input shapes")
+        dims = [d.dim_value for d in kind.shape.dim]  # all fixed: the import refuses others
         if mask:
             out[info.name] = _padding_mask(dims, _IDS[kind.elem_type])
             continue
