@@ -166,3 +166,28 @@ def test_archi_serve_prefill_pool_refusals(extra: tuple[str, ...], says: str) ->
     assert run.returncode == 2, run.stdout + run.stderr
     lines = run.stderr.strip().splitlines()
     assert len(lines) == 1 and says in lines[0], run.stderr
+
+
+def test_a_staged_decode_pool_keeps_micro_batches_in_flight() -> None:
+    """A decode pool of two stages of 10 ms a step (any batch), at most one sequence a
+    micro-batch. Two requests (3 tokens out: 2 decode steps each) are prefilled in 0.1 s on
+    a prefill replica each, and their 1 MB caches cross each replica's own link in 0.011 s:
+    both reach the decode pool at 0.111 s. By hand, from 0.111:
+    pipelined (two micro-batches)  R0 in mb 0, R1 in mb 1; steps of 10 ms: mb 0 leaves
+        the stages at +20 and +40 ms (R0 done 0.151), mb 1 at +30 and +50 (R1 done 0.161).
+    one stage of 20 ms (the stages' sum, as before)  R0 steps at +20, +40 (0.151); R1,
+        waiting for room, at +60, +80 (0.191)."""
+    from dataclasses import replace
+
+    from tests.test_serving_pipeline import _const, _pipeline
+
+    staged = _pipeline([_const(0.01, 0.01)] * 2)
+    reqs = Requests(np.array([0.0, 0.0]), np.array([100, 100]), np.array([3, 3]))
+    prefill = _const(0.1, 0.0)
+    pipelined, serial = (
+        simulate_disaggregated(prefill, decode, reqs, 1.0, Policy("continuous", 1), LINK,
+                               np.full(2, 1e6), prefill_replicas=2)
+        for decode in (staged, replace(staged, stages=(), _rows={})))
+    assert np.allclose(pipelined.records.first, [0.1, 0.1], rtol=0, atol=1e-12)
+    assert np.allclose(pipelined.records.finish, [0.151, 0.161], rtol=0, atol=1e-12)
+    assert np.allclose(serial.records.finish, [0.151, 0.191], rtol=0, atol=1e-12)

@@ -14,8 +14,9 @@ and values then cross the link of the prefill replica that served it, whole, aft
 prefill, as DistServe moves them: one transfer at a time per link, the first prefilled
 first, each `Link.transfer_s` (latency + bytes / bandwidth). It then joins the decode
 pool's continuous batching (decode-only iterations; its prompt and output reserved in the
-decode pool's KV cache when admitted, which bounds admission as in replica.py). A
-one-token answer ends on the prefill pool and moves nothing.
+decode pool's KV cache when admitted, which bounds admission as in replica.py), whose
+micro-batches fly through the stages of a decode plan split `pp` > 1 as pipeline.py
+schedules them. A one-token answer ends on the prefill pool and moves nothing.
 
 TTFT is the queueing and prefill on the prefill pool; TPOT (metrics.py: finish less first
 token, over the tokens after it) counts the transfer and the wait for the decode pool."""
@@ -28,18 +29,41 @@ from archipelago.estimate.iteration import IterationTable
 from archipelago.hardware.link import Link
 from archipelago.models.graph import build_graph
 from archipelago.models.spec import ModelSpec
-from archipelago.serving.pipeline import replica_kind
-from archipelago.serving.replica import IterativeReplica, Policy, Records, Running
+from archipelago.serving.pipeline import PipelineReplica, replica_kind
+from archipelago.serving.replica import (
+    IterativeReplica,
+    Policy,
+    Records,
+    Replica,
+    Running,
+)
 from archipelago.serving.requests import Requests
 from archipelago.serving.simulate import Outcome, check, serve_pool
 
 
-class DecodeReplica(IterativeReplica):
-    """Continuous batching of decodes alone: a request arrives with its prompt cached and
-    its first token out, so it decodes from the next step; nothing is prefilled here."""
+class DecodeOnly:
+    """Decodes alone: a request arrives with its prompt cached and its first token out, so
+    it decodes from its next iteration; nothing is prefilled here."""
+
+    prompt: np.ndarray
+    output: np.ndarray
 
     def _join(self, running: Running, i: int) -> None:
         running.decode(i, int(self.prompt[i]), int(self.output[i]))
+
+
+class DecodeReplica(DecodeOnly, IterativeReplica):
+    """A decode pool's replica of one stage: continuous batching of decodes."""
+
+
+class PipelineDecodeReplica(DecodeOnly, PipelineReplica):
+    """A decode pool's replica of several stages (a rack split `pp` > 1): micro-batches of
+    decodes in flight through them, as pipeline.py schedules a colocated rack's."""
+
+
+def decode_replica(table: IterationTable) -> type[Replica]:
+    """The decode pool's replica: pipelined over a plan of several stages."""
+    return PipelineDecodeReplica if len(table.stages) > 1 else DecodeReplica
 
 
 def kv_bytes(spec: ModelSpec, tokens: np.ndarray, value_bytes: float) -> np.ndarray:
@@ -86,8 +110,9 @@ def simulate_disaggregated(prefill: IterationTable, decode: IterationTable,
     """Serve `requests` arriving at `rate` per second: prefilled on `prefill_replicas`
     copies of the prefill plan under `policy`, each request's cache of
     `bytes_per_request` moved over `link`, decoded on `decode_replicas` copies of the
-    decode plan batching continuously (up to `policy.max_batch`), one router for both."""
-    decoding = Policy("continuous", policy.max_batch)
+    decode plan batching continuously (up to `policy.max_batch`; `policy.micro_batches`
+    in flight through a decode plan of several stages), one router for both."""
+    decoding = Policy("continuous", policy.max_batch, micro_batches=policy.micro_batches)
     check(decode, requests, decoding, decode_replicas, router)
     prompts = Requests(requests.unit_arrivals, requests.prompt, np.ones_like(requests.output))
     check(prefill, prompts, policy, prefill_replicas, router)
@@ -98,7 +123,7 @@ def simulate_disaggregated(prefill: IterationTable, decode: IterationTable,
     ready, seconds, link_busy = transfers(first.records.finish, served,
                                           np.where(moved, bytes_per_request, 0.0), link,
                                           prefill_replicas)
-    second, _ = serve_pool(DecodeReplica, decode, ready[moved], requests.prompt[moved],
+    second, _ = serve_pool(decode_replica(decode), decode, ready[moved], requests.prompt[moved],
                            requests.output[moved], decoding, decode_replicas, router)
     finish = first.records.finish.copy()
     finish[moved] = second.records.finish
