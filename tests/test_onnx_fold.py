@@ -163,12 +163,12 @@ def test_a_shape_onnx_left_unknown_is_folded_once_inferred(tmp_path) -> None:
 
 
 def test_a_shape_of_a_dynamic_dimension_names_the_value_not_the_operator(tmp_path) -> None:
-    """A batch dimension 'N': Shape(x) is not folded (its 0 is no size), and the refusal
-    names x's unknown shape, as the one of a value computed from it did before."""
+    """A batch dimension 'N': Shape(x) is not folded (its 0 is no size); the refusal names
+    the input x and its symbolic dimension (onnx_check), not the Shape operator."""
     batch = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, 8])
     _save_flatten(tmp_path / "n.onnx", inputs=(batch,))
-    with pytest.raises(ConfigError, match=r"field 'x': shape inference left this value's "
-                                          "shape unknown; export with static input shapes"):
+    with pytest.raises(ConfigError, match=r"field 'input x': dimension 0 is symbolic "
+                                          r"\('N'\)"):
         import_onnx(tmp_path / "n.onnx")
 
 
