@@ -54,6 +54,24 @@ class Encoder(nn.Module):
         return self.layer(x).mean(1 if self.batch_first else 0)
 
 
+class MaskedStack(nn.Module):
+    """Two pre-norm GELU encoder layers (nn.TransformerEncoder) on embedded ids plus a
+    learned position table, torch's boolean key_padding_mask (True: padding) as a second
+    input, a 3-way head on token 0."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed, self.position = nn.Embedding(VOCAB, D), nn.Parameter(torch.randn(1, T, D))
+        layer = nn.TransformerEncoderLayer(D, HEADS, FF, dropout=0.0, activation="gelu",
+                                           batch_first=True, norm_first=True)
+        self.encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.head = nn.Linear(D, 3)
+
+    def forward(self, ids, padding):
+        x = self.encoder(self.embed(ids) + self.position, src_key_padding_mask=padding)
+        return self.head(x[:, 0])
+
+
 class Decoder(nn.Module):
     """Embedded target and source, one decoder layer under a causal target mask (-inf
     above the diagonal: an initializer in the dynamo export, a Constant in the other)."""
@@ -100,6 +118,7 @@ NETWORKS = {
     "encoder_seq_first": lambda: (Encoder(False), (_ids(T),)),
     "decoder": lambda: (Decoder(), (_ids(S), _ids(T))),
     "transformer": lambda: (Seq2Seq(), (_ids(S), _ids(T))),
+    "masked_stack": lambda: (MaskedStack(), (_ids(T), torch.arange(T)[None] >= T - 3)),
     "raw_decoder": lambda: (RawDecoder(), (torch.randn(1, T, D), torch.randn(1, S, D))),
 }
 
@@ -177,6 +196,16 @@ EXPECTED = {
 }
 
 
+# The padding mask's path: Where(mask, -inf, 0) on its (1, T) (the exporter's zeros stored:
+# T elements), per layer the bias broadcast to the heads (Expand: the dynamo exporter's
+# optimizer shares the two layers' one) and added to the scores; the pre-norm layers hold
+# the post-norm ones' layers; token 0 picked (a Gather layer) for the head.
+MASK_PATH = [("elementwise", 0, T), *[("elementwise", 0, 0)] * 4]
+EXPECTED["masked_stack"] = [("elementwise", 0, VOCAB * D + T * D), *MASK_PATH,
+                            *_encoder_layer(T), *_encoder_layer(T), ("elementwise", 0, 0),
+                            ("fc", D * 3, D * 3 + 3)]
+
+
 def _layers(dag) -> list[tuple[str, int, int]]:
     return sorted((la.type, la.macs, la.weight_elements) for la in dag.layers)
 
@@ -194,7 +223,7 @@ def test_torch_attention_imports_as_counted_by_hand(name, how, exported):
     dag = import_onnx(exported(name, how)).dag
     assert _layers(dag) == sorted(EXPECTED[name])
     assert sum(la.weight_elements for la in dag.layers) == \
-        sum(p.numel() for p in model.parameters())
+        sum(p.numel() for p in model.parameters()) + (T if name == "masked_stack" else 0)
 
 
 @pytest.mark.parametrize("how", EXPORTERS)
@@ -218,10 +247,12 @@ def test_the_split_in_projection_feeds_the_heads(how, exported):
 @pytest.mark.parametrize("name,how", [("encoder", "legacy"), ("encoder", "dynamo"),
                                       ("mha_seq_first", "dynamo"), ("mha_cross", "legacy"),
                                       ("decoder", "dynamo"), ("decoder", "legacy"),
-                                      ("transformer", "legacy")])
+                                      ("transformer", "legacy"),
+                                      ("masked_stack", "legacy")])
 def test_split_over_two_processes_equals_onnxruntime(name, how, exported):
     """Layers alternate between two processes (values cross both ways); the causal mask's
-    -inf reaches the scores as onnxruntime's does."""
+    -inf reaches the scores as onnxruntime's does, and the padding mask (seeded True over
+    the last quarter of the positions) too."""
     from archipelago.strategies.chef.emulate.onnx_run import RTOL, emulate_onnx
 
     path = exported(name, how)
@@ -233,6 +264,25 @@ def test_split_over_two_processes_equals_onnxruntime(name, how, exported):
                               ["fpga0", "fpga1"], seed=1)
     assert report["passed"], report["per_output"]
     assert report["max_rel_error"] < RTOL
+
+
+def test_the_seeded_padding_mask_changes_the_output(exported):
+    """Without the mask path the head would not depend on the padded keys: with no position
+    padded onnxruntime's logits differ from the seeded run's."""
+    import onnx
+
+    from archipelago.strategies.chef.emulate.onnx_run import (
+        onnxruntime_outputs,
+        seeded_inputs,
+    )
+
+    path = exported("masked_stack", "legacy")
+    inputs = seeded_inputs(onnx.load(str(path)), seed=1)
+    name = next(n for n, v in inputs.items() if v.dtype == np.bool_)
+    assert inputs[name].tolist() == [[False] * (T - 3) + [True] * 3]
+    padded = onnxruntime_outputs(path, inputs)
+    whole = onnxruntime_outputs(path, {**inputs, name: np.zeros_like(inputs[name])})
+    assert not np.allclose(*(next(iter(out.values())) for out in (padded, whole)))
 
 
 def test_the_causal_mask_is_kept_as_minus_infinity(exported):
