@@ -305,3 +305,22 @@ def test_a_residual_on_a_raw_input_is_refused_naming_node_and_input(exported):
                                           r"model input \S+ with layer outputs; .* a "
                                           r"residual or join on a raw input is not imported$"):
         import_onnx(exported("raw_decoder", "legacy"))
+
+
+def test_the_issue_encoder_plans_and_emulates_from_the_command_line(exported):
+    """`archi plan` and `archi emulate` on the issue's TorchScript export: planned over its
+    16 layers, split over chef's FPGA processes, equal to onnxruntime's output."""
+    import json
+
+    from tests.cli_here import archi_here
+
+    path = str(exported("encoder", "legacy"))
+    plan = archi_here("plan", path, "--cluster", "chef-cluster1", "--strategy", "chef",
+                      "--json")
+    assert plan.returncode == 0, plan.stderr
+    assert json.loads(plan.stdout)["layers"] == len(EXPECTED["encoder"]) == 16
+    out = archi_here("emulate", path, "--cluster", "chef-cluster1", "--strategy", "chef",
+                     "--json")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["passed"] and report["agrees"] and report["processes"] > 1
