@@ -324,3 +324,26 @@ def test_the_issue_encoder_plans_and_emulates_from_the_command_line(exported):
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
     assert report["passed"] and report["agrees"] and report["processes"] > 1
+
+
+@pytest.mark.parametrize("name", ["encoder", "mha_cross", "transformer"])
+def test_torch_export_files_hold_the_counted_work_and_heads(name, tmp_path):
+    """The same modules saved by torch.export (.pt2; torch_import writes q, k and v as
+    three FCs, so the layers differ from the ONNX files' but the totals do not): the
+    encoder's attention calls scaled_dot_product_attention (no bmm: its heads were taken
+    as 1, a (1, T, T) softmax), cross-attention splits its packed weight (an
+    operator.getitem in the region: an AttributeError)."""
+    from archipelago.models.torch_export import dag_from_exported
+
+    torch.manual_seed(0)
+    module, args = NETWORKS[name]()
+    path = tmp_path / f"{name}.pt2"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.export.save(torch.export.export(module.eval(), args), path)
+    dag = dag_from_exported(path)
+    assert sum(la.macs for la in dag.layers) == sum(macs for _, macs, _ in EXPECTED[name])
+    assert sum(la.weight_elements for la in dag.layers) == \
+        sum(p.numel() for p in module.parameters())
+    assert {la.batch for la in dag.layers if la.type == "matmul"} == {HEADS}
+    assert {la.shape[0] for la in dag.layers if getattr(la, "op", "") == "Softmax"} == {HEADS}
