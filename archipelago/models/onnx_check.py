@@ -355,7 +355,10 @@ def _onnx_error(err: BaseException, graph: Any, source: str) -> ConfigError:
 
 
 def _weights(graph: Any, source: str) -> dict[str, Any]:
-    """Every initializer as an array; a non-finite value in a floating one is refused."""
+    """Every initializer as an array; a NaN or +inf in a floating one is refused. -inf is
+    read: it is an additive attention mask's "never attend" (the dynamo exporter writes
+    nn.Transformer.generate_square_subsequent_mask as an initializer, the TorchScript
+    exporter as a Constant node), and softmax makes it an exact 0."""
     import numpy as np
     from onnx import TensorProto, numpy_helper
 
@@ -363,12 +366,14 @@ def _weights(graph: Any, source: str) -> dict[str, Any]:
     for tensor in graph.initializer:
         array = numpy_helper.to_array(tensor)
         if TensorProto.DataType.Name(tensor.data_type) in _FLOATS:
-            finite = np.isfinite(array.astype(np.float32, copy=False))
-            if not finite.all():
-                bad = int(finite.size - np.count_nonzero(finite))
-                first = array.reshape(-1)[int(np.argmin(finite.reshape(-1)))]
+            values = array.astype(np.float32, copy=False)
+            kept = np.isfinite(values) | np.isneginf(values)
+            if not kept.all():
+                bad = int(kept.size - np.count_nonzero(kept))
+                first = array.reshape(-1)[int(np.argmin(kept.reshape(-1)))]
                 raise refusal(source, f"initializer {elide(tensor.name, 80)}",
-                              f"{bad} of its {finite.size} weights are not finite "
-                              f"(first: {first}); weights must be finite numbers")
+                              f"{bad} of its {kept.size} weights are not finite "
+                              f"(first: {first}); weights must be finite numbers (or -inf, "
+                              "an additive mask's)")
         weights[tensor.name] = array
     return weights

@@ -111,10 +111,18 @@ def reinfer_shapes(model: Any, folded: Folded, shapes: dict[str, tuple[int, ...]
     again = helper.make_model(copy, opset_imports=list(model.opset_import),
                               ir_version=model.ir_version)
     inferred = shape_inference.infer_shapes(again, data_prop=True)
-    for info in (*inferred.graph.value_info, *inferred.graph.output):
-        dims = tuple(d.dim_value for d in info.type.tensor_type.shape.dim)
-        if dims and all(dims) and not all(shapes.get(info.name) or (0,)):
-            shapes[info.name] = dims
+    learnt = value_shapes((*inferred.graph.value_info, *inferred.graph.output))
+    for name, dims in learnt.items():
+        if all(dims) and not all(shapes.get(name, (0,))):
+            shapes[name] = dims
+
+
+def value_shapes(infos: Any) -> dict[str, tuple[int, ...]]:
+    """The shapes of the values `infos` describe (a dimension onnx does not know is 0). A
+    value whose rank is unknown (no shape at all: a Reshape to a computed target) is left
+    out, so that it is never taken for a 0-d scalar, whose shape is () too."""
+    return {info.name: tuple(d.dim_value for d in info.type.tensor_type.shape.dim)
+            for info in infos if info.type.tensor_type.HasField("shape")}
 
 
 def _attrs(node: Any) -> dict[str, Any]:

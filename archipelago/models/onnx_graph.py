@@ -191,8 +191,11 @@ class Builder:
                             "before a Conv or pooling layer, which absorbs it")
         deps = _unique(d for s in srcs for d in s.layers)
         values = _unique(v for s in srcs for v in s.values)
-        if deps and any(v in self.graph_inputs for v in values):
-            raise self.fail(node, "mixes a model input with layer outputs")
+        raw = [v for v in values if v in self.graph_inputs]
+        if deps and raw:
+            raise self.fail(node, f"mixes the model input {elide(raw[0], 40)} with layer "
+                            "outputs; a layer reads one model input or layers' outputs, so "
+                            "a residual or join on a raw input is not imported")
         nodes = _unique([*(i for s in srcs for i in s.nodes), index, *extra])
         out = output or self.nodes[nodes[-1]].output[0]
         draft = Draft(kind, {"name": name, "deps": deps, **fields}, list(nodes), list(values),

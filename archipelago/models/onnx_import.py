@@ -48,12 +48,6 @@ class OnnxImport:
     constants: dict[str, Any]
 
 
-def _shapes(model: Any) -> dict[str, tuple[int, ...]]:
-    graph = model.graph
-    return {info.name: tuple(d.dim_value for d in info.type.tensor_type.shape.dim)
-            for info in (*graph.input, *graph.value_info, *graph.output)}
-
-
 def _finish_outputs(b: Builder) -> None:
     """A graph output a pass-through computes (a final Flatten) is computed by the layer it
     rearranges (or a join layer of several)."""
@@ -93,15 +87,22 @@ def _folded(model: Any, weights: dict[str, Any], shapes: dict[str, tuple[int, ..
 
     try:
         folded = fold_constants(model, weights, shapes)
-        while any(not all(s) for n, s in shapes.items() if n not in folded.constants):
-            known = (len(folded.nodes), sum(all(s) for s in shapes.values()))
+        while unknown := _unknown(model, folded, shapes):
+            before = len(folded.nodes)
             reinfer_shapes(model, folded, shapes)
             fold_constants(model, weights, shapes, folded)
-            if (len(folded.nodes), sum(all(s) for s in shapes.values())) == known:
+            if (len(folded.nodes), _unknown(model, folded, shapes)) == (before, unknown):
                 break
     except UnfoldableNode as err:
         raise refusal(source, node_field(err.node), str(err)) from None
     return folded
+
+
+def _unknown(model: Any, folded: Any, shapes: dict[str, tuple[int, ...]]) -> int:
+    """How many values the unfolded nodes compute whose shape is unknown, in rank (no
+    entry) or in a dimension (a 0)."""
+    return sum(1 for i, node in enumerate(model.graph.node) if i not in folded.nodes
+               for name in node.output if name and not all(shapes.get(name, (0,))))
 
 
 def import_onnx(path: Path, name: str | None = None) -> OnnxImport:
@@ -111,7 +112,11 @@ def import_onnx(path: Path, name: str | None = None) -> OnnxImport:
     if info is None or not stat.S_ISREG(info.st_mode):
         raise ConfigError(source, "file", "not a readable ONNX file")
     checked = load_checked(path, source)
-    model, shapes = checked.model, _shapes(checked.model)
+    from archipelago.models.onnx_fold import value_shapes
+
+    graph = checked.model.graph
+    model, shapes = checked.model, value_shapes((*graph.input, *graph.value_info,
+                                                 *graph.output))
     folded = _folded(model, checked.weights, shapes, source)
     b = Builder(model, folded.constants, folded.nodes, shapes, source)
     for index, node in enumerate(b.nodes):

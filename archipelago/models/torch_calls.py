@@ -173,7 +173,9 @@ _ATEN = {"conv2d": "conv", "linear": "linear", "lstm": "lstm", "gru": "gru",
 
 def aten_name(node) -> str:
     """The operator an ATen call names, without namespace, overload or in-place mark
-    (`aten::add_.Tensor`: `add`)."""
+    (`aten::add_.Tensor`: `add`); "" for a Python callable (operator.getitem)."""
+    if not callable(getattr(node.target, "name", None)):
+        return ""
     name = node.target.name().partition("::")[2].partition(".")[0]
     return name[:-1] if name.endswith("_") and not name.endswith("__") else name
 
@@ -221,14 +223,19 @@ def _region(op: str, nodes: list, live: set, attrs: dict[str, Any]) -> Call:
 
 
 def _attention(nodes: list, live: set) -> Call:
-    """nn.MultiheadAttention: its heads are the batch of its first bmm, its embedding the
+    """nn.MultiheadAttention: its heads are the batch of its first bmm (batch size 1
+    times the heads) where it computes its weights, else the head axis of the query its
+    scaled_dot_product_attention reads (batch, heads, tokens, width); its embedding the
     width of its packed input projection."""
     reads = [n for node in nodes for n in node.all_input_nodes]
     packed = [n for n in reads if n.op == "get_attr" and n.target.endswith("in_proj_weight")]
-    bmm = next((n for n in nodes if aten_name(n) == "bmm"), None)
+    scores = next((n for n in nodes
+                   if aten_name(n) in ("bmm", "scaled_dot_product_attention")), None)
+    heads = 1 if scores is None else _shape(scores.args[0])[
+        0 if aten_name(scores) == "bmm" else -3]
     return _region("mha", nodes, live, {
         "embed": _shape(packed[0])[1] if packed else 0, "packed": bool(packed),
-        "heads": _shape(bmm.args[0])[0] if bmm is not None else 1, "tuple": False})
+        "heads": heads, "tuple": False})
 
 
 def _local_response_norm(nodes: list, live: set) -> Call:

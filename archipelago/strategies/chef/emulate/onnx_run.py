@@ -104,20 +104,25 @@ def _padding_mask(dims: list[int], dtype: type) -> np.ndarray:
 def seeded_inputs(model: onnx.ModelProto, seed: int) -> dict[str, np.ndarray]:
     """A standard-normal FP32 tensor per graph input, from `seed`, in input order; an
     integer input indexing embedding tables (token ids), ids drawn uniformly from the
-    rows of the smallest; an integer attention mask, a padding mask (`_padding_mask`)."""
+    rows of the smallest; an integer attention mask, a padding mask (`_padding_mask`); a
+    BOOL input, torch's key_padding_mask (True: padding), True over that last quarter
+    (read either way, True as kept or as padded, no row is wholly masked)."""
     gen = torch.Generator().manual_seed(seed)
     out = {}
     for info in graph_inputs(model):
         kind = info.type.tensor_type
         rows = _embedding_rows(model, info.name) if kind.elem_type in _IDS else None
         mask = rows is None and kind.elem_type in _IDS and _is_mask(model, info.name)
+        dims = [d.dim_value for d in kind.shape.dim]  # all fixed: the import refuses others
+        if kind.elem_type == onnx.TensorProto.BOOL:
+            out[info.name] = _padding_mask(dims, np.bool_) == 0
+            continue
         if kind.elem_type != onnx.TensorProto.FLOAT and rows is None and not mask:
             raise EmulationError(f"input '{info.name}' is of ONNX type "
                                  f"{onnx.TensorProto.DataType.Name(kind.elem_type)}; the "
                                  "emulation feeds seeded FLOAT inputs, and integer ones "
                                  "only as token ids of an embedding table or as an "
                                  "attention mask (cast to booleans)")
-        dims = [d.dim_value for d in kind.shape.dim]  # all fixed: the import refuses others
         if mask:
             out[info.name] = _padding_mask(dims, _IDS[kind.elem_type])
             continue
