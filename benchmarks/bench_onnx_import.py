@@ -48,12 +48,12 @@ def main() -> None:
     files = sorted(LIGHT.glob("light_*.onnx"))
     print(f"{'model':22} {'import':>9} {'layers':>7} {'GMACs':>7} {'folded':>7}")
     for path in files:
-        seconds, imported = best_of(3, lambda p=path: import_onnx(p))
+        seconds, _, imported = best_of(3, lambda p=path: import_onnx(p))
         dag = imported.dag
         macs = sum(getattr(la, "macs", 0) for la in dag.layers)
         print(f"{path.stem.removeprefix('light_'):22} {seconds * 1e3:6.1f} ms "
               f"{len(dag.layers):7} {macs / 1e9:7.2f} {sum(dag.folded.values()):7}")
-    seconds, _ = best_of(3, lambda: [import_onnx(p) for p in files])
+    seconds, _, _ = best_of(3, lambda: [import_onnx(p) for p in files])
     print(f"all {len(files)} imported: {seconds:.3f} s")
     hacc = resolve_cluster("hacc")
     folder = tempfile.TemporaryDirectory()
@@ -63,7 +63,7 @@ def main() -> None:
                         .dag), ("resnet50 (stored)", lambda: import_onnx(stored).dag),
                        ("vlocnet (built in)", lambda: builtin_dag("vlocnet"))):
         for strategy, planner in (("chef", plan_chef), ("h2h", plan_h2h)):
-            seconds, plan = best_of(3, lambda ld=load, pl=planner: pl(ld(), hacc,
+            seconds, _, plan = best_of(3, lambda ld=load, pl=planner: pl(ld(), hacc,
                                                                       ChefConfig()))
             print(f"{name:20} load + {strategy:4} on hacc: {seconds:.3f} s "
                   f"(target < 2 s), latency {plan.latency_s * 1e3:.2f} ms")
