@@ -17,10 +17,11 @@ count), and a floor must never be above what physics allows.
 
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from archipelago.estimate.floors import DeviceLoad, PhaseFloor, Read, check_floor
+from archipelago.estimate.floors import DeviceLoad, PhaseFloor, Read, below, refusal
 from archipelago.estimate.generation_floors import PassWork, generation_floors
 from archipelago.estimate.workload import Generation
 from archipelago.hardware.device import Device
@@ -145,25 +146,22 @@ def boards(plan: StagedPlan) -> list[Board]:
 
 
 def floors(plan: StagedPlan, work: Generation, est: Estimate) -> list[PhaseFloor]:
-    """The kind's floors hook: every board of every stage."""
+    """The kind's floors hook: every board of every stage (`est`'s prefill and decode
+    figures are all it reads)."""
     alike, skew = boards(plan), plan.engine.expert_skew
     return generation_floors(est, work, lambda p: tuple(
         board.load(p, expert_share(plan.spec, p.tokens, skew)) for board in alike))
 
 
-def check_latency(plan: StagedPlan, work: Generation, latency_s: float | np.ndarray,
-                  where: str) -> None:
-    """Refuse designs of `plan` (a design search's, costed without a whole `Estimate`)
-    whose latency is below the prefill's floor plus every decode step at the first
-    step's: each step reads at least what the first does."""
-    alike = boards(plan)
-
-    def worst(p: PassWork) -> tuple[float, str]:
-        share = expert_share(plan.spec, p.tokens, plan.engine.expert_skew)
-        return max((board.load(p, share).floor() for board in alike), key=lambda f: f[0])
-
-    prefill, why = worst(PassWork(work.input_tokens, work.batch, 0))
-    steps = work.output_tokens - 1
-    step = worst(PassWork(1, work.batch, work.input_tokens))[0] if steps else 0.0
-    check_floor("the whole generation", latency_s, (prefill + steps * step,
-                f"the prefill's floor, {why}, and {steps} decode steps"), where)
+def design_refusals(plan: StagedPlan, work: Generation, timing: Any, count: int,
+                    where: str) -> list[str | None]:
+    """What `check_floors` over the floors hook refuses each of `count` designs of `plan`
+    with (a design search's, costed at once: `timing`'s prefill and decode figures are
+    arrays over them), the first phase below its floor; None for a design above them all."""
+    out: list[str | None] = [None] * count
+    for phase in floors(plan, work, timing):
+        bound = phase.floor()
+        estimates = np.broadcast_to(np.ravel(phase.estimate_s), (count,))
+        for i in np.flatnonzero(below(estimates, bound[0])):
+            out[i] = out[i] or refusal(phase.phase, float(estimates[i]), bound, where)
+    return out

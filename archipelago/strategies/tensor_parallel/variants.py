@@ -8,15 +8,15 @@ would raise and reads as infeasible, infinitely slow and over every limit; so do
 below the kind's physical floors (floors.py), which the pipeline holds every plan to. The
 rest are grouped by what an engine cannot vary in one pass (its `varied` parameters aside:
 precision, split). A group is planned once (steps, shards and the memory they hold do not
-depend on the varied parameters); an engine that offers `variants` (LORA's systolic core)
-then costs the whole group through the kind's own estimator, every figure with a leading
-axis over the designs, and one that does not (DFX's space is twenty points) is estimated a
-design at a time. Either way each figure is the one `archi plan` and the utilization hook
-give that design.
+depend on the varied parameters); an engine that offers `variants` (LORA's systolic core,
+DFX's) then costs the whole group through the kind's own estimator, every figure with a
+leading axis over the designs, and one that does not (an engine registered from outside)
+is estimated a design at a time. Either way each figure, and each refusal, is the one
+`archi plan` and the utilization hook give that design.
 """
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -38,7 +38,7 @@ from archipelago.strategies.tensor_parallel.costs import (
 )
 from archipelago.strategies.tensor_parallel.efficiency import decode_stream_share
 from archipelago.strategies.tensor_parallel.estimate import estimate
-from archipelago.strategies.tensor_parallel.floors import check_latency, floors
+from archipelago.strategies.tensor_parallel.floors import design_refusals, floors
 from archipelago.strategies.tensor_parallel.plan import Plan
 from archipelago.strategies.tensor_parallel.planner import in_format
 from archipelago.strategies.tensor_parallel.planning.rings import one_ring
@@ -93,9 +93,16 @@ class _Table:
                              for name in (*FABRIC, "hbm", "hbm_bandwidth")})
         self.errors: list[str | None] = [None] * count
 
-    def fill(self, rows: list[int], figures: dict[str, Number]) -> None:
+    def fill(self, rows: list[int], figures: dict[str, Number],
+             refused: Sequence[str | None] = ()) -> None:
+        """`figures` (numbers, or arrays over `rows`) into `rows`, but for each row that
+        `refused` gives an error: that error, its figures left as a refused design's."""
+        kept = np.array([why is None for why in refused] or [True] * len(rows))
+        for row, why in zip(rows, refused, strict=False):
+            self.errors[row] = why
         for name, value in figures.items():
-            self.columns[name][rows] = np.broadcast_to(np.ravel(value), (len(rows),))
+            self.columns[name][np.asarray(rows)[kept]] = np.broadcast_to(
+                np.ravel(value), (len(rows),))[kept]
 
     def result(self) -> VariantEstimates:
         return VariantEstimates(**self.columns, errors=tuple(self.errors))
@@ -125,9 +132,9 @@ def evaluate_variants(model: str, cluster: str, strategy: str, workload: Generat
                 staged = chosen.plan(spec, ring, engines[rows[0]], workload)
                 plan = one_ring(staged, SEARCH)
                 assert isinstance(plan.engine, VariantEngine), type(plan.engine)
-                figures = _together(plan, workload, [c for _, c in members], where)
-                check_latency(staged, workload, figures["latency_s"], where)
-                table.fill(rows, figures)
+                figures, timing = _together(plan, workload, [c for _, c in members], where)
+                table.fill(rows, figures, design_refusals(staged, workload, timing,
+                                                          len(rows), where))
             else:
                 _one_by_one(table, chosen, spec, ring, workload,
                             [(row, engines[row]) for row in rows], where)
@@ -151,40 +158,60 @@ def _shared(config: Any) -> tuple[Any, ...]:
                  if name not in varied)
 
 
+@dataclass(frozen=True)
+class Timing:
+    """The estimate's figures the floors are checked against (`GenerationTiming`'s), an
+    array over the designs of a group."""
+
+    prefill_s: Number
+    decode_s_first: Number
+    decode_s_last: Number
+    decode_s_per_token: Number
+
+
 def _together(plan: Plan, workload: Generation, configs: list[Any], where: str
-              ) -> dict[str, Number]:
-    """The figures of `configs` (one group) from one pass of the estimator over them,
-    every one finite and non-negative or the pipeline's error. Only `plan`'s inputs are
-    suspected: every design's parameters passed the config's bounds, the same that refuse
-    non-finite and negative values for a single plan, and the cluster is the same."""
+              ) -> tuple[dict[str, Number], Timing]:
+    """The figures of `configs` (one group) from one pass of the estimator over them, and
+    their timing, every one finite and non-negative or the pipeline's error. Only `plan`'s
+    inputs are suspected: every design's parameters passed the config's bounds, the same
+    that refuse non-finite and negative values for a single plan, and the cluster is the
+    same."""
     many = replace(plan, engine=plan.engine.variants(configs))
     # The memory a design holds does not depend on its varied parameters: the first
     # design's shows the group's, checked without any engine's resources.
     held = device_use(plan, workload)
     fits = not (positions_reason(plan, workload)
                 + feasibility(plan, [replace(use, units={}) for use in held]))
-    return finite_estimate(lambda _, work: _figures(many, work, held, fits), plan, workload,
-                           where)
+    figures = finite_estimate(lambda _, work: _figures(many, work, held, fits), plan,
+                              workload, where)
+    timing = Timing(**{f.name: figures.pop(f.name) for f in fields(Timing)})
+    return figures, timing
 
 
 def _figures(many: Plan, workload: Generation, held: list[Any], fits: bool
              ) -> dict[str, Number]:
     """Latency and tokens/s as the estimator (estimate.py) sums them, fit as `feasibility` and
-    the utilization hook judge it, for every design of `many`'s engine."""
+    the utilization hook judge it, and the `Timing` figures, for every design of `many`'s
+    engine."""
     pre, dec = generation_seconds(many, workload)
-    latency = sum(pre.values()) + np.sum(sum(dec.values()), axis=-1)
+    prefill = sum(pre.values())
+    latency = prefill + np.sum(sum(dec.values()), axis=-1)
     counts = many.engine.unit_counts(many.spec)
     total = {res: sum(unit.get(res, 0) for unit in counts.values()) for res in FABRIC}
     feasible: Number = fits
     for dp in many.devices:  # as feasibility's `exceeding`
         for res in FABRIC:
-            feasible = feasible & (total[res] <= getattr(dp.device.resources, res))
+            feasible = feasible & (total[res] <= getattr(many.fabric(dp.rank), res))
     used = worst_use(many, [(total, use.hbm_bytes) for use in held], FABRIC)
     steps = sum(dec.values())
-    per_token = np.mean(steps, axis=-1) if workload.output_tokens > 1 else 0.0
+    decoding = workload.output_tokens > 1
+    per_token = np.mean(steps, axis=-1) if decoding else 0.0
     return {"latency_s": latency, "tokens_per_s": workload.batch * workload.output_tokens
             / latency, "feasible": feasible, **used,
-            "hbm_bandwidth": decode_stream_share(many, workload, per_token)}
+            "hbm_bandwidth": decode_stream_share(many, workload, per_token),
+            "prefill_s": prefill, "decode_s_per_token": per_token,
+            "decode_s_first": steps[..., 0] if decoding else 0.0,
+            "decode_s_last": steps[..., -1] if decoding else 0.0}
 
 
 def _one_by_one(table: _Table, chosen: Strategy, spec: ModelSpec, ring: Cluster,
