@@ -225,8 +225,11 @@ def test_design_search_held_to_the_floors() -> None:
     the floors of test_tensor_parallel_floor_by_hand)."""
     import numpy as np
 
-    from archipelago.strategies.tensor_parallel.floors import design_refusals
-    from archipelago.strategies.tensor_parallel.variants import Timing
+    from archipelago.strategies.tensor_parallel.floors import (
+        Timing,
+        design_refusals,
+        phase_bounds,
+    )
 
     result = api.plan_and_estimate("gpt2-345m", "1xu280", "dfx", {"tokens": "64:64"})
     est = result.estimate
@@ -235,7 +238,8 @@ def test_design_search_held_to_the_floors() -> None:
     timing = Timing(prefill_s=est.prefill_s, decode_s_last=est.decode_s_last,
                     decode_s_per_token=est.decode_s_per_token,
                     decode_s_first=np.array([est.decode_s_first, first_step * 0.999]))
-    ok, refused = design_refusals(result.plan, result.workload, timing, 2, "search")
+    bounds = phase_bounds(result.plan, result.workload)
+    ok, refused = design_refusals(bounds, timing, 2, "search")
     assert ok is None
     assert refused is not None and refused.startswith(
         "search: the first decode step estimated at")

@@ -17,12 +17,11 @@ count), and a floor must never be above what physics allows.
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from archipelago.estimate.floors import DeviceLoad, PhaseFloor, Read, below, refusal
-from archipelago.estimate.generation_floors import PassWork, generation_floors
+from archipelago.estimate.generation_floors import FIGURES, PassWork, generation_floors
 from archipelago.estimate.workload import Generation
 from archipelago.hardware.device import Device
 from archipelago.models.graph import build_graph
@@ -32,6 +31,8 @@ from archipelago.strategies.tensor_parallel.costs import kv_cache_bytes
 from archipelago.strategies.tensor_parallel.estimate import Estimate
 from archipelago.strategies.tensor_parallel.plan import DevicePlan, Plan, Shard
 from archipelago.strategies.tensor_parallel.staged import Stage, StagedPlan
+
+Number = float | np.ndarray
 
 Where = tuple[str, ...]  # the memories holding a copy
 
@@ -153,15 +154,31 @@ def floors(plan: StagedPlan, work: Generation, est: Estimate) -> list[PhaseFloor
         board.load(p, expert_share(plan.spec, p.tokens, skew)) for board in alike))
 
 
-def design_refusals(plan: StagedPlan, work: Generation, timing: Any, count: int,
-                    where: str) -> list[str | None]:
-    """What `check_floors` over the floors hook refuses each of `count` designs of `plan`
-    with (a design search's, costed at once: `timing`'s prefill and decode figures are
-    arrays over them), the first phase below its floor; None for a design above them all."""
+@dataclass(frozen=True)
+class Timing:
+    """The figures of an estimate its floors bound (`GenerationTiming`'s), for many
+    designs at once where they are arrays over them (a design search's)."""
+
+    prefill_s: Number = 0.0
+    decode_s_first: Number = 0.0
+    decode_s_last: Number = 0.0
+    decode_s_per_token: Number = 0.0
+
+
+def phase_bounds(plan: StagedPlan, work: Generation) -> list[tuple[str, tuple[float, str]]]:
+    """Each phase the floors hook checks and its floor (seconds, why): what a design
+    search holds each design of `plan` to (a floor does not depend on the engine)."""
+    return [(phase.phase, phase.floor()) for phase in floors(plan, work, Timing())]
+
+
+def design_refusals(bounds: list[tuple[str, tuple[float, str]]], timing: Timing,
+                    count: int, where: str) -> list[str | None]:
+    """What `check_floors` over the floors hook refuses each of `count` designs with
+    (`bounds`: `phase_bounds`; `timing`'s figures arrays over the designs), the first phase
+    below its floor; None for a design above them all."""
     out: list[str | None] = [None] * count
-    for phase in floors(plan, work, timing):
-        bound = phase.floor()
-        estimates = np.broadcast_to(np.ravel(phase.estimate_s), (count,))
+    for phase, bound in bounds:
+        estimates = np.broadcast_to(np.ravel(getattr(timing, FIGURES[phase])), (count,))
         for i in np.flatnonzero(below(estimates, bound[0])):
-            out[i] = out[i] or refusal(phase.phase, float(estimates[i]), bound, where)
+            out[i] = out[i] or refusal(phase, float(estimates[i]), bound, where)
     return out

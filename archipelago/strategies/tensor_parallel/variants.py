@@ -17,6 +17,7 @@ is estimated a design at a time. Either way each figure, and each refusal, is th
 
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
+from functools import cache
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -31,6 +32,7 @@ from archipelago.models.spec import ModelSpec
 from archipelago.models.zoo import resolve_model
 from archipelago.strategies.registry import Strategy, get_strategy
 from archipelago.strategies.tensor_parallel.costs import (
+    DeviceUse,
     device_use,
     feasibility,
     generation_seconds,
@@ -38,7 +40,12 @@ from archipelago.strategies.tensor_parallel.costs import (
 )
 from archipelago.strategies.tensor_parallel.efficiency import decode_stream_share
 from archipelago.strategies.tensor_parallel.estimate import estimate
-from archipelago.strategies.tensor_parallel.floors import design_refusals, floors
+from archipelago.strategies.tensor_parallel.floors import (
+    Timing,
+    design_refusals,
+    floors,
+    phase_bounds,
+)
 from archipelago.strategies.tensor_parallel.plan import Plan
 from archipelago.strategies.tensor_parallel.planner import in_format
 from archipelago.strategies.tensor_parallel.planning.rings import one_ring
@@ -125,16 +132,15 @@ def evaluate_variants(model: str, cluster: str, strategy: str, workload: Generat
             table.errors[row] = str(err)
             continue
         groups.setdefault(_shared(config), []).append((row, config))
-    for members in groups.values():
+    for shared, members in groups.items():
         rows = [row for row, _ in members]
         try:
             if _varied(members[0][1]):
-                staged = chosen.plan(spec, ring, engines[rows[0]], workload)
-                plan = one_ring(staged, SEARCH)
-                assert isinstance(plan.engine, VariantEngine), type(plan.engine)
-                figures, timing = _together(plan, workload, [c for _, c in members], where)
-                table.fill(rows, figures, design_refusals(staged, workload, timing,
-                                                          len(rows), where))
+                planned = _planned(chosen, spec, ring, workload, engines[rows[0]], shared)
+                figures, timing = _together(planned, workload, [c for _, c in members],
+                                            where)
+                table.fill(rows, figures, design_refusals(planned.bounds, timing, len(rows),
+                                                          where))
             else:
                 _one_by_one(table, chosen, spec, ring, workload,
                             [(row, engines[row]) for row in rows], where)
@@ -153,37 +159,70 @@ def _varied(config: Any) -> tuple[str, ...]:
 def _shared(config: Any) -> tuple[Any, ...]:
     """What designs costed together must have in common: every parameter their engine
     does not vary."""
-    varied = _varied(config)
-    return tuple(getattr(config, name) for name in type(config).model_fields
-                 if name not in varied)
+    return tuple(getattr(config, name) for name in _fixed(type(config), _varied(config)))
+
+
+@cache
+def _fixed(config_type: type, varied: tuple[str, ...]) -> tuple[str, ...]:
+    """The parameters of a config type but those `varied`."""
+    return tuple(name for name in config_type.model_fields if name not in varied)
 
 
 @dataclass(frozen=True)
-class Timing:
-    """The estimate's figures the floors are checked against (`GenerationTiming`'s), an
-    array over the designs of a group."""
+class _Planned:
+    """What the designs of a group share, planned once for every batch of a search (each
+    asks for the same groups): the staged plan and its one ring, the memory its boards hold
+    (whatever the varied parameters), whether that fits and every phase's floor; the
+    strategy, model and cluster it was planned for, held so their ids stay theirs."""
 
-    prefill_s: Number
-    decode_s_first: Number
-    decode_s_last: Number
-    decode_s_per_token: Number
+    chosen: Strategy
+    spec: ModelSpec
+    ring: Cluster
+    plan: Plan
+    held: list[DeviceUse]
+    fits: bool
+    bounds: list[tuple[str, tuple[float, str]]]
 
 
-def _together(plan: Plan, workload: Generation, configs: list[Any], where: str
+_PLANNED: dict[tuple[Any, ...], _Planned] = {}
+PLANNED_KEPT = 16  # groups planned and kept; a process that plans more starts over
+
+
+def _planned(chosen: Strategy, spec: ModelSpec, ring: Cluster, workload: Generation,
+             engine: dict[str, Any], shared: tuple[Any, ...]) -> _Planned:
+    """The group's `_Planned`, from the designs `shared` parameters (`engine`: one of its
+    designs, as given)."""
+    key = (id(chosen), id(spec), id(ring), workload, shared)
+    found = _PLANNED.get(key)
+    if found is not None and found.chosen is chosen and found.spec is spec \
+            and found.ring is ring:
+        return found
+    staged = chosen.plan(spec, ring, engine, workload)
+    plan = one_ring(staged, SEARCH)
+    assert isinstance(plan.engine, VariantEngine), type(plan.engine)
+    # The memory a design holds does not depend on its varied parameters: the first
+    # design's shows the group's, checked without any engine's resources.
+    held = device_use(plan, workload)
+    fits = not (positions_reason(plan, workload)
+                + feasibility(plan, [replace(use, units={}) for use in held]))
+    if len(_PLANNED) >= PLANNED_KEPT:
+        _PLANNED.clear()
+    _PLANNED[key] = _Planned(chosen, spec, ring, plan, held, fits,
+                             phase_bounds(staged, workload))
+    return _PLANNED[key]
+
+
+def _together(planned: _Planned, workload: Generation, configs: list[Any], where: str
               ) -> tuple[dict[str, Number], Timing]:
     """The figures of `configs` (one group) from one pass of the estimator over them, and
     their timing, every one finite and non-negative or the pipeline's error. Only `plan`'s
     inputs are suspected: every design's parameters passed the config's bounds, the same
     that refuse non-finite and negative values for a single plan, and the cluster is the
     same."""
+    plan = planned.plan
     many = replace(plan, engine=plan.engine.variants(configs))
-    # The memory a design holds does not depend on its varied parameters: the first
-    # design's shows the group's, checked without any engine's resources.
-    held = device_use(plan, workload)
-    fits = not (positions_reason(plan, workload)
-                + feasibility(plan, [replace(use, units={}) for use in held]))
-    figures = finite_estimate(lambda _, work: _figures(many, work, held, fits), plan,
-                              workload, where)
+    figures = finite_estimate(lambda _, work: _figures(many, work, planned.held,
+                                                       planned.fits), plan, workload, where)
     timing = Timing(**{f.name: figures.pop(f.name) for f in fields(Timing)})
     return figures, timing
 
