@@ -15,9 +15,10 @@ is estimated a design at a time. Either way each figure, and each refusal, is th
 `archi plan` and the utilization hook give that design.
 """
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, replace
 from functools import cache
+from operator import attrgetter
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -159,13 +160,16 @@ def _varied(config: Any) -> tuple[str, ...]:
 def _shared(config: Any) -> tuple[Any, ...]:
     """What designs costed together must have in common: every parameter their engine
     does not vary."""
-    return tuple(getattr(config, name) for name in _fixed(type(config), _varied(config)))
+    return _fixed(type(config), _varied(config))(config)
 
 
 @cache
-def _fixed(config_type: type, varied: tuple[str, ...]) -> tuple[str, ...]:
-    """The parameters of a config type but those `varied`."""
-    return tuple(name for name in config_type.model_fields if name not in varied)
+def _fixed(config_type: type, varied: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
+    """What reads the parameters of a config type but those `varied`, as a tuple."""
+    names = [name for name in config_type.model_fields if name not in varied]
+    if len(names) == 1:  # attrgetter of one name gives the value, not a tuple
+        return lambda config: (getattr(config, names[0]),)
+    return attrgetter(*names)
 
 
 @dataclass(frozen=True)
