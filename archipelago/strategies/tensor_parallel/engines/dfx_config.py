@@ -5,6 +5,7 @@ numbers for one core, arrays with the variants on their first axis for many."""
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import ClassVar
 
 import numpy as np
@@ -158,8 +159,9 @@ class DFXVariants(DFXCore):
     def of(cls, configs: Sequence[DFXConfig]) -> "DFXVariants":
         """The variants `configs` (validated, alike in every other parameter) describe."""
         shared = [name for name in DFXConfig.model_fields if name not in VARIED]
-        assert len({tuple(getattr(c, name) for name in shared) for c in configs}) == 1, \
+        assert len(set(map(attrgetter(*shared), configs))) == 1, \
             "variants differ in the VARIED parameters only"
-        return cls(**{name: np.array([getattr(c, name) for c in configs])[:, None]
-                      for name in VARIED},
+        columns = zip(*map(attrgetter(*VARIED), configs), strict=True)
+        return cls(**{name: np.array(column)[:, None]
+                      for name, column in zip(VARIED, columns, strict=True)},
                    **{name: getattr(configs[0], name) for name in shared})
