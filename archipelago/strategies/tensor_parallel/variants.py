@@ -17,7 +17,7 @@ is estimated a design at a time. Either way each figure, and each refusal, is th
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, replace
-from functools import cache
+from functools import cache, cached_property
 from operator import attrgetter
 from typing import Any, Protocol, runtime_checkable
 
@@ -87,7 +87,12 @@ class VariantEstimates:
 
     def utilization(self, index: int) -> dict[str, float]:
         """Design `index`'s figures as the kind's utilization hook gives them."""
-        return {limit: float(getattr(self, limit)[index])
+        return {limit: column[index] for limit, column in self._columns.items()}
+
+    @cached_property
+    def _columns(self) -> dict[str, list[float]]:
+        """Each limit's figures as Python floats, made once (numpy is slow on numbers)."""
+        return {limit: getattr(self, limit).tolist()
                 for limit in (*LIMITED, "hbm", "hbm_bandwidth")}
 
 
