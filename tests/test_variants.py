@@ -168,3 +168,27 @@ def test_no_designs_no_figures() -> None:
     workload = parse_workload("lora-q", {"tokens": "64:64"}, "explore")
     got = evaluate_variants("gpt2-345m", "1xu280", "lora-q", workload, [])
     assert got.latency_s.shape == got.feasible.shape == (0,) and got.errors == ()
+
+
+def test_a_group_planned_once_costs_later_batches_alike() -> None:
+    """A search asks for the same groups batch after batch: the group's plan, memory and
+    floors are kept from the first, and a later batch's designs read as in one batch,
+    searches of other workloads and rings between them costed as their own."""
+    workload = parse_workload("lora-q", {"tokens": "64:64"}, "explore")
+    longer = parse_workload("lora-q", {"tokens": "64:128"}, "explore")
+    engines = _sampled("lora-q", 40, 9)
+    whole = evaluate_variants("gpt2-1.5b", "4xu280", "lora-q", workload, engines)
+    halves = []
+    for part in (engines[:20], engines[20:]):
+        halves.append(evaluate_variants("gpt2-1.5b", "4xu280", "lora-q", workload, part))
+        other = [evaluate_variants("gpt2-1.5b", "2xu280", "lora-q", workload, part),
+                 evaluate_variants("gpt2-1.5b", "4xu280", "lora-q", longer, part)]
+        costed = np.isfinite(halves[-1].latency_s)
+        assert costed.any()
+        for figures in other:
+            assert (figures.latency_s[costed] != halves[-1].latency_s[costed]).all()
+    for name in ("latency_s", "tokens_per_s", "feasible", "dsp", "bram", "uram", "hbm",
+                 "hbm_bandwidth"):
+        assert np.array_equal(getattr(whole, name), np.concatenate(
+            [getattr(half, name) for half in halves])), name
+    assert whole.errors == halves[0].errors + halves[1].errors

@@ -214,11 +214,11 @@ def _planned(chosen: Strategy, spec: ModelSpec, ring: Cluster, workload: Generat
     held = device_use(plan, workload)
     fits = not (positions_reason(plan, workload)
                 + feasibility(plan, [replace(use, units={}) for use in held]))
+    found = _Planned(chosen, spec, ring, plan, held, fits, phase_bounds(staged, workload))
     if len(_PLANNED) >= PLANNED_KEPT:
         _PLANNED.clear()
-    _PLANNED[key] = _Planned(chosen, spec, ring, plan, held, fits,
-                             phase_bounds(staged, workload))
-    return _PLANNED[key]
+    _PLANNED[key] = found  # a Dask worker's threads may clear it meanwhile: return ours
+    return found
 
 
 def _together(planned: _Planned, workload: Generation, configs: list[Any], where: str
