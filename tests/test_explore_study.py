@@ -285,3 +285,24 @@ def test_a_worker_killed_mid_search_loses_nothing(tmp_path) -> None:
     assert run.returncode == 0, stderr
     assert 200 <= before < 2000
     assert json.loads(stdout)["trials"] == 2000 == complete_trials(storage)
+
+
+def test_a_writer_holds_its_trials_as_a_fresh_reader_reads_them(tmp_path) -> None:
+    """A search's journal takes the trials it appends in as given, not parsed back: what
+    it holds is what a reader opening the study afresh reads (floats to the bit, an
+    infinite latency, nested values), and a repeated key is not written again."""
+    import math
+
+    from archipelago.batch.journal import Journal
+
+    trials = [(f"k{i}", {"genes": {"d": 2 ** i, "clock_hz": 2e8}, "latency_s": 0.1 * i + 0.2,
+                         "tokens_per_s": 1 / 3, "feasible": i % 2 == 0, "none": None,
+                         "utilization": {"dsp": math.inf, "list": [1, 2.5e-300]}})
+              for i in range(5)]
+    path = tmp_path / "study.journal"
+    writer = Journal.open(path, "explore", {"study": "s"})
+    assert writer.append_within(trials[:3], 10) == 3
+    assert writer.append_within(trials[2:], 4) == 2  # k2 again, then k3; k4 over budget
+    fresh = Journal.open(path, "explore", {"study": "s"}).records()
+    assert writer.records() == fresh == dict(trials[:4])
+    assert path.read_bytes().count(b'"key":"k2"') == 1

@@ -220,21 +220,30 @@ def test_scheduled_dag_floor_by_hand() -> None:
 
 
 def test_design_search_held_to_the_floors() -> None:
-    """A design search costs many designs without whole estimates: their latencies are
-    held to the prefill's floor plus every decode step at the first step's (DFX on one
-    U280, the floors of test_tensor_parallel_floor_by_hand)."""
+    """A design search costs many designs without whole estimates: each is held to the
+    floors of every phase as `archi plan` holds it, and refused alone (DFX on one U280,
+    the floors of test_tensor_parallel_floor_by_hand)."""
     import numpy as np
 
-    from archipelago.strategies.tensor_parallel.floors import check_latency
+    from archipelago.strategies.tensor_parallel.floors import (
+        Timing,
+        design_refusals,
+        phase_bounds,
+    )
 
     result = api.plan_and_estimate("gpt2-345m", "1xu280", "dfx", {"tokens": "64:64"})
+    est = result.estimate
     weights = (LAYERS * 12 * H * H + (LAYERS * 13 * H + 2 * H) + VOCAB * H) * 2
-    cache = 2 * LAYERS * H * PROMPT * 2
-    bound = weights / 498e9 + 63 * (weights + cache) / 498e9
-    check_latency(result.plan, result.workload, np.array([result.estimate.latency_s, bound]),
-                  "search")
-    with pytest.raises(BelowFloor, match="the whole generation estimated at"):
-        check_latency(result.plan, result.workload, np.array([1.0, bound * 0.999]), "search")
+    first_step = (weights + 2 * LAYERS * H * PROMPT * 2) / 498e9
+    timing = Timing(prefill_s=est.prefill_s, decode_s_last=est.decode_s_last,
+                    decode_s_per_token=est.decode_s_per_token,
+                    decode_s_first=np.array([est.decode_s_first, first_step * 0.999]))
+    bounds = phase_bounds(result.plan, result.workload)
+    ok, refused = design_refusals(bounds, timing, 2, "search")
+    assert ok is None
+    assert refused is not None and refused.startswith(
+        "search: the first decode step estimated at")
+    assert f"floor of {first_step * 1e3:,.4g} ms" in refused
 
 
 def test_on_chip_bandwidth_by_hand() -> None:

@@ -28,9 +28,13 @@ ADVICE = "move it away to start afresh"
 _HEAD = b'{"journal":'  # how every header line starts
 
 
+# Every line's encoder, made once (json.dumps with these options makes one a call).
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True)
+
+
 def _dumps(obj: Any) -> bytes:
     """One line of ASCII JSON: escapes keep any newline or control character inside it."""
-    return (json.dumps(obj, separators=(",", ":"), ensure_ascii=True) + "\n").encode("ascii")
+    return (_ENCODER.encode(obj) + "\n").encode("ascii")
 
 
 def _reason(err: OSError) -> str:
@@ -92,9 +96,9 @@ class Journal:
         """Add every `(key, value)`, in one write; a later value of a key replaces it, and
         a value the journal already holds for its key (another run of the same question
         appended it meanwhile) is not written again."""
-        data = [(key, _record_line(key, value)) for key, value in items]
+        data = [(key, _record_line(key, value), value) for key, value in items]
         with self._opened(os.O_RDWR | os.O_APPEND, lock=True) as fd:
-            self._write(fd, data)
+            self._write(fd, data, as_given=False)
 
     @contextmanager
     def buffered(self, flush_s: float = FLUSH_S) -> Iterator[Callable[[str, dict[str, Any]],
@@ -122,8 +126,10 @@ class Journal:
     def append_within(self, items: Sequence[tuple[str, dict[str, Any]]], budget: int) -> int:
         """Append the longest leading run of `items` that keeps the number of distinct keys
         at most `budget`, counting under the lock what every other writer has appended, so
-        concurrent runs sharing a budget never overshoot it. Returns how many went in."""
-        data = [(key, _record_line(key, value)) for key, value in items]
+        concurrent runs sharing a budget never overshoot it. Returns how many went in. The
+        values are JSON's own types (dicts, lists, strings, numbers, booleans, None), which
+        read back as themselves: they are taken in as given, not parsed back."""
+        data = [(key, _record_line(key, value), value) for key, value in items]
         with self._opened(os.O_RDWR | os.O_APPEND, lock=True) as fd:
             self._catch_up(fd)
             keys, taken = set(self._records), 0
@@ -132,38 +138,43 @@ class Journal:
                     break
                 keys.add(key)
                 taken += 1
-            self._write(fd, data[:taken])
+            self._write(fd, data[:taken], as_given=True)
         return taken
 
-    def _write(self, fd: int, data: list[tuple[str, bytes]]) -> None:
+    def _write(self, fd: int, data: list[tuple[str, bytes, Any]], as_given: bool) -> None:
         """Under the lock: cut a torn tail, append in one write the lines of `data` (key,
-        line) that say something new of their key, fsync, read them back."""
+        line, value) that say something new of their key, fsync, take them in (the values
+        `as_given`, or read back from the lines)."""
         self._catch_up(fd)
         if self._tail:
             os.ftruncate(fd, self._offset)
             self._tail = 0
-        held = {key: _record_line(key, self._records[key]) for key, _ in data
-                if key in self._records}
+        held = {item[0]: _record_line(item[0], self._records[item[0]]) for item in data
+                if item[0] in self._records}
         new = []
-        for key, line in data:
-            if held.get(key) != line:
-                new.append(line)
-                held[key] = line
-        block = b"".join(new)
+        for item in data:
+            if held.get(item[0]) != item[1]:
+                new.append(item)
+                held[item[0]] = item[1]
+        block = b"".join(item[1] for item in new)
         _write_all(fd, block)
         os.fsync(fd)
         if os.fstat(fd).st_size == self._offset + len(block):
-            self._read_own(new)  # under the lock, nothing but these lines was added
+            self._read_own(new, as_given)  # under the lock, nothing else was added
         else:
             self._catch_up(fd)
 
-    def _read_own(self, lines: list[bytes]) -> None:
-        """Take in the complete lines this object just appended, as a reader reads them
-        back (JSON values), in one parse: they were made by `_record_line`."""
-        for record in json.loads(b"[" + b",".join(lines) + b"]"):
-            self._records[record["key"]] = record["value"]
-        self._lines += len(lines)
-        self._offset += sum(map(len, lines))
+    def _read_own(self, items: list[tuple[str, bytes, Any]], as_given: bool) -> None:
+        """Take in the complete lines (key, line, value) this object just appended, as a
+        reader reads them back: the values `as_given` (JSON's own types), else the lines'
+        JSON values, in one parse (`_record_line` made them)."""
+        if as_given:
+            self._records.update((item[0], item[2]) for item in items)
+        else:
+            for record in json.loads(b"[" + b",".join(item[1] for item in items) + b"]"):
+                self._records[record["key"]] = record["value"]
+        self._lines += len(items)
+        self._offset += sum(len(item[1]) for item in items)
 
     @contextmanager
     def _opened(self, flags: int, lock: bool = False) -> Iterator[int]:

@@ -1,7 +1,7 @@
 """What every compute-core model provides, and the shared arithmetic of on-chip memories."""
 
 from collections.abc import Callable
-from math import ceil
+from math import log2
 from typing import Any, ClassVar, Protocol
 
 import numpy as np
@@ -68,6 +68,32 @@ def ceil_div(a: np.ndarray | int, b: int) -> np.ndarray | int:
     return -(-a // b)
 
 
+# A figure of one core's (a number), or of many cores' at once (an array with the variants
+# of a design search on its leading axis, e.g. systolic_config.SystolicVariants).
+Number = int | float | np.ndarray
+
+
+def least(a: Number, b: Number) -> Number:
+    """min(a, b), elementwise where either holds variants; a plain number for one core
+    (numpy is slow on numbers)."""
+    return np.minimum(a, b) if isinstance(a, np.ndarray) or isinstance(b, np.ndarray) \
+        else min(a, b)
+
+
+def most(a: Number, b: Number) -> Number:
+    """max(a, b), elementwise where either holds variants; a plain number for one core."""
+    return np.maximum(a, b) if isinstance(a, np.ndarray) or isinstance(b, np.ndarray) \
+        else max(a, b)
+
+
+def floor_log2(x: int | np.ndarray) -> int | np.ndarray:
+    """floor(log2(x)) of a positive integer, or of each of an array's (exactly: frexp
+    gives x = m 2^e with m in [0.5, 1))."""
+    if isinstance(x, np.ndarray):
+        return np.frexp(x)[1].astype(np.int64) - 1
+    return int(log2(x))
+
+
 def add_resources(*parts: Resources) -> Resources:
     """The sum of `parts`, each distinct object read once (a core's buffers repeat one block
     per lane or channel: `[block] * l`); counts are integers, so the order is immaterial."""
@@ -102,6 +128,12 @@ URAM_WIDTH, URAM_DEPTH = 72, 4096
 
 def memory_blocks(width_bits: int, depth: int) -> Resources:
     """Blocks for a width x depth buffer: shallow buffers in BRAM, deep ones in URAM."""
-    if depth >= URAM_DEPTH:
-        return Resources(uram=ceil(width_bits / URAM_WIDTH) * ceil(depth / URAM_DEPTH))
-    return Resources(bram=ceil(width_bits / BRAM36_WIDTH) * ceil(depth / BRAM36_DEPTH))
+    return Resources(**block_counts(width_bits, depth))
+
+
+def block_counts(width_bits: Number, depth: Number) -> dict[str, Number]:
+    """`memory_blocks`' BRAM and URAM counts, elementwise where the sizes hold variants."""
+    deep = depth >= URAM_DEPTH
+    return {"bram": ceil_div(width_bits, BRAM36_WIDTH) * ceil_div(depth, BRAM36_DEPTH)
+            * (depth < URAM_DEPTH),
+            "uram": ceil_div(width_bits, URAM_WIDTH) * ceil_div(depth, URAM_DEPTH) * deep}

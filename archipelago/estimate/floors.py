@@ -110,9 +110,16 @@ def check_floor(phase: str, estimate_s: float | np.ndarray, floor: tuple[float, 
                 where: str) -> None:
     """Refuse `estimate_s` (or the least of an array of designs' estimates) below
     `floor` (seconds, why)."""
-    least = float(np.min(estimate_s))
+    refused = refusal(phase, float(np.min(estimate_s)), floor, where)
+    if refused is not None:
+        raise BelowFloor(refused)
+
+
+def refusal(phase: str, estimate_s: float, floor: tuple[float, str], where: str
+            ) -> str | None:
+    """What `check_floor` refuses `estimate_s` with, or None where it is not below."""
     bound, why = floor
-    if below(least, bound):
-        raise BelowFloor(f"{where}: {phase} estimated at {_ms(least)}, below its physical "
-                         f"floor of {_ms(bound)} ({why}): a bug in the estimate, please "
-                         "report the command")
+    if not below(estimate_s, bound):
+        return None
+    return (f"{where}: {phase} estimated at {_ms(estimate_s)}, below its physical floor of "
+            f"{_ms(bound)} ({why}): a bug in the estimate, please report the command")

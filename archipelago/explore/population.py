@@ -67,6 +67,11 @@ class Population:
             raise DamagedStudy(f"trial {elide(key, 40)}: its genes decode to another engine")
         return row
 
+    @property
+    def scores(self) -> np.ndarray:
+        """Each trial's latency, worst fabric fraction and violation, in `records`' order."""
+        return self._scores
+
     def _arrays(self, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return self._scores[index, :2], self._scores[index, 2]
 

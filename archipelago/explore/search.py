@@ -20,7 +20,7 @@ import numpy as np
 
 from archipelago.batch.runner import in_process
 from archipelago.errors import ArchipelagoError, Interrupted, elide, elide_path
-from archipelago.explore.evaluate import FABRIC, Problem, evaluate_chunk, fabric, violation
+from archipelago.explore.evaluate import FABRIC, Problem, evaluate_chunk, fabric
 from archipelago.explore.population import Population
 from archipelago.explore.signals import StopFlag, stop_on_signals
 from archipelago.explore.spaces import design_space
@@ -95,11 +95,11 @@ def run_search(request: SearchRequest, on_trial: Callable[[int], None] | None = 
             decoded = [population.proposed[key] for _, key in candidates]
             scores, signum = run(problem, [engine for _, _, engine in decoded])
             items = _records(candidates, decoded, scores, study.records())
-            taken = study.append_within([(k, r.model_dump()) for k, r in items],
+            taken = study.append_within([(k, value) for k, value, _ in items],
                                         request.trials)
             added += taken
             before = len(population)
-            population.add(dict(items[:taken]))
+            population.add({k: record for k, _, record in items[:taken]})
             _take(population, study, request)
             advance(len(population) - before)
             if len(population) - before > taken and not parted:
@@ -118,13 +118,17 @@ def run_search(request: SearchRequest, on_trial: Callable[[int], None] | None = 
 
 
 def _records(candidates: list[tuple[np.ndarray, str]], decoded: list[tuple[Any, ...]],
-             scores: Scores, known: dict[str, Any]) -> list[tuple[str, TrialRecord]]:
+             scores: Scores, known: dict[str, Any]
+             ) -> list[tuple[str, dict[str, Any], TrialRecord]]:
     """The scored candidates (with their decoded genes and engine) as trials, leaving out
-    what a peer recorded meanwhile."""
-    return [(key, TrialRecord(genes=values, engine=engine, **score))
-            for (_, key), (_, values, engine), score in zip(candidates, decoded, scores,
-                                                            strict=True)
-            if score is not None and key not in known]
+    what a peer recorded meanwhile: each as the journal keeps it (its fields in the
+    record's order, the scores' in `evaluate_chunk`'s) and validated."""
+    out = []
+    for (_, key), (_, values, engine), score in zip(candidates, decoded, scores, strict=True):
+        if score is not None and key not in known:
+            value = {"genes": values, "engine": engine, **score}
+            out.append((key, value, TrialRecord.model_validate(value)))
+    return out
 
 
 def _take(population: Population, study: Any, request: SearchRequest) -> None:
@@ -183,17 +187,19 @@ def best_of(population: Population, added: int, exhausted: bool) -> Best:
     """The feasible trial of least latency, then least worst fabric fraction, then least
     fabric in total (ties between designs that differ only where nothing is measured
     go to the leanest), then the engine key: the same answer whatever order found it."""
-    records = population.records
-    feasible = {k: r for k, r in records.items() if violation(r.utilization, r.feasible) <= 0}
-    if not feasible:
+    records, scores = population.records, population.scores
+    fits = scores[:, 2] <= 0  # no violation
+    if not fits.any():
         raise ArchipelagoError(f"none of {len(records)} trials fits the devices; "
                                "try more trials or a larger cluster")
+    keys = list(records)
+    fastest = np.flatnonzero(fits & (scores[:, 0] == scores[fits, 0].min()))
 
     def order(key: str) -> tuple[float, float, float, str]:
-        used = feasible[key].utilization
-        return (feasible[key].latency_s, fabric(used), sum(used[k] for k in FABRIC), key)
+        used = records[key].utilization
+        return (records[key].latency_s, fabric(used), sum(used[k] for k in FABRIC), key)
 
-    best = feasible[min(feasible, key=order)]
+    best = records[min((keys[i] for i in fastest), key=order)]
     return Best(engine=best.engine, latency_s=best.latency_s, tokens_per_s=best.tokens_per_s,
                 utilization=best.utilization, trials_done=len(records),
-                feasible_trials=len(feasible), trials_added=added, exhausted=exhausted)
+                feasible_trials=int(fits.sum()), trials_added=added, exhausted=exhausted)

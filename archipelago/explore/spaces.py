@@ -81,9 +81,13 @@ class DesignSpace:
         return np.stack(np.unravel_index(flat, self.sizes), axis=1).astype(np.int64)
 
 
+# The keys' encoder, made once (json.dumps with these options makes one a call).
+_KEYS = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
+
+
 def engine_key(engine: Mapping[str, Any]) -> str:
     """A trial's key: its engine as canonical JSON (one engine, one trial)."""
-    return json.dumps(engine, sort_keys=True, separators=(",", ":"))
+    return _KEYS.encode(engine)
 
 
 def space_builder(strategy: str) -> Callable[[Any, Any, Any], DesignSpace]:

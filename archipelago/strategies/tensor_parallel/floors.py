@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from archipelago.estimate.floors import DeviceLoad, PhaseFloor, Read, check_floor
-from archipelago.estimate.generation_floors import PassWork, generation_floors
+from archipelago.estimate.floors import DeviceLoad, PhaseFloor, Read, below, refusal
+from archipelago.estimate.generation_floors import FIGURES, PassWork, generation_floors
 from archipelago.estimate.workload import Generation
 from archipelago.hardware.device import Device
 from archipelago.models.graph import build_graph
@@ -31,6 +31,8 @@ from archipelago.strategies.tensor_parallel.costs import kv_cache_bytes
 from archipelago.strategies.tensor_parallel.estimate import Estimate
 from archipelago.strategies.tensor_parallel.plan import DevicePlan, Plan, Shard
 from archipelago.strategies.tensor_parallel.staged import Stage, StagedPlan
+
+Number = float | np.ndarray
 
 Where = tuple[str, ...]  # the memories holding a copy
 
@@ -145,25 +147,38 @@ def boards(plan: StagedPlan) -> list[Board]:
 
 
 def floors(plan: StagedPlan, work: Generation, est: Estimate) -> list[PhaseFloor]:
-    """The kind's floors hook: every board of every stage."""
+    """The kind's floors hook: every board of every stage (`est`'s prefill and decode
+    figures are all it reads)."""
     alike, skew = boards(plan), plan.engine.expert_skew
     return generation_floors(est, work, lambda p: tuple(
         board.load(p, expert_share(plan.spec, p.tokens, skew)) for board in alike))
 
 
-def check_latency(plan: StagedPlan, work: Generation, latency_s: float | np.ndarray,
-                  where: str) -> None:
-    """Refuse designs of `plan` (a design search's, costed without a whole `Estimate`)
-    whose latency is below the prefill's floor plus every decode step at the first
-    step's: each step reads at least what the first does."""
-    alike = boards(plan)
+@dataclass(frozen=True)
+class Timing:
+    """The figures of an estimate its floors bound (`GenerationTiming`'s), for many
+    designs at once where they are arrays over them (a design search's)."""
 
-    def worst(p: PassWork) -> tuple[float, str]:
-        share = expert_share(plan.spec, p.tokens, plan.engine.expert_skew)
-        return max((board.load(p, share).floor() for board in alike), key=lambda f: f[0])
+    prefill_s: Number = 0.0
+    decode_s_first: Number = 0.0
+    decode_s_last: Number = 0.0
+    decode_s_per_token: Number = 0.0
 
-    prefill, why = worst(PassWork(work.input_tokens, work.batch, 0))
-    steps = work.output_tokens - 1
-    step = worst(PassWork(1, work.batch, work.input_tokens))[0] if steps else 0.0
-    check_floor("the whole generation", latency_s, (prefill + steps * step,
-                f"the prefill's floor, {why}, and {steps} decode steps"), where)
+
+def phase_bounds(plan: StagedPlan, work: Generation) -> list[tuple[str, tuple[float, str]]]:
+    """Each phase the floors hook checks and its floor (seconds, why): what a design
+    search holds each design of `plan` to (a floor does not depend on the engine)."""
+    return [(phase.phase, phase.floor()) for phase in floors(plan, work, Timing())]
+
+
+def design_refusals(bounds: list[tuple[str, tuple[float, str]]], timing: Timing,
+                    count: int, where: str) -> list[str | None]:
+    """What `check_floors` over the floors hook refuses each of `count` designs with
+    (`bounds`: `phase_bounds`; `timing`'s figures arrays over the designs), the first phase
+    below its floor; None for a design above them all."""
+    out: list[str | None] = [None] * count
+    for phase, bound in bounds:
+        estimates = np.broadcast_to(np.ravel(getattr(timing, FIGURES[phase])), (count,))
+        for i in np.flatnonzero(below(estimates, bound[0])):
+            out[i] = out[i] or refusal(phase, float(estimates[i]), bound, where)
+    return out

@@ -8,15 +8,17 @@ would raise and reads as infeasible, infinitely slow and over every limit; so do
 below the kind's physical floors (floors.py), which the pipeline holds every plan to. The
 rest are grouped by what an engine cannot vary in one pass (its `varied` parameters aside:
 precision, split). A group is planned once (steps, shards and the memory they hold do not
-depend on the varied parameters); an engine that offers `variants` (LORA's systolic core)
-then costs the whole group through the kind's own estimator, every figure with a leading
-axis over the designs, and one that does not (DFX's space is twenty points) is estimated a
-design at a time. Either way each figure is the one `archi plan` and the utilization hook
-give that design.
+depend on the varied parameters); an engine that offers `variants` (LORA's systolic core,
+DFX's) then costs the whole group through the kind's own estimator, every figure with a
+leading axis over the designs, and one that does not (an engine registered from outside)
+is estimated a design at a time. Either way each figure, and each refusal, is the one
+`archi plan` and the utilization hook give that design.
 """
 
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields, replace
+from functools import cache, cached_property
+from operator import attrgetter
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -31,6 +33,7 @@ from archipelago.models.spec import ModelSpec
 from archipelago.models.zoo import resolve_model
 from archipelago.strategies.registry import Strategy, get_strategy
 from archipelago.strategies.tensor_parallel.costs import (
+    DeviceUse,
     device_use,
     feasibility,
     generation_seconds,
@@ -38,7 +41,12 @@ from archipelago.strategies.tensor_parallel.costs import (
 )
 from archipelago.strategies.tensor_parallel.efficiency import decode_stream_share
 from archipelago.strategies.tensor_parallel.estimate import estimate
-from archipelago.strategies.tensor_parallel.floors import check_latency, floors
+from archipelago.strategies.tensor_parallel.floors import (
+    Timing,
+    design_refusals,
+    floors,
+    phase_bounds,
+)
 from archipelago.strategies.tensor_parallel.plan import Plan
 from archipelago.strategies.tensor_parallel.planner import in_format
 from archipelago.strategies.tensor_parallel.planning.rings import one_ring
@@ -79,7 +87,12 @@ class VariantEstimates:
 
     def utilization(self, index: int) -> dict[str, float]:
         """Design `index`'s figures as the kind's utilization hook gives them."""
-        return {limit: float(getattr(self, limit)[index])
+        return {limit: column[index] for limit, column in self._columns.items()}
+
+    @cached_property
+    def _columns(self) -> dict[str, list[float]]:
+        """Each limit's figures as Python floats, made once (numpy is slow on numbers)."""
+        return {limit: getattr(self, limit).tolist()
                 for limit in (*LIMITED, "hbm", "hbm_bandwidth")}
 
 
@@ -93,9 +106,16 @@ class _Table:
                              for name in (*FABRIC, "hbm", "hbm_bandwidth")})
         self.errors: list[str | None] = [None] * count
 
-    def fill(self, rows: list[int], figures: dict[str, Number]) -> None:
+    def fill(self, rows: list[int], figures: dict[str, Number],
+             refused: Sequence[str | None] = ()) -> None:
+        """`figures` (numbers, or arrays over `rows`) into `rows`, but for each row that
+        `refused` gives an error: that error, its figures left as a refused design's."""
+        kept = np.array([why is None for why in refused] or [True] * len(rows))
+        for row, why in zip(rows, refused, strict=False):
+            self.errors[row] = why
         for name, value in figures.items():
-            self.columns[name][rows] = np.broadcast_to(np.ravel(value), (len(rows),))
+            self.columns[name][np.asarray(rows)[kept]] = np.broadcast_to(
+                np.ravel(value), (len(rows),))[kept]
 
     def result(self) -> VariantEstimates:
         return VariantEstimates(**self.columns, errors=tuple(self.errors))
@@ -118,16 +138,15 @@ def evaluate_variants(model: str, cluster: str, strategy: str, workload: Generat
             table.errors[row] = str(err)
             continue
         groups.setdefault(_shared(config), []).append((row, config))
-    for members in groups.values():
+    for shared, members in groups.items():
         rows = [row for row, _ in members]
         try:
             if _varied(members[0][1]):
-                staged = chosen.plan(spec, ring, engines[rows[0]], workload)
-                plan = one_ring(staged, SEARCH)
-                assert isinstance(plan.engine, VariantEngine), type(plan.engine)
-                figures = _together(plan, workload, [c for _, c in members], where)
-                check_latency(staged, workload, figures["latency_s"], where)
-                table.fill(rows, figures)
+                planned = _planned(chosen, spec, ring, workload, engines[rows[0]], shared)
+                figures, timing = _together(planned, workload, [c for _, c in members],
+                                            where)
+                table.fill(rows, figures, design_refusals(planned.bounds, timing, len(rows),
+                                                          where))
             else:
                 _one_by_one(table, chosen, spec, ring, workload,
                             [(row, engines[row]) for row in rows], where)
@@ -146,45 +165,101 @@ def _varied(config: Any) -> tuple[str, ...]:
 def _shared(config: Any) -> tuple[Any, ...]:
     """What designs costed together must have in common: every parameter their engine
     does not vary."""
-    varied = _varied(config)
-    return tuple(getattr(config, name) for name in type(config).model_fields
-                 if name not in varied)
+    return _fixed(type(config), _varied(config))(config)
 
 
-def _together(plan: Plan, workload: Generation, configs: list[Any], where: str
-              ) -> dict[str, Number]:
-    """The figures of `configs` (one group) from one pass of the estimator over them,
-    every one finite and non-negative or the pipeline's error. Only `plan`'s inputs are
-    suspected: every design's parameters passed the config's bounds, the same that refuse
-    non-finite and negative values for a single plan, and the cluster is the same."""
-    many = replace(plan, engine=plan.engine.variants(configs))
+@cache
+def _fixed(config_type: type, varied: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
+    """What reads the parameters of a config type but those `varied`, as a tuple."""
+    names = [name for name in config_type.model_fields if name not in varied]
+    if len(names) == 1:  # attrgetter of one name gives the value, not a tuple
+        return lambda config: (getattr(config, names[0]),)
+    return attrgetter(*names)
+
+
+@dataclass(frozen=True)
+class _Planned:
+    """What the designs of a group share, planned once for every batch of a search (each
+    asks for the same groups): the staged plan and its one ring, the memory its boards hold
+    (whatever the varied parameters), whether that fits and every phase's floor; the
+    strategy, model and cluster it was planned for, held so their ids stay theirs."""
+
+    chosen: Strategy
+    spec: ModelSpec
+    ring: Cluster
+    plan: Plan
+    held: list[DeviceUse]
+    fits: bool
+    bounds: list[tuple[str, tuple[float, str]]]
+
+
+_PLANNED: dict[tuple[Any, ...], _Planned] = {}
+PLANNED_KEPT = 16  # groups planned and kept; a process that plans more starts over
+
+
+def _planned(chosen: Strategy, spec: ModelSpec, ring: Cluster, workload: Generation,
+             engine: dict[str, Any], shared: tuple[Any, ...]) -> _Planned:
+    """The group's `_Planned`, from the designs `shared` parameters (`engine`: one of its
+    designs, as given)."""
+    key = (id(chosen), id(spec), id(ring), workload, shared)
+    found = _PLANNED.get(key)
+    if found is not None and found.chosen is chosen and found.spec is spec \
+            and found.ring is ring:
+        return found
+    staged = chosen.plan(spec, ring, engine, workload)
+    plan = one_ring(staged, SEARCH)
+    assert isinstance(plan.engine, VariantEngine), type(plan.engine)
     # The memory a design holds does not depend on its varied parameters: the first
     # design's shows the group's, checked without any engine's resources.
     held = device_use(plan, workload)
     fits = not (positions_reason(plan, workload)
                 + feasibility(plan, [replace(use, units={}) for use in held]))
-    return finite_estimate(lambda _, work: _figures(many, work, held, fits), plan, workload,
-                           where)
+    found = _Planned(chosen, spec, ring, plan, held, fits, phase_bounds(staged, workload))
+    if len(_PLANNED) >= PLANNED_KEPT:
+        _PLANNED.clear()
+    _PLANNED[key] = found  # a Dask worker's threads may clear it meanwhile: return ours
+    return found
+
+
+def _together(planned: _Planned, workload: Generation, configs: list[Any], where: str
+              ) -> tuple[dict[str, Number], Timing]:
+    """The figures of `configs` (one group) from one pass of the estimator over them, and
+    their timing, every one finite and non-negative or the pipeline's error. Only `plan`'s
+    inputs are suspected: every design's parameters passed the config's bounds, the same
+    that refuse non-finite and negative values for a single plan, and the cluster is the
+    same."""
+    plan = planned.plan
+    many = replace(plan, engine=plan.engine.variants(configs))
+    figures = finite_estimate(lambda _, work: _figures(many, work, planned.held,
+                                                       planned.fits), plan, workload, where)
+    timing = Timing(**{f.name: figures.pop(f.name) for f in fields(Timing)})
+    return figures, timing
 
 
 def _figures(many: Plan, workload: Generation, held: list[Any], fits: bool
              ) -> dict[str, Number]:
     """Latency and tokens/s as the estimator (estimate.py) sums them, fit as `feasibility` and
-    the utilization hook judge it, for every design of `many`'s engine."""
+    the utilization hook judge it, and the `Timing` figures, for every design of `many`'s
+    engine."""
     pre, dec = generation_seconds(many, workload)
-    latency = sum(pre.values()) + np.sum(sum(dec.values()), axis=-1)
+    prefill = sum(pre.values())
+    latency = prefill + np.sum(sum(dec.values()), axis=-1)
     counts = many.engine.unit_counts(many.spec)
     total = {res: sum(unit.get(res, 0) for unit in counts.values()) for res in FABRIC}
     feasible: Number = fits
     for dp in many.devices:  # as feasibility's `exceeding`
         for res in FABRIC:
-            feasible = feasible & (total[res] <= getattr(dp.device.resources, res))
+            feasible = feasible & (total[res] <= getattr(many.fabric(dp.rank), res))
     used = worst_use(many, [(total, use.hbm_bytes) for use in held], FABRIC)
     steps = sum(dec.values())
-    per_token = np.mean(steps, axis=-1) if workload.output_tokens > 1 else 0.0
+    decoding = workload.output_tokens > 1
+    per_token = np.mean(steps, axis=-1) if decoding else 0.0
     return {"latency_s": latency, "tokens_per_s": workload.batch * workload.output_tokens
             / latency, "feasible": feasible, **used,
-            "hbm_bandwidth": decode_stream_share(many, workload, per_token)}
+            "hbm_bandwidth": decode_stream_share(many, workload, per_token),
+            "prefill_s": prefill, "decode_s_per_token": per_token,
+            "decode_s_first": steps[..., 0] if decoding else 0.0,
+            "decode_s_last": steps[..., -1] if decoding else 0.0}
 
 
 def _one_by_one(table: _Table, chosen: Strategy, spec: ModelSpec, ring: Cluster,

@@ -21,37 +21,29 @@ goes through the router (`router.py`, §V-E): four stalling ring all-gathers per
 LayerNorm and residuals replicated on every core (§VII).
 """
 
-from math import log2
+from collections.abc import Sequence
 from typing import ClassVar
 
 import numpy as np
-from pydantic import Field, field_validator, model_validator
 
 from archipelago.engines.base import (
     FP16_ADD_CYCLES,
     FP16_EXP_CYCLES,
     FP16_MUL_CYCLES,
     FP16_RECIP_CYCLES,
-    MAX_BANDWIDTH_BPS,
-    MAX_BITS,
-    MAX_CHANNELS,
-    MAX_CLOCK_HZ,
-    MAX_DIM,
-    MAX_TOKENS,
-    MIN_BANDWIDTH_BPS,
-    MIN_CLOCK_HZ,
     CycleHandler,
-    EngineConfig,
-    add_resources,
+    Number,
+    block_counts,
     ceil_div,
     dispatch_cycles,
-    memory_blocks,
+    floor_log2,
+    least,
 )
 from archipelago.hardware.cluster import Cluster
 from archipelago.hardware.device import Resources
 from archipelago.models.graph_ops import Phase
 from archipelago.models.spec import ModelSpec
-from archipelago.number_formats import NumberFormat, number_format, refuse_unless
+from archipelago.strategies.tensor_parallel.engines.dfx_config import DFXConfig, DFXVariants
 from archipelago.strategies.tensor_parallel.engines.router import dfx_all_gather_s
 from archipelago.strategies.tensor_parallel.engines.widening import (
     dequant_units,
@@ -76,103 +68,6 @@ COMPARE_LEVEL_CYCLES = 1
 # 102.8 tokens/s for this point: the 10% it leaves is what this constant stands for. The
 # simulator divides its matrix block rows by the same figure (issue #34, units.py).
 DFX_TILE_EFFICIENCY = 0.8975
-# The formats DFX's core runs (number_formats.py): its MFU, VFU and SFUs are FP16 operators
-# (seeds/001 §V-C, §IV-B "FP16 model parameters"), so activations stay FP16; INT4 weights
-# and an INT8 KV cache can be stored narrower and widened to FP16 in the tile stream
-# (widening.py) before the MFU. 8-bit activations would need an integer MFU DFX lacks.
-DFX_FORMATS = ("fp16", "fp16-kv8", "w4a16", "w4a16-kv8")
-DFX_WHY = "computes in FP16 (seeds/001 §V-C), so its activations stay 16-bit"
-
-
-class DFXConfig(EngineConfig):
-    """Design parameters of one DFX core."""
-
-    # compute, dma and router instructions (§IV-C): `archi build` compiles programs
-    # (dfx_program/), `archi simulate` runs them.
-    instruction_set: ClassVar[str | None] = "seeds/001 §IV-C"
-
-    # tile dimension = adder-tree inputs per lane (seeds/001 §V-B)
-    d: int = Field(64, ge=2, le=MAX_DIM)
-    l: int = Field(16, ge=1, le=MAX_DIM)  # noqa: E741  lanes of the MFU (seeds/001 §V-B)
-    clock_hz: float = Field(200e6, ge=MIN_CLOCK_HZ, le=MAX_CLOCK_HZ)  # kernel clock (seeds/001 §VI)
-    # DMA reads all 32 HBM channels (seeds/001 §V-B)
-    hbm_channels: int = Field(32, ge=1, le=MAX_CHANNELS)
-    # per-channel data width at the kernel clock (§V-B)
-    channel_bits: int = Field(512, ge=1, le=MAX_BITS)
-    data_bits: int = Field(16, ge=1, le=64)  # FP16 (seeds/001 §IV-B)
-    # the stored format of weights and KV cache (`--precision`): one of DFX_FORMATS
-    precision: str = Field("fp16", max_length=40)
-    # one DDR channel: half of the 38 GB/s of two (§IV-B)
-    ddr_Bps: float = Field(19e9, ge=MIN_BANDWIDTH_BPS, le=MAX_BANDWIDTH_BPS)
-    # summarization sliding window held on chip (§IV-C Conv1D); taken equal to d, the tile height
-    window_tokens: int = Field(64, ge=1, le=MAX_TOKENS)
-
-    @field_validator("d")
-    @classmethod
-    def _power_of_two(cls, d: int) -> int:
-        if d & (d - 1):
-            raise ValueError("must be a power of two")
-        return d
-
-    @field_validator("precision")
-    @classmethod
-    def _runs(cls, name: str) -> str:
-        return refuse_unless(name, DFX_FORMATS, "DFX", DFX_WHY).name
-
-    @model_validator(mode="after")
-    def _a_channel_carries_a_value(self) -> "DFXConfig":
-        if self.channel_bits < self.data_bits:
-            raise ValueError(f"channel_bits {self.channel_bits} must be at least data_bits "
-                             f"{self.data_bits}: a channel carries one value per cycle or more")
-        return self
-
-    @property
-    def format(self) -> NumberFormat:
-        return number_format(self.precision)
-
-    @property
-    def hbm_values_per_cycle(self) -> int:
-        return self.hbm_channels * self.channel_bits // self.data_bits
-
-    def stream_values_per_cycle(self, stored_bytes: float) -> float:
-        """Values of `stored_bytes` each the 32 x 512-bit stream brings a cycle: the FP16
-        values of §V-B, or a narrower format's more."""
-        if stored_bytes * 8 == self.data_bits:
-            return self.hbm_values_per_cycle
-        return self.hbm_channels * self.channel_bits / (8 * stored_bytes)
-
-    def row_values_per_cycle(self, memory_Bps: float) -> float:
-        """Table rows reach the DMA through one channel-wide port (§V-B), from one DDR
-        channel or one HBM pseudo-channel at `memory_Bps`."""
-        port = self.channel_bits / self.data_bits
-        return min(memory_Bps / self.clock_hz / (self.data_bits / 8), port)
-
-    @property
-    def tile_feed_cycles(self) -> float:
-        """Cycles to bring one d x l weight tile from HBM: one, unless the tile is wider
-        than the 32 x 512-bit stream."""
-        return self.feed_cycles(self.format.weight_bytes)
-
-    def feed_cycles(self, stored_bytes: float) -> float:
-        """Cycles to bring one d x l tile of `stored_bytes` values from HBM."""
-        return max(1.0, self.d * self.l / self.stream_values_per_cycle(stored_bytes))
-
-    @property
-    def zigzag_tiles(self) -> int:
-        """Tiles across one row of a d x d zigzag block (§V-B, Fig. 9)."""
-        return max(1, self.d // self.l)
-
-    @property
-    def tree_cycles(self) -> int:
-        """A d-input FP16 adder tree (MFU lanes and SFU_V accumulation)."""
-        return int(log2(self.d)) * FP16_ADD_CYCLES
-
-    @property
-    def mfu_latency(self) -> int:
-        """Multiplier, adder tree, then the scalar accumulate/bias add (§V-C)."""
-        return FP16_MUL_CYCLES + self.tree_cycles + FP16_ADD_CYCLES
-
-
 WEIGHTED = ("linear", "lm_head")  # the kinds that stream weights
 
 class DFXEngine:
@@ -194,13 +89,13 @@ class DFXEngine:
     # experts, whatever the routing.
     expert_skew = 0.0
 
-    def __init__(self, config: DFXConfig | None = None, ranks: int = 1,
+    def __init__(self, config: DFXConfig | DFXVariants | None = None, ranks: int = 1,
                  table_Bps: float | None = None) -> None:
         """`ranks` sizes the router's buffers by a device's share; `table_Bps` is the rate
         of the memory the WTE/WPE rows come from: one HBM pseudo-channel's on a board
         without DDR, else (None) the configured DDR channel's (§IV-B)."""
         self.config = config or DFXConfig()
-        self.ranks = ranks
+        self.ranks, self.table_Bps = ranks, table_Bps
         self.table_values_per_cycle = self.config.row_values_per_cycle(
             self.config.ddr_Bps if table_Bps is None else table_Bps)
         self._cycles: dict[str, CycleHandler] = {
@@ -211,15 +106,20 @@ class DFXEngine:
             "gated_activation": self._gated_activation, "embedding": self._embedding,
         }
 
+    def variants(self, configs: Sequence[DFXConfig]) -> "DFXEngine":
+        """This core's variants `configs` (differing from its config in VARIED parameters
+        only) as one engine whose figures have a leading axis over them."""
+        return DFXEngine(DFXVariants.of(configs), self.ranks, self.table_Bps)
+
     @property
-    def hbm_bytes_per_cycle(self) -> float:
+    def hbm_bytes_per_cycle(self) -> Number:
         """Bytes the tile stream pulls from HBM each cycle (at most the 32 x 512 bits)."""
         c = self.config
         size = c.format.weight_bytes
-        return min(c.d * c.l, c.stream_values_per_cycle(size)) * size
+        return least(c.d * c.l, c.stream_values_per_cycle(size)) * size
 
     @property
-    def peak_ops_per_s(self) -> float:
+    def peak_ops_per_s(self) -> Number:
         """The MFU's roof: l lanes of d multipliers feeding adder trees, one d x l tile
         per cycle (seeds/001 §V-B, §V-C), a multiply and an add per weight."""
         c = self.config
@@ -309,8 +209,8 @@ class DFXEngine:
                 + c.mfu_latency + kv_widen_cycles(c.format))
 
     @property
-    def _reduce_max_cycles(self) -> int:
-        return int(log2(self.config.l)) * COMPARE_LEVEL_CYCLES
+    def _reduce_max_cycles(self) -> Number:
+        return floor_log2(self.config.l) * COMPARE_LEVEL_CYCLES
 
     # --- vector instructions (VFU + SFU_V) ---------------------------------------------
     def _passes(self, rows: int, width: int | np.ndarray) -> np.ndarray:
@@ -361,39 +261,50 @@ class DFXEngine:
         return m * (row_cycles + self._passes(1, width)) + FP16_ADD_CYCLES
 
     def resources(self, spec: ModelSpec) -> dict[str, Resources]:
-        """DSP from §V-C's operator mapping; BRAM/URAM from the buffers the core needs."""
+        """One core's resources by unit (`unit_counts`)."""
+        return {unit: Resources(**{name: int(count) for name, count in counts.items()})
+                for unit, counts in self.unit_counts(spec).items()}
+
+    def unit_counts(self, spec: ModelSpec) -> dict[str, dict[str, Number]]:
+        """DSP from §V-C's operator mapping; BRAM/URAM from the buffers the core needs;
+        arrays over variants where the config holds them."""
         c = self.config
         d, l = c.d, c.l  # noqa: E741
         # MFU: d*l multipliers (1 DSP), (d-1)*l tree adders (2 DSP), l scalar adders (2 DSP).
-        mfu = Resources(dsp=d * l + 2 * (d - 1) * l + 2 * l)
+        mfu = {"dsp": d * l + 2 * (d - 1) * l + 2 * l}
         # VFU: d lanes of add, sub, mul (1 DSP each) and exp (2 DSP) (§V-C).
-        vfu = Resources(dsp=d * (1 + 1 + 1 + 2))
+        vfu = {"dsp": d * (1 + 1 + 1 + 2)}
         # SFU_V: d-input adder tree (2 DSP per adder) and scalar recip, mul, rsqrt (1 DSP)
         # and add (2 DSP); SFU_M: GELU linear interpolation (mul + add) and the head-scale
         # multiplier on each of l lanes; masking and reduce-max are comparators in LUTs.
-        sfu = Resources(dsp=2 * (d - 1) + 3 + 2 + l * (1 + 2 + 1))
+        sfu = {"dsp": 2 * (d - 1) + 3 + 2 + l * (1 + 2 + 1)}
         word = d * c.data_bits  # one d-vector per register-file access
         live_values = 7 * spec.hidden + spec.widest_ffn  # activations of one token in a block
-        buffers = add_resources(
+        buffers = _buffers(
             # DMA: one burst FIFO per HBM channel and one for DDR (assumed 512 deep).
-            *[memory_blocks(c.channel_bits, 512)] * (c.hbm_channels + 1),
+            (c.hbm_channels + 1, block_counts(c.channel_bits, 512)),
             # Vector register file: the window of tokens' live activations (§V-D).
-            memory_blocks(word, c.window_tokens * live_values // d),
+            (1, block_counts(word, c.window_tokens * live_values // d)),
             # Score row double buffer for Softmax over the longest context.
-            memory_blocks(word, 2 * ceil_div(spec.max_positions, d)),
+            (1, block_counts(word, 2 * ceil_div(spec.max_positions, d))),
             # Router TX and RX buffers of 64 x 16-bit beats (§V-E): a hop moves one core's
             # sub-vector, so they hold this core's share of the widest sync, not all of it.
-            *[memory_blocks(word, c.window_tokens * ceil_div(spec.widest_ffn, self.ranks)
-                            // d)] * 2,
+            (2, block_counts(word, c.window_tokens * ceil_div(spec.widest_ffn, self.ranks)
+                             // d)),
             # Value transpose unit: a double-buffered d x d tile (§V-B).
-            memory_blocks(word, 2 * d),
+            (1, block_counts(word, 2 * d)),
             # GELU table: 2048 (slope, intercept) FP16 pairs per lane (§V-C).
-            *[memory_blocks(2 * c.data_bits, 2048)] * l,
+            (l, block_counts(2 * c.data_bits, 2048)),
             # Instruction buffer and scalar register file.
-            memory_blocks(64, 1024), memory_blocks(c.data_bits, 1024),
+            (1, block_counts(64, 1024)), (1, block_counts(c.data_bits, 1024)),
         )
         units = {"mfu": mfu, "vfu": vfu, "sfu": sfu, "buffers": buffers}
         # A narrower stored format's widening lanes, one per value the MFU takes a cycle,
         # and one FP16 multiplier (1 DSP) per lane's sum for a group's scale (widening.py).
         dequant = dequant_units(c.format, d * l, l)
-        return {**units, "dequant": Resources(**dequant)} if dequant else units
+        return {**units, "dequant": dequant} if dequant else units
+
+
+def _buffers(*parts: tuple[Number, dict[str, Number]]) -> dict[str, Number]:
+    """The BRAM and URAM of buffers given as (copies, one's `block_counts`)."""
+    return {res: sum(copies * one[res] for copies, one in parts) for res in ("bram", "uram")}

@@ -58,6 +58,7 @@ from archipelago.engines.base import (
     CycleHandler,
     ceil_div,
     dispatch_cycles,
+    least,
 )
 from archipelago.engines.dsp_packing import products_per_dsp
 from archipelago.errors import PartitionError
@@ -78,7 +79,6 @@ from archipelago.strategies.tensor_parallel.engines.systolic_config import (
 from archipelago.strategies.tensor_parallel.engines.systolic_resources import (
     URAM_BYTES,
     Number,
-    least,
     unit_counts,
 )
 from archipelago.strategies.tensor_parallel.engines.widening import (

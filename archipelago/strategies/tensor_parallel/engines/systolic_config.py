@@ -4,6 +4,7 @@ is systolic.py."""
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import ClassVar
 
 import numpy as np
@@ -115,9 +116,10 @@ class SystolicVariants:
         """The variants `configs` (validated, all of one precision and skew) describe."""
         assert len({(c.precision, c.expert_skew) for c in configs}) == 1, \
             "variants share their precision and routing skew"
+        columns = zip(*map(attrgetter(*VARIED), configs), strict=True)
         return cls(configs[0].precision, configs[0].expert_skew,
-                   **{name: np.array([getattr(c, name) for c in configs])[:, None]
-                      for name in VARIED})
+                   **{name: np.array(column)[:, None]
+                      for name, column in zip(VARIED, columns, strict=True)})
 
     @property
     def format(self) -> NumberFormat:

@@ -5,7 +5,7 @@ them (systolic_config.SystolicVariants)."""
 
 import numpy as np
 
-from archipelago.engines.base import ceil_div
+from archipelago.engines.base import Number, ceil_div, least
 from archipelago.models.spec import ModelSpec
 from archipelago.number_formats import NumberFormat
 from archipelago.strategies.tensor_parallel.engines.systolic_config import (
@@ -15,18 +15,12 @@ from archipelago.strategies.tensor_parallel.engines.systolic_config import (
 )
 from archipelago.strategies.tensor_parallel.engines.widening import dequant_units
 
-Number = int | float | np.ndarray
 # DSP cost of one operator (Table II's Psi), from the FP16 operator mapping of the same
 # board's DFX core (seeds/001 §V-C: multiplier 1 DSP, adder 2 DSPs, exponential 2 DSPs).
 PSI_FP16 = {"mul": 1.0, "add": 2.0, "exp": 2.0, "square": 1.0}
 # UltraScale+ memory primitives (UG573): BRAM18 = 1024 x 18 (Eq. 5), BRAM36 = 512 x 72 in
 # the reshape mode Eq. 6 uses with 36-bit words; URAM288 = 288 Kb.
 URAM_BYTES = 288 * 1024 // 8
-
-
-def least(a: Number, b: Number) -> Number:
-    """min(a, b), elementwise where either holds variants; a plain number for one core."""
-    return np.minimum(a, b) if isinstance(a + b, np.ndarray) else min(a, b)
 
 
 def unit_counts(c: SystolicConfig | SystolicVariants, fmt: NumberFormat, packed: int,
