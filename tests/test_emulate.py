@@ -133,6 +133,24 @@ def test_dfx_link_bytes_by_hand(gpt2_run) -> None:
     assert gpt2_run["bytes_per_link"] == {"all_gather": 4 * (ranks - 1) * slices}
 
 
+def test_the_timeline_orders_every_step(gpt2_run) -> None:
+    """The report's timeline: the launcher's marks in the order it takes its steps, every
+    rank's stamps in the order a rank goes, all of them after the weights were provided
+    and before the launcher saw the ranks exit; the reference ready before the check."""
+    from archipelago.emulate.timeline import RANK_PHASES
+
+    launcher, ranks = gpt2_run["timeline"]["launcher"], gpt2_run["timeline"]["ranks"]
+    steps = [launcher[s] for s in ("reaper", "fork_server", "weights", "forked", "exited",
+                                   "results", "checked", "removed")]
+    assert steps == sorted(steps) and steps[0] >= 0
+    assert launcher["weights"] < launcher["reference"] <= launcher["checked"]
+    assert len(ranks) == gpt2_run["ranks"]
+    for rank in ranks:
+        stamps = [rank[phase] for phase in RANK_PHASES]
+        assert stamps == sorted(stamps)
+        assert launcher["weights"] < stamps[0] and stamps[-1] < launcher["exited"]
+
+
 def test_fp16_logits_within_rounding_tolerance(gpt2_config, gpt2_reference) -> None:
     report = emulate(gpt2_config, "2xu280", "dfx", {"tokens": TOKENS, "precision": "fp16"},
                      seed=SEED)

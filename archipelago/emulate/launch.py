@@ -3,6 +3,7 @@ and summarize. Under torchrun (RANK and WORLD_SIZE set) this process is one rank
 
 import os
 import sys
+import threading
 import types
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -22,7 +23,7 @@ from archipelago.emulate.job import EmulationJob
 from archipelago.emulate.reaper import owned_run_dir, record_helpers, start_fork_server
 from archipelago.emulate.timeline import Timeline
 from archipelago.emulate.torchrun import check_world, torchrun_place
-from archipelago.emulate.watchdog import DONE, FAULT_ENV, ProgressBoard, stop, watch
+from archipelago.emulate.watchdog import DONE, FAULT_ENV, POLL_S, ProgressBoard, stop, watch
 from archipelago.emulate.worker import RankProgram, SPMDPlan
 from archipelago.progress_bar import progress_bar
 
@@ -43,9 +44,9 @@ def emulate_locally(plan: SPMDPlan, job: EmulationJob, program: RankProgram) -> 
     The fork server starts first: its imports (torch's: 1.4-2 s on this project's 2-core
     machine, issue 36) overlap the weights' preparation here (transformers' import, a seeded
     model built and saved), and the ranks fork once both are done. The program's reference
-    is prepared in a thread from then on, while the ranks start and run, told whether a
-    core is idle meanwhile (a fork server started now). The report carries the run's
-    `timeline` (timeline.py)."""
+    is prepared in a thread from then on, while the ranks start and run, told when a core
+    is idle (a fork server started by this call still importing). The report carries the
+    run's `timeline` (timeline.py)."""
     clock = Timeline()
     with owned_run_dir() as run_dir:
         clock.mark("reaper")
@@ -65,18 +66,32 @@ def emulate_locally(plan: SPMDPlan, job: EmulationJob, program: RankProgram) -> 
     return {**report, "timeline": clock.report(stamps)}
 
 
+def _spare_core() -> bool:
+    """Whether a core is left that no process wants (the 1-minute load average at least
+    one below the cores): only then does a fork server importing torch leave the launcher
+    one; on the project's 2-core machine shared at load 6-7 it left none (2026-11-28)."""
+    return (os.cpu_count() or 1) - os.getloadavg()[0] >= 1
+
+
 @contextmanager
 def _meanwhile(prepare: Callable[[SPMDPlan, EmulationJob, Callable[[], bool]], Any],
                plan: SPMDPlan, job: EmulationJob, starting: bool, clock: Timeline
                ) -> Iterator[Future]:
     """`prepare(plan, job, idle)` in a thread while the block runs (the program's
-    reference, marked `reference` when ready), `idle()` True while a fork server started
-    now (`starting`) has forked no rank yet; a block that fails leaves it to finish alone
-    rather than wait for it to say so."""
+    reference, marked `reference` when ready). With a fork server started now (`starting`)
+    and a core to spare it starts at once, `idle()` True until the server has forked a
+    rank; otherwise it starts once every rank is forked (its Python held the GIL from the
+    forking: the first rank ran 0.3-0.7 s after the weights, not 0.15-0.25 s) and idle()
+    is False. A block that fails leaves it to finish alone, not waited for."""
+    ahead, ended = starting and _spare_core(), threading.Event()
+
     def idle() -> bool:
-        return starting and "forked" not in clock.marks
+        return ahead and "first_fork" not in clock.marks
 
     def run() -> Any:
+        while not (ahead or "forked" in clock.marks):
+            if ended.wait(POLL_S):
+                return None
         try:
             return prepare(plan, job, idle)
         finally:
@@ -86,6 +101,7 @@ def _meanwhile(prepare: Callable[[SPMDPlan, EmulationJob, Callable[[], bool]], A
     try:
         yield pool.submit(run)
     finally:
+        ended.set()
         pool.shutdown(wait=False)
 
 
@@ -116,7 +132,8 @@ def run_ranks(plan: SPMDPlan, job: EmulationJob, program: RankProgram,
         with _bare_main():
             for proc in procs:
                 proc.start()  # returns once the server forked it: its imports are done
-                clock.mark("forked")  # first when the server is ready, last when all are
+                clock.mark("first_fork", once=True)
+        clock.mark("forked")
         record_helpers()
         with _TokenBars(plan, job, program) as bars:
             names = [worker.rank_name(plan, program, r) for r in range(ranks)]

@@ -37,8 +37,10 @@ class Timeline:
         self.begin = time.monotonic()
         self.marks: dict[str, float] = {}
 
-    def mark(self, step: str) -> None:
-        self.marks[step] = time.monotonic() - self.begin
+    def mark(self, step: str, once: bool = False) -> None:
+        """`step` reached now (`once`: only the first time it is)."""
+        if not (once and step in self.marks):
+            self.marks[step] = time.monotonic() - self.begin
 
     def report(self, stamps: np.ndarray | None) -> dict[str, object]:
         """{"launcher": {step: s}, "ranks": [{phase: s}]}, seconds since the launch began,

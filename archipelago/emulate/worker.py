@@ -147,12 +147,13 @@ def run_torchrun_rank(plan: SPMDPlan, job: EmulationJob, program: RankProgram,
         raise RankFailure(_with_torch(f"{rank_name(plan, program, rank)} failed: "
                                       f"{one_line(err)}", torch_said)) from err
     sys.stderr.write(torch_said.not_torch())
-    return None if gathered is None else program.summarize(plan, job, gathered,
-                                                           program.reference(plan, job,
-                                                                             _busy))
+    if gathered is None:
+        return None
+    return program.summarize(plan, job, gathered, program.reference(plan, job, _busy))
 
 
 def _busy() -> bool:
+    """No core to spare on a torchrun rank 0: its reference is prepared after the run."""
     return False
 
 
