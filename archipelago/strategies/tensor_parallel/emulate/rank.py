@@ -193,8 +193,9 @@ def report_head(plan: Plan, job: EmulationJob, ranks: list[dict[str, Any]],
     the ranks that scored them (`scorers`) against the unsplit transformers model with the
     same weights (`ref`: fp32 reference logits along the emulated token path, greedy
     tokens transformers' generate() picks), and the bytes each rank held.
-    Where the reference decoded ahead (`ref.greedy`) and the emulated tokens are its tokens,
-    its logits are the ones along the emulated path. Otherwise one forward pass over the
+    Where the reference decoded ahead (`ref.greedy`: generate()'s steps, so its tokens) and
+    the emulated tokens are its tokens, its logits are the ones along the emulated path;
+    where they part, its tokens are the reference's. Otherwise one forward pass over the
     emulated path gives both where the paths agree: generate() picks each token as the
     argmax of these logits once its prefix is the same, so if every emulated token is that
     argmax, generate()'s path is the emulated one (by induction from the prompt). Only
