@@ -81,8 +81,9 @@ def _meanwhile(prepare: Callable[[SPMDPlan, EmulationJob, Callable[[], bool]], A
     reference, marked `reference` when ready). With a fork server started now (`starting`)
     and a core to spare it starts at once, `idle()` True until the server has forked a
     rank; otherwise it starts once every rank is forked (its Python held the GIL from the
-    forking: the first rank ran 0.3-0.7 s after the weights, not 0.15-0.25 s) and idle()
-    is False. A block that fails leaves it to finish alone, not waited for."""
+    forking: a later call's first rank ran 0.6-0.7 s after the weights, 0.25-0.5 s with
+    the thread started after, load 5-9) and idle() is False. A block that fails leaves it
+    to finish alone, not waited for."""
     ahead, ended = starting and _spare_core(), threading.Event()
 
     def idle() -> bool:
