@@ -30,8 +30,9 @@ SECTIONS = [
      "before: CPU seconds at commit c25f408 (bench_chef.BEFORE_CPU_S)",
      ["benchmarks.bench_chef"]),
     ("emulation of gpt2-345m at most 2x one-process transformers on 4 ranks, 1.5x on 2",
-     "before: bench_emulate.BEFORE (commit e398450); transformers measured in the same run",
-     ["benchmarks.bench_emulate", "--tokens", "8:8", "--ranks", "2,4", "--repeats", "2"]),
+     "before: the emulator at commit cccdce5, same run; judged on a process's first call",
+     ["benchmarks.bench_emulate", "--tokens", "8:8", "--ranks", "2,4", "--repeats", "2",
+      "--before", "cccdce5"]),
 ]
 
 

@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -132,6 +133,24 @@ def test_dfx_link_bytes_by_hand(gpt2_run) -> None:
     assert gpt2_run["bytes_per_link"] == {"all_gather": 4 * (ranks - 1) * slices}
 
 
+def test_the_timeline_orders_every_step(gpt2_run) -> None:
+    """The report's timeline: the launcher's marks in the order it takes its steps, every
+    rank's stamps in the order a rank goes, all of them after the weights were provided
+    and before the launcher saw the ranks exit; the reference ready before the check."""
+    from archipelago.emulate.timeline import RANK_PHASES
+
+    launcher, ranks = gpt2_run["timeline"]["launcher"], gpt2_run["timeline"]["ranks"]
+    steps = [launcher[s] for s in ("reaper", "fork_server", "weights", "forked", "exited",
+                                   "results", "checked", "removed")]
+    assert steps == sorted(steps) and steps[0] >= 0
+    assert launcher["weights"] < launcher["reference"] <= launcher["checked"]
+    assert len(ranks) == gpt2_run["ranks"]
+    for rank in ranks:
+        stamps = [rank[phase] for phase in RANK_PHASES]
+        assert stamps == sorted(stamps)
+        assert launcher["weights"] < stamps[0] and stamps[-1] < launcher["exited"]
+
+
 def test_fp16_logits_within_rounding_tolerance(gpt2_config, gpt2_reference) -> None:
     report = emulate(gpt2_config, "2xu280", "dfx", {"tokens": TOKENS, "precision": "fp16"},
                      seed=SEED)
@@ -185,12 +204,25 @@ def test_a_plan_with_all_reduce_runs_without_emulator_changes(tmp_path) -> None:
     assert report["max_abs_logit_diff"] <= FP32_REL_TOL * scale
 
 
+def idle_for(steps: int) -> Callable[[], bool]:
+    """An idle() that says yes `steps` times (a fork server that was that slow), then no."""
+    answers = iter([True] * steps)
+    return lambda: next(answers, False)
+
+
+@pytest.mark.parametrize("steps", [0, 3, NEW])
 def test_tokens_that_part_from_transformers_report_generates_own(gpt2_config, gpt2_reference,
-                                                                  tmp_path) -> None:
+                                                                  tmp_path, steps) -> None:
     """Where the emulated tokens part from transformers' greedy path, the report names
     generate()'s tokens and measures the logits along the emulated path (the check runs
-    generate() only then; along an agreeing path one forward pass stands for it)."""
-    from archipelago.strategies.tensor_parallel.emulate.rank import prompt_ids, report_head
+    generate() only then; along an agreeing path one forward pass stands for it), whether
+    the reference decoded ahead while a core was idle (all of it, or stopped after 3 steps
+    when the ranks started) or not."""
+    from archipelago.strategies.tensor_parallel.emulate.rank import (
+        prepare_reference,
+        prompt_ids,
+        report_head,
+    )
 
     plan = make_plan(gpt2_config, "2xu280", "dfx").program
     gpt2_reference.save_pretrained(tmp_path / "weights")
@@ -204,10 +236,46 @@ def test_tokens_that_part_from_transformers_report_generates_own(gpt2_config, gp
     logits[5, 7] += 0.25
     rank = {"tokens": parted, "vocab_slice": [0, GPT2["vocab_size"]], "logits": logits,
             "bytes_by_memory": {"hbm": 1}, "integer_checksum": 0}
-    report = report_head(plan, job, [rank, rank], [rank])
+    report = report_head(plan, job, [rank, rank], [rank],
+                         prepare_reference(plan, job, idle_for(steps)))
     assert report["reference"] == expected and report["generated"] == parted
     assert report["tokens_match"] is False and report["agrees"] is False
     assert report["max_abs_logit_diff"] == pytest.approx(0.25, abs=1e-5)
+
+
+def test_decoding_ahead_checks_an_agreeing_path_as_the_one_pass_does(
+        gpt2_config, gpt2_reference, tmp_path) -> None:
+    """Where the reference decoded ahead (a fork server was starting), an agreeing path is
+    checked with its logits: generate()'s tokens, the same verdict as the one pass along the
+    path, the same logits to float rounding, and a wrong logit found as surely."""
+    from archipelago.strategies.tensor_parallel.emulate.rank import (
+        prepare_reference,
+        prompt_ids,
+        report_head,
+    )
+
+    plan = make_plan(gpt2_config, "2xu280", "dfx").program
+    gpt2_reference.save_pretrained(tmp_path / "weights")
+    job = EmulationJob(parse_tokens(TOKENS), seed=SEED, weights_dir=str(tmp_path / "weights"))
+    prompt = prompt_ids(plan.spec, PROMPT, SEED).tolist()
+    expected, _ = hf_greedy(gpt2_reference, prompt)
+    with torch.inference_mode():
+        along = gpt2_reference(torch.tensor([prompt + expected[:-1]])).logits[0, PROMPT - 1:]
+    logits = along.clone()
+    logits[2, 5] -= 0.5
+    rank = {"tokens": expected, "vocab_slice": [0, GPT2["vocab_size"]], "logits": logits,
+            "bytes_by_memory": {"hbm": 1}, "integer_checksum": 0}
+    ahead = prepare_reference(plan, job, idle_for(NEW))
+    assert ahead.greedy is not None and ahead.greedy[0] == expected
+    rounding = FP32_REL_TOL * float(along.abs().max())  # decode steps vs one pass
+    assert float((ahead.greedy[1] - along).abs().max()) <= rounding
+    assert prepare_reference(plan, job, idle_for(NEW - 1)).greedy is None
+    reports = [report_head(plan, job, [rank, rank], [rank],
+                           prepare_reference(plan, job, idle_for(steps)))
+               for steps in (0, NEW)]
+    for report in reports:
+        assert report["reference"] == expected and report["tokens_match"] is True
+        assert report["max_abs_logit_diff"] == pytest.approx(0.5, abs=rounding)
 
 
 def test_local_checkpoint_with_bare_base_model_names(tmp_path) -> None:

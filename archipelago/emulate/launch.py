@@ -2,24 +2,28 @@
 and summarize. Under torchrun (RANK and WORLD_SIZE set) this process is one rank."""
 
 import os
-import socket
 import sys
+import threading
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+import torch.distributed as dist
 import torch.multiprocessing as mp
 from rich.console import Console
 
 from archipelago.emulate import worker
 from archipelago.emulate.job import EmulationJob
 from archipelago.emulate.reaper import owned_run_dir, record_helpers, start_fork_server
+from archipelago.emulate.timeline import Timeline
 from archipelago.emulate.torchrun import check_world, torchrun_place
-from archipelago.emulate.watchdog import DONE, FAULT_ENV, ProgressBoard, stop, watch
+from archipelago.emulate.watchdog import DONE, FAULT_ENV, POLL_S, ProgressBoard, stop, watch
 from archipelago.emulate.worker import RankProgram, SPMDPlan
 from archipelago.progress_bar import progress_bar
 
@@ -39,45 +43,108 @@ def emulate_locally(plan: SPMDPlan, job: EmulationJob, program: RankProgram) -> 
     """Run `plan` itself, the object in hand, with one process per device on this machine.
     The fork server starts first: its imports (torch's: 1.4-2 s on this project's 2-core
     machine, issue 36) overlap the weights' preparation here (transformers' import, a seeded
-    model built and saved), and the ranks fork once both are done."""
+    model built and saved), and the ranks fork once both are done. The program's reference
+    is prepared in a thread from then on, while the ranks start and run, told when a core
+    is idle (a fork server started by this call still importing). The report carries the
+    run's `timeline` (timeline.py)."""
+    clock = Timeline()
     with owned_run_dir() as run_dir:
+        clock.mark("reaper")
         # imported once by the server, not by every rank as it unpickles its program
-        start_fork_server(["archipelago.emulate.worker", program.run_rank.__module__])
+        started = start_fork_server(["archipelago.emulate.worker",
+                                     program.run_rank.__module__])
+        clock.mark("fork_server")
         job = program.provide_weights(plan, job, run_dir)
-        return program.summarize(plan, job, run_ranks(plan, job, program, run_dir))
+        clock.mark("weights")
+        with _meanwhile(program.reference, plan, job, started, clock) as reference:
+            results = run_ranks(plan, job, program, run_dir, clock)
+            ref = reference.result()
+        report = program.summarize(plan, job, results, ref)
+        clock.mark("checked")
+        stamps = ProgressBoard(run_dir / "progress", plan.ranks).stamps.read()
+    clock.mark("removed")
+    return {**report, "timeline": clock.report(stamps)}
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def _spare_core() -> bool:
+    """Whether a core is left that no process wants (the 1-minute load average at least
+    one below the cores): only then does a fork server importing torch leave the launcher
+    one; on the project's 2-core machine shared at load 6-7 it left none (2026-11-28)."""
+    return (os.cpu_count() or 1) - os.getloadavg()[0] >= 1
+
+
+@contextmanager
+def _meanwhile(prepare: Callable[[SPMDPlan, EmulationJob, Callable[[], bool]], Any],
+               plan: SPMDPlan, job: EmulationJob, starting: bool, clock: Timeline
+               ) -> Iterator[Future]:
+    """`prepare(plan, job, idle)` in a thread while the block runs (the program's
+    reference, marked `reference` when ready). With a fork server started now (`starting`)
+    and a core to spare it starts at once, `idle()` True until the server has forked a
+    rank; otherwise it starts once every rank is forked (its Python held the GIL from the
+    forking: a later call's first rank ran 0.6-0.7 s after the weights, 0.25-0.5 s with
+    the thread started after, load 5-9) and idle() is False. A block that fails leaves it
+    to finish alone, not waited for."""
+    ahead, ended = starting and _spare_core(), threading.Event()
+
+    def idle() -> bool:
+        return ahead and "first_fork" not in clock.marks
+
+    def run() -> Any:
+        while not (ahead or "forked" in clock.marks):
+            if ended.wait(POLL_S):
+                return None
+        try:
+            return prepare(plan, job, idle)
+        finally:
+            clock.mark("reference")
+
+    pool = ThreadPoolExecutor(1, "archipelago-reference")
+    try:
+        yield pool.submit(run)
+    finally:
+        ended.set()
+        pool.shutdown(wait=False)
+
+
+def _store(ranks: int, timeout_s: float) -> dist.TCPStore:
+    """The ranks' rendezvous store, served here on a free port before any rank starts, as
+    torchrun's agent serves its ranks' (worker.main sets TORCHELASTIC_USE_AGENT_STORE): a
+    rank that connected before rank 0 served one retried after a back-off, its join
+    0.25-0.36 s after the server was up (torch 2.13, measured)."""
+    return dist.TCPStore("127.0.0.1", 0, ranks, is_master=True,
+                         timeout=timedelta(seconds=timeout_s), wait_for_workers=False)
 
 
 def run_ranks(plan: SPMDPlan, job: EmulationJob, program: RankProgram,
-              run_dir: Path) -> list[dict[str, Any]]:
+              run_dir: Path, clock: Timeline) -> list[dict[str, Any]]:
     """One OS process per device (gloo over loopback), forked from a server that imported
     torch once (started by emulate_locally); all are killed as soon as one fails or the run
     stalls (watchdog.watch raises RankFailure). Rank 0's gathered results come back through
-    RUN_DIR."""
+    RUN_DIR. `clock` marks when the ranks were forked, exited and reaped."""
     ranks = plan.ranks
     board = ProgressBoard(run_dir / "progress", ranks, create=True)
     context = mp.get_context("forkserver")
-    port, fault = _free_port(), os.environ.get(FAULT_ENV)
+    store, fault = _store(ranks, job.timeout_s), os.environ.get(FAULT_ENV)
     procs = [context.Process(target=worker.main,
-                             args=(run_dir, plan, job, program, rank, port, fault),
+                             args=(run_dir, plan, job, program, rank, store.port, fault),
                              name=f"archipelago-rank{rank}", daemon=True)
              for rank in range(ranks)]
     try:
         with _bare_main():
             for proc in procs:
-                proc.start()
+                proc.start()  # returns once the server forked it: its imports are done
+                clock.mark("first_fork", once=True)
+        clock.mark("forked")
         record_helpers()
         with _TokenBars(plan, job, program) as bars:
             names = [worker.rank_name(plan, program, r) for r in range(ranks)]
             watch(procs, board, run_dir, job.timeout_s, names, bars.update)
+        clock.mark("exited")
     finally:
         stop(procs)
-    return torch.load(run_dir / "result.pt")
+    results = torch.load(run_dir / "result.pt")
+    clock.mark("results")
+    return results
 
 
 @contextmanager

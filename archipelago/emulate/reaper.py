@@ -166,24 +166,29 @@ def _check_socket_room(directory: Path) -> None:
                                f"{room} bytes")
 
 
-def start_fork_server(preload: list[str]) -> None:
+def start_fork_server(preload: list[str]) -> bool:
     """Start multiprocessing's fork server (and resource tracker) so that this launcher
     owns what they leave: their temporary directory is announced to the reaper before it
     exists, so a SIGKILL before `record_helpers` cannot leave it behind; and SIGINT is
     ignored by them and the ranks they fork, so a Ctrl-C, which reaches the whole process
     group, leaves the run to the launcher to stop (the server, still importing torch,
-    printed a KeyboardInterrupt traceback)."""
+    printed a KeyboardInterrupt traceback). True when a server started now: it is still
+    importing `preload` (torch's import: 1.3-3 s of one core), while a server an earlier
+    run of this process started is reused as it is."""
     from multiprocessing import forkserver
 
     _announced_mp_temp_dir()
     forkserver.set_forkserver_preload(preload)
     main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+    server = forkserver._forkserver  # multiprocessing's one server; its pid says if it is new
+    running = server._forkserver_pid
     try:
         forkserver.ensure_running()
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
+    return server._forkserver_pid != running
 
 
 def record_helpers() -> None:

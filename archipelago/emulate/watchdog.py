@@ -17,6 +17,7 @@ import numpy as np
 
 from archipelago.emulate.errors import RankFailure
 from archipelago.emulate.stderr import meaningful_lines
+from archipelago.emulate.timeline import RankStamps
 from archipelago.errors import elide
 
 # "RANK:ACTION:N": rank RANK raises (`raise`), SIGKILLs itself (`kill`) or hangs (`hang`)
@@ -28,10 +29,12 @@ POLL_S = 0.05
 
 
 class ProgressBoard:
-    """Collectives started per rank, in a small memory-mapped file all ranks share."""
+    """Collectives started per rank, in a small memory-mapped file all ranks share, and
+    when each rank reached each step (timeline.RANK_PHASES) in another beside it."""
 
     def __init__(self, path: Path, ranks: int, create: bool = False) -> None:
         self._counts = np.memmap(path, np.int64, "w+" if create else "r+", shape=(ranks,))
+        self.stamps = RankStamps(path.with_suffix(".stamps"), ranks, create)
 
     def read(self) -> np.ndarray:
         return np.array(self._counts)
@@ -76,6 +79,11 @@ class Heartbeat:
             self.fault.strike()
         if self.board is not None:
             self.board.set(self.rank, self.count)
+
+    def stamp(self, phase: str) -> None:
+        """This rank reached `phase` (timeline.RANK_PHASES) now."""
+        if self.board is not None:
+            self.board.stamps.stamp(self.rank, phase)
 
     def finish(self) -> None:
         if self.board is not None:

@@ -41,10 +41,10 @@ class SPMDPlan(Protocol):
 @dataclass(frozen=True)
 class RankProgram:
     """An SPMD emulator: `run_rank` runs on every rank with its Exchange; `summarize` turns
-    all ranks' results (gathered on rank 0) into the report."""
+    all ranks' results (gathered on rank 0) and the `reference` into the report."""
 
     run_rank: Callable[[SPMDPlan, EmulationJob, int, Exchange], dict[str, Any]]
-    summarize: Callable[[SPMDPlan, EmulationJob, list[dict[str, Any]]], dict[str, Any]]
+    summarize: Callable[[SPMDPlan, EmulationJob, list[dict[str, Any]], Any], dict[str, Any]]
     # (plan, job, rank) -> (collectives the rank runs per generated token, tokens): what the
     # launcher's progress bar counts its collectives against
     pace: Callable[[SPMDPlan, EmulationJob, int], tuple[int, int]] | None = None
@@ -55,6 +55,12 @@ class RankProgram:
     # (plan, rank) -> what the rank emulates, in the user's words ("u280 'fpga1', tensor
     # shard 2 of 4"): failure lines name it beside the rank number
     role: Callable[[SPMDPlan, int], str] = lambda plan, rank: f"device {rank} of {plan.ranks}"
+    # (plan, job, idle) -> what `summarize` checks the results against (a reference model),
+    # once the weights are provided: the launcher prepares it in a thread while the ranks
+    # start and run (`idle()`: True while a core is to spare, their fork server still
+    # importing), a torchrun rank 0 once the results are in
+    reference: Callable[[SPMDPlan, EmulationJob, Callable[[], bool]], Any] = (
+        lambda plan, job, idle: None)
 
 
 def rank_name(plan: SPMDPlan, program: RankProgram, rank: int) -> str:
@@ -82,8 +88,10 @@ def run_rank(plan: SPMDPlan, job: EmulationJob, program: RankProgram, place: Tor
                                 timeout=timeout)
     except (RuntimeError, dist.DistError) as err:  # e.g. a peer never joined
         raise PeerFailure.during("joining the process group", err) from None
+    heartbeat.stamp("joined")
     exchange = Exchange(heartbeat)
     gathered = exchange.gather_to_root(program.run_rank(plan, job, rank, exchange))
+    heartbeat.stamp("gathered")
     heartbeat.finish()
     dist.destroy_process_group()
     return job, gathered
@@ -139,7 +147,14 @@ def run_torchrun_rank(plan: SPMDPlan, job: EmulationJob, program: RankProgram,
         raise RankFailure(_with_torch(f"{rank_name(plan, program, rank)} failed: "
                                       f"{one_line(err)}", torch_said)) from err
     sys.stderr.write(torch_said.not_torch())
-    return None if gathered is None else program.summarize(plan, job, gathered)
+    if gathered is None:
+        return None
+    return program.summarize(plan, job, gathered, program.reference(plan, job, _busy))
+
+
+def _busy() -> bool:
+    """No core to spare on a torchrun rank 0: its reference is prepared after the run."""
+    return False
 
 
 def main(run_dir: Path, plan: SPMDPlan, job: EmulationJob, program: RankProgram, rank: int,
@@ -156,9 +171,11 @@ def main(run_dir: Path, plan: SPMDPlan, job: EmulationJob, program: RankProgram,
     os.close(log)
     world = plan.ranks
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
-                      WORLD_SIZE=str(world), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world))
+                      WORLD_SIZE=str(world), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world),
+                      TORCHELASTIC_USE_AGENT_STORE="True")  # the launcher serves the store
     heartbeat = Heartbeat(rank, ProgressBoard(run_dir / "progress", world),
                           Fault.parse(fault, rank))
+    heartbeat.stamp("started")
     try:
         _, gathered = run_rank(plan, job, program, TorchrunPlace(rank, world, world),
                                heartbeat)

@@ -11,6 +11,7 @@ send the picked token (an int32) back to the first stage's for the next step.
 """
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -39,7 +40,9 @@ from archipelago.strategies.tensor_parallel.emulate.interpreter import (
 from archipelago.strategies.tensor_parallel.emulate.quant_shard import row_maxima
 from archipelago.strategies.tensor_parallel.emulate.rank import (
     DTYPES,
+    Reference,
     busiest_links,
+    prepare_reference,
     prompt_ids,
     provide_weights,
     rank_state,
@@ -123,6 +126,8 @@ def _generate(place: _Place, rs: RankState, ex: Exchange, job: EmulationJob
             token, local = pick(ring, rs, hidden)
             tokens.append(token)
             logits.append(local.float())
+        if step == 0:
+            ex.heartbeat.stamp("first_token")
         if step + 1 == work.output_tokens:
             break
         what = f"the token of step {step}"
@@ -150,8 +155,10 @@ def run_rank(plan: StagedPlan, job: EmulationJob, rank: int, exchange: Exchange
     stage, ring = place.stage, place.stage.program
     tensors = stage_weights(ring.spec, stage.layers, stage.first, stage.last)
     rs, held = rank_state(ring, job, ring.devices[place.tp_rank], ex, tensors)
+    ex.heartbeat.stamp("loaded")
     start = time.perf_counter()
     tokens, logits = _generate(place, rs, ex, job)
+    ex.heartbeat.stamp("last_token")
     return {"stage": stage.index, "tokens": tokens,
             "logits": torch.stack(logits) if logits else None,
             "vocab_slice": list(rs.vocab_slice), "seconds": time.perf_counter() - start,
@@ -171,9 +178,10 @@ def _stage_links(ranks: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
     return links
 
 
-def summarize(plan: StagedPlan, job: EmulationJob, ranks: list[dict[str, Any]]
-              ) -> dict[str, Any]:
-    """The last stage's tokens and logits against transformers; the collectives each
+def summarize(plan: StagedPlan, job: EmulationJob, ranks: list[dict[str, Any]],
+              ref: Reference) -> dict[str, Any]:
+    """The last stage's tokens and logits against transformers (`ref`, from `reference`);
+    the collectives each
     stage's ranks ran; where the plan shows its split, it and the bytes each link between
     stages carried."""
     tp, pp = plan.split.tp, len(plan.stages)
@@ -195,7 +203,7 @@ def summarize(plan: StagedPlan, job: EmulationJob, ranks: list[dict[str, Any]]
               "collectives": [stage[0]["collectives"] for stage in stages]}
              if plan.shows_split else {"collectives": stages[0][0]["collectives"]})
     return {
-        **report_head(plan.program, job, ranks, stages[-1]),
+        **report_head(plan.program, job, ranks, stages[-1], ref),
         "cluster": plan.cluster.name, "ranks": plan.ranks, **split,
         "bytes_per_link": busiest_links(ranks, kinds),
         **({"stage_links": _stage_links(stages)} if plan.shows_split else {}),
@@ -227,6 +235,11 @@ def weights(plan: StagedPlan, job: EmulationJob, run_dir: Path | None) -> Emulat
     return provide_weights(plan.program, job, run_dir)
 
 
+def reference(plan: StagedPlan, job: EmulationJob, idle: Callable[[], bool]) -> Reference:
+    """The unsplit model the last stage's results are checked against."""
+    return prepare_reference(plan.program, job, idle)
+
+
 def role(plan: StagedPlan, rank: int) -> str:
     """What rank `rank` emulates: its cluster node, its stage, the shard it holds."""
     place = _Place.of(plan, rank)
@@ -237,4 +250,4 @@ def role(plan: StagedPlan, rank: int) -> str:
             f"{plan.split.tp}")
 
 
-PROGRAM = RankProgram(run_rank, summarize, pace, weights, role)
+PROGRAM = RankProgram(run_rank, summarize, pace, weights, role, reference)

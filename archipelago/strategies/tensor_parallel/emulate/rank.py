@@ -3,7 +3,7 @@ starts, its shard loaded into its state, the weights every rank reads, and the r
 rank 0 writes against transformers (program.py walks the stages with them)."""
 
 from collections.abc import Callable, Iterable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -151,18 +151,25 @@ def rank_state(plan: Plan, job: EmulationJob, device: DevicePlan, exchange: Exch
     return rs, shard.bytes_by_memory
 
 
-def report_head(plan: Plan, job: EmulationJob, ranks: list[dict[str, Any]],
-                scorers: list[dict[str, Any]]) -> dict[str, Any]:
-    """What every emulation report opens with: the run, the generated tokens and logits of
-    the ranks that scored them (`scorers`) against the unsplit transformers model with the
-    same weights (fp32 reference logits along the emulated token path, greedy tokens
-    transformers' generate() picks), and the bytes each rank held.
-    One forward pass over the emulated path gives both where the paths agree: generate()
-    picks each token as the argmax of these logits once its prefix is the same, so if every
-    emulated token is that argmax, generate()'s path is the emulated one (by induction from
-    the prompt). Only where they part does generate() run, to report its own tokens: its
-    sequential decode steps cost gpt2-345m 8:8 2.5-3x the one pass (one thread, 2-core
-    machine, 2026-11-28)."""
+@dataclass
+class Reference:
+    """The unsplit transformers model with the run's weights, and, when the launcher had a
+    core to spare for it while the ranks started, its greedy tokens and the logits along
+    them (`greedy`)."""
+
+    model: Any
+    prompt: torch.Tensor
+    greedy: tuple[list[int], torch.Tensor] | None = None
+
+
+def prepare_reference(plan: Plan, job: EmulationJob, idle: Callable[[], bool]) -> Reference:
+    """The reference, prepared by the launcher in a thread while the ranks start and run:
+    the model loaded (its weights the checkpoint's file-backed pages, which the ranks'
+    shards read too) and quantized as the run's precision is. While `idle()` (a core to
+    spare: the ranks' fork server still importing torch, 1.3-3 s of one core) it decodes
+    greedily too, and where the emulated tokens agree with all of it no pass is left for
+    after the ranks; stopped before the end, the pass runs (a decode step streams all the
+    weights as the whole pass does: steps beside running ranks would take their cores)."""
     from archipelago.strategies.tensor_parallel.emulate import (
         reference,  # transformers loads only where results meet
     )
@@ -170,19 +177,46 @@ def report_head(plan: Plan, job: EmulationJob, ranks: list[dict[str, Any]],
         quantize_reference,
     )
 
-    tokens = scorers[0]["tokens"]
-    slices = {tuple(r["vocab_slice"]): r["logits"] for r in scorers}  # a whole head: one
-    logits = torch.cat([slices[k] for k in sorted(slices)], dim=-1)
-    assert logits.shape[-1] == plan.spec.vocab, tuple(logits.shape)
     work = job.workload
     prompt = prompt_ids(plan.spec, work.input_tokens, job.seed)
     with reference.half_the_cores():
         model = reference.load_model(Path(job.weights_dir))
         if job.precision in QUANTIZED_PRECISIONS:
             quantize_reference(model, plan.spec, job.precision)
-        along = reference.logits_along(model, prompt, tokens)
-        expected = (tokens if along.argmax(dim=-1).tolist() == tokens
-                    else reference.greedy_generate(model, prompt, work.output_tokens))
+        greedy = reference.greedy_while(model, prompt, work.output_tokens, idle)
+    return Reference(model, prompt, greedy)
+
+
+def report_head(plan: Plan, job: EmulationJob, ranks: list[dict[str, Any]],
+                scorers: list[dict[str, Any]], ref: Reference) -> dict[str, Any]:
+    """What every emulation report opens with: the run, the generated tokens and logits of
+    the ranks that scored them (`scorers`) against the unsplit transformers model with the
+    same weights (`ref`: fp32 reference logits along the emulated token path, greedy
+    tokens transformers' generate() picks), and the bytes each rank held.
+    Where the reference decoded ahead (`ref.greedy`: generate()'s steps, so its tokens) and
+    the emulated tokens are its tokens, its logits are the ones along the emulated path;
+    where they part, its tokens are the reference's. Otherwise one forward pass over the
+    emulated path gives both where the paths agree: generate() picks each token as the
+    argmax of these logits once its prefix is the same, so if every emulated token is that
+    argmax, generate()'s path is the emulated one (by induction from the prompt). Only
+    where they part does generate() run, to report its own tokens: its sequential decode
+    steps cost gpt2-345m 8:8 2.5-3x the one pass (one thread, 2-core machine, 2026-11-28)."""
+    from archipelago.strategies.tensor_parallel.emulate import reference
+
+    tokens = scorers[0]["tokens"]
+    slices = {tuple(r["vocab_slice"]): r["logits"] for r in scorers}  # a whole head: one
+    logits = torch.cat([slices[k] for k in sorted(slices)], dim=-1)
+    assert logits.shape[-1] == plan.spec.vocab, tuple(logits.shape)
+    prompt = ref.prompt
+    if ref.greedy is not None and ref.greedy[0] == tokens:
+        expected, along = ref.greedy
+    else:
+        with reference.half_the_cores():
+            along = reference.logits_along(ref.model, prompt, tokens)
+            expected = (ref.greedy[0] if ref.greedy is not None
+                        else tokens if along.argmax(dim=-1).tolist() == tokens
+                        else reference.greedy_generate(ref.model, prompt,
+                                                       job.workload.output_tokens))
     return {
         "model": plan.spec.name, "cluster": plan.cluster.name, "strategy": plan.strategy,
         "ranks": plan.ranks, "precision": job.precision, "numerics": plan.numerics,

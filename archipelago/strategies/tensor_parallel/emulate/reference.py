@@ -101,6 +101,26 @@ def greedy_generate(model: PreTrainedModel, prompt: torch.Tensor, new_tokens: in
     return out[0, len(prompt):].tolist()
 
 
+def greedy_while(model: PreTrainedModel, prompt: torch.Tensor, new_tokens: int,
+                 go: Callable[[], bool]) -> tuple[list[int], torch.Tensor] | None:
+    """Greedy decoding as generate() does it (each token the argmax of the model's logits,
+    the attention cache carried), one step at a time while `go()` says so: the tokens and
+    the logits at each step, or None once it says stop."""
+    tokens: list[int] = []
+    rows: list[torch.Tensor] = []
+    ids, cache = prompt[None, :], None
+    with torch.inference_mode():
+        for _ in range(new_tokens):
+            if not go():
+                return None
+            out = model(ids, cache=cache, use_cache=True, logits_to_keep=1)
+            cache, row = out.cache, out.logits[0, -1:].float()
+            rows.append(row)
+            tokens.append(int(row.argmax()))
+            ids = torch.tensor([tokens[-1:]], dtype=prompt.dtype)
+    return tokens, torch.cat(rows)
+
+
 def logits_along(model: PreTrainedModel, prompt: torch.Tensor,
                  generated: list[int]) -> torch.Tensor:
     """Reference logits at each generation step when fed the emulator's own tokens, so the
