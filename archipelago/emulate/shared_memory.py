@@ -23,6 +23,7 @@ An all-reduce adds the ranks' tensors in gloo's ring order (`ring_sum`), so resu
 bit-identical to the gloo path.
 """
 
+import ctypes
 import hashlib
 import math
 import mmap
@@ -32,7 +33,6 @@ from collections.abc import Callable
 from functools import reduce
 from pathlib import Path
 
-import numpy as np
 import torch
 import torch.distributed as dist
 
@@ -105,29 +105,29 @@ def _alive(pid: int) -> bool:
 
 
 class _Counters:
-    """int32 counters in a shared file, one cache line each, each written by one rank."""
+    """int32 counters in a shared file, one cache line each, each written by one rank
+    (ctypes cells: a read or a store is one aligned 4-byte access, and cheap)."""
 
     def __init__(self, path: Path, count: int) -> None:
         self._map = _mapped(path, count * LINE)
-        self._words = np.frombuffer(self._map, np.int32)[::LINE // 4]
-        self._base = self._words.ctypes.data
+        self._cells = [ctypes.c_int32.from_buffer(self._map, k * LINE) for k in range(count)]
 
     def __getitem__(self, k: int) -> int:
-        return int(self._words[k])
+        return self._cells[k].value
 
     def store(self, k: int, value: int) -> None:
-        self._words[k] = value
+        self._cells[k].value = value
 
     def publish(self, k: int, value: int) -> None:
         """Store `value` and wake the ranks waiting on it."""
-        self._words[k] = value
-        futex.wake(self._base + k * LINE)
+        self._cells[k].value = value
+        futex.wake(ctypes.addressof(self._cells[k]))
 
     def await_at_least(self, k: int, target: int, deadline: float, peer: "_Peer") -> None:
         """Return once counter `k` reaches `target`; PeerLost when `peer` exits or
         `deadline` (time.monotonic) passes first."""
-        checked = time.monotonic()
-        while (seen := int(self._words[k])) < target:
+        cell, checked = self._cells[k], time.monotonic()
+        while (seen := cell.value) < target:
             now = time.monotonic()
             if now >= deadline:
                 raise PeerLost(f"rank {peer.rank} did not arrive within {peer.timeout_s:g} s")
@@ -135,7 +135,7 @@ class _Counters:
                 if not peer.alive():
                     raise PeerLost(f"rank {peer.rank} exited")
                 checked = now
-            futex.wait(self._base + k * LINE, seen, min(deadline - now, LIVENESS_S))
+            futex.wait(ctypes.addressof(cell), seen, min(deadline - now, LIVENESS_S))
 
 
 class _Peer:
@@ -154,19 +154,28 @@ class _Slots:
 
     def __init__(self, stem: Path, ways: int) -> None:
         self.stem, self.ways, self.capacity = stem, ways, 0
-        self.bytes = torch.empty(0, dtype=torch.uint8)
+        self.tables: dict[tuple[torch.dtype, tuple[int, ...]], list[torch.Tensor]] = {}
 
-    def slot(self, sequence: int, way: int, nbytes: int) -> torch.Tensor:
-        if nbytes > self.capacity:
-            self.capacity = max(MIN_SLOT_BYTES, 1 << (nbytes - 1).bit_length())
-            shared = _mapped(Path(f"{self.stem}.{self.capacity}"), 2 * self.ways * self.capacity)
-            self.bytes = torch.frombuffer(shared, dtype=torch.uint8).view(
-                2, self.ways, self.capacity)
-        return self.bytes[sequence % 2, way, :nbytes]
+    def table(self, sequence: int, dtype: torch.dtype, shape: tuple[int, ...]
+              ) -> torch.Tensor:
+        """The slots of collective `sequence` as tensors of `dtype` and `shape`, stacked
+        (`ways` first); the views are kept, since a run repeats a few shapes many times."""
+        key = (dtype, shape)
+        if key not in self.tables:
+            nbytes = math.prod(shape) * dtype.itemsize
+            if nbytes > self.capacity:
+                self._grow(nbytes)
+            self.tables[key] = [half[:, :nbytes].view(dtype).view(self.ways, *shape)
+                                for half in self.bytes]
+        return self.tables[key][sequence % 2]
 
-
-def _put(slot: torch.Tensor, x: torch.Tensor) -> None:
-    slot.view(x.dtype).view(x.shape).copy_(x)
+    def _grow(self, nbytes: int) -> None:
+        self.capacity = max(MIN_SLOT_BYTES, 1 << (nbytes - 1).bit_length())
+        self.shared = _mapped(Path(f"{self.stem}.{self.capacity}"),
+                              2 * self.ways * self.capacity)
+        self.bytes = torch.frombuffer(self.shared, dtype=torch.uint8).view(2, self.ways,
+                                                                           self.capacity)
+        self.tables.clear()
 
 
 def _check_size(sender: int, offered: int, expected: int) -> None:
@@ -188,13 +197,14 @@ class _Group:
         self.peers = [_Peer(host, m) for m in members]
         self.sequence = 0
 
-    def meet(self, x: torch.Tensor) -> list[torch.Tensor]:
-        """Every member's `x`, in member order: views of the shared slots, valid until this
-        rank's next collective but one in the group."""
+    def meet(self, x: torch.Tensor) -> torch.Tensor:
+        """Every member's `x`, stacked in member order: a view of the shared slots, valid
+        until this rank's next collective but one in the group."""
         self.sequence += 1
         ways, nbytes = len(self.members), x.nbytes
         offered = ways * (1 + self.sequence % 2)  # where this collective's byte counts are
-        _put(self.slots.slot(self.sequence, self.me, nbytes), x)
+        table = self.slots.table(self.sequence, x.dtype, tuple(x.shape))
+        table[self.me].copy_(x)
         self.counters.store(offered + self.me, nbytes)
         self.counters.publish(self.me, self.sequence)
         deadline = time.monotonic() + self.host.timeout_s
@@ -202,8 +212,7 @@ class _Group:
             if k != self.me:
                 self.counters.await_at_least(k, self.sequence, deadline, peer)
                 _check_size(peer.rank, self.counters[offered + k], nbytes)
-        return [self.slots.slot(self.sequence, k, nbytes).view(x.dtype).view(x.shape)
-                for k in range(ways)]
+        return table
 
 
 class _Pipe:
@@ -223,7 +232,7 @@ class _Pipe:
         self.sequence += 1
         deadline = time.monotonic() + self.sender.timeout_s
         self.counters.await_at_least(self.READ, self.sequence - 2, deadline, self.receiver)
-        _put(self.slots.slot(self.sequence, 0, x.nbytes), x)
+        self.slots.table(self.sequence, x.dtype, tuple(x.shape))[0].copy_(x)
         self.counters.store(self.BYTES + self.sequence % 2, x.nbytes)
         self.counters.publish(self.SENT, self.sequence)
 
@@ -233,7 +242,7 @@ class _Pipe:
         deadline = time.monotonic() + self.receiver.timeout_s
         self.counters.await_at_least(self.SENT, self.sequence, deadline, self.sender)
         _check_size(self.sender.rank, self.counters[self.BYTES + self.sequence % 2], nbytes)
-        x = self.slots.slot(self.sequence, 0, nbytes).view(dtype).view(shape).clone()
+        x = self.slots.table(self.sequence, dtype, tuple(shape))[0].clone()
         self.counters.publish(self.READ, self.sequence)
         return x
 
@@ -276,7 +285,7 @@ class SharedMemory:
         return len(self.members)
 
     def all_gather(self, x: torch.Tensor) -> list[torch.Tensor]:
-        return [part.clone() for part in self.host.group(self.members).meet(x)]
+        return list(self.host.group(self.members).meet(x).clone().unbind(0))
 
     def all_reduce(self, x: torch.Tensor, op: dist.ReduceOp.RedOpType) -> torch.Tensor:
         if op not in REDUCTIONS:
@@ -286,7 +295,8 @@ class SharedMemory:
         # run along its columns
         dense = x.clone()
         order = sorted(range(dense.dim()), key=lambda d: -dense.stride(d))
-        total = REDUCTIONS[op](self.host.group(self.members).meet(dense.permute(order)))
+        table = self.host.group(self.members).meet(dense.permute(order))
+        total = REDUCTIONS[op](list(table.unbind(0)))
         return total.permute(sorted(range(dense.dim()), key=order.__getitem__))
 
     def send(self, x: torch.Tensor, to: int) -> None:
