@@ -114,8 +114,9 @@ def main() -> None:
                 rates.setdefault(f"{ranks}", []).append(reports[ranks]["tokens_per_s"])
                 generating.setdefault(ranks, []).append(reports[ranks]["seconds"])
     hidden = resolve_model(args.model).hidden
-    floors = {r: gloo_floor.in_subprocess(r, sum(reports[r]["collectives"].values()),
-                                          hidden // r) for r in counts if r > 1}
+    floors = {r: [gloo_floor.in_subprocess(r, sum(reports[r]["collectives"].values()),
+                                           hidden // r, way) for way in gloo_floor.TRANSPORTS]
+              for r in counts if r > 1}
     med = statistics.median
     print(f"{args.model} {args.tokens}, random weights (seed {SEED}), fp32 on this CPU; "
           f"medians of {args.repeats} interleaved repeats\n")
@@ -134,12 +135,14 @@ def main() -> None:
               f"{report['bytes_per_rank'][0] / 2**20:13.1f}")
     print("\nwhere an emulation's wall time goes: its ranks generating (prompt to last token, "
           "the slowest rank), and the same collectives run alone (gloo_floor: as many "
-          "all-gathers of one token's slice, no compute; the rest is start-up, shards and the "
-          "check against transformers)")
+          "all-gathers of one token's slice, no compute, over gloo on loopback as torchrun's "
+          "ranks run them and over shared memory as the launcher's do; the rest is start-up, "
+          "shards and the check against transformers)")
     for ranks in counts:
-        floor = f"{floors[ranks]:7.1f} s" if ranks in floors else ""
+        floor = ("gloo {:.2f} s, shared memory {:.2f} s".format(*floors[ranks])
+                 if ranks in floors else "")
         print(f"{f'{ranks} rank processes':28} generating {med(generating[ranks]):6.1f} s, "
-              f"collectives alone {floor}, vs transformers' whole run {med(walls['base']):.1f} s")
+              f"collectives alone: {floor}; transformers' whole run {med(walls['base']):.1f} s")
 
 
 if __name__ == "__main__":

@@ -146,3 +146,12 @@ def test_a_peer_offering_other_sizes_is_refused(tmp_path: Path) -> None:
         first.all_gather(torch.ones(3), "k", "x")
     peer.kill()
     peer.join()
+
+
+def test_slots_first_used_under_inference_mode_serve_outside_it(tmp_path: Path) -> None:
+    """Generation runs under inference mode, loading (W8A8's row maxima) outside it."""
+    alone = SharedMemory.world(tmp_path, 0, 1, 5.0)
+    with torch.inference_mode():
+        assert alone.all_gather(torch.ones(3))[0].tolist() == [1.0, 1.0, 1.0]
+    total = alone.all_reduce(torch.tensor([2.0, -1.0, 0.5]), dist.ReduceOp.MAX)
+    assert total.tolist() == [2.0, -1.0, 0.5]

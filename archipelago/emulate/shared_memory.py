@@ -162,11 +162,14 @@ class _Slots:
         (`ways` first); the views are kept, since a run repeats a few shapes many times."""
         key = (dtype, shape)
         if key not in self.tables:
-            nbytes = math.prod(shape) * dtype.itemsize
-            if nbytes > self.capacity:
-                self._grow(nbytes)
-            self.tables[key] = [half[:, :nbytes].view(dtype).view(self.ways, *shape)
-                                for half in self.bytes]
+            # normal tensors, even when made under inference mode: an inference tensor could
+            # not be written outside it (a collective while loading weights, say)
+            with torch.inference_mode(False):
+                nbytes = math.prod(shape) * dtype.itemsize
+                if nbytes > self.capacity:
+                    self._grow(nbytes)
+                self.tables[key] = [half[:, :nbytes].view(dtype).view(self.ways, *shape)
+                                    for half in self.bytes]
         return self.tables[key][sequence % 2]
 
     def _grow(self, nbytes: int) -> None:
