@@ -12,10 +12,13 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from archipelago.api import emulate
 from archipelago.emulate import futex
+from archipelago.emulate.errors import RankFailure
 from archipelago.emulate.exchange import Exchange, Gloo, PeerFailure
 from archipelago.emulate.shared_memory import SharedMemory, ring_sum
-from archipelago.emulate.watchdog import Heartbeat
+from archipelago.emulate.watchdog import FAULT_ENV, Heartbeat
+from tests.test_emulate import GPT2, write_config
 
 pytestmark = pytest.mark.skipif(not futex.supported(), reason="shared memory: Linux x86-64")
 
@@ -155,3 +158,17 @@ def test_slots_first_used_under_inference_mode_serve_outside_it(tmp_path: Path) 
         assert alone.all_gather(torch.ones(3))[0].tolist() == [1.0, 1.0, 1.0]
     total = alone.all_reduce(torch.tensor([2.0, -1.0, 0.5]), dist.ReduceOp.MAX)
     assert total.tolist() == [2.0, -1.0, 0.5]
+
+
+def test_the_launchers_ranks_meet_in_shared_memory_and_name_a_hung_peers_step(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rank 0 hangs before its 3rd collective: rank 1's all-gather gives up after the job's
+    timeout naming the step and the rank (gloo's words would be a socket's)."""
+    monkeypatch.setenv(FAULT_ENV, "0:hang:3")
+    with pytest.raises(RankFailure) as caught:
+        emulate(write_config(tmp_path / "gpt2", GPT2), "2xu280", "dfx", {"tokens": "4:4"},
+                timeout_s=2)
+    assert str(caught.value) == (
+        "rank 0 (u280 'u280_0', tensor shard 1 of 2) hung: stopped after 2 collectives while "
+        "others reached 3; rank 1 (u280 'u280_1', tensor shard 2 of 2): all_gather of "
+        "'ffn_act' (layer 0) failed: rank 0 did not arrive within 2 s")
