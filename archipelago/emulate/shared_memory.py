@@ -47,7 +47,8 @@ GLOO_MAX_SEGMENT_BYTES = 1 << 20
 
 
 class PeerLost(RuntimeError):
-    """The peer a rank waited for exited, or did not arrive within the timeout."""
+    """The peer a rank waited for exited, did not arrive within the timeout, or offered a
+    tensor of another size than this rank's."""
 
 
 def ring_sum(parts: list[torch.Tensor]) -> torch.Tensor:
@@ -233,7 +234,7 @@ class _Pipe:
 
     def send(self, x: torch.Tensor) -> None:
         self.sequence += 1
-        deadline = time.monotonic() + self.sender.timeout_s
+        deadline = time.monotonic() + self.receiver.timeout_s
         self.counters.await_at_least(self.READ, self.sequence - 2, deadline, self.receiver)
         self.slots.table(self.sequence, x.dtype, tuple(x.shape))[0].copy_(x)
         self.counters.store(self.BYTES + self.sequence % 2, x.nbytes)
