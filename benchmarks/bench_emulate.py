@@ -146,8 +146,9 @@ def main() -> None:
                 for name, tree in trees.items():
                     runs.setdefault((name, ranks), []).append(
                         emulation_calls(tree, weights, args.model, args.tokens, ranks))
-    floors = {r: gloo_floor.in_subprocess(r, runs["now", r][-1][0]["collectives"],
-                                          resolve_model(args.model).hidden // r)
+    hidden = resolve_model(args.model).hidden
+    floors = {r: [gloo_floor.in_subprocess(r, runs["now", r][-1][0]["collectives"],
+                                           hidden // r, way) for way in gloo_floor.TRANSPORTS]
               for r in counts if r > 1}
     print(f"{args.model} {args.tokens}, random weights (seed {SEED}), fp32 on this CPU "
           f"({os.cpu_count()} cores, load average {load:.1f} at the start, "
@@ -202,7 +203,7 @@ def print_phases(runs: dict, counts: list[int]) -> None:
 
 
 def print_floors(base: list[float], runs: dict, counts: list[int],
-                 imports: dict[str, list[float]], floors: dict[int, float]) -> None:
+                 imports: dict[str, list[float]], floors: dict[int, list[float]]) -> None:
     """What no start-up or check work can remove: a fresh process's imports before the
     first rank runs, the ranks' generation, the collectives alone (gloo_floor)."""
     print(f"\nfloors, against the budget the targets leave (the multiple of transformers' "
@@ -212,7 +213,9 @@ def print_floors(base: list[float], runs: dict, counts: list[int],
           "(a first call's ranks cannot run sooner)")
     for ranks in counts:
         generating = _med([c[k]["seconds"] for c in runs["now", ranks] for k in range(2)])
-        floor = f", collectives alone {floors[ranks]:.2f} s" if ranks in floors else ""
+        floor = (", collectives alone: over gloo {:.2f} s (torchrun's ranks), over shared "
+                 "memory {:.2f} s (the launcher's)".format(*floors[ranks])
+                 if ranks in floors else "")
         budget = (f"; budget {TARGETS[ranks] * _med(base):.2f} s" if ranks in TARGETS
                   else "")
         print(f"  {ranks} ranks: generating {generating:.2f} s (prompt to last token, the "

@@ -6,7 +6,8 @@
     watchdog     heartbeats, injected faults, failure diagnosis; stops every rank on failure
     reaper       ends every process of a run and removes its directories when the launcher
                  ends, however it ends (a SIGKILL included)
-    exchange     the only way activations leave a rank: counted, watched collectives
+    exchange     the only way activations leave a rank: counted, watched collectives, over
+                 gloo or (the launcher's ranks) shared_memory, which waits with futex
     torchrun     the standard RANK/WORLD_SIZE/MASTER_* environment, checked at the edge
     job, errors  the request and the error types
 

@@ -15,7 +15,7 @@ import torch
 import torch.distributed as dist
 
 from archipelago.emulate.errors import RankFailure, one_line
-from archipelago.emulate.exchange import Exchange, PeerFailure
+from archipelago.emulate.exchange import Exchange, PeerFailure, transport
 from archipelago.emulate.job import EmulationJob
 from archipelago.emulate.stderr import Captured, captured_stderr
 from archipelago.emulate.torchrun import TorchrunPlace
@@ -69,13 +69,14 @@ def rank_name(plan: SPMDPlan, program: RankProgram, rank: int) -> str:
 
 
 def run_rank(plan: SPMDPlan, job: EmulationJob, program: RankProgram, place: TorchrunPlace,
-             heartbeat: Heartbeat, provide_weights: bool = False
+             heartbeat: Heartbeat, provide_weights: bool = False, shared: Path | None = None
              ) -> tuple[EmulationJob, list[dict[str, Any]] | None]:
     """This rank's part of `plan` (the launch's size checked against it already); rank 0
     gets every rank's result, the others None, beside the job it ran. Collectives time out
     after `job.timeout_s`, so a dead or hung peer cannot block forever. With
     `provide_weights` (torchrun) the weights are provided once every rank has checked in at
-    the store, so a run a rank cannot join writes none."""
+    the store, so a run a rank cannot join writes none. With `shared` (a folder of the
+    launcher's run) the collectives go through shared memory there (exchange.transport)."""
     rank, world, local_world = place.rank, place.world, place.local_world
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // local_world))
     timeout = timedelta(seconds=job.timeout_s)
@@ -89,7 +90,7 @@ def run_rank(plan: SPMDPlan, job: EmulationJob, program: RankProgram, place: Tor
     except (RuntimeError, dist.DistError) as err:  # e.g. a peer never joined
         raise PeerFailure.during("joining the process group", err) from None
     heartbeat.stamp("joined")
-    exchange = Exchange(heartbeat)
+    exchange = Exchange(heartbeat, transport(shared, rank, world, job.timeout_s))
     gathered = exchange.gather_to_root(program.run_rank(plan, job, rank, exchange))
     heartbeat.stamp("gathered")
     heartbeat.finish()
@@ -178,7 +179,7 @@ def main(run_dir: Path, plan: SPMDPlan, job: EmulationJob, program: RankProgram,
     heartbeat.stamp("started")
     try:
         _, gathered = run_rank(plan, job, program, TorchrunPlace(rank, world, world),
-                               heartbeat)
+                               heartbeat, shared=run_dir / "shared")
         if gathered is not None:
             torch.save(gathered, run_dir / "result.pt")
     except PeerFailure as err:

@@ -13,12 +13,10 @@ send the picked token (an int32) back to the first stage's for the next step.
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import torch
-import torch.distributed as dist
 
 from archipelago.emulate.errors import EmulationError
 from archipelago.emulate.exchange import Exchange
@@ -149,9 +147,7 @@ def run_rank(plan: StagedPlan, job: EmulationJob, rank: int, exchange: Exchange
     place = _Place.of(plan, rank)
     ex = exchange
     if len(plan.stages) > 1:
-        timeout = timedelta(seconds=job.timeout_s)
-        groups = [dist.new_group(list(s.nodes), timeout=timeout) for s in plan.stages]
-        ex = Exchange(exchange.heartbeat, groups[place.stage.index])
+        ex = exchange.split([list(s.nodes) for s in plan.stages])
     stage, ring = place.stage, place.stage.program
     tensors = stage_weights(ring.spec, stage.layers, stage.first, stage.last)
     rs, held = rank_state(ring, job, ring.devices[place.tp_rank], ex, tensors)
