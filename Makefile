@@ -17,11 +17,15 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/archi plan gpt2-1.5b --cluster 4xu280 --strategy dfx --tokens 64:64
 
-# Tests in one worker process per core, four at most (pytest-xdist); a module's tests stay in
-# one worker (loadscope), so a module-scoped emulation or model runs once, not once a worker.
+# Tests in one worker process per core, four at most (pytest-xdist). worksteal hands each
+# worker a contiguous half of the tests in file order and lets an idle worker take half of
+# another's queue, so the run ends within about one test of balanced; loadscope ended on its
+# smallest modules, a few of them single slow tests (a browser, the notebook), with the other
+# worker idle (issue 36 point 5). A module's tests stay together except where a queue is cut,
+# so a module-scoped emulation or model runs once a worker at most.
 test: $(STAMP) browser
 	$(BIN)/ruff check archipelago tests benchmarks
-	$(BIN)/pytest -n auto --maxprocesses 4 --dist loadscope
+	$(BIN)/pytest -n auto --maxprocesses 4 --dist worksteal
 
 # The report pages are checked in a real headless Chromium (tests/test_report_browser.py):
 # installed from the system's Debian packages when missing (needs root or sudo).

@@ -25,3 +25,13 @@ def _cache_in_a_temporary_directory(tmp_path_factory: pytest.TempPathFactory) ->
     for store in ("compare", "explore"):
         (root / store).mkdir()
     os.environ[DIR_ENV] = str(root)
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """One headless Chromium per worker for every browser test (tests/browser.py): each test
+    opens its pages afresh in it; a browser started and closed per test cost 3 s each."""
+    from tests.browser import Chromium, find_chromium
+
+    with Chromium(find_chromium()) as browser:
+        yield browser

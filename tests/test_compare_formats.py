@@ -19,7 +19,6 @@ from archipelago.explore.best import best_engine
 from archipelago.number_formats import FORMATS, PRECISIONS, SYNONYMS
 from archipelago.strategies.registry import get_strategy
 from tests.cli_here import archi_here
-from tests.cli_process import archi
 
 SMALL = ("compare", "gpt2-345m", "--tokens", "16:8", "--counts", "1", "--devices",
          "u280,v100", "--strategies", "dfx,lora-q,gpu-graph", "--workers", "1")
@@ -28,7 +27,7 @@ SMALL = ("compare", "gpt2-345m", "--tokens", "16:8", "--counts", "1", "--devices
 
 
 def _compare(store: Path, *args: str) -> dict:
-    out = archi(*SMALL, "--store", str(store), "--json", *args)
+    out = archi_here(*SMALL, "--store", str(store), "--json", *args)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
 
@@ -67,7 +66,7 @@ def test_each_row_is_the_plan_of_its_format_and_a_format_not_run_is_refused(
     at = table.columns.index("precision")
     assert [r[at] for r in table.rows] == [r["precision"] for r in data["rows"]]
     # and as the command says it: `archi plan --precision w8a8 --engine best`
-    plan = json.loads(archi("plan", "gpt2-345m", "--cluster", "1xu280", "--strategy",
+    plan = json.loads(archi_here("plan", "gpt2-345m", "--cluster", "1xu280", "--strategy",
                             "lora-q", "--tokens", "16:8", "--precision", "w8a8", "--engine",
                             "best", "--json").stdout)
     lora = rows[("lora-q", "u280", "w8a8")]
@@ -88,13 +87,13 @@ def test_a_rerun_with_another_format_estimates_only_its_rows(tmp_path: Path) -> 
     own = _compare(store, *args)  # each strategy's own format: rows of their own
     assert (own["evaluated"], own["reused"]) == (6, 0) and own["precision"] is None
     assert all("precision" not in r and not r["label"].endswith("fp16") for r in own["rows"])
-    table = archi(*SMALL, "--store", str(store), "--precision", "fp16,w4a16", *args).stdout
+    table = archi_here(*SMALL, "--store", str(store), "--precision", "fp16,w4a16", *args).stdout
     assert "precision" in table and "0 combinations estimated now, 12 read back" in table
-    assert "precision" not in archi(*SMALL, "--store", str(store), *args).stdout
+    assert "precision" not in archi_here(*SMALL, "--store", str(store), *args).stdout
 
 
 def test_no_row_that_can_run_is_a_failed_comparison(tmp_path: Path) -> None:
-    out = archi(*SMALL[:7], "u280", "--strategies", "dfx", "--precision", "w8a8,fp8",
+    out = archi_here(*SMALL[:7], "u280", "--strategies", "dfx", "--precision", "w8a8,fp8",
                 "--engine", "published", "--store", str(tmp_path / "s.jsonl"), "--workers", "1")
     assert out.returncode == 1, out.stderr
     assert "refused: dfx on u280 x1 in w8a8: --precision w8a8: DFX" in out.stdout

@@ -24,7 +24,8 @@ pytestmark = pytest.mark.skipif(CHROMIUM is None and not os.environ.get("CI"),
                                 reason="no Chromium: run `make browser`")
 
 
-def test_the_comparison_page_opens_and_shows_the_json_numbers(tmp_path: Path) -> None:
+def test_the_comparison_page_opens_and_shows_the_json_numbers(tmp_path: Path,
+                                                               browser: Chromium) -> None:
     page = tmp_path / "compare.html"
     out = subprocess.run([sys.executable, "-m", "archipelago", "compare", "gpt2-345m",
                           "--tokens", "16:8", "--devices", "u280,v80,v100", "--counts", "1,2",
@@ -36,20 +37,19 @@ def test_the_comparison_page_opens_and_shows_the_json_numbers(tmp_path: Path) ->
     summary = json.loads(out.stdout)
     shots = Path(os.environ.get("ARCHI_SCREENSHOTS", tmp_path))
     shots.mkdir(parents=True, exist_ok=True)
-    with Chromium(CHROMIUM) as browser:
-        state = browser.open(page)
-        rows = browser.evaluate("document.querySelectorAll('section.table tbody tr').length")
-        pareto = browser.chart("Latency against upfront cost")
-        first = browser.chart("Time to first token against time per output token")
-        per_dollar = browser.chart("Throughput per dollar")
-        ticks = browser.evaluate(_COLUMN % 2)
-        assert browser.screenshot(shots / "compare.png").stat().st_size > 10_000
-        sorted_by = {}
-        for heading, clicks in (("latency ms", 1), ("latency ms", 2), ("tokens/s", 1),
-                                ("cluster", 1), ("≤ target", 1)):  # one click each
-            at = browser.evaluate(_HEADINGS).index(heading)
-            browser.click("section.table th", at)
-            sorted_by[heading, clicks] = browser.evaluate(_COLUMN % at)
+    state = browser.open(page)
+    rows = browser.evaluate("document.querySelectorAll('section.table tbody tr').length")
+    pareto = browser.chart("Latency against upfront cost")
+    first = browser.chart("Time to first token against time per output token")
+    per_dollar = browser.chart("Throughput per dollar")
+    ticks = browser.evaluate(_COLUMN % 2)
+    assert browser.screenshot(shots / "compare.png").stat().st_size > 10_000
+    sorted_by = {}
+    for heading, clicks in (("latency ms", 1), ("latency ms", 2), ("tokens/s", 1),
+                            ("cluster", 1), ("≤ target", 1)):  # one click each
+        at = browser.evaluate(_HEADINGS).index(heading)
+        browser.click("section.table th", at)
+        sorted_by[heading, clicks] = browser.evaluate(_COLUMN % at)
     assert state.errors == [] and state.exceptions == []
     assert state.rendered == 3 and len(state.charts) == 3
     for chart in state.charts:

@@ -17,7 +17,7 @@ from archipelago.cli import app
 from archipelago.strategies.registry import get_strategy
 from archipelago.strategies.tensor_parallel.dfx_program.asm import format_instr
 from archipelago.strategies.tensor_parallel.dfx_program.compile import compile_plan
-from tests.browser import Chromium, find_chromium
+from tests.browser import find_chromium
 from tests.conftest import TINY_GPT2
 
 RUNNER = CliRunner()
@@ -205,7 +205,7 @@ CHROMIUM = find_chromium()
 @pytest.mark.skipif(CHROMIUM is None and not os.environ.get("CI"),
                     reason="no Chromium: run `make browser`")
 def test_the_timeline_renders_in_a_browser_one_trace_set_per_core(tiny: str,
-                                                                   tmp_path: Path) -> None:
+                                                                   tmp_path: Path, browser) -> None:
     page = tmp_path / "dfx.html"
     out = RUNNER.invoke(app, ["report", tiny, "--cluster", "4xu280", "--tokens", "8:8",
                               "--out", str(page)])
@@ -215,9 +215,8 @@ def test_the_timeline_renders_in_a_browser_one_trace_set_per_core(tiny: str,
             "const d = s.querySelector('div.plot');"
             "return JSON.stringify({metas: d.data.map(t => t.meta),"
             "drawn: d.querySelectorAll('.trace.bars').length}); })()")
-    with Chromium(CHROMIUM) as browser:
-        state = browser.open(page)
-        drawn = json.loads(browser.evaluate(read))
+    state = browser.open(page)
+    drawn = json.loads(browser.evaluate(read))
     assert state.errors == [] and state.exceptions == []
     assert state.rendered == page.read_text().count('class="plot"')
     metas = drawn["metas"]

@@ -3,8 +3,6 @@ transformers' IBertModel (quant_mode, same weights) bit for bit; the router's li
 match the plan's streams."""
 
 import json
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -16,6 +14,7 @@ from archipelago.api import make_plan
 from archipelago.errors import ArchipelagoError
 from archipelago.models.zoo import zoo_configs
 from archipelago.strategies.galapagos.gmi import HOST, gateway_name
+from tests.cli_here import archi_here
 
 
 def tiny_ibert_config(layers: int = 2) -> dict:
@@ -124,11 +123,10 @@ def test_only_ibert_in_quant_mode_is_emulated(tmp_path: Path) -> None:
 
 
 def test_cli_emulate_reports_links(tmp_path: Path) -> None:
-    out = subprocess.run(
-        [sys.executable, "-m", "archipelago", "emulate",
-         _config(tmp_path, tiny_ibert_config(layers=1)), "--cluster", "2xsidewinder",
-         "--strategy", "galapagos", "--seq-len", "6", "--json"],
-        capture_output=True, text=True, timeout=300)
+    """In this process: the command's report is checked here; `archi emulate` in a fresh
+    interpreter (exit codes, no traceback) is tests/test_emulate*.py's."""
+    out = archi_here("emulate", _config(tmp_path, tiny_ibert_config(layers=1)), "--cluster",
+                     "2xsidewinder", "--strategy", "galapagos", "--seq-len", "6", "--json")
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
     assert report["bit_exact"] is True and report["agrees"] and report["seq_len"] == 6

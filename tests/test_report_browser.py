@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from archipelago.cli import app
-from tests.browser import PAGES, Chromium, PageState, find_chromium
+from tests.browser import PAGES, PageState, find_chromium
 
 CHROMIUM = find_chromium()
 # Skipped only on a developer's machine without Chromium; under CI (`make test` installs it)
@@ -54,25 +54,24 @@ def _check(state: PageState, summary: dict, charts: int) -> None:
                                       abs=0.5 * 10 ** -digits + 1e-9), figure
 
 
-def test_pages_open_without_errors_and_show_the_json_numbers(tmp_path: Path) -> None:
+def test_pages_open_without_errors_and_show_the_json_numbers(tmp_path: Path, browser) -> None:
     shots = Path(os.environ.get("ARCHI_SCREENSHOTS", tmp_path))
     shots.mkdir(parents=True, exist_ok=True)
     pages = _write_pages(tmp_path)
     broken = tmp_path / "broken.html"
     text = pages["lora-q"][0].read_text()
     broken.write_text(text.replace("draw('chart-0', ", "draw('chart-0', undefinedThing, "))
-    with Chromium(CHROMIUM) as browser:
-        for name, (page, summary) in pages.items():
-            assert page.stat().st_size < 5e6
-            state = browser.open(page)
-            _check(state, summary, page.read_text().count('class="plot"'))
-            assert browser.screenshot(shots / f"{name}.png").stat().st_size > 10_000
-        state = browser.open(broken)
+    for name, (page, summary) in pages.items():
+        assert page.stat().st_size < 5e6
+        state = browser.open(page)
+        _check(state, summary, page.read_text().count('class="plot"'))
+        assert browser.screenshot(shots / f"{name}.png").stat().st_size > 10_000
+    state = browser.open(broken)
     assert any("undefinedThing" in e for e in state.errors)  # the page's own collector
     assert any("undefinedThing" in e for e in state.exceptions)  # and the browser agree
 
 
-def test_serve_page_opens_and_shows_the_json_numbers(tmp_path: Path) -> None:
+def test_serve_page_opens_and_shows_the_json_numbers(tmp_path: Path, browser) -> None:
     """`archi serve --report` (the issue's llama2-7b on 1xh100 at 8 requests/s): three
     charts drawn without errors, the headline equal to --json's, and what plotly drew on
     the charts (a percentile's label, the capacity line) equal to --json's figures."""
@@ -84,13 +83,12 @@ def test_serve_page_opens_and_shows_the_json_numbers(tmp_path: Path) -> None:
                                    "128", "--json", "--report", str(page)])
     assert run.exit_code == 0, run.output
     result = json.loads(run.output)
-    with Chromium(CHROMIUM) as browser:
-        state = browser.open(page)
-        labels = browser.evaluate("[...document.querySelectorAll('#chart-0 .trace text')]"
-                                  ".map(e => e.textContent)")
-        capacity = browser.evaluate("document.getElementById('chart-1').layout.shapes"
-                                    ".filter(s => s.line.dash === 'dot').map(s => s.x0)")
-        assert browser.screenshot(shots / "serve.png").stat().st_size > 10_000
+    state = browser.open(page)
+    labels = browser.evaluate("[...document.querySelectorAll('#chart-0 .trace text')]"
+                              ".map(e => e.textContent)")
+    capacity = browser.evaluate("document.getElementById('chart-1').layout.shapes"
+                                ".filter(s => s.line.dash === 'dot').map(s => s.x0)")
+    assert browser.screenshot(shots / "serve.png").stat().st_size > 10_000
     _check(state, result, 3)
     p90 = result["ttft_s"]["p90"] * 1e3  # drawn as "P90 33.4": three significant digits
     assert f"P90 {p90:.3g}" in labels, labels

@@ -69,15 +69,15 @@ def _chart(browser: Chromium, title: str) -> dict:
     return browser.evaluate(f"{_CHART}({json.dumps(title)})")
 
 
-def test_host_offload_timeline_draws_every_call_busy_share(tmp_path: Path, shots: Path) -> None:
+def test_host_offload_timeline_draws_every_call_busy_share(tmp_path: Path, shots: Path,
+                                                         browser: Chromium) -> None:
     """The issue's page: 10,850 calls, the CPU 63% of the run. Each row's drawn bars add
     to its busy time: the CPU row's to the JSON's CPU time, every row's to the share its
     label gives; the chart says what it aggregated."""
     page, summary = report_and_plan(tmp_path, "persistent", "nmt-luong", "--cluster",
                                     "8xs10-2800", "--strategy", "persistent")
-    with Chromium(CHROMIUM) as browser:
-        _open(browser, page, summary, shots)
-        chart = _chart(browser, "the host program's calls over time")
+    _open(browser, page, summary, shots)
+    chart = _chart(browser, "the host program's calls over time")
     drawn: dict[str, float] = {}
     for trace in chart["data"]:
         for row, length in zip(trace["y"], trace["x"], strict=True):
@@ -95,18 +95,18 @@ def test_host_offload_timeline_draws_every_call_busy_share(tmp_path: Path, shots
     assert any("10,850 calls aggregated" in n for n in chart["notes"]), chart["notes"]
 
 
-def test_galapagos_heat_map_labels_and_grouped_cluster(tmp_path: Path, shots: Path) -> None:
+def test_galapagos_heat_map_labels_and_grouped_cluster(tmp_path: Path, shots: Path,
+                                                       browser: Chromium) -> None:
     """72 FPGAs: a heat map whose cells are the JSON's used counts over the catalog's
     capacity, every kernel label drawn, the timeline's every row labelled, and each FPGA
     node inside its own Galapagos cluster's box."""
     page, summary = report_and_plan(tmp_path, "galapagos", "ibert-base", "--cluster",
                                     "72xsidewinder", "--strategy", "galapagos")
-    with Chromium(CHROMIUM) as browser:
-        _open(browser, page, summary, shots)
-        heat = _chart(browser, "per-FPGA resources against capacity")
-        busy = _chart(browser, "kernel busy time per sequence")
-        timeline = _chart(browser, "one encoder's kernels over time")
-        graph = _chart(browser, "the cluster")
+    _open(browser, page, summary, shots)
+    heat = _chart(browser, "per-FPGA resources against capacity")
+    busy = _chart(browser, "kernel busy time per sequence")
+    timeline = _chart(browser, "one encoder's kernels over time")
+    graph = _chart(browser, "the cluster")
     devices = summary["devices"]
     assert len(devices) == 72
     (cells,) = [t for t in heat["data"] if t["type"] == "heatmap"]
@@ -132,7 +132,8 @@ def test_galapagos_heat_map_labels_and_grouped_cluster(tmp_path: Path, shots: Pa
 
 
 def test_chef_two_models_coloured_apart_and_idle_fpgas_marked(tmp_path: Path,
-                                                              shots: Path) -> None:
+                                                              shots: Path,
+                                                              browser: Chromium) -> None:
     """Two models on chef-cluster1: a Gantt trace (and legend entry) per model holding that
     model's layers, in distinct colours; every FPGA the JSON deploys IPs on but maps no
     layer to is crossed on the cluster, '(idle)' on the resources, a row of the schedule,
@@ -144,13 +145,12 @@ def test_chef_two_models_coloured_apart_and_idle_fpgas_marked(tmp_path: Path,
     busy = {m["fpga"] for m in summary["mapping"]}
     idle = {f["fpga"] for f in summary["deployment"] if f["accelerators"]} - busy
     assert idle, "the case must leave an FPGA idle"
-    with Chromium(CHROMIUM) as browser:
-        _open(browser, page, summary, shots)
-        gantt = _chart(browser, "the schedule per accelerator")
-        graph = _chart(browser, "the cluster")
-        bars = _chart(browser, "per-FPGA resources against capacity")
-        notes = browser.evaluate("[...document.querySelectorAll('.notes li')]"
-                                 ".map(e => e.textContent)")
+    _open(browser, page, summary, shots)
+    gantt = _chart(browser, "the schedule per accelerator")
+    graph = _chart(browser, "the cluster")
+    bars = _chart(browser, "per-FPGA resources against capacity")
+    notes = browser.evaluate("[...document.querySelectorAll('.notes li')]"
+                             ".map(e => e.textContent)")
     layers = {t["name"]: set(t["text"]) for t in gantt["data"] if t["type"] == "bar"}
     assert layers == {"cam": {"cam_conv1", "cam_conv2", "cam_fc"},
                       "kws": {"kws_fc1", "kws_fc2", "kws_out"}}

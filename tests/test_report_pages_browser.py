@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.browser import Chromium, find_chromium, report_and_plan
+from tests.browser import find_chromium, report_and_plan
 
 CHROMIUM = find_chromium()
 pytestmark = pytest.mark.skipif(CHROMIUM is None and not os.environ.get("CI"),
@@ -35,12 +35,6 @@ def _inside(values: list[float], axis: dict) -> bool:
     if axis["type"] == "log":
         values = [math.log10(v) for v in values]
     return all(low <= v <= high for v in values)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with Chromium(CHROMIUM) as opened:
-        yield opened
 
 
 @pytest.fixture

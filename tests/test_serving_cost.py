@@ -9,7 +9,7 @@ import pytest
 from archipelago.errors import ArchipelagoError
 from archipelago.hardware.catalog import get_device, get_host, raw_hosts, unsourced_numbers
 from archipelago.serving.cost import Item, bill, check_pricing, cost
-from tests.test_serving_plans import archi
+from tests.cli_here import archi_here as archi
 
 
 def test_cost_of_a_tiny_deployment_by_hand() -> None:

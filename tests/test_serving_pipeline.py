@@ -5,7 +5,6 @@ one at a time, and a real rack whose capacity grows with its stages."""
 
 import json
 import subprocess
-import sys
 from dataclasses import replace
 
 import numpy as np
@@ -19,6 +18,7 @@ from archipelago.serving.replica import Policy
 from archipelago.serving.requests import Lengths, Requests, generate
 from archipelago.serving.simulate import simulate
 from archipelago.strategies.registry import get_strategy
+from tests.cli_here import archi_here
 from tests.serving_tables import TOP, linear_table
 
 
@@ -189,9 +189,8 @@ def test_a_rack_serves_more_with_its_stages_in_flight() -> None:
 
 
 def _serve(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "archipelago", "serve", RACK[0], "--cluster",
-                           RACK[1], "--strategy", RACK[2], "--rate", "1", "--requests", "200",
-                           *args], capture_output=True, text=True, timeout=300)
+    return archi_here("serve", RACK[0], "--cluster", RACK[1], "--strategy", RACK[2], "--rate",
+                      "1", "--requests", "200", *args)
 
 
 def test_archi_serve_on_a_rack_capacity_grows_with_stages() -> None:

@@ -16,9 +16,12 @@ from archipelago.errors import ArchipelagoError
 from archipelago.serving.requests import fitted
 from archipelago.serving.trace import read_trace
 from archipelago.strategies.registry import get_strategy
+from tests.cli_here import archi_here
 
 
 def archi(*args: str) -> subprocess.CompletedProcess:
+    """`archi` in a fresh interpreter, for the refusals' exit code and lone line; the
+    other serve tests run the command in process (tests/cli_here.py)."""
     return subprocess.run([sys.executable, "-m", "archipelago", *args],
                           capture_output=True, text=True, timeout=300)
 
@@ -91,13 +94,13 @@ def test_archi_serve_json_and_table() -> None:
     args = ("serve", "gpt2-345m", "--cluster", "1xh100", "--strategy", "gpu-graph",
             "--rate", "4", "--prompt", "lognormal:256,0.5", "--output", "32",
             "--requests", "200", "--tpot", "20ms")
-    run = archi(*args, "--json")
+    run = archi_here(*args, "--json")
     assert run.returncode == 0, run.stderr
     result = json.loads(run.stdout)
     assert result["requests"] == 200 and result["strategy"] == "gpu-graph"
     assert result["ttft_s"]["p50"] <= result["ttft_s"]["p90"] <= result["ttft_s"]["p99"]
     assert result["capacity"]["rate"] >= 4  # a small model on an H100: far from saturated
-    table = archi(*args)
+    table = archi_here(*args)
     assert table.returncode == 0 and "time to first token" in table.stdout
 
 
@@ -106,8 +109,8 @@ def test_archi_serve_replays_a_trace(tmp_path: Path) -> None:
     path = tmp_path / "azure.csv"
     path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n" + "".join(
         f"2023-11-16 18:15:{40 + k}.0000000,{100 * (k + 1)},{8 * (k + 1)}\n" for k in range(4)))
-    run = archi("serve", "gpt2-345m", "--cluster", "1xh100", "--strategy", "gpu-graph",
-                "--trace", str(path), "--json")
+    run = archi_here("serve", "gpt2-345m", "--cluster", "1xh100", "--strategy",
+                     "gpu-graph", "--trace", str(path), "--json")
     assert run.returncode == 0, run.stderr
     result = json.loads(run.stdout)
     assert result["arrivals"] == "trace" and result["rate"] == pytest.approx(1.0)
@@ -140,13 +143,13 @@ def test_archi_serve_runs_the_engine_archi_plan_runs() -> None:
     """`--engine best` serves the engine `archi plan --engine best` searched (one study,
     read back), and says so; the default is the published engine, as plan's is."""
     where = ("gpt2-345m", "--cluster", "1xu280", "--strategy", "lora-q")
-    plan = archi("plan", *where, "--tokens", "64:32", "--engine", "best", "--json")
+    plan = archi_here("plan", *where, "--tokens", "64:32", "--engine", "best", "--json")
     assert plan.returncode == 0, plan.stderr
     searched = json.loads(plan.stdout)["engine"]
     served = {}
     for choice in ("published", "best"):
-        run = archi("serve", *where, "--rate", "1", "--prompt", "64", "--output", "32",
-                    "--requests", "50", "--engine", choice, "--json")
+        run = archi_here("serve", *where, "--rate", "1", "--prompt", "64", "--output",
+                         "32", "--requests", "50", "--engine", choice, "--json")
         assert run.returncode == 0, run.stderr
         served[choice] = json.loads(run.stdout)
     assert served["best"]["engine"]["parameters"] == searched["parameters"]

@@ -8,10 +8,12 @@ are checked against counts by hand from the configurations; the ONNX files are s
 two processes and emulated against onnxruntime; BERT plans with chef and h2h from each."""
 
 import json
+import os
 import warnings
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -29,13 +31,19 @@ pytestmark = pytest.mark.filterwarnings("ignore")
 
 @pytest.fixture(scope="session")
 def exported(tmp_path_factory):
-    """`exported(name, how)`: the network's file, exported once per session."""
-    folder, files = tmp_path_factory.mktemp("user_exports"), {}
+    """`exported(name, how)`: the network's file, exported once per run: under xdist into
+    the run's folder every worker shares, a lock per file, so this module's tests split
+    between workers (`--dist worksteal`) do not export a network twice."""
+    run = tmp_path_factory.getbasetemp()
+    folder = (run.parent if os.environ.get("PYTEST_XDIST_WORKER") else run) / "user_exports"
+    folder.mkdir(exist_ok=True)
 
     def get(name: str, how: str) -> Path:
-        if (name, how) not in files:
-            files[name, how] = export_network(name, folder, how)
-        return files[name, how]
+        done = folder / f"{name}-{how}.done"
+        with FileLock(folder / f"{name}-{how}.lock"):
+            if not done.exists():
+                done.write_text(export_network(name, folder, how).name)
+        return folder / done.read_text()
     return get
 
 

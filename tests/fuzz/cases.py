@@ -185,6 +185,18 @@ def _as_fresh(rows: list[dict[str, Any]]) -> bool:
 
 
 @contextmanager
+def config_libraries() -> Iterator[None]:
+    """torch and transformers imported before the model-config cases: a config's first read
+    imports both (models/hf_meta.py), seconds on a loaded machine, which the first case's
+    time limit would count as a hang and its alarm cut mid-import, leaving a half-imported
+    module to fail a later kind."""
+    import torch  # noqa: F401
+    import transformers  # noqa: F401
+
+    yield
+
+
+@contextmanager
 def compare_store_cluster() -> Iterator[None]:
     """A Dask cluster in this process (one worker thread) and the fresh estimates, for the
     compare-store cases: they re-estimate on it through `--scheduler` instead of starting

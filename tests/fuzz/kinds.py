@@ -68,7 +68,8 @@ SLOW_HANG_S = 45.0
 # Kinds whose cases share something (a Dask cluster, the base store's estimates): started
 # before the first case, outside its time limit, and stopped after the last.
 SETUP: dict[str, Callable[[], AbstractContextManager[Any]]] = {
-    "compare-store": cases.compare_store_cluster}
+    "compare-store": cases.compare_store_cluster,
+    **{f"model:{family}": cases.config_libraries for family in sorted(inputs.FAMILY_BASE)}}
 
 
 def fuzz_kind(name: str, examples: int, seed: int | None = None) -> tuple[Counter[str],
