@@ -20,20 +20,23 @@ import pytest
 from archipelago.api import emulate
 from archipelago.emulate.errors import RankFailure
 from archipelago.emulate.watchdog import FAULT_ENV
+from archipelago.emulate.worker import rank_threads
 from tests.signals import default_sigint
 from tests.test_emulate import GPT2, write_config
 from tests.test_emulate_failures import CLEANUP_S, processes_with, rank_processes, stall_s
 
 
-def wait_for_hang(tmp: Path, launcher: subprocess.Popen, deadline_s: float = 120) -> Path:
-    """The run directory once rank 0 hangs before its 3rd collective and rank 1 waits."""
+def wait_for_hang(tmp: Path, launcher: subprocess.Popen, deadline_s: float = 120,
+                  ranks: int = 2) -> Path:
+    """The run directory once rank 0 hangs before its 3rd collective and every other rank
+    waits at its 3rd."""
     deadline = time.monotonic() + deadline_s
     while time.monotonic() < deadline and launcher.poll() is None:
         for run_dir in tmp.glob("archipelago-*/archipelago-emulate-*"):  # in the command's
             board = run_dir / "progress"
-            if board.exists() and board.stat().st_size == 16:
+            if board.exists() and board.stat().st_size == 8 * ranks:
                 counts = np.fromfile(board, np.int64)
-                if counts[0] == 2 and counts[1] == 3:
+                if counts[0] == 2 and all(counts[1:] == 3):
                     return run_dir
         time.sleep(0.2)
     raise AssertionError(f"the run never hung; launcher status {launcher.poll()}")
@@ -48,24 +51,34 @@ def short_tmp() -> Iterator[Path]:
     shutil.rmtree(path, ignore_errors=True)
 
 
-@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT])
+def _launch_processes(ranks: int) -> int:
+    """The launcher, its reaper and the ranks, and where the ranks fork from the fork
+    server (a rank of several torch threads: launch._forked_here) that server and the
+    resource tracker."""
+    return 2 + ranks + (2 * (rank_threads(ranks) > 1))
+
+
+# Each signal on two ranks, which fork from the launcher on up to three cores (one torch
+# thread each), and SIGKILL on one rank (every core's threads: forked from the fork server).
+@pytest.mark.parametrize(("signum", "ranks"), [
+    (signal.SIGKILL, 2), (signal.SIGTERM, 2), (signal.SIGINT, 2), (signal.SIGKILL, 1)])
 def test_a_killed_launcher_leaves_no_process_and_no_directory(tmp_path, short_tmp,
-                                                              signum) -> None:
+                                                              signum, ranks) -> None:
     config = write_config(tmp_path / "gpt2", GPT2)
     tmp = short_tmp
     marker = f"archipelago-test-{uuid.uuid4()}"
     env = {**os.environ, FAULT_ENV: "0:hang:3", "TMPDIR": str(tmp),
            "ARCHIPELAGO_TEST_MARKER": marker}
     launcher = subprocess.Popen([sys.executable, "-m", "archipelago", "emulate", config,
-                                 "--cluster", "2xu280", "--tokens", "4:4", "--timeout", "300"],
+                                 "--cluster", f"{ranks}xu280", "--tokens", "4:4",
+                                 "--timeout", "300"],
                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, preexec_fn=default_sigint)
     try:
-        wait_for_hang(tmp, launcher)
+        wait_for_hang(tmp, launcher, ranks=ranks)
         time.sleep(0.5)  # let the reaper's periodic scan run too, not only the first one
-        # launcher, reaper, fork server, resource tracker and two ranks: a test that sees
-        # fewer would prove nothing about them.
-        assert len(processes_with(marker)) >= 6
+        # a test that sees fewer would prove nothing about them
+        assert len(processes_with(marker)) >= _launch_processes(ranks)
         launcher.send_signal(signum)
         _, stderr = launcher.communicate(timeout=60)
     finally:

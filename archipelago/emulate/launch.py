@@ -51,8 +51,8 @@ def emulate_locally(plan: SPMDPlan, job: EmulationJob, program: RankProgram) -> 
     with owned_run_dir() as run_dir:
         clock.mark("reaper")
         # imported once by the server, not by every rank as it unpickles its program
-        started = start_fork_server(["archipelago.emulate.worker",
-                                     program.run_rank.__module__])
+        started = _forked_here(plan) is None and start_fork_server(
+            ["archipelago.emulate.worker", program.run_rank.__module__])
         clock.mark("fork_server")
         job = program.provide_weights(plan, job, run_dir)
         clock.mark("weights")
@@ -117,16 +117,19 @@ def _store(ranks: int, timeout_s: float) -> dist.TCPStore:
 
 def run_ranks(plan: SPMDPlan, job: EmulationJob, program: RankProgram,
               run_dir: Path, clock: Timeline) -> list[dict[str, Any]]:
-    """One OS process per device (gloo over loopback), forked from a server that imported
-    torch once (started by emulate_locally); all are killed as soon as one fails or the run
-    stalls (watchdog.watch raises RankFailure). Rank 0's gathered results come back through
-    RUN_DIR. `clock` marks when the ranks were forked, exited and reaped."""
+    """One OS process per device (gloo over loopback to join and gather; collectives in
+    shared memory), forked from this launcher or from a server that imported torch once
+    (started by emulate_locally; `_forked_here` says which); all are killed as soon as one
+    fails or the run stalls (watchdog.watch raises RankFailure). Rank 0's gathered results
+    come back through RUN_DIR. `clock` marks when the ranks were forked, exited and reaped."""
     ranks = plan.ranks
     board = ProgressBoard(run_dir / "progress", ranks, create=True)
-    context = mp.get_context("forkserver")
+    launcher = _forked_here(plan)
+    context = mp.get_context("forkserver" if launcher is None else "fork")
     store, fault = _store(ranks, job.timeout_s), os.environ.get(FAULT_ENV)
     procs = [context.Process(target=worker.main,
-                             args=(run_dir, plan, job, program, rank, store.port, fault),
+                             args=(run_dir, plan, job, program, rank, store.port, fault,
+                                   launcher),
                              name=f"archipelago-rank{rank}", daemon=True)
              for rank in range(ranks)]
     try:
@@ -145,6 +148,19 @@ def run_ranks(plan: SPMDPlan, job: EmulationJob, program: RankProgram,
     results = torch.load(run_dir / "result.pt")
     clock.mark("results")
     return results
+
+
+def _forked_here(plan: SPMDPlan) -> int | None:
+    """This launcher's pid where its ranks fork from it, None where they fork from the fork
+    server. A rank that runs one torch thread (the cores shared by the ranks: every
+    emulation of two or more ranks on two cores) forks from here, with torch and the
+    program imported already (the fork server's fresh interpreter took 1.56 s to import
+    them, against 1.07 s for one-process transformers' whole run; gpt2-345m 8:8 on this
+    project's 2-core machine, 2026-11-28). A rank of more threads cannot: GNU OpenMP, torch's
+    intra-op pool, hangs in a forked child at its first parallel region once the parent
+    has used it (measured here: a 1,024 x 1,024 matmul on 2 threads never returned; on 1
+    it ran), which is also why PyTorch's DataLoader workers run one thread."""
+    return os.getpid() if worker.rank_threads(plan.ranks) == 1 else None
 
 
 @contextmanager

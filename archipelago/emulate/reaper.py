@@ -192,9 +192,12 @@ def start_fork_server(preload: list[str]) -> bool:
 
 
 def record_helpers() -> None:
-    """Have the reaper record this process's helpers now (call once ranks have started)."""
+    """Have the reaper record this process's helpers now (call once ranks have started).
+    Ranks forked from this process (launch._forked_here) start no fork server, but
+    multiprocessing's temporary directory is made here then, announced as the server's is."""
     from multiprocessing import util
 
+    _announced_mp_temp_dir()
     _tell(f"also {util.get_temp_dir()}")
     _tell("scan")
 

@@ -3,6 +3,7 @@ device's shard, send the result to rank 0. Started by the launcher (`main`), or 
 `archi emulate` under torchrun (`run_torchrun_rank`)."""
 
 import os
+import signal
 import sys
 import traceback
 from collections.abc import Callable
@@ -68,6 +69,11 @@ def rank_name(plan: SPMDPlan, program: RankProgram, rank: int) -> str:
     return f"rank {rank} ({program.role(plan, rank)})"
 
 
+def rank_threads(local_world: int) -> int:
+    """Torch threads a rank runs: this machine's cores shared by its `local_world` ranks."""
+    return max(1, (os.cpu_count() or 1) // local_world)
+
+
 def run_rank(plan: SPMDPlan, job: EmulationJob, program: RankProgram, place: TorchrunPlace,
              heartbeat: Heartbeat, provide_weights: bool = False, shared: Path | None = None
              ) -> tuple[EmulationJob, list[dict[str, Any]] | None]:
@@ -78,7 +84,7 @@ def run_rank(plan: SPMDPlan, job: EmulationJob, program: RankProgram, place: Tor
     the store, so a run a rank cannot join writes none. With `shared` (a folder of the
     launcher's run) the collectives go through shared memory there (exchange.transport)."""
     rank, world, local_world = place.rank, place.world, place.local_world
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // local_world))
+    torch.set_num_threads(rank_threads(local_world))
     timeout = timedelta(seconds=job.timeout_s)
     try:
         store = _all_joined(rank, world, timeout)
@@ -159,10 +165,18 @@ def _busy() -> bool:
 
 
 def main(run_dir: Path, plan: SPMDPlan, job: EmulationJob, program: RankProgram, rank: int,
-         port: int, fault: str | None) -> None:
-    """A rank started by the launcher (forked from its fork server) with the launcher's own
-    SPMDPlan object: output goes to RUN_DIR/rank{k}.log, failures to RUN_DIR/rank{k}.error."""
+         port: int, fault: str | None, launcher: int | None = None) -> None:
+    """A rank started by the launcher (forked from its fork server, or from the launcher
+    itself, pid `launcher`) with the launcher's own SPMDPlan object: output goes to
+    RUN_DIR/rank{k}.log, failures to RUN_DIR/rank{k}.error."""
     die_with_parent()
+    if launcher is not None:
+        # forked from the launcher, in its process group: a terminal's Ctrl-C is the
+        # launcher's to handle (the fork server's ranks ignore it too), and a launcher that
+        # died before the line above armed it leaves nothing to kill this rank
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if os.getppid() != launcher:
+            os._exit(1)
     try:
         log = os.open(run_dir / f"rank{rank}.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     except OSError:  # the run ended (its directory removed) while this rank was forked
