@@ -180,8 +180,9 @@ def print_walls(base: list[float], runs: dict, counts: list[int], trees: dict) -
                   f"{_med(later):10.2f}s {_med(ratio[1]):6.2f}x {target:>7} "
                   f"{all(c[k]['tokens_match'] for c in calls for k in range(2))!s:>13} "
                   f"{report['max_abs_logit_diff']:13.2e} {report['bytes'] / 2**20:13.1f}")
-    print("\ntargets are judged on the first call: a later call in the same process reuses "
-          "the ranks' fork server (torch imported) that the first started")
+    print("\ntargets are judged on the first call: where the ranks fork from a fork server "
+          "(ranks of several torch threads), a later call in the same process reuses the "
+          "server (torch imported) that the first started")
 
 
 def print_phases(runs: dict, counts: list[int]) -> None:

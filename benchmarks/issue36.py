@@ -1,10 +1,11 @@
 """Issue 36's speed figures in one run, each beside today's: the default comparison in
-process and on Dask, when Dask pays for its start-up, the automatic split from 8 to 256
+process and on Dask, and from a cold cache (its engine searches), when Dask pays for its
+start-up, the automatic split from 8 to 256
 boards, CHEF's VLocNet search, and the emulation of gpt2-345m on 2 and 4 ranks against
 one-process transformers. Each benchmark runs in its own interpreter, in turn (one at a
 time: they time the CPU), and prints its own table; "before" figures are measured in the
 same run where the benchmark can (Dask's path, a git worktree of the split search's base
-commit) and otherwise are the constants its module cites. About 2-3 minutes on the
+commit) and otherwise are the constants its module cites. About 5 minutes on the
 project's 2-core machine; figures are indicative on a shared one.
 
     python -m benchmarks.issue36
@@ -20,6 +21,10 @@ SECTIONS = [
      "gives the same rows",
      "before: Dask's path, the default until issue 36 (its row, same run)",
      ["benchmarks.bench_compare", "--workers", "2"]),
+    ("the default `archi compare` from a cold cache (`--engine best`: an engine search per "
+     "strategy, device and count before the rows), same target",
+     "before: the searches at their base commits, same run, outputs compared byte for byte",
+     ["benchmarks.bench_best_compare"]),
     ("point 1's threshold: when does --workers 2 pay for Dask's start-up",
      "in process and Dask, same run, from 200 to 3000 combinations",
      ["benchmarks.bench_dask_threshold", "--batches", "1,15"]),
