@@ -210,6 +210,19 @@ def idle_for(steps: int) -> Callable[[], bool]:
     return lambda: next(answers, False)
 
 
+def _reference_case(gpt2_config, gpt2_reference, tmp_path) -> tuple:
+    """The 2-rank DFX program of the test model, a job reading its saved weights, the
+    prompt's ids and transformers' greedy tokens after it: what report_head is checked on."""
+    from archipelago.strategies.tensor_parallel.emulate.rank import prompt_ids
+
+    plan = make_plan(gpt2_config, "2xu280", "dfx").program
+    gpt2_reference.save_pretrained(tmp_path / "weights")
+    job = EmulationJob(parse_tokens(TOKENS), seed=SEED, weights_dir=str(tmp_path / "weights"))
+    prompt = prompt_ids(plan.spec, PROMPT, SEED).tolist()
+    expected, _ = hf_greedy(gpt2_reference, prompt)
+    return plan, job, prompt, expected
+
+
 @pytest.mark.parametrize("steps", [0, 3, NEW])
 def test_tokens_that_part_from_transformers_report_generates_own(gpt2_config, gpt2_reference,
                                                                   tmp_path, steps) -> None:
@@ -220,15 +233,10 @@ def test_tokens_that_part_from_transformers_report_generates_own(gpt2_config, gp
     when the ranks started) or not."""
     from archipelago.strategies.tensor_parallel.emulate.rank import (
         prepare_reference,
-        prompt_ids,
         report_head,
     )
 
-    plan = make_plan(gpt2_config, "2xu280", "dfx").program
-    gpt2_reference.save_pretrained(tmp_path / "weights")
-    job = EmulationJob(parse_tokens(TOKENS), seed=SEED, weights_dir=str(tmp_path / "weights"))
-    prompt = prompt_ids(plan.spec, PROMPT, SEED).tolist()
-    expected, _ = hf_greedy(gpt2_reference, prompt)
+    plan, job, prompt, expected = _reference_case(gpt2_config, gpt2_reference, tmp_path)
     parted = [*expected[:3], (expected[3] + 1) % GPT2["vocab_size"], *expected[4:]]
     with torch.inference_mode():  # transformers' logits along the parted path, by hand
         along = gpt2_reference(torch.tensor([prompt + parted[:-1]])).logits[0, PROMPT - 1:]
@@ -250,15 +258,10 @@ def test_decoding_ahead_checks_an_agreeing_path_as_the_one_pass_does(
     path, the same logits to float rounding, and a wrong logit found as surely."""
     from archipelago.strategies.tensor_parallel.emulate.rank import (
         prepare_reference,
-        prompt_ids,
         report_head,
     )
 
-    plan = make_plan(gpt2_config, "2xu280", "dfx").program
-    gpt2_reference.save_pretrained(tmp_path / "weights")
-    job = EmulationJob(parse_tokens(TOKENS), seed=SEED, weights_dir=str(tmp_path / "weights"))
-    prompt = prompt_ids(plan.spec, PROMPT, SEED).tolist()
-    expected, _ = hf_greedy(gpt2_reference, prompt)
+    plan, job, prompt, expected = _reference_case(gpt2_config, gpt2_reference, tmp_path)
     with torch.inference_mode():
         along = gpt2_reference(torch.tensor([prompt + expected[:-1]])).logits[0, PROMPT - 1:]
     logits = along.clone()
