@@ -41,9 +41,10 @@ def run_spmd(plan: SPMDPlan, job: EmulationJob, program: RankProgram) -> dict[st
 
 def emulate_locally(plan: SPMDPlan, job: EmulationJob, program: RankProgram) -> dict[str, Any]:
     """Run `plan` itself, the object in hand, with one process per device on this machine.
-    The fork server starts first: its imports (torch's: 1.4-2 s on this project's 2-core
-    machine, issue 36) overlap the weights' preparation here (transformers' import, a seeded
-    model built and saved), and the ranks fork once both are done. The program's reference
+    Where the ranks fork from the fork server (`_forked_here`), it starts first: its
+    imports (torch's: 1.4-2 s on this project's 2-core machine, issue 36) overlap the
+    weights' preparation here (transformers' import, a seeded model built and saved), and
+    the ranks fork once both are done. The program's reference
     is prepared in a thread from then on, while the ranks start and run, told when a core
     is idle (a fork server started by this call still importing). The report carries the
     run's `timeline` (timeline.py)."""
