@@ -191,3 +191,14 @@ def test_a_staged_decode_pool_keeps_micro_batches_in_flight() -> None:
     assert np.allclose(pipelined.records.first, [0.1, 0.1], rtol=0, atol=1e-12)
     assert np.allclose(pipelined.records.finish, [0.151, 0.161], rtol=0, atol=1e-12)
     assert np.allclose(serial.records.finish, [0.151, 0.191], rtol=0, atol=1e-12)
+
+
+def test_a_staged_decode_pool_reports_the_micro_batches_it_runs() -> None:
+    """The decode pool batches continuously whatever the prefill pool's policy, so under
+    `--policy static` a decode plan of four stages still keeps four micro-batches in
+    flight, and the JSON says so (it said 1, the static policy's)."""
+    out = _json("serve", "llama2-7b", "--cluster", "4x8xv80", "--strategy", "lora-q",
+                "--split", "tp=8,pp=4", "--rate", "2", "--requests", "100",
+                "--prefill-cluster", "1xh100", "--prefill-strategy", "gpu-graph",
+                "--policy", "static", "--json")
+    assert (out["policy"], out["stages"], out["micro_batches"]) == ("static", 4, 4)

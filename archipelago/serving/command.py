@@ -21,6 +21,7 @@ from archipelago.serving.cost import (
     check_pricing,
     cost,
 )
+from archipelago.serving.disaggregated import decode_policy
 from archipelago.serving.metrics import (
     Targets,
     capacity,
@@ -196,7 +197,7 @@ def run_serve(options: ServeCommand) -> dict[str, Any]:
         "model": options.model, "cluster": cluster, "strategy": strategy, "engine": engine,
         "policy": policy.name, "max_batch": policy.max_batch,
         "chunk": policy.chunk if policy.budget else None,
-        **_pipeline(table, policy),
+        **_pipeline(table, policy if pool is None else decode_policy(policy)),
         "replicas": options.replicas, "router": options.router, "rate": rate,
         "arrivals": "trace" if options.trace else options.arrivals,
         "prompt": options.prompt, "output": options.output, "seed": options.seed,

@@ -66,6 +66,12 @@ def decode_replica(table: IterationTable) -> type[Replica]:
     return PipelineDecodeReplica if len(table.stages) > 1 else DecodeReplica
 
 
+def decode_policy(policy: Policy) -> Policy:
+    """The decode pool's policy whatever the prefill pool's: continuous batching up to
+    `policy.max_batch`, its micro-batches in flight through a staged plan."""
+    return Policy("continuous", policy.max_batch, micro_batches=policy.micro_batches)
+
+
 def kv_bytes(spec: ModelSpec, tokens: np.ndarray, value_bytes: float) -> np.ndarray:
     """Keys and values of every layer for each prompt of `tokens` tokens, at `value_bytes`
     a value: the model graph's own count (models/graph.py), sliding windows kept short."""
@@ -112,7 +118,7 @@ def simulate_disaggregated(prefill: IterationTable, decode: IterationTable,
     `bytes_per_request` moved over `link`, decoded on `decode_replicas` copies of the
     decode plan batching continuously (up to `policy.max_batch`; `policy.micro_batches`
     in flight through a decode plan of several stages), one router for both."""
-    decoding = Policy("continuous", policy.max_batch, micro_batches=policy.micro_batches)
+    decoding = decode_policy(policy)
     check(decode, requests, decoding, decode_replicas, router)
     prompts = Requests(requests.unit_arrivals, requests.prompt, np.ones_like(requests.output))
     check(prefill, prompts, policy, prefill_replicas, router)
