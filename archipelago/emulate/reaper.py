@@ -16,7 +16,8 @@ each:
 End of file means the launcher is gone (exit, exception, signal, SIGKILL): the reaper
 SIGKILLs the helpers it recorded (the fork server, the resource tracker and every rank
 forked from them), removes the directories still listed, and exits. A rank forked after
-the last scan dies with its fork server (watchdog.die_with_parent).
+the last scan dies with its fork server, and a rank forked from the launcher itself
+(launch._forked_here) with the launcher (watchdog.die_with_parent).
 """
 
 import os

@@ -92,7 +92,8 @@ class Heartbeat:
 
 def die_with_parent() -> None:
     """Have the kernel SIGKILL this rank when its parent (the fork server, which the reaper
-    ends with the launcher) dies, so no rank outlives a killed launcher (Linux)."""
+    ends with the launcher, or the launcher itself) dies, so no rank outlives a killed
+    launcher (Linux)."""
     if sys.platform.startswith("linux"):
         pr_set_pdeathsig = 1
         ctypes.CDLL(None).prctl(pr_set_pdeathsig, signal.SIGKILL)
