@@ -1,17 +1,27 @@
 # Two entry points on a fresh machine: `make run` and `make test`.
-# torch is pinned first so nothing later pulls a newer (CUDA) build.
+# torch is pinned by a constraint on every install so nothing pulls a newer (CUDA) build.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+EXTRAS := emulate,search,report,onnx,hls,tables,dev
 
 .PHONY: run test lint bench browser fuzz clean
 
+# uv installs the packages pip would, from the same places, in a fifth of the time (issue 36:
+# on a fresh clone pip took 100-160 s of `make test`, uv 19 s with an empty cache). uv reads
+# no pip.conf, so pip's configured find-links and extra indexes (a machine's wheels on disk)
+# are handed to it, and it weighs every index as pip does (best match, not first index).
+# uv keeps its downloads in its own cache (UV_CACHE_DIR, else ~/.cache/uv).
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e ".[emulate,search,report,onnx,hls,tables,dev]"
+	$(BIN)/pip install -q uv==0.13.9
+	echo "torch==2.13.0" > $(VENV)/constraints.txt
+	UV_FIND_LINKS="$$($(BIN)/pip config get global.find-links 2>/dev/null)" \
+	UV_EXTRA_INDEX_URL="$$($(BIN)/pip config get global.extra-index-url 2>/dev/null)" \
+	UV_INDEX_STRATEGY=unsafe-best-match \
+	$(BIN)/uv pip install -q --python $(BIN)/python --constraint $(VENV)/constraints.txt \
+	  torch -e ".[$(EXTRAS)]"
 	touch $(STAMP)
 
 run: $(STAMP)
