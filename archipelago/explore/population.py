@@ -24,7 +24,8 @@ class Population:
 
     def __init__(self, space: DesignSpace) -> None:
         self.space = space
-        self.records: dict[str, TrialRecord] = {}
+        # The journal's values by key: this run's as made, others' once validated (TrialRecord)
+        self.records: dict[str, dict[str, Any]] = {}
         self.taken = np.zeros(space.combinations, dtype=bool)  # gene combinations used
         self._rows = np.zeros((0, len(space.genes)), dtype=np.int64)  # genes per trial
         self._scores = np.zeros((0, 3))  # latency, fabric, violation per trial
@@ -36,20 +37,22 @@ class Population:
     def __len__(self) -> int:
         return len(self.records)
 
-    def add(self, items: dict[str, Any]) -> None:
-        """Take in trials (key -> record value) not held yet, validating what was read
-        back from a journal, then choose the next parents."""
+    def add(self, items: dict[str, Any], own: bool = False) -> None:
+        """Take in trials (key -> record value) not held yet: this run's `own` as made (it
+        proposed them, `search._records` built their values), what was read back from a
+        journal validated first; then choose the next parents."""
         first, rows, scores = len(self.records), [], []
         for key, value in items.items():
             if key in self.records:
                 continue
-            mine = self.proposed.pop(key, None) if isinstance(value, TrialRecord) else None
-            record = value if isinstance(value, TrialRecord) else read_stored(
-                TrialRecord, value, f"trial {elide(key, 40)}")
-            rows.append(self._row(record, key) if mine is None else mine[0])
-            self.records[key] = record
-            scores.append((record.latency_s, fabric(record.utilization),
-                           violation(record.utilization, record.feasible)))
+            if own:
+                rows.append(self.proposed.pop(key)[0])
+            else:
+                value = dict(read_stored(TrialRecord, value, f"trial {elide(key, 40)}"))
+                rows.append(self._row(value["genes"], key))
+            self.records[key] = value
+            used = value["utilization"]
+            scores.append((value["latency_s"], fabric(used), violation(used, value["feasible"])))
         if rows:
             self._rows = np.concatenate([self._rows, np.stack(rows)])
             self._scores = np.concatenate([self._scores, np.array(scores)])
@@ -58,12 +61,12 @@ class Population:
             objectives, excess = self._arrays(pool)
             self.parents = pool[genetic.survivors(objectives, excess, POPULATION)]
 
-    def _row(self, record: TrialRecord, key: str) -> np.ndarray:
+    def _row(self, genes: dict[str, Any], key: str) -> np.ndarray:
         try:
-            row = self.space.indices(record.genes, f"trial {elide(key, 40)}")
+            row = self.space.indices(genes, f"trial {elide(key, 40)}")
         except ValueError as err:
             raise DamagedStudy(str(err)) from None
-        if engine_key(self.space.decode(record.genes)) != key:
+        if engine_key(self.space.decode(genes)) != key:
             raise DamagedStudy(f"trial {elide(key, 40)}: its genes decode to another engine")
         return row
 
@@ -104,13 +107,16 @@ class Population:
     def _take(self, rows: np.ndarray, out: list[tuple[np.ndarray, str]], count: int) -> None:
         """Add to `out` each row whose combination and engine are new, marking it taken."""
         keys = {key for _, key in out}
-        for row, flat in zip(rows, self.space.flat(rows), strict=True):
+        taken, names = self.taken, self.space.names
+        choices = tuple(self.space.genes.values())
+        for row, flat, index in zip(rows, self.space.flat(rows).tolist(), rows.tolist(),
+                                    strict=True):
             if len(out) >= count:
                 return
-            if self.taken[flat]:
+            if taken[flat]:
                 continue
-            self.taken[flat] = True  # a combination decoding to a held engine is used up too
-            values = self.space.values(row)
+            taken[flat] = True  # a combination decoding to a held engine is used up too
+            values = {name: c[i] for name, c, i in zip(names, choices, index, strict=True)}
             engine = self.space.decode(values)
             key = engine_key(engine)
             if key not in self.records and key not in keys:
