@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from archipelago.estimate.workload import Generation
-from archipelago.explore import genetic, search
+from archipelago.explore import genetic, search, spaces
 from archipelago.explore.evaluate import FABRIC, Problem, evaluate_chunk, fabric, violation
 from archipelago.explore.search import SearchRequest, run_search
 from archipelago.explore.spaces import DesignSpace, design_space, engine_key
@@ -108,6 +108,18 @@ def test_offspring_stay_inside_the_space_and_mutation_moves_genes() -> None:
     moved = genetic.mutate(rng, children, sizes, 1.0)
     assert np.all(moved[:, [0, 1, 3]] != children[:, [0, 1, 3]])  # always another choice
     assert np.all(moved[:, 2] == 0)  # a gene with one choice cannot move
+
+
+@pytest.mark.parametrize("strategy", ["dfx", "lora-q"])
+def test_engine_keys_at_once_are_each_engines_own_key(strategy) -> None:
+    """Over a real space's engines (DFX's whole space, 3,000 of LORA's), and engines whose
+    text holds the cut between two (a string, a nested dict): encoded alone instead."""
+    space = design_space(strategy, "gpt2-1.5b", "1xu280")
+    rows = space.rows(np.arange(min(space.combinations, 3000)))
+    engines = [space.engine(row) for row in rows]
+    odd = [{"a": "},{"}, {"b": {"c": 1}, "d": {"e": 2}}, {}, {"f": 1.5}]
+    for batch in (engines, engines[:1], [], odd, [{}, {}]):
+        assert spaces.engine_keys(batch) == [engine_key(engine) for engine in batch]
 
 
 # Genes held at the published point in the search test: the board-bounded LORA spaces hold

@@ -78,4 +78,4 @@ def violation(utilization: Mapping[str, float], feasible: bool) -> float:
 
 def fabric(utilization: Mapping[str, float]) -> float:
     """The second objective: the worst fraction of any fabric resource (seeds/002 Eq. 13)."""
-    return max(utilization[k] for k in FABRIC)
+    return max(map(utilization.__getitem__, FABRIC))

@@ -9,7 +9,7 @@ import numpy as np
 from archipelago.errors import elide
 from archipelago.explore import genetic
 from archipelago.explore.evaluate import fabric, violation
-from archipelago.explore.spaces import DesignSpace, engine_key
+from archipelago.explore.spaces import DesignSpace, engine_key, engine_keys
 from archipelago.explore.stored import DamagedStudy, TrialRecord, read_stored
 
 # Parents kept per generation, and children per generation (one evaluation batch). Chosen
@@ -105,24 +105,26 @@ class Population:
         return out
 
     def _take(self, rows: np.ndarray, out: list[tuple[np.ndarray, str]], count: int) -> None:
-        """Add to `out` each row whose combination and engine are new, marking it taken."""
+        """Add to `out` each row whose combination and engine are new, in order, marking it
+        taken, until `out` holds `count`; the rows of combinations not taken decoded first,
+        together."""
+        flats = self.space.flat(rows)
+        _, first = np.unique(flats, return_index=True)  # a combination's first row
+        fresh = np.sort(first[~self.taken[flats[first]]])
+        names, choices = self.space.names, tuple(self.space.genes.values())
+        values = [{name: c[i] for name, c, i in zip(names, choices, index, strict=True)}
+                  for index in rows[fresh].tolist()]  # as space.values
+        engines = [self.space.decode(genes) for genes in values]
         keys = {key for _, key in out}
-        taken, names = self.taken, self.space.names
-        choices = tuple(self.space.genes.values())
-        for row, flat, index in zip(rows, self.space.flat(rows).tolist(), rows.tolist(),
-                                    strict=True):
+        for row, flat, genes, engine, key in zip(fresh.tolist(), flats[fresh].tolist(), values,
+                                                 engines, engine_keys(engines), strict=True):
             if len(out) >= count:
                 return
-            if taken[flat]:
-                continue
-            taken[flat] = True  # a combination decoding to a held engine is used up too
-            values = {name: c[i] for name, c, i in zip(names, choices, index, strict=True)}
-            engine = self.space.decode(values)
-            key = engine_key(engine)
+            self.taken[flat] = True  # a combination decoding to a held engine is used up too
             if key not in self.records and key not in keys:
                 keys.add(key)
-                out.append((row, key))
-                self.proposed[key] = (row, values, engine)
+                out.append((rows[row], key))
+                self.proposed[key] = (rows[row], genes, engine)
 
     def exhausted(self) -> bool:
         """Whether every engine of the space is a trial (every combination taken is not
