@@ -21,8 +21,7 @@ def pareto_fronts(objectives: np.ndarray) -> np.ndarray:
     front = np.empty(len(objectives), dtype=np.int64)
     last_f2: list[float] = []  # per front, its last point's f2 (non-decreasing over fronts)
     last: list[tuple[float, float]] = []
-    for i in order:
-        f1, f2 = float(objectives[i, 0]), float(objectives[i, 1])
+    for i, (f1, f2) in zip(order.tolist(), objectives[order].tolist(), strict=True):
         k = bisect_right(last_f2, f2)
         if k and last[k - 1] == (f1, f2):  # an equal point (the largest f1 of its f2)
             k -= 1

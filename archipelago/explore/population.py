@@ -41,6 +41,8 @@ class Population:
         """Take in trials (key -> record value) not held yet: this run's `own` as made (it
         proposed them, `search._records` built their values), what was read back from a
         journal validated first; then choose the next parents."""
+        if not own and items.keys() <= self.records.keys():
+            return  # nothing new (a study no other run writes to)
         first, rows, scores = len(self.records), [], []
         for key, value in items.items():
             if key in self.records:
