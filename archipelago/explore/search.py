@@ -197,7 +197,8 @@ def best_of(population: Population, added: int, exhausted: bool) -> Best:
         return (records[key]["latency_s"], fabric(used), sum(used[k] for k in FABRIC), key)
 
     best = records[min((keys[i] for i in fastest), key=order)]
-    return Best(engine=best["engine"], latency_s=best["latency_s"],
-                tokens_per_s=best["tokens_per_s"], utilization=best["utilization"],
-                trials_done=len(records),
-                feasible_trials=int(fits.sum()), trials_added=added, exhausted=exhausted)
+    # copies: the study's own values stay the journal's
+    return Best(engine=dict(best["engine"]), latency_s=best["latency_s"],
+                tokens_per_s=best["tokens_per_s"], utilization=dict(best["utilization"]),
+                trials_done=len(records), feasible_trials=int(fits.sum()),
+                trials_added=added, exhausted=exhausted)

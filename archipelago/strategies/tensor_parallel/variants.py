@@ -185,7 +185,8 @@ def _configs(chosen: Strategy, engines: Sequence[dict[str, Any]]
 
 @cache
 def _many(config_type: type[BaseModel]) -> TypeAdapter[list[Any]]:
-    return TypeAdapter(list[config_type])  # type: ignore[valid-type]
+    """A validator of lists of `config_type`, made once a type (making one is slow)."""
+    return TypeAdapter(list[config_type])
 
 
 def _alone(chosen: Strategy, engine: dict[str, Any]) -> BaseModel | ArchipelagoError:
