@@ -28,6 +28,7 @@ from benchmarks.base_commit import ROOT, checked_out
 BASES = {  # commit: what it is before
     "62b58a6c117df5b2be5399106d529c2ef8fa2cd8": "the search's per-trial cuts",
     "cccdce5deafc0ed19b4f692dadafee1bf0ce3b17": "batched DFX scoring and fewer journal costs",
+    "8fee7f12a552661310c630a6ce7540e2068885a7": "the search's bookkeeping in bulk",
 }
 COMMANDS = (("compare", "gpt2-1.5b", "--tokens", "64:64", "--json"),
             ("compare", "llama2-7b", "--tokens", "128:128", "--latency-target", "500ms",

@@ -187,3 +187,22 @@ def test_a_value_already_held_is_not_written_again(tmp_path) -> None:
     first.append([("a", {"x": 2.5})])
     assert len(lines(path)) == 4
     assert first.records() == second.records() == {"a": {"x": 2.5}, "b": {"y": [1, 2]}}
+
+
+@pytest.mark.parametrize("nested", [False, True])
+def test_a_batch_is_written_as_each_record_encoded_alone(tmp_path, nested) -> None:
+    """Lines encoded as one list and cut between records are each record's own line, with
+    keys and strings that hold the cut's text (quoted, so escaped), non-ASCII and floats; a
+    value nesting records of its own (`nested`) cuts in more places and is encoded alone."""
+    items = [(',{"key":"x"}', {"s": ',{"key":', "f": 0.1, "n": None}),
+             ("é", {}), ("plain", {"genes": {"a": 1}, "latency_s": 1e300, "ok": True})]
+    if nested:
+        items.append(("inner", {"list": [{"key": 1}, {"key": 2}]}))
+    path = tmp_path / "e.jsonl"
+    journal = Journal.open(path, "search", IDENTITY)
+    assert journal.append_within(items, 10) == len(items)
+    journal.append([("more", {"v": [1]}), ("é2", {"w": "\n"})])
+    want = [json.dumps({"key": key, "value": value}, separators=(",", ":")) + "\n"
+            for key, value in [*items, ("more", {"v": [1]}), ("é2", {"w": "\n"})]]
+    assert path.read_text().splitlines(keepends=True)[1:] == want
+    assert Journal.open(path, "search", IDENTITY).records() == journal.records()

@@ -14,6 +14,7 @@ import yaml
 from archipelago.api import make_plan
 from archipelago.estimate.workload import Generation, Sequence
 from archipelago.explore.search import SearchRequest, run_search
+from archipelago.explore.stored import TrialRecord
 from archipelago.hardware.catalog import get_device
 from archipelago.strategies.tensor_parallel.estimate import estimate as estimate_plan
 from tests.cli_here import archi_here
@@ -51,6 +52,20 @@ def test_search_respects_every_limit(tmp_path) -> None:
     assert total.uram <= u280.resources.uram
     streamed = plan.engine.hbm_bytes_per_cycle * plan.engine.config.clock_hz
     assert streamed <= u280.memory("hbm").bandwidth_Bps
+
+
+def test_every_trial_a_search_writes_reads_back_as_a_trial_record(tmp_path) -> None:
+    """A run keeps its own trials unvalidated (it made them); each must still be what a
+    later run validates on reading the journal back: a TrialRecord, its engine the key."""
+    run_search(SearchRequest("gpt2-345m", "1xu280", "lora-q", Generation(8, 8), 70,
+                             str(tmp_path / "s"), "records"))
+    (path,) = (tmp_path / "s").glob("*.journal")
+    lines = path.read_bytes().split(b"\n")[1:-1]
+    assert len(lines) == 70
+    for line in lines:
+        record = json.loads(line)
+        trial = TrialRecord.model_validate(record["value"])
+        assert json.loads(record["key"]) == trial.engine
 
 
 SLOW_EVALUATION = """

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from archipelago.estimate.workload import Generation
-from archipelago.explore import genetic, search
+from archipelago.explore import genetic, search, spaces
 from archipelago.explore.evaluate import FABRIC, Problem, evaluate_chunk, fabric, violation
 from archipelago.explore.search import SearchRequest, run_search
 from archipelago.explore.spaces import DesignSpace, design_space, engine_key
@@ -55,6 +55,43 @@ def test_crowding_on_a_hand_worked_front() -> None:
     assert distance[2] == pytest.approx((6 - 1) / 6 + (3 - 0) / 6)
 
 
+def crowding_rank_by_rank(objectives: np.ndarray, rank: np.ndarray) -> np.ndarray:
+    """Crowding by its definition, one rank and one objective at a time: a member's sorted
+    neighbours' gap over the rank's span (0 where the span is not positive), the ends and
+    every member of a rank of at most two infinitely far."""
+    distance = np.zeros(len(rank))
+    for r in np.unique(rank):
+        members = np.flatnonzero(rank == r)
+        if len(members) <= 2:
+            distance[members] = np.inf
+            continue
+        for column in objectives[members].T:
+            order = np.argsort(column, kind="stable")
+            values = column[order]
+            span = values[-1] - values[0]
+            gaps = np.full(len(members), np.inf)
+            gaps[1:-1] = (values[2:] - values[:-2]) / span if span > 0 else 0.0
+            distance[members[order]] += gaps
+    return distance
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.filterwarnings("ignore:invalid value")  # the reference's inf - inf spans
+def test_crowding_of_all_ranks_at_once_is_the_rank_by_rank_definition(seed) -> None:
+    """Bit for bit, over ties (small integers), many ranks (infeasible points' violations)
+    and infinite objectives (refused designs' latency)."""
+    rng = np.random.default_rng(seed)
+    for n in (0, 1, 2, 3, 7, 40, 130):
+        objectives = rng.integers(0, 6, size=(n, 2)).astype(float)
+        if seed % 2:
+            objectives = rng.random((n, 2))
+        objectives[rng.random(n) < 0.1, 0] = np.inf
+        excess = np.where(rng.random(n) < 0.4, rng.integers(0, 4, n) * 0.5, 0.0)
+        rank = genetic.ranks(objectives, excess)
+        assert genetic.crowding(objectives, rank).tobytes() == \
+            crowding_rank_by_rank(objectives, rank).tobytes()
+
+
 def test_survivors_keep_the_best_fronts_and_the_ends_of_the_last() -> None:
     objectives = np.array([[0.0, 6.0], [1.0, 3.0], [4.0, 1.0], [6.0, 0.0], [7.0, 7.0]])
     kept = genetic.survivors(objectives, np.zeros(5), 3)
@@ -71,6 +108,18 @@ def test_offspring_stay_inside_the_space_and_mutation_moves_genes() -> None:
     moved = genetic.mutate(rng, children, sizes, 1.0)
     assert np.all(moved[:, [0, 1, 3]] != children[:, [0, 1, 3]])  # always another choice
     assert np.all(moved[:, 2] == 0)  # a gene with one choice cannot move
+
+
+@pytest.mark.parametrize("strategy", ["dfx", "lora-q"])
+def test_engine_keys_at_once_are_each_engines_own_key(strategy) -> None:
+    """Over a real space's engines (DFX's whole space, 3,000 of LORA's), and engines whose
+    text holds the cut between two (a string, a nested dict): encoded alone instead."""
+    space = design_space(strategy, "gpt2-1.5b", "1xu280")
+    rows = space.rows(np.arange(min(space.combinations, 3000)))
+    engines = [space.engine(row) for row in rows]
+    odd = [{"a": "},{"}, {"b": {"c": 1}, "d": {"e": 2}}, {}, {"f": 1.5}]
+    for batch in (engines, engines[:1], [], odd, [{}, {}]):
+        assert spaces.engine_keys(batch) == [engine_key(engine) for engine in batch]
 
 
 # Genes held at the published point in the search test: the board-bounded LORA spaces hold

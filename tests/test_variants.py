@@ -45,6 +45,8 @@ def _check_against_scalar(model: str, cluster: str, strategy: str, tokens: str,
     got = get_kind("tensor-parallel").hook("batch_evaluator")(model, cluster, strategy,
                                                                workload, engines)
     assert len(got.latency_s) == len(got.errors) == len(engines)
+    assert [list(used.items()) for used in got.utilizations()] == [  # in the journal's order
+        list(got.utilization(row).items()) for row in range(len(engines))]
     for row, engine in enumerate(engines):
         want = _scalar(model, cluster, strategy, workload, engine)
         if isinstance(want, str):

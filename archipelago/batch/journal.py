@@ -96,7 +96,7 @@ class Journal:
         """Add every `(key, value)`, in one write; a later value of a key replaces it, and
         a value the journal already holds for its key (another run of the same question
         appended it meanwhile) is not written again."""
-        data = [(key, _record_line(key, value), value) for key, value in items]
+        data = list(zip(*_record_lines(items), strict=True))
         with self._opened(os.O_RDWR | os.O_APPEND, lock=True) as fd:
             self._write(fd, data, as_given=False)
 
@@ -129,7 +129,7 @@ class Journal:
         concurrent runs sharing a budget never overshoot it. Returns how many went in. The
         values are JSON's own types (dicts, lists, strings, numbers, booleans, None), which
         read back as themselves: they are taken in as given, not parsed back."""
-        data = [(key, _record_line(key, value), value) for key, value in items]
+        data = list(zip(*_record_lines(items), strict=True))
         with self._opened(os.O_RDWR | os.O_APPEND, lock=True) as fd:
             self._catch_up(fd)
             keys, taken = set(self._records), 0
@@ -203,10 +203,35 @@ class Journal:
         self._tail = len(data) - end
 
 
-def _record_line(key: str, value: dict[str, Any]) -> bytes:
+_NEXT = b',{"key":'  # what joins two records in a list of them (`_record_lines`)
+
+
+def _record_lines(items: Sequence[tuple[str, dict[str, Any]]]
+                  ) -> tuple[list[str], list[bytes], list[dict[str, Any]]]:
+    """(keys, lines, values) of `items`, the lines as `_record_line` makes them, encoded as
+    one list and cut there: a JSON string escapes each quote in it, so `_NEXT` occurs
+    elsewhere only in a list of records nested in a value, which makes more pieces than
+    records (then each is encoded alone)."""
+    keys = [item[0] for item in items]
+    values = [item[1] for item in items]
+    for key, value in items:
+        _check_record(key, value)
+    text = _ENCODER.encode([{"key": key, "value": value} for key, value in items])
+    pieces = text.encode("ascii")[1:-1].split(_NEXT)
+    if len(pieces) != len(items) or not items:
+        return keys, [_record_line(key, value) for key, value in items], values
+    return keys, [pieces[0] + b"\n", *(b'{"key":' + piece + b"\n" for piece in pieces[1:])], \
+        values
+
+
+def _check_record(key: str, value: dict[str, Any]) -> None:
     if not isinstance(key, str) or not isinstance(value, dict):
         raise TypeError(f"a journal record is (str, dict), not ({type(key).__name__}, "
                         f"{type(value).__name__})")
+
+
+def _record_line(key: str, value: dict[str, Any]) -> bytes:
+    _check_record(key, value)
     return _dumps({"key": key, "value": value})
 
 

@@ -64,10 +64,10 @@ def evaluate_chunk(task: tuple[Problem, list[dict[str, Any]]]) -> list[dict[str,
         return [_one(problem, engine) for engine in engines]
     got = kind.hook("batch_evaluator")(problem.model, problem.cluster, problem.strategy,
                                        problem.workload, engines)
-    latency, rate, fits = (got.latency_s.tolist(), got.tokens_per_s.tolist(),
-                           got.feasible.tolist())
-    return [{"latency_s": latency[i], "tokens_per_s": rate[i], "feasible": fits[i],
-             "utilization": got.utilization(i)} for i in range(len(engines))]
+    return [{"latency_s": latency, "tokens_per_s": rate, "feasible": fits, "utilization": used}
+            for latency, rate, fits, used in zip(got.latency_s.tolist(), got.tokens_per_s.tolist(),
+                                                 got.feasible.tolist(), got.utilizations(),
+                                                 strict=True)]
 
 
 def violation(utilization: Mapping[str, float], feasible: bool) -> float:
@@ -78,4 +78,4 @@ def violation(utilization: Mapping[str, float], feasible: bool) -> float:
 
 def fabric(utilization: Mapping[str, float]) -> float:
     """The second objective: the worst fraction of any fabric resource (seeds/002 Eq. 13)."""
-    return max(utilization[k] for k in FABRIC)
+    return max(map(utilization.__getitem__, FABRIC))

@@ -21,8 +21,7 @@ def pareto_fronts(objectives: np.ndarray) -> np.ndarray:
     front = np.empty(len(objectives), dtype=np.int64)
     last_f2: list[float] = []  # per front, its last point's f2 (non-decreasing over fronts)
     last: list[tuple[float, float]] = []
-    for i in order:
-        f1, f2 = float(objectives[i, 0]), float(objectives[i, 1])
+    for i, (f1, f2) in zip(order.tolist(), objectives[order].tolist(), strict=True):
         k = bisect_right(last_f2, f2)
         if k and last[k - 1] == (f1, f2):  # an equal point (the largest f1 of its f2)
             k -= 1
@@ -50,23 +49,24 @@ def ranks(objectives: np.ndarray, violation: np.ndarray) -> np.ndarray:
 
 def crowding(objectives: np.ndarray, rank: np.ndarray) -> np.ndarray:
     """Crowding distance within each rank: the normalized side lengths of the box spanned by
-    a point's neighbours on each objective; the ends of a front are infinitely far."""
+    a point's neighbours on each objective; the ends of a front (every member of a rank of
+    at most two) are infinitely far. All ranks at once: each objective sorted by rank, then
+    value (ties in index order), each rank a run of that order."""
     distance = np.zeros(len(rank))
-    for r in np.unique(rank):
-        members = np.flatnonzero(rank == r)
-        if len(members) <= 2:
-            distance[members] = np.inf
-            continue
-        for column in objectives[members].T:
-            order = np.argsort(column, kind="stable")
-            values = column[order]
-            span = values[-1] - values[0]
-            gaps = np.full(len(members), np.inf)
-            if span > 0:
-                gaps[1:-1] = (values[2:] - values[:-2]) / span
-            else:
-                gaps[1:-1] = 0.0
-            distance[members[order]] += gaps
+    if not len(rank):
+        return distance
+    for column in objectives.T:
+        order = np.lexsort((column, rank))
+        ranked, values = rank[order], column[order]
+        first = np.r_[True, ranked[1:] != ranked[:-1]]  # a rank's first point in `order`
+        last = np.r_[first[1:], True]
+        inside = np.flatnonzero(~first & ~last)
+        gaps = np.full(len(rank), np.inf)
+        with np.errstate(divide="ignore", invalid="ignore"):  # inf - inf: a span of nan
+            span = (values[last] - values[first])[np.cumsum(first) - 1][inside]
+            gaps[inside] = np.where(span > 0, (values[inside + 1] - values[inside - 1])
+                                    / span, 0.0)
+        distance[order] += gaps
     return distance
 
 

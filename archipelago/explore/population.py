@@ -9,7 +9,7 @@ import numpy as np
 from archipelago.errors import elide
 from archipelago.explore import genetic
 from archipelago.explore.evaluate import fabric, violation
-from archipelago.explore.spaces import DesignSpace, engine_key
+from archipelago.explore.spaces import DesignSpace, engine_key, engine_keys
 from archipelago.explore.stored import DamagedStudy, TrialRecord, read_stored
 
 # Parents kept per generation, and children per generation (one evaluation batch). Chosen
@@ -24,7 +24,8 @@ class Population:
 
     def __init__(self, space: DesignSpace) -> None:
         self.space = space
-        self.records: dict[str, TrialRecord] = {}
+        # The journal's values by key: this run's as made, others' once validated (TrialRecord)
+        self.records: dict[str, dict[str, Any]] = {}
         self.taken = np.zeros(space.combinations, dtype=bool)  # gene combinations used
         self._rows = np.zeros((0, len(space.genes)), dtype=np.int64)  # genes per trial
         self._scores = np.zeros((0, 3))  # latency, fabric, violation per trial
@@ -36,20 +37,24 @@ class Population:
     def __len__(self) -> int:
         return len(self.records)
 
-    def add(self, items: dict[str, Any]) -> None:
-        """Take in trials (key -> record value) not held yet, validating what was read
-        back from a journal, then choose the next parents."""
+    def add(self, items: dict[str, Any], own: bool = False) -> None:
+        """Take in trials (key -> record value) not held yet: this run's `own` as made (it
+        proposed them, `search._records` built their values), what was read back from a
+        journal validated first; then choose the next parents."""
+        if not own and items.keys() <= self.records.keys():
+            return  # nothing new (a study no other run writes to)
         first, rows, scores = len(self.records), [], []
         for key, value in items.items():
             if key in self.records:
                 continue
-            mine = self.proposed.pop(key, None) if isinstance(value, TrialRecord) else None
-            record = value if isinstance(value, TrialRecord) else read_stored(
-                TrialRecord, value, f"trial {elide(key, 40)}")
-            rows.append(self._row(record, key) if mine is None else mine[0])
-            self.records[key] = record
-            scores.append((record.latency_s, fabric(record.utilization),
-                           violation(record.utilization, record.feasible)))
+            if own:
+                rows.append(self.proposed.pop(key)[0])
+            else:
+                value = dict(read_stored(TrialRecord, value, f"trial {elide(key, 40)}"))
+                rows.append(self._row(value["genes"], key))
+            self.records[key] = value
+            used = value["utilization"]
+            scores.append((value["latency_s"], fabric(used), violation(used, value["feasible"])))
         if rows:
             self._rows = np.concatenate([self._rows, np.stack(rows)])
             self._scores = np.concatenate([self._scores, np.array(scores)])
@@ -58,12 +63,12 @@ class Population:
             objectives, excess = self._arrays(pool)
             self.parents = pool[genetic.survivors(objectives, excess, POPULATION)]
 
-    def _row(self, record: TrialRecord, key: str) -> np.ndarray:
+    def _row(self, genes: dict[str, Any], key: str) -> np.ndarray:
         try:
-            row = self.space.indices(record.genes, f"trial {elide(key, 40)}")
+            row = self.space.indices(genes, f"trial {elide(key, 40)}")
         except ValueError as err:
             raise DamagedStudy(str(err)) from None
-        if engine_key(self.space.decode(record.genes)) != key:
+        if engine_key(self.space.decode(genes)) != key:
             raise DamagedStudy(f"trial {elide(key, 40)}: its genes decode to another engine")
         return row
 
@@ -102,21 +107,26 @@ class Population:
         return out
 
     def _take(self, rows: np.ndarray, out: list[tuple[np.ndarray, str]], count: int) -> None:
-        """Add to `out` each row whose combination and engine are new, marking it taken."""
+        """Add to `out` each row whose combination and engine are new, in order, marking it
+        taken, until `out` holds `count`; the rows of combinations not taken decoded first,
+        together."""
+        flats = self.space.flat(rows)
+        _, first = np.unique(flats, return_index=True)  # a combination's first row
+        fresh = np.sort(first[~self.taken[flats[first]]])
+        names, choices = self.space.names, tuple(self.space.genes.values())
+        values = [{name: c[i] for name, c, i in zip(names, choices, index, strict=True)}
+                  for index in rows[fresh].tolist()]  # as space.values
+        engines = [self.space.decode(genes) for genes in values]
         keys = {key for _, key in out}
-        for row, flat in zip(rows, self.space.flat(rows), strict=True):
+        for row, flat, genes, engine, key in zip(fresh.tolist(), flats[fresh].tolist(), values,
+                                                 engines, engine_keys(engines), strict=True):
             if len(out) >= count:
                 return
-            if self.taken[flat]:
-                continue
             self.taken[flat] = True  # a combination decoding to a held engine is used up too
-            values = self.space.values(row)
-            engine = self.space.decode(values)
-            key = engine_key(engine)
             if key not in self.records and key not in keys:
                 keys.add(key)
-                out.append((row, key))
-                self.proposed[key] = (row, values, engine)
+                out.append((rows[row], key))
+                self.proposed[key] = (rows[row], genes, engine)
 
     def exhausted(self) -> bool:
         """Whether every engine of the space is a trial (every combination taken is not

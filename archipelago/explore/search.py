@@ -25,7 +25,7 @@ from archipelago.explore.population import Population
 from archipelago.explore.signals import StopFlag, stop_on_signals
 from archipelago.explore.spaces import design_space
 from archipelago.explore.store import MemoryStudy, check_storage, open_study
-from archipelago.explore.stored import DamagedStudy, TrialRecord
+from archipelago.explore.stored import DamagedStudy
 from archipelago.explore.study import study_identity
 
 # Trials per generation (one batch, evaluated and persisted together): a search gets about
@@ -95,11 +95,10 @@ def run_search(request: SearchRequest, on_trial: Callable[[int], None] | None = 
             decoded = [population.proposed[key] for _, key in candidates]
             scores, signum = run(problem, [engine for _, _, engine in decoded])
             items = _records(candidates, decoded, scores, study.records())
-            taken = study.append_within([(k, value) for k, value, _ in items],
-                                        request.trials)
+            taken = study.append_within(items, request.trials)
             added += taken
             before = len(population)
-            population.add({k: record for k, _, record in items[:taken]})
+            population.add(dict(items[:taken]), own=True)
             _take(population, study, request)
             advance(len(population) - before)
             if len(population) - before > taken and not parted:
@@ -118,17 +117,15 @@ def run_search(request: SearchRequest, on_trial: Callable[[int], None] | None = 
 
 
 def _records(candidates: list[tuple[np.ndarray, str]], decoded: list[tuple[Any, ...]],
-             scores: Scores, known: dict[str, Any]
-             ) -> list[tuple[str, dict[str, Any], TrialRecord]]:
+             scores: Scores, known: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     """The scored candidates (with their decoded genes and engine) as trials, leaving out
-    what a peer recorded meanwhile: each as the journal keeps it (its fields in the
-    record's order, the scores' in `evaluate_chunk`'s) and validated."""
-    out = []
-    for (_, key), (_, values, engine), score in zip(candidates, decoded, scores, strict=True):
-        if score is not None and key not in known:
-            value = {"genes": values, "engine": engine, **score}
-            out.append((key, value, TrialRecord.model_validate(value)))
-    return out
+    what a peer recorded meanwhile: each as the journal keeps it (its fields in
+    TrialRecord's order, the scores' in `evaluate_chunk`'s). Not validated: this run made
+    them of the types TrialRecord holds (tests/test_explore.py checks they validate)."""
+    return [(key, {"genes": values, "engine": engine, **score})
+            for (_, key), (_, values, engine), score in zip(candidates, decoded, scores,
+                                                            strict=True)
+            if score is not None and key not in known]
 
 
 def _take(population: Population, study: Any, request: SearchRequest) -> None:
@@ -196,10 +193,12 @@ def best_of(population: Population, added: int, exhausted: bool) -> Best:
     fastest = np.flatnonzero(fits & (scores[:, 0] == scores[fits, 0].min()))
 
     def order(key: str) -> tuple[float, float, float, str]:
-        used = records[key].utilization
-        return (records[key].latency_s, fabric(used), sum(used[k] for k in FABRIC), key)
+        used = records[key]["utilization"]
+        return (records[key]["latency_s"], fabric(used), sum(used[k] for k in FABRIC), key)
 
     best = records[min((keys[i] for i in fastest), key=order)]
-    return Best(engine=best.engine, latency_s=best.latency_s, tokens_per_s=best.tokens_per_s,
-                utilization=best.utilization, trials_done=len(records),
-                feasible_trials=int(fits.sum()), trials_added=added, exhausted=exhausted)
+    # copies: the study's own values stay the journal's
+    return Best(engine=dict(best["engine"]), latency_s=best["latency_s"],
+                tokens_per_s=best["tokens_per_s"], utilization=dict(best["utilization"]),
+                trials_done=len(records), feasible_trials=int(fits.sum()),
+                trials_added=added, exhausted=exhausted)

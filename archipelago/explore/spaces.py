@@ -90,6 +90,16 @@ def engine_key(engine: Mapping[str, Any]) -> str:
     return _KEYS.encode(engine)
 
 
+def engine_keys(engines: list[Mapping[str, Any]]) -> list[str]:
+    """Each engine's `engine_key`, encoded as one list and cut between the engines: their
+    values' own text may hold the cut's (a string, a nested dict), which makes more pieces
+    than engines (then each is encoded alone)."""
+    pieces = _KEYS.encode(engines)[2:-2].split("},{")
+    if len(pieces) != len(engines) or not engines:
+        return [engine_key(engine) for engine in engines]
+    return ["{" + piece + "}" for piece in pieces]
+
+
 def space_builder(strategy: str) -> Callable[[Any, Any, Any], DesignSpace]:
     """The builder `space(spec, device, workload)` strategy `strategy` registered (the
     workload as its plan kind parsed it, None for the strategy's own number format); an

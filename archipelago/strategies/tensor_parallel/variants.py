@@ -22,6 +22,7 @@ from operator import attrgetter
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from archipelago.errors import ArchipelagoError
 from archipelago.estimate.figures import finite_estimate
@@ -89,6 +90,12 @@ class VariantEstimates:
         """Design `index`'s figures as the kind's utilization hook gives them."""
         return {limit: column[index] for limit, column in self._columns.items()}
 
+    def utilizations(self) -> list[dict[str, float]]:
+        """Every design's `utilization`, in order, made at once (a search's batch)."""
+        names = tuple(self._columns)
+        return [dict(zip(names, used, strict=True))
+                for used in zip(*self._columns.values(), strict=True)]
+
     @cached_property
     def _columns(self) -> dict[str, list[float]]:
         """Each limit's figures as Python floats, made once (numpy is slow on numbers)."""
@@ -131,9 +138,11 @@ def evaluate_variants(model: str, cluster: str, strategy: str, workload: Generat
     where = f"{strategy} plan of {model} on {cluster}"
     table = _Table(len(engines))
     groups: dict[tuple[Any, ...], list[tuple[int, Any]]] = {}
-    for row, engine in enumerate(engines):
+    for row, given in enumerate(_configs(chosen, engines)):
         try:
-            config = in_format(chosen.config(engine), workload)  # --precision, if given
+            if isinstance(given, ArchipelagoError):
+                raise given
+            config = in_format(given, workload)  # --precision, if given
         except ArchipelagoError as err:
             table.errors[row] = str(err)
             continue
@@ -154,6 +163,37 @@ def evaluate_variants(model: str, cluster: str, strategy: str, workload: Generat
             for row in rows:
                 table.errors[row] = str(err)
     return table.result()
+
+
+def _configs(chosen: Strategy, engines: Sequence[dict[str, Any]]
+             ) -> list[BaseModel | ArchipelagoError]:
+    """Each engine's config as `chosen.config` validates it, or the one-line error it
+    raises, the whole batch validated at once: in one list validation, then (where some
+    are refused) the others again at once and each refused one by `chosen.config` itself,
+    so its error is the plan's."""
+    defaults = chosen.engine_defaults
+    many = _many(chosen.engine_config)
+    try:
+        return many.validate_python([{**defaults, **engine} for engine in engines])
+    except ValidationError as err:
+        refused = {problem["loc"][0] for problem in err.errors()}
+    kept = iter(many.validate_python([{**defaults, **engine} for row, engine
+                                      in enumerate(engines) if row not in refused]))
+    return [next(kept) if row not in refused else _alone(chosen, engine)
+            for row, engine in enumerate(engines)]
+
+
+@cache
+def _many(config_type: type[BaseModel]) -> TypeAdapter[list[Any]]:
+    """A validator of lists of `config_type`, made once a type (making one is slow)."""
+    return TypeAdapter(list[config_type])
+
+
+def _alone(chosen: Strategy, engine: dict[str, Any]) -> BaseModel | ArchipelagoError:
+    try:
+        return chosen.config(engine)
+    except ArchipelagoError as err:
+        return err
 
 
 def _varied(config: Any) -> tuple[str, ...]:
