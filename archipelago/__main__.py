@@ -1,5 +1,5 @@
 """`python -m archipelago` runs the `archi` CLI."""
 
-from archipelago.cli import app
+from archipelago.cli import main
 
-app()
+main()

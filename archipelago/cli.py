@@ -38,6 +38,7 @@ from archipelago.cli_options import (
     workload_options,
 )
 from archipelago.errors import ArchipelagoError
+from archipelago.quick_exit import run_then_exit
 from archipelago.scratch import owned_scratch
 
 DISAGREES = 1  # `emulate`: the split run's outputs differ from its unsplit reference
@@ -335,3 +336,9 @@ def explore(
 
 
 register_fleet_commands(app)
+
+
+def main() -> None:
+    """The `archi` entry point: the CLI, then an exit that skips the interpreter's teardown
+    where torch made it costly (quick_exit.py)."""
+    run_then_exit(app)
