@@ -11,11 +11,13 @@ stdin (JSON: cwd, stdout file, stderr file, arguments), one exit status a line o
 
 import json
 import os
+import select
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+TIMEOUT_S = 300  # a hang guard, as subprocess.run's timeout was
 
 
 class FreshCli:
@@ -37,6 +39,8 @@ class FreshCli:
         out, err = (self.folder / f"{self.count}.{name}" for name in ("out", "err"))
         self.proc.stdin.write(json.dumps([str(cwd), str(out), str(err), list(args)]) + "\n")
         self.proc.stdin.flush()
+        if not select.select([self.proc.stdout], [], [], TIMEOUT_S)[0]:
+            raise subprocess.TimeoutExpired(["archi", *args], TIMEOUT_S)
         code = int(self.proc.stdout.readline())
         return subprocess.CompletedProcess(["archi", *args], code, out.read_text(),
                                            err.read_text())
