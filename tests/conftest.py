@@ -35,3 +35,12 @@ def browser():
 
     with Chromium(find_chromium()) as browser:
         yield browser
+
+
+@pytest.fixture(scope="session")
+def onnx_network(tmp_path_factory: pytest.TempPathFactory):
+    """`onnx_network(name, dynamo, fold=True, opset=None)`: tests/onnx_networks.py's export,
+    made once per run and shared by the tests (and xdist workers) that read it."""
+    from tests.export_cache import onnx_networks
+
+    return onnx_networks(tmp_path_factory)

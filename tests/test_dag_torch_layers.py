@@ -205,16 +205,15 @@ def test_per_token_fc_and_matmul_operand_orders():
 
 
 @pytest.mark.parametrize("name", ["vit_block", "depthwise_cnn", "bilstm"])
-def test_seeded_run_of_an_imported_dag_splits_bit_for_bit(name, tmp_path):
+def test_seeded_run_of_an_imported_dag_splits_bit_for_bit(name, onnx_network):
     """The importer's DAG of an exported network (Concat with a class token, Gather of a
     step, LayerNormalization, Softmax, MatMul, per-token FC, SE Mul, bidirectional LSTM)
     run with seeded weights: the split run equals the unsplit one exactly (both on one
     torch thread)."""
     pytest.importorskip("onnxruntime")
     from archipelago.models.onnx_import import import_onnx
-    from tests.onnx_networks import export
 
-    dag = import_onnx(export(name, tmp_path / "n.onnx", dynamo=True)).dag
+    dag = import_onnx(onnx_network(name, dynamo=True)).dag
     placement = {n: i % 2 for i, n in enumerate(dag.order)}
     report = emulate_dag(dag, placement, list(dag.order), ["f0", "f1"], seed=SEED)
     assert report["outputs_equal"] and report["max_abs_diff"] == 0.0

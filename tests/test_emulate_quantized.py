@@ -24,8 +24,8 @@ from archipelago.strategies.tensor_parallel.emulate.program import PROGRAM
 from archipelago.strategies.tensor_parallel.emulate.quant_formats import INT32_FAN_IN
 from archipelago.strategies.tensor_parallel.emulate.quant_reference import quantize_reference
 from archipelago.strategies.tensor_parallel.emulate.quant_shard import refusal
+from tests.cli_here import archi_here
 from tests.conftest import TINY_GPT2
-from tests.test_cli import archi
 from tests.test_emulate import (
     FP32_REL_TOL,
     LLAMA,
@@ -184,8 +184,11 @@ def test_w4a16_refuses_groups_across_ranks(tmp_path) -> None:
      "§IV-B); it takes fp32 or fp16"),
 ])
 def test_what_cannot_run_is_refused_in_one_line(tmp_path, args, message) -> None:
+    """In this process: the refusal is what is checked (two of them import torch first, 2 s
+    of CPU in a fresh interpreter); an emulation's errors as one line from a fresh process
+    are test_emulate_failures' CLI test."""
     config = write_config(tmp_path, TINY_GPT2)
-    out = archi("emulate", config, "--cluster", "2xu280", "--tokens", "4:4", *args)
+    out = archi_here("emulate", config, "--cluster", "2xu280", "--tokens", "4:4", *args)
     assert out.returncode == 2 and out.stdout == "", out.stderr
     line = message.format(model=resolve_model(config).name)
     assert out.stderr.count("\n") == 1 and line in out.stderr, out.stderr

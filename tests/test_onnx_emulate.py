@@ -17,7 +17,6 @@ from archipelago.emulate.errors import EmulationError
 from archipelago.models.onnx_import import import_onnx
 from archipelago.strategies.chef.emulate.onnx_run import RTOL, emulate_onnx
 from tests.onnx_cases import node_layers
-from tests.onnx_networks import export
 
 FPGAS = ["fpga0", "fpga1"]
 # The layer types each network's import must hold (so the split runs what it is meant to).
@@ -51,8 +50,8 @@ def _emulate(path: Path, imported=None, **kwargs) -> dict:
     ("vit_block", False, True, 14),  # LayerNormalization and GELU decomposed
     ("bilstm", False, True, None), ("bilstm", True, True, None), ("bigru", False, True, None)])
 def test_network_split_over_two_processes_equals_onnxruntime(name, dynamo, fold, opset,
-                                                             tmp_path):
-    path = export(name, tmp_path / f"{name}.onnx", dynamo, fold, opset=opset)
+                                                             onnx_network):
+    path = onnx_network(name, dynamo, fold, opset)
     imported = import_onnx(path)
     assert {d.type for d in imported.dag.layers} >= TYPES[name]
     report = _emulate(path, imported)
@@ -62,9 +61,9 @@ def test_network_split_over_two_processes_equals_onnxruntime(name, dynamo, fold,
     assert report["reference"].startswith("onnxruntime ")
 
 
-def test_a_wrong_weight_on_one_fpga_fails_the_comparison(tmp_path):
+def test_a_wrong_weight_on_one_fpga_fails_the_comparison(onnx_network):
     """The check can fail: one conv's weight off by a percent is far outside tolerance."""
-    path = export("residual_cnn", tmp_path / "r.onnx", dynamo=False)
+    path = onnx_network("residual_cnn", dynamo=False)
     imported = node_layers(path)  # one node per layer: one conv's weight on one FPGA
     conv_weight = next(k for k, v in imported.constants.items() if v.ndim == 4)
     constants = dict(imported.constants)
@@ -163,14 +162,16 @@ def test_onnx_light_model_as_shipped_split_equals_onnxruntime(name):
     assert report["passed"], report["per_output"]
 
 
-def test_archi_emulate_command_prints_the_check_and_its_json(tmp_path):
+def test_archi_emulate_command_prints_the_check_and_its_json(onnx_network):
     """The command as a user runs it, on a file the user exported (h2h's plan on six
-    FPGAs; chef's text output)."""
+    FPGAs); chef's text output from the same command run in this process (one fresh
+    interpreter importing torch is enough to show the command runs as a user's)."""
     import json
 
+    from tests.cli_here import archi_here
     from tests.test_chef_cli import archi
 
-    path = export("depthwise_cnn", tmp_path / "dw.onnx", dynamo=True)
+    path = onnx_network("depthwise_cnn", dynamo=True)
     out = archi("emulate", str(path), "--cluster", "chef-cluster1", "--strategy", "h2h",
                 "--json")
     assert out.returncode == 0, out.stderr
@@ -178,7 +179,7 @@ def test_archi_emulate_command_prints_the_check_and_its_json(tmp_path):
     assert data["passed"] and data["agrees"] and data["processes"] == 6
     assert data["max_abs_error"] <= data["tolerance"]["atol"] + data["tolerance"]["rtol"]
     assert set(data["per_output"]) == {"output"}
-    text = archi("emulate", str(path), "--cluster", "hacc", "--strategy", "chef")
+    text = archi_here("emulate", str(path), "--cluster", "hacc", "--strategy", "chef")
     assert text.returncode == 0, text.stderr
     assert "2 FPGA processes against onnxruntime" in text.stdout and "PASS" in text.stdout
 

@@ -7,6 +7,7 @@ unknown'). Each import is checked against counts by hand from the module definit
 split emulation against onnxruntime, and what stays refused names the node and why."""
 
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ from torch import nn  # noqa: E402
 
 from archipelago.errors import ConfigError  # noqa: E402
 from archipelago.models.onnx_import import import_onnx  # noqa: E402
+from tests.export_cache import once, run_folder  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 D, HEADS, FF, T, S, VOCAB = 16, 2, 32, 12, 10, 100  # width, heads, FFN, target/source tokens
@@ -123,23 +125,24 @@ NETWORKS = {
 }
 
 
-@pytest.fixture(scope="module")
-def exported(tmp_path_factory):
-    """`exported(name, how)`: the network's ONNX file, exported once per module."""
-    folder, files = tmp_path_factory.mktemp("torch_attention"), {}
+def _export(name: str, how: str, folder: Path) -> Path:
+    torch.manual_seed(0)
+    module, args = NETWORKS[name]()
+    path = folder / f"{name}-{how}.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module.eval(), args, str(path), dynamo=how == "dynamo",
+                          **({"verbose": False} if how == "dynamo" else {}))
+    return path
 
-    def get(name: str, how: str):
-        if (name, how) not in files:
-            torch.manual_seed(0)
-            module, args = NETWORKS[name]()
-            path = folder / f"{name}-{how}.onnx"
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                torch.onnx.export(module.eval(), args, str(path), dynamo=how == "dynamo",
-                                  **({"verbose": False} if how == "dynamo" else {}))
-            files[name, how] = path
-        return files[name, how]
-    return get
+
+@pytest.fixture(scope="session")
+def exported(tmp_path_factory):
+    """`exported(name, how)`: the network's ONNX file, exported once per run, shared by the
+    xdist workers this module's tests are split between (tests/export_cache.py)."""
+    folder = run_folder(tmp_path_factory, "torch_attention")
+    return lambda name, how: once(folder, f"{name}-{how}",
+                                  lambda out: _export(name, how, out))
 
 
 # -- counts by hand from the module definitions (not from the DAG code) ------------------

@@ -8,12 +8,10 @@ are checked against counts by hand from the configurations; the ONNX files are s
 two processes and emulated against onnxruntime; BERT plans with chef and h2h from each."""
 
 import json
-import os
 import warnings
 from pathlib import Path
 
 import pytest
-from filelock import FileLock
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -24,6 +22,7 @@ from archipelago.models.dag_summary import model_summary
 from archipelago.models.onnx_import import dag_from_onnx, import_onnx
 from archipelago.models.torch_export import dag_from_exported
 from tests.cli_here import archi_here
+from tests.export_cache import once, run_folder
 from tests.user_networks import FORMATS, export_network
 
 pytestmark = pytest.mark.filterwarnings("ignore")
@@ -31,19 +30,12 @@ pytestmark = pytest.mark.filterwarnings("ignore")
 
 @pytest.fixture(scope="session")
 def exported(tmp_path_factory):
-    """`exported(name, how)`: the network's file, exported once per run: under xdist into
-    the run's folder every worker shares, a lock per file, so this module's tests split
-    between workers (`--dist worksteal`) do not export a network twice."""
-    run = tmp_path_factory.getbasetemp()
-    folder = (run.parent if os.environ.get("PYTEST_XDIST_WORKER") else run) / "user_exports"
-    folder.mkdir(exist_ok=True)
+    """`exported(name, how)`: the network's file, exported once per run and shared between
+    xdist workers (tests/export_cache.py)."""
+    folder = run_folder(tmp_path_factory, "user_exports")
 
     def get(name: str, how: str) -> Path:
-        done = folder / f"{name}-{how}.done"
-        with FileLock(folder / f"{name}-{how}.lock"):
-            if not done.exists():
-                done.write_text(export_network(name, folder, how).name)
-        return folder / done.read_text()
+        return once(folder, f"{name}-{how}", lambda out: export_network(name, out, how))
     return get
 
 
