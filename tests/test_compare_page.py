@@ -29,7 +29,7 @@ def test_the_comparison_page_opens_and_shows_the_json_numbers(tmp_path: Path,
     page = tmp_path / "compare.html"
     out = subprocess.run([sys.executable, "-m", "archipelago", "compare", "gpt2-345m",
                           "--tokens", "16:8", "--devices", "u280,v80,v100", "--counts", "1,2",
-                          "--strategies", "lora-q,lora-f,gpu-graph", "--workers", "1",
+                          "--strategies", "lora-q,lora-f,gpu-graph",
                           "--store", str(tmp_path / "s.jsonl"), "--json",
                           "--latency-target", "30ms",
                           "--report", str(page)], capture_output=True, text=True, timeout=300)

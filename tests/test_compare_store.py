@@ -115,7 +115,11 @@ def test_an_edited_refusal_is_refused_naming_its_field(field: str, value: Any,
 
 
 SMALL = ("compare", "gpt2-345m", "--tokens", f"16:{OUT}", "--counts", "1", "--strategies",
-         "lora-q,gpu-graph", "--devices", "u280,v100", "--workers", "1", "--json")
+         "lora-q,gpu-graph", "--devices", "u280,v100", "--json")
+# The concurrent runs below on a local Dask cluster: its start-up keeps both runs
+# estimating before either writes. The edited store's runs stay in this process
+# (compare's default; both runners resume one store alike: test_compare_inproc.py).
+ON_DASK = ("--workers", "1")
 
 
 def archi(store: Path) -> subprocess.CompletedProcess:
@@ -165,9 +169,9 @@ def test_two_identical_runs_on_one_store_write_each_record_once(tmp_path: Path) 
     """Both runs start before either has written (an empty store): both estimate every
     combination, and the second to write finds its records already there."""
     store = tmp_path / "s.jsonl"
-    runs = [subprocess.Popen([sys.executable, "-m", "archipelago", *SMALL, "--store",
-                              str(store)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True) for _ in range(2)]
+    runs = [subprocess.Popen([sys.executable, "-m", "archipelago", *SMALL, *ON_DASK,
+                              "--store", str(store)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True) for _ in range(2)]
     outs = [run.communicate(timeout=300) for run in runs]
     assert all(run.returncode == 0 for run in runs), outs
     keys = [r["key"] for r in _store_lines(store)]
