@@ -17,6 +17,7 @@ from archipelago import api
 from archipelago.compare.combos import Combo, estimate_combo
 from archipelago.compare.record import BadRecord, checked
 from archipelago.models.zoo import resolve_model
+from tests.cli_here import archi_here
 
 OUT = 8  # output tokens of every comparison here
 FITS = Combo("lora-q", "u280", 1, 1)
@@ -116,15 +117,16 @@ def test_an_edited_refusal_is_refused_naming_its_field(field: str, value: Any,
 
 SMALL = ("compare", "gpt2-345m", "--tokens", f"16:{OUT}", "--counts", "1", "--strategies",
          "lora-q,gpu-graph", "--devices", "u280,v100", "--json")
-# The concurrent runs below on a local Dask cluster: its start-up keeps both runs
-# estimating before either writes. The edited store's runs stay in this process
-# (compare's default; both runners resume one store alike: test_compare_inproc.py).
+# The concurrent runs below: two processes on local Dask clusters, whose start-up keeps
+# both estimating before either writes.
 ON_DASK = ("--workers", "1")
 
 
 def archi(store: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "archipelago", *SMALL, "--store", str(store)],
-                          capture_output=True, text=True, timeout=300)
+    """The comparison on `store` in this process (tests/cli_here.py) and on compare's
+    default runner: what it says and writes needs no fresh interpreter, and both runners
+    resume one store alike (test_compare_inproc.py)."""
+    return archi_here(*SMALL, "--store", str(store))
 
 
 def _strict(text: str) -> Any:
