@@ -3,8 +3,6 @@ convolutions, non-square kernels, element-wise layers, MatMul, bidirectional GRU
 against a count by hand, and planned by chef, chef-exact and h2h."""
 
 import json
-import subprocess
-import sys
 from math import ceil
 from pathlib import Path
 
@@ -17,6 +15,7 @@ from archipelago.strategies.chef.exact import prefix_dag
 from archipelago.strategies.chef.ip_templates import IPTemplate, builtin_ips, layer_cost
 from archipelago.strategies.chef.plan import ChefConfig
 from archipelago.strategies.chef.planners import plan_chef, plan_exact, plan_h2h
+from tests.cli_here import archi_here
 
 F, BW = 200e6, 12e9
 IPS = builtin_ips()
@@ -226,9 +225,7 @@ def test_h2h_and_exact_cost_the_new_layers_alike():
 
 @pytest.mark.parametrize("strategy", ["chef", "h2h"])
 def test_cli_plans_depthwise_se_attention_on_hacc(strategy):
-    out = subprocess.run([sys.executable, "-m", "archipelago", "plan", str(NET), "--cluster",
-                          "hacc", "--strategy", strategy, "--json"],
-                         capture_output=True, text=True, timeout=300)
+    out = archi_here("plan", str(NET), "--cluster", "hacc", "--strategy", strategy, "--json")
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert len(data["mapping"]) == 18 and data["latency_s"] > 0

@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from archipelago.strategies.registry import strategies
+from tests.cli_here import archi_here
 
 
 def archi(*args: str) -> subprocess.CompletedProcess:
@@ -45,7 +46,7 @@ def test_plan_table_and_catalog() -> None:
     (("plan", "/proc/no-such-model/config.json"), "config.json: field 'config.json': not found"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args: tuple[str, ...], message: str) -> None:
-    out = archi(*args)
+    out = archi_here(*args)  # in this process: the refusal needs no fresh interpreter
     assert out.returncode == 2
     assert message in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr

@@ -26,6 +26,7 @@ from archipelago.explore.best import best_engine
 from archipelago.hardware.catalog import catalog, device_from_dict, raw_catalog
 from archipelago.models.zoo import resolve_model
 from archipelago.strategies.registry import strategies
+from tests.cli_here import archi_here
 from tests.cli_process import archi
 from tests.dask_cluster import running_cluster
 from tests.signals import default_sigint
@@ -145,25 +146,29 @@ def test_bad_options_are_one_line_and_exit_2(args: tuple[str, ...], message: str
     base = {"--tokens": "8:8"}
     given = dict(zip(args[::2], args[1::2], strict=True))
     flat = [x for k, v in {**base, **given}.items() for x in (k, v)]
-    out = archi("compare", "gpt2-345m", *flat, "--store", str(tmp_path / "s.jsonl"))
+    out = archi_here("compare", "gpt2-345m", *flat, "--store", str(tmp_path / "s.jsonl"))
     assert out.returncode == 2, out.stdout
     assert message in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
     assert not (tmp_path / "s.jsonl").exists()  # refused before any store is made
 
 
+# In this process (compare's default, and archi_here where the interpreter's start-up is
+# not what a test checks): where the tasks run is test_compare_inproc.py's and
+# test_a_running_scheduler_estimates_the_same_rows's; a local Dask cluster's start-up would
+# cost each run here seconds and check nothing more.
 SMALL = ("compare", "gpt2-345m", "--tokens", "16:8", "--counts", "1,2", "--strategies",
-         "lora-q,gpu-graph", "--workers", "1")
+         "lora-q,gpu-graph")
 
 
 def test_a_rerun_with_one_more_device_estimates_only_its_combinations(tmp_path: Path) -> None:
     store = tmp_path / "s.jsonl"
-    out = archi(*SMALL, "--devices", "u280,v100", "--store", str(store), "--json")
+    out = archi_here(*SMALL, "--devices", "u280,v100", "--store", str(store), "--json")
     assert out.returncode == 0, out.stderr
     before = json.loads(out.stdout)
     assert (before["evaluated"], before["reused"]) == (8, 0)  # 2 strategies x 2 x 2
     lines = store.read_text().count("\n")
-    out = archi(*SMALL, "--devices", "u280,v100,u55c", "--store", str(store), "--json")
+    out = archi_here(*SMALL, "--devices", "u280,v100,u55c", "--store", str(store), "--json")
     assert out.returncode == 0, out.stderr
     after = json.loads(out.stdout)
     assert (after["evaluated"], after["reused"]) == (4, 8)
@@ -173,13 +178,14 @@ def test_a_rerun_with_one_more_device_estimates_only_its_combinations(tmp_path: 
     for row in after["rows"]:  # rows read back are the rows estimated before
         if row["label"] in old:
             assert row["latency_s"] == old[row["label"]]["latency_s"]
-    out = archi(*SMALL, "--devices", "u280,v100,u55c", "--store", str(store))  # the table
+    out = archi(*SMALL, "--devices", "u280,v100,u55c", "--store", str(store))  # the table,
+    # off a terminal at its own width (tests/cli_process.py)
     assert "latency ms" in out.stdout and "★" in out.stdout
     assert "0 combinations estimated now, 12 read back" in out.stdout
 
 
 def test_json_round_trip_and_rows_equal_the_pipeline_estimate(tmp_path: Path) -> None:
-    out = archi(*SMALL, "--devices", "u280,v100", "--store", str(tmp_path / "s.jsonl"),
+    out = archi_here(*SMALL, "--devices", "u280,v100", "--store", str(tmp_path / "s.jsonl"),
                 "--json", "--latency-target", "300ms", "--sort", "cost")
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
@@ -265,7 +271,7 @@ def test_a_running_scheduler_estimates_the_same_rows(tmp_path: Path) -> None:
     with running_cluster() as (address, _cluster):
         outs = []
         for name, where in (("remote", ["--scheduler", address]), ("local", [])):
-            out = archi(*SMALL[:-2], *where, "--devices", "u280,v100", "--store",
+            out = archi(*SMALL, *where, "--devices", "u280,v100", "--store",
                         str(tmp_path / f"{name}.jsonl"), "--json")
             assert out.returncode == 0, out.stderr
             outs.append(json.loads(out.stdout))

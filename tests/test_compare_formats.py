@@ -20,8 +20,10 @@ from archipelago.number_formats import FORMATS, PRECISIONS, SYNONYMS
 from archipelago.strategies.registry import get_strategy
 from tests.cli_here import archi_here
 
+# In this process (compare's default; both runners give one comparison:
+# test_compare_inproc.py): no Dask cluster's start-up in each of these runs.
 SMALL = ("compare", "gpt2-345m", "--tokens", "16:8", "--counts", "1", "--devices",
-         "u280,v100", "--strategies", "dfx,lora-q,gpu-graph", "--workers", "1")
+         "u280,v100", "--strategies", "dfx,lora-q,gpu-graph")
 
 
 
@@ -94,7 +96,7 @@ def test_a_rerun_with_another_format_estimates_only_its_rows(tmp_path: Path) -> 
 
 def test_no_row_that_can_run_is_a_failed_comparison(tmp_path: Path) -> None:
     out = archi_here(*SMALL[:7], "u280", "--strategies", "dfx", "--precision", "w8a8,fp8",
-                "--engine", "published", "--store", str(tmp_path / "s.jsonl"), "--workers", "1")
+                "--engine", "published", "--store", str(tmp_path / "s.jsonl"))
     assert out.returncode == 1, out.stderr
     assert "refused: dfx on u280 x1 in w8a8: --precision w8a8: DFX" in out.stdout
     assert "refused: dfx on u280 x1 in fp8: --precision fp8: DFX" in out.stdout

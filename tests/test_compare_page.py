@@ -8,13 +8,12 @@ $ARCHI_SCREENSHOTS when set."""
 import json
 import math
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.browser import Chromium, find_chromium
+from tests.cli_here import archi_here
 
 CHROMIUM = find_chromium()
 _HEADINGS = "[...document.querySelectorAll('section.table th')].map(h => h.textContent)"
@@ -27,12 +26,10 @@ pytestmark = pytest.mark.skipif(CHROMIUM is None and not os.environ.get("CI"),
 def test_the_comparison_page_opens_and_shows_the_json_numbers(tmp_path: Path,
                                                                browser: Chromium) -> None:
     page = tmp_path / "compare.html"
-    out = subprocess.run([sys.executable, "-m", "archipelago", "compare", "gpt2-345m",
-                          "--tokens", "16:8", "--devices", "u280,v80,v100", "--counts", "1,2",
-                          "--strategies", "lora-q,lora-f,gpu-graph", "--workers", "1",
-                          "--store", str(tmp_path / "s.jsonl"), "--json",
-                          "--latency-target", "30ms",
-                          "--report", str(page)], capture_output=True, text=True, timeout=300)
+    out = archi_here("compare", "gpt2-345m", "--tokens", "16:8", "--devices", "u280,v80,v100",
+                     "--counts", "1,2", "--strategies", "lora-q,lora-f,gpu-graph",
+                     "--store", str(tmp_path / "s.jsonl"), "--json", "--latency-target", "30ms",
+                     "--report", str(page))
     assert out.returncode == 0, out.stderr
     summary = json.loads(out.stdout)
     shots = Path(os.environ.get("ARCHI_SCREENSHOTS", tmp_path))

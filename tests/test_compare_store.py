@@ -17,6 +17,7 @@ from archipelago import api
 from archipelago.compare.combos import Combo, estimate_combo
 from archipelago.compare.record import BadRecord, checked
 from archipelago.models.zoo import resolve_model
+from tests.cli_here import archi_here
 
 OUT = 8  # output tokens of every comparison here
 FITS = Combo("lora-q", "u280", 1, 1)
@@ -115,12 +116,17 @@ def test_an_edited_refusal_is_refused_naming_its_field(field: str, value: Any,
 
 
 SMALL = ("compare", "gpt2-345m", "--tokens", f"16:{OUT}", "--counts", "1", "--strategies",
-         "lora-q,gpu-graph", "--devices", "u280,v100", "--workers", "1", "--json")
+         "lora-q,gpu-graph", "--devices", "u280,v100", "--json")
+# The concurrent runs below: two processes on local Dask clusters, whose start-up keeps
+# both estimating before either writes.
+ON_DASK = ("--workers", "1")
 
 
 def archi(store: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "archipelago", *SMALL, "--store", str(store)],
-                          capture_output=True, text=True, timeout=300)
+    """The comparison on `store` in this process (tests/cli_here.py) and on compare's
+    default runner: what it says and writes needs no fresh interpreter, and both runners
+    resume one store alike (test_compare_inproc.py)."""
+    return archi_here(*SMALL, "--store", str(store))
 
 
 def _strict(text: str) -> Any:
@@ -165,9 +171,9 @@ def test_two_identical_runs_on_one_store_write_each_record_once(tmp_path: Path) 
     """Both runs start before either has written (an empty store): both estimate every
     combination, and the second to write finds its records already there."""
     store = tmp_path / "s.jsonl"
-    runs = [subprocess.Popen([sys.executable, "-m", "archipelago", *SMALL, "--store",
-                              str(store)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True) for _ in range(2)]
+    runs = [subprocess.Popen([sys.executable, "-m", "archipelago", *SMALL, *ON_DASK,
+                              "--store", str(store)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True) for _ in range(2)]
     outs = [run.communicate(timeout=300) for run in runs]
     assert all(run.returncode == 0 for run in runs), outs
     keys = [r["key"] for r in _store_lines(store)]

@@ -2,8 +2,6 @@
 
 import itertools
 import json
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -23,6 +21,7 @@ from archipelago.strategies.tensor_parallel.dfx_program.isa import (
     RouterOp,
     from_bytes,
 )
+from tests.cli_here import archi_here
 from tests.rings import make_ring
 
 HIDDEN, FFN, HEADS, D, L = 1024, 4096, 16, 64, 16  # gpt2-345m; DFX's tile (§V-B)
@@ -122,9 +121,9 @@ def test_too_many_tokens_are_refused() -> None:
 
 def test_build_writes_every_file_and_refuses_an_existing_dir(tmp_path: Path) -> None:
     out = tmp_path / "dfx"
-    run = [sys.executable, "-m", "archipelago", "build", "gpt2-345m", "--cluster", "4xu280",
-           "--strategy", "dfx", "--out", str(out), "--json"]
-    done = subprocess.run(run, capture_output=True, text=True, timeout=300)
+    run = ["build", "gpt2-345m", "--cluster", "4xu280", "--strategy", "dfx", "--out", str(out),
+           "--json"]
+    done = archi_here(*run)  # in this process: no interpreter start-up per run
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
     names = {f"core{i}.{ext}" for i in range(4) for ext in ("asm", "bin")}
@@ -138,7 +137,7 @@ def test_build_writes_every_file_and_refuses_an_existing_dir(tmp_path: Path) -> 
         core = config["cores"][rank]
         assert (core["core_id"], core["cores"], core["layers"]) == (rank, 4, 24)
         assert core["sections"]["layer"]["words"] == len(sections["layer"])
-    again = subprocess.run(run, capture_output=True, text=True, timeout=300)
+    again = archi_here(*run)
     assert again.returncode == 2
     assert again.stderr.strip().splitlines() == [
         f"error: --out {out.resolve()} is not empty; pass --force to overwrite the files of "

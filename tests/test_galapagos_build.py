@@ -2,8 +2,6 @@
 the plan's graph again; the writer stays inside --out and never overwrites by accident."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +10,7 @@ from archipelago.api import build, make_plan
 from archipelago.errors import ArchipelagoError
 from archipelago.strategies.galapagos.emit import write_build
 from archipelago.strategies.galapagos.gmi import HOST
+from tests.cli_here import archi_here
 from tests.galapagos_readback import read_build
 from tests.test_galapagos_emulate import tiny_ibert_config
 
@@ -96,19 +95,18 @@ def test_never_writes_outside_the_directory(tmp_path: Path) -> None:
 
 
 def test_cli_build_and_its_one_line_errors(tmp_path: Path) -> None:
-    run = [sys.executable, "-m", "archipelago", "build", "ibert-base", "--cluster",
-           "72xsidewinder", "--strategy", "galapagos", "--out", str(tmp_path), "--json"]
-    done = subprocess.run(run, capture_output=True, text=True, timeout=120)
+    run = ["build", "ibert-base", "--cluster", "72xsidewinder", "--strategy", "galapagos",
+           "--out", str(tmp_path), "--json"]
+    done = archi_here(*run)  # in this process: no interpreter start-up per run
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["clusters"] == 12
-    again = subprocess.run(run, capture_output=True, text=True, timeout=120)
+    again = archi_here(*run)
     assert again.returncode == 2 and "Traceback" not in again.stderr
     assert again.stderr.strip().splitlines() == [
         f"error: --out {tmp_path.resolve()} is not empty; pass --force to overwrite the files "
         "of a previous build"]
-    gpu = subprocess.run([*run[:4], "gpt2-345m", "--cluster", "1xa100", "--strategy",
-                          "gpu-eager", "--out", str(tmp_path / "x")],
-                         capture_output=True, text=True, timeout=120)
+    gpu = archi_here("build", "gpt2-345m", "--cluster", "1xa100", "--strategy", "gpu-eager",
+                     "--out", str(tmp_path / "x"))
     assert gpu.returncode == 2 and "has no build files" in gpu.stderr
     assert "lora-f" in gpu.stderr.split("strategies with build files:")[1]
 

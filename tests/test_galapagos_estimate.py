@@ -3,8 +3,6 @@ calibration source), throughput from the slowest kernel, padding, and the Versal
 of seeds/000 §9.3 by hand."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -12,6 +10,7 @@ from archipelago.api import make_plan
 from archipelago.strategies.galapagos import hls_stream
 from archipelago.strategies.galapagos.estimate import EncoderTiming, encoder_timing, estimate_stream
 from benchmarks.bench_galapagos import TABLE_1, fit_kernel_latency
+from tests.cli_here import archi_here
 
 # seeds/000 Table 2: whole-model latency in ms, Eq. 1 with L = 12 (it leaves d out).
 TABLE_2_MS = {1: 0.416, 2: 0.630, 4: 0.837, 8: 1.053, 16: 1.461, 32: 2.269, 64: 3.910,
@@ -92,9 +91,9 @@ def test_versal_estimate_by_hand() -> None:
 
 
 def test_cli_plan_json_and_seq_len_errors() -> None:
-    args = [sys.executable, "-m", "archipelago", "plan", "ibert-base", "--cluster",
-            "72xsidewinder", "--strategy", "galapagos", "--seq-len", "128", "--json"]
-    out = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    args = ["plan", "ibert-base", "--cluster", "72xsidewinder", "--strategy", "galapagos",
+            "--seq-len", "128", "--json"]
+    out = archi_here(*args)  # in this process: no interpreter start-up per run
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     for key in ("latency_s", "encoder_latency_s", "first_output_s", "packet_interval_s",
@@ -102,7 +101,6 @@ def test_cli_plan_json_and_seq_len_errors() -> None:
         assert key in data
     assert (data["kernels"], data["clusters"], len(data["devices"])) == (468, 12, 72)
     assert {"dsp", "bram", "uram"} <= set(data["devices"][0])
-    bad = subprocess.run([*args[:5], "--strategy", "dfx", "--seq-len", "38"],
-                         capture_output=True, text=True, timeout=120)
+    bad = archi_here(*args[:2], "--strategy", "dfx", "--seq-len", "38")
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
     assert "--seq-len applies to encoder strategies" in bad.stderr

@@ -4,7 +4,6 @@ most about 300 characters, no traceback, and nothing written."""
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,14 +11,16 @@ import yaml
 
 from archipelago.errors import elide
 from archipelago.safe_read import load_yaml
+from tests.cli_here import archi_here
 
 TWO_FPGAS = [{"name": "a", "device": "u280"}, {"name": "b", "device": "u250"}]
 LONG = "x" * 5000
 
 
 def archi_in(folder: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "archipelago", *args], cwd=folder,
-                          capture_output=True, text=True, timeout=120)
+    """`archi ARGS` run in `folder`, in this process (tests/cli_here.py): what a refusal says
+    and leaves behind needs no fresh interpreter, whose start-up was most of each case."""
+    return archi_here(*args, cwd=folder)
 
 
 def refused(folder: Path, files: dict[str, object], *args: str) -> str:

@@ -1,8 +1,8 @@
 """Third-party logging is captured at the CLI's edge (issue 39 point 2): a library that logs
 a traceback or warns about a bad input on the way to the user's error prints nothing ahead
 of the one `error:` line. Each case runs a real library call on a bad input inside the
-edge (cli_group.user_errors) in a fresh process; the same run with
-ARCHIPELAGO_LIBRARY_LOGS=show proves the library did print something there."""
+edge (cli_group.user_errors) in a fresh process; the same call after it, in that process,
+with ARCHIPELAGO_LIBRARY_LOGS=show proves the library did print something there."""
 
 import os
 import subprocess
@@ -45,35 +45,49 @@ TRIGGERS = {
         "with contextlib.suppress(Exception):\n    pickle.dumps(threading.Lock())"),
 }
 
+# Both runs in one fresh process, the kept one first: the library is imported and first
+# used inside the edge exactly as in a process of its own, and the run after it, with
+# ARCHIPELAGO_LIBRARY_LOGS=show, proves the same call prints there. One start-up and one
+# import of the library instead of two (torch's and transformers' are seconds apiece).
 SCRIPT = """
-import sys, typer
+import os, sys, typer
 from archipelago.cli_group import user_errors
 from archipelago.errors import ArchipelagoError
+from archipelago.library_logs import SHOW_ENV
 
 def command():
     exec(sys.argv[1], {})
     raise ArchipelagoError("the input is bad")
 
-try:
-    user_errors(command)()
-except typer.Exit as stop:
-    sys.exit(stop.exit_code)
+def run():
+    try:
+        user_errors(command)()
+    except typer.Exit as stop:
+        return stop.exit_code
+
+kept = run()
+sys.stderr.write(sys.argv[2]); sys.stderr.flush()
+os.environ[SHOW_ENV] = "show"
+print(kept, run())
 """
+MARK = "---- the same call with ARCHIPELAGO_LIBRARY_LOGS=show ----\n"
 
 
-def run(trigger: str, show: bool) -> subprocess.CompletedProcess:
+def run(trigger: str) -> tuple[tuple[int, int], str, str]:
+    """(exit statuses, stderr) of the kept run and of the shown run after it."""
     env = os.environ | {"PYTHONPATH": str(ROOT)}
     env.pop("ARCHIPELAGO_LIBRARY_LOGS", None)
-    if show:
-        env["ARCHIPELAGO_LIBRARY_LOGS"] = "show"
-    return subprocess.run([sys.executable, "-c", SCRIPT, trigger], capture_output=True,
+    done = subprocess.run([sys.executable, "-c", SCRIPT, trigger, MARK], capture_output=True,
                           text=True, env=env, cwd=ROOT, timeout=300)
+    assert done.returncode == 0 and done.stderr.count(MARK) == 1, done.stderr
+    kept, shown = done.stderr.split(MARK)
+    codes = tuple(int(code) for code in done.stdout.splitlines()[-1].split())  # its last line
+    return codes, kept, shown
 
 
 @pytest.mark.parametrize("library", list(TRIGGERS))
 def test_a_library_log_or_warning_never_precedes_the_error_line(library) -> None:
-    shown = run(TRIGGERS[library], show=True)
-    assert shown.returncode == 2
-    assert shown.stderr.strip() != "error: the input is bad", "the library printed nothing"
-    kept = run(TRIGGERS[library], show=False)
-    assert kept.returncode == 2 and kept.stderr == "error: the input is bad\n"
+    codes, kept, shown = run(TRIGGERS[library])
+    assert codes == (2, 2)
+    assert shown.strip() != "error: the input is bad", "the library printed nothing"
+    assert kept == "error: the input is bad\n"

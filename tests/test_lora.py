@@ -1,8 +1,6 @@
 """LORA: sync scheme, systolic engine cycles and resources by hand, overlap formulas."""
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -19,6 +17,7 @@ from archipelago.strategies.tensor_parallel.engines.overlap import (
 from archipelago.strategies.tensor_parallel.engines.systolic import SystolicEngine
 from archipelago.strategies.tensor_parallel.engines.systolic_config import SystolicConfig
 from archipelago.strategies.tensor_parallel.plan import CommStep, ComputeStep
+from tests.cli_here import archi_here
 
 SPEC = resolve_model("gpt2-345m")
 
@@ -203,9 +202,8 @@ def test_lora_beats_dfx_on_one_u280_and_q_beats_f() -> None:
 
 
 def test_plan_json_reports_mpu_and_vfu_dsp() -> None:
-    out = subprocess.run([sys.executable, "-m", "archipelago", "plan", "gpt2-345m", "--cluster",
-                          "1xu280", "--strategy", "lora-q", "--tokens", "32:256", "--json"],
-                         capture_output=True, text=True, timeout=60)
+    out = archi_here("plan", "gpt2-345m", "--cluster", "1xu280", "--strategy", "lora-q",
+                     "--tokens", "32:256", "--json")
     device = json.loads(out.stdout)["devices"][0]
     assert device["units"]["mpu"]["dsp"] == 64 * 64 // 2 and "vfu" in device["units"]
     assert device["dsp"] == device["units"]["mpu"]["dsp"] + device["units"]["vfu"]["dsp"]

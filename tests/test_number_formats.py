@@ -14,6 +14,7 @@ from archipelago.errors import ArchipelagoError
 from archipelago.hardware.catalog import catalog
 from archipelago.number_formats import FORMATS, GROUP_SIZE, PRECISIONS, canonical
 from archipelago.strategies.registry import get_strategy
+from tests.cli_here import archi_here
 from tests.conftest import TINY_GPT2
 
 
@@ -175,8 +176,8 @@ def test_cli_plans_lora_q_in_w4a16() -> None:
 ])
 def test_a_format_an_engine_cannot_run_is_refused_in_one_line(strategy: str, precision: str,
                                                               message: str) -> None:
-    run = _archi("plan", "gpt2-345m", "--cluster", "1xu280", "--strategy", strategy,
-                 "--tokens", "8:8", "--precision", precision)
+    run = archi_here("plan", "gpt2-345m", "--cluster", "1xu280", "--strategy", strategy,
+                     "--tokens", "8:8", "--precision", precision)  # no fresh interpreter
     assert run.returncode == 2 and run.stdout == ""
     assert run.stderr.strip().splitlines() == [message]
 

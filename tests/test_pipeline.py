@@ -2,8 +2,6 @@
 
 import itertools
 import json
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -26,6 +24,7 @@ from archipelago.strategies.tensor_parallel.planning.stages import (
 )
 from archipelago.strategies.tensor_parallel.report import summarize
 from archipelago.strategies.tensor_parallel.split_choice import Candidate
+from tests.cli_here import archi_here
 
 LLAMA_70B = str(Path(__file__).parent / "data" / "llama-2-70b" / "config.json")
 U280_HBM = 8 * 2**30  # catalog: 8 GiB of HBM2 (seeds/002 §V-A)
@@ -234,9 +233,8 @@ def test_plans_of_stages_are_refused_by_one_ring_hooks() -> None:
 
 
 def test_done_when_command() -> None:
-    out = subprocess.run([sys.executable, "-m", "archipelago", "plan", LLAMA_70B, "--cluster",
-                          "8x4xu280", "--strategy", "lora-q", "--tokens", "128:128", "--json"],
-                         capture_output=True, text=True, timeout=120)
+    out = archi_here("plan", LLAMA_70B, "--cluster", "8x4xu280", "--strategy", "lora-q",
+                     "--tokens", "128:128", "--json")
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert data["parameters"] == 68_976_648_192  # Llama-2-70B as transformers counts it

@@ -19,7 +19,6 @@ from archipelago.errors import ArchipelagoError
 from archipelago.strategies.host_offload.proxies import load_profile
 from archipelago.strategies.registry import get_strategy
 from tests.fuzz import inputs, store_inputs
-from tests.fuzz.harness import random_kept
 from tests.fuzz.pt2_inputs import MARKER
 
 # The model each strategy plans in the engine-config and cluster cases.
@@ -163,9 +162,6 @@ def pt2_case(data: bytes, tmp: Path) -> dict[str, Any]:
     return {"payload_ran": -1} if MARKER.exists() else result
 
 
-_SCHEDULER: list[str] = []  # the compare-store kind's Dask cluster's address, while it runs
-
-
 def _labelled(records: Any) -> dict[str, Any]:
     """{label: (figures)} of a comparison's rows, from `--json` rows or store records."""
     return {f"{r['strategy']} {r['count']}x{r['device']}": tuple(r[f] for f in
@@ -197,25 +193,12 @@ def config_libraries() -> Iterator[None]:
 
 
 @contextmanager
-def compare_store_cluster() -> Iterator[None]:
-    """A Dask cluster in this process (one worker thread) and the fresh estimates, for the
-    compare-store cases: they re-estimate on it through `--scheduler` instead of starting
-    processes each time. Closed after them: left running, its threads draw from the global
-    random while later kinds' strategies draw, which hypothesis warns of."""
-    from distributed import LocalCluster
-
-    with random_kept():
-        cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
-                               protocol="tcp", dashboard_address=None, scheduler_kwargs={
-                                   "dashboard": False, "dashboard_address": "127.0.0.1:0"})
-    try:
-        _SCHEDULER.append(cluster.scheduler_address)
-        store_inputs.base_lines()
-        yield
-    finally:
-        _SCHEDULER.clear()
-        with random_kept():
-            cluster.close()
+def compare_store_base() -> Iterator[None]:
+    """The base store's fresh estimates, made before the first compare-store case (outside
+    its time limit). The cases re-estimate in this process, compare's default: where the
+    tasks run is test_compare_inproc.py's, and a Dask client per case cost twice the CPU."""
+    store_inputs.base_lines()
+    yield
 
 
 def compare_store_case(data: bytes, tmp: Path) -> dict[str, Any]:
@@ -225,7 +208,5 @@ def compare_store_case(data: bytes, tmp: Path) -> dict[str, Any]:
     counts as insane."""
     path = tmp / "store.jsonl"
     path.write_bytes(data)
-    with random_kept():  # Dask's client draws from it
-        result = cli_case([*store_inputs.ARGS, "--store", str(path), "--scheduler",
-                           _SCHEDULER[0]])
+    result = cli_case([*store_inputs.ARGS, "--store", str(path)])
     return result if _as_fresh(result["rows"]) else {"rows_differ": -1}

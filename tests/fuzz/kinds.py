@@ -65,10 +65,10 @@ SLOW_SHARE = 10
 SLOW_HANG_S = 45.0
 
 
-# Kinds whose cases share something (a Dask cluster, the base store's estimates): started
-# before the first case, outside its time limit, and stopped after the last.
+# Kinds whose cases share something (the base store's estimates, imported libraries): made
+# before the first case, outside its time limit.
 SETUP: dict[str, Callable[[], AbstractContextManager[Any]]] = {
-    "compare-store": cases.compare_store_cluster,
+    "compare-store": cases.compare_store_base,
     **{f"model:{family}": cases.config_libraries for family in sorted(inputs.FAMILY_BASE)}}
 
 

@@ -23,7 +23,7 @@ from tests.fuzz.inputs import HOSTILE, rarely
 
 MODEL, TOKENS = "gpt2-345m", "16:8"
 STRATEGIES, DEVICES, COUNTS, BATCHES = ("lora-q", "gpu-graph"), ("u280", "v100"), (1, 2), (1,)
-# `archi compare` of the stored combinations, its store and scheduler left to the case
+# `archi compare` of the stored combinations, its store left to the case
 ARGS = ["compare", MODEL, "--tokens", TOKENS, "--strategies", ",".join(STRATEGIES),
         "--devices", ",".join(DEVICES), "--counts", ",".join(map(str, COUNTS)), "--batch",
         ",".join(map(str, BATCHES)), "--json", "--engine", "published"]
