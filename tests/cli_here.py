@@ -15,13 +15,15 @@ from archipelago.cli import app
 
 
 def archi_here(*args: str, cwd: Path | str | None = None) -> subprocess.CompletedProcess:
-    """`archi ARGS` in `cwd`; an exception the CLI let through ends stderr as the traceback
-    a subprocess would print, so tests that refuse tracebacks still see one."""
+    """`archi ARGS` in `cwd`, with COLUMNS unset as cli_process.archi leaves it (so a
+    table reads the same whatever width the runner set); an exception the CLI let through
+    ends stderr as the traceback a subprocess would print, so tests that refuse tracebacks
+    still see one."""
     before = Path.cwd()
     if cwd is not None:
         os.chdir(cwd)
     try:
-        result = CliRunner().invoke(app, list(args))
+        result = CliRunner().invoke(app, list(args), env={"COLUMNS": None})
     finally:
         os.chdir(before)
     stderr = result.stderr
