@@ -2,7 +2,7 @@
 process and on Dask, and from a cold cache (its engine searches), when Dask pays for its
 start-up, the automatic split from 8 to 256
 boards, CHEF's VLocNet search, and the emulation of gpt2-345m on 2 and 4 ranks against
-one-process transformers. Each benchmark runs in its own interpreter, in turn (one at a
+one-process transformers, and the `archi` process's exit. Each benchmark runs in its own interpreter, in turn (one at a
 time: they time the CPU), and prints its own table; "before" figures are measured in the
 same run where the benchmark can (Dask's path, a git worktree of the split search's base
 commit) and otherwise are the constants its module cites. About 5 minutes on the
@@ -38,6 +38,9 @@ SECTIONS = [
      "before: the emulator at commit cccdce5, same run; judged on a process's first call",
      ["benchmarks.bench_emulate", "--tokens", "8:8", "--ranks", "2,4", "--repeats", "2",
       "--before", "cccdce5"]),
+    ("point 5 and users' waits: what a torch-loading `archi` costs after its output",
+     "before: the same CLI ending through the interpreter's teardown, same run",
+     ["benchmarks.bench_exit"]),
 ]
 
 
