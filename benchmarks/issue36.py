@@ -1,12 +1,12 @@
 """Issue 36's speed figures in one run, each beside today's: the default comparison in
 process and on Dask, and from a cold cache (its engine searches), when Dask pays for its
-start-up, the automatic split from 8 to 256
-boards, CHEF's VLocNet search, and the emulation of gpt2-345m on 2 and 4 ranks against
-one-process transformers, and the `archi` process's exit. Each benchmark runs in its own interpreter, in turn (one at a
-time: they time the CPU), and prints its own table; "before" figures are measured in the
-same run where the benchmark can (Dask's path, a git worktree of the split search's base
-commit) and otherwise are the constants its module cites. About 5 minutes on the
-project's 2-core machine; figures are indicative on a shared one.
+start-up, the automatic split from 8 to 256 boards, CHEF's VLocNet search, the emulation of
+gpt2-345m on 2 and 4 ranks against one-process transformers, and the `archi` process's
+exit. Each benchmark runs in its own interpreter, in turn (one at a time: they time the
+CPU), and prints its own table; "before" figures are measured in the same run where the
+benchmark can (Dask's path, a git worktree of the split search's base commit) and
+otherwise are the constants its module cites. About 5 minutes on the project's 2-core
+machine; figures are indicative on a shared one.
 
     python -m benchmarks.issue36
 """
