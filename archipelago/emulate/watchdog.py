@@ -18,6 +18,7 @@ import numpy as np
 from archipelago.emulate.errors import RankFailure
 from archipelago.emulate.stderr import meaningful_lines
 from archipelago.emulate.timeline import RankStamps
+from archipelago.emulate.tokens import RankTokens
 from archipelago.errors import elide
 
 # "RANK:ACTION:N": rank RANK raises (`raise`), SIGKILLs itself (`kill`) or hangs (`hang`)
@@ -30,11 +31,13 @@ POLL_S = 0.05
 
 class ProgressBoard:
     """Collectives started per rank, in a small memory-mapped file all ranks share, and
-    when each rank reached each step (timeline.RANK_PHASES) in another beside it."""
+    beside it when each rank reached each step (timeline.RANK_PHASES) and the tokens it
+    generated (tokens.py: room for `tokens` each, set by the launcher that creates it)."""
 
-    def __init__(self, path: Path, ranks: int, create: bool = False) -> None:
+    def __init__(self, path: Path, ranks: int, create: bool = False, tokens: int = 0) -> None:
         self._counts = np.memmap(path, np.int64, "w+" if create else "r+", shape=(ranks,))
         self.stamps = RankStamps(path.with_suffix(".stamps"), ranks, create)
+        self.tokens = RankTokens(path.with_suffix(".tokens"), ranks, tokens if create else None)
 
     def read(self) -> np.ndarray:
         return np.array(self._counts)
@@ -84,6 +87,11 @@ class Heartbeat:
         """This rank reached `phase` (timeline.RANK_PHASES) now."""
         if self.board is not None:
             self.board.stamps.stamp(self.rank, phase)
+
+    def token(self, index: int, token: int) -> None:
+        """This rank knows generated token `index` now."""
+        if self.board is not None:
+            self.board.tokens.publish(self.rank, index, token)
 
     def finish(self) -> None:
         if self.board is not None:

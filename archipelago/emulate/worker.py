@@ -56,12 +56,14 @@ class RankProgram:
     # (plan, rank) -> what the rank emulates, in the user's words ("u280 'fpga1', tensor
     # shard 2 of 4"): failure lines name it beside the rank number
     role: Callable[[SPMDPlan, int], str] = lambda plan, rank: f"device {rank} of {plan.ranks}"
-    # (plan, job, idle) -> what `summarize` checks the results against (a reference model),
-    # once the weights are provided: the launcher prepares it in a thread while the ranks
-    # start and run (`idle()`: True while a core is to spare, their fork server still
-    # importing), a torchrun rank 0 once the results are in
-    reference: Callable[[SPMDPlan, EmulationJob, Callable[[], bool]], Any] = (
-        lambda plan, job, idle: None)
+    # (plan, job, idle, tokens) -> what `summarize` checks the results against (a reference
+    # model), once the weights are provided: the launcher prepares it in a thread while the
+    # ranks start and run (`idle()`: True while a core is to spare, their fork server still
+    # importing; `tokens()`: the tokens every rank has generated so far, and whether the
+    # ranks are done), a torchrun rank 0 once the results are in
+    reference: Callable[[SPMDPlan, EmulationJob, Callable[[], bool],
+                         Callable[[], tuple[list[int], bool]]], Any] = (
+        lambda plan, job, idle, tokens: None)
 
 
 def rank_name(plan: SPMDPlan, program: RankProgram, rank: int) -> str:
@@ -156,12 +158,18 @@ def run_torchrun_rank(plan: SPMDPlan, job: EmulationJob, program: RankProgram,
     sys.stderr.write(torch_said.not_torch())
     if gathered is None:
         return None
-    return program.summarize(plan, job, gathered, program.reference(plan, job, _busy))
+    return program.summarize(plan, job, gathered,
+                             program.reference(plan, job, _busy, _none_published))
 
 
 def _busy() -> bool:
     """No core to spare on a torchrun rank 0: its reference is prepared after the run."""
     return False
+
+
+def _none_published() -> tuple[list[int], bool]:
+    """A torchrun rank 0's reference sees no tokens published: the results are in."""
+    return [], True
 
 
 def main(run_dir: Path, plan: SPMDPlan, job: EmulationJob, program: RankProgram, rank: int,
