@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from multiprocessing.connection import wait
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 
@@ -187,7 +188,8 @@ def watch(procs: list[BaseProcess], board: ProgressBoard, run_dir: Path,
             last, changed = seen, time.monotonic()
         elif busy and (seen != 0).all() and time.monotonic() - changed > timeout_s + GRACE_S:
             raise RankFailure(_diagnose(procs, board, run_dir, names))
-        time.sleep(POLL_S)
+        # woken by a rank's exit at once: the last rank's is when the results are in
+        wait([p.sentinel for p in procs if p.exitcode is None], POLL_S)
 
 
 def stop(procs: list[BaseProcess]) -> None:
