@@ -127,11 +127,11 @@ def _store(ranks: int, timeout_s: float) -> dist.TCPStore:
 
 def run_ranks(plan: SPMDPlan, job: EmulationJob, program: RankProgram,
               run_dir: Path, clock: Timeline, board: ProgressBoard) -> list[dict[str, Any]]:
-    """One OS process per device (gloo over loopback to join and gather; collectives in
-    shared memory), forked from this launcher or from a server that imported torch once
-    (started by emulate_locally; `_forked_here` says which); all are killed as soon as one
-    fails or the run stalls (watchdog.watch raises RankFailure). Rank 0's gathered results
-    come back through RUN_DIR. `clock` marks when the ranks were forked, exited and reaped;
+    """One OS process per device (collectives in shared memory, a TCP store to join),
+    forked from this launcher or from a server that imported torch once (started by
+    emulate_locally; `_forked_here` says which); all are killed as soon as one fails or the
+    run stalls (watchdog.watch raises RankFailure). Each rank's result comes back through
+    RUN_DIR. `clock` marks when the ranks were forked, exited and reaped;
     the ranks count and stamp on `board` (created at run_dir/progress)."""
     ranks = plan.ranks
     launcher = _forked_here(plan)
@@ -155,7 +155,8 @@ def run_ranks(plan: SPMDPlan, job: EmulationJob, program: RankProgram,
         clock.mark("exited")
     finally:
         stop(procs)
-    results = torch.load(run_dir / "result.pt")
+    results = [result for rank in range(ranks)
+               for result in torch.load(worker.result_path(run_dir, rank))]
     clock.mark("results")
     return results
 
