@@ -89,8 +89,8 @@ def run_rank(plan: SPMDPlan, job: EmulationJob, program: RankProgram, place: Tor
     are provided once every rank has checked in at the store, so a run a rank cannot join
     writes none. With `shared` the collectives go through shared memory there where they
     can (exchange.transport), and then no gloo process group is made: nothing else would
-    use it (its mesh and the results' gather cost a 4-rank run 0.1-0.2 s on 2 cores,
-    issue 36)."""
+    use it (the last of 4 ranks joined it 0.04-0.09 s after the last started, against
+    0.01-0.02 s to check in at the store alone, on 2 shared cores, issue 36)."""
     rank, world, local_world = place.rank, place.world, place.local_world
     torch.set_num_threads(rank_threads(local_world))
     timeout = timedelta(seconds=job.timeout_s)
