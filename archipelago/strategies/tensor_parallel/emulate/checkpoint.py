@@ -1,11 +1,8 @@
 """Read one rank's weight slices straight from a safetensors checkpoint: a rank never holds
 more of a tensor than its DevicePlan names."""
 
-import json
-import mmap
 import os
 import stat
-import sys
 from collections.abc import Callable, Iterable
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
@@ -34,8 +31,6 @@ class CheckpointReader:
                                  "with safe serialization, the transformers default)")
         self._stack = ExitStack()
         self._where: dict[str, Any] = {}
-        self._file_of: dict[str, Path] = {}
-        self._mapped: dict[Path, _MappedFile | None] = {}
 
     def __enter__(self) -> "CheckpointReader":
         for file in self._files:
@@ -51,7 +46,6 @@ class CheckpointReader:
                 raise EmulationError(f"--checkpoint {file}: not a readable safetensors file "
                                      f"({type(err).__name__}: {err})") from None
             self._where.update(dict.fromkeys(handle.keys(), handle))
-            self._file_of.update(dict.fromkeys(handle.keys(), file))
         return self
 
     def __exit__(self, kind: type[BaseException] | None, err: BaseException | None,
@@ -107,67 +101,8 @@ class CheckpointReader:
         index[-1] = slice(last.start + source.part * width, last.stop + source.part * width)
         if source.transposed:
             index.reverse()
-        view = self._slice(key)
-        if not source.transposed and all(
-                (s.start, s.stop) == (0, n) for s, n in zip(index, view.get_shape(), strict=True)):
-            whole = self._whole(key)
-            if whole is not None:
-                return whole
-        data = view[tuple(index)]
+        data = self._where[key].get_slice(key)[tuple(index)]
         return data.T.contiguous() if source.transposed else data
-
-    def _slice(self, key: str) -> Any:
-        return self._where[key].get_slice(key)
-
-    def _whole(self, key: str) -> torch.Tensor | None:
-        """Tensor `key` whole, as the file's own pages (mapped copy-on-write: never written,
-        they stay the page cache's, shared by every rank that reads them), or None where
-        its dtype has no torch twin here. A rank then neither copies nor zero-fills them:
-        the token table every DFX rank holds whole is 206 MB of gpt2-345m's 489 MiB per rank
-        on 4 ranks, 0.1 s of their loading on 2 cores (issue 36)."""
-        file = self._file_of[key]
-        if file not in self._mapped:
-            self._mapped[file] = _MappedFile.open(file)
-        mapped = self._mapped[file]
-        return None if mapped is None else mapped.tensor(key)
-
-
-# safetensors' dtype names (its format's header) and torch's
-_DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16,
-           "BF16": torch.bfloat16, "I64": torch.int64, "I32": torch.int32,
-           "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8, "BOOL": torch.bool}
-
-
-@dataclass
-class _MappedFile:
-    """A safetensors file mapped whole: its header (u64 little-endian length, then JSON
-    naming each tensor's dtype, shape and byte range after the header) and its bytes."""
-
-    data: mmap.mmap
-    start: int  # where the tensors' bytes begin
-    header: dict[str, Any]
-
-    @classmethod
-    def open(cls, file: Path) -> "_MappedFile | None":
-        """None on a big-endian machine: the format's bytes are little-endian."""
-        if sys.byteorder != "little":
-            return None
-        with open(file, "rb") as handle:
-            size = int.from_bytes(handle.read(8), "little")
-            header = json.loads(handle.read(size))
-            data = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_COPY)
-        return cls(data, 8 + size, header)
-
-    def tensor(self, key: str) -> torch.Tensor | None:
-        entry = self.header[key]
-        dtype = _DTYPES.get(entry["dtype"])
-        if dtype is None:
-            return None
-        begin, end = entry["data_offsets"]
-        flat = torch.frombuffer(self.data, dtype=dtype, count=(end - begin) // dtype.itemsize,
-                                offset=self.start + begin) if end > begin else (
-            torch.empty(0, dtype=dtype))
-        return flat.view(entry["shape"])
 
 
 def _expert(source: HFSource, expert: int) -> HFSource:
