@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 
 from archipelago.emulate.errors import RankFailure, one_line
-from archipelago.emulate.exchange import Exchange, Gloo, PeerFailure, transport
+from archipelago.emulate.exchange import Exchange, PeerFailure, in_shared_memory, transport
 from archipelago.emulate.job import EmulationJob
 from archipelago.emulate.stderr import Captured, captured_stderr
 from archipelago.emulate.torchrun import TorchrunPlace
@@ -94,8 +94,7 @@ def run_rank(plan: SPMDPlan, job: EmulationJob, program: RankProgram, place: Tor
     rank, world, local_world = place.rank, place.world, place.local_world
     torch.set_num_threads(rank_threads(local_world))
     timeout = timedelta(seconds=job.timeout_s)
-    over = transport(shared, rank, world, job.timeout_s)
-    grouped = isinstance(over, Gloo)
+    grouped = not in_shared_memory(shared)
     try:
         store = _all_joined(rank, world, timeout)
         if provide_weights:  # before the group exists: transformers saves only on rank 0 then
@@ -107,7 +106,7 @@ def run_rank(plan: SPMDPlan, job: EmulationJob, program: RankProgram, place: Tor
     except (RuntimeError, dist.DistError) as err:  # e.g. a peer never joined
         raise PeerFailure.during("joining the process group", err) from None
     heartbeat.stamp("joined")
-    exchange = Exchange(heartbeat, over)
+    exchange = Exchange(heartbeat, transport(shared, rank, world, job.timeout_s))
     result = program.run_rank(plan, job, rank, exchange)
     gathered = [result] if shared is not None else exchange.gather_to_root(result)
     heartbeat.stamp("gathered")
