@@ -38,8 +38,9 @@ from archipelago.strategies.tensor_parallel.plan import CommStep, ComputeStep, D
 from archipelago.strategies.tensor_parallel.planning.heads import even
 
 # How often the launcher's reference thread looks for the ranks' new tokens: a small share
-# of a decode step (0.16 s on 4 ranks, gpt2-345m, issue 36), each look a few microseconds.
-TOKEN_POLL_S = 0.005
+# of a decode step (0.16 s on 4 ranks, gpt2-345m, issue 36), and seldom enough that its
+# wake-ups do not preempt ranks that run in lock-step on two cores.
+TOKEN_POLL_S = 0.02
 # The float arithmetic of each --precision: the quantized formats keep FP32 outside their
 # matrices (and W4A16's activations), so they differ from the FP32 reference only there.
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16,
