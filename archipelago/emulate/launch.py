@@ -137,16 +137,25 @@ def run_ranks(plan: SPMDPlan, job: EmulationJob, program: RankProgram,
     launcher = _forked_here(plan)
     context = mp.get_context("forkserver" if launcher is None else "fork")
     store, fault = _store(ranks, job.timeout_s), os.environ.get(FAULT_ENV)
+    # Ranks forked here wait at a gate until all are forked: a rank connecting to the
+    # store has the store's thread here look its address up (getnameinfo), holding glibc's
+    # resolver lock, and a rank forked meanwhile inherited that lock held and hung on it
+    # forever at its own connect (gdb, 8fee7f1 and after: about 1 call in 10 on 4 ranks).
+    gate = os.pipe() if launcher is not None else None
     procs = [context.Process(target=worker.main,
                              args=(run_dir, plan, job, program, rank, store.port, fault,
-                                   launcher),
+                                   launcher, gate),
                              name=f"archipelago-rank{rank}", daemon=True)
              for rank in range(ranks)]
     try:
-        with _bare_main():
-            for proc in procs:
-                proc.start()  # returns once the server forked it: its imports are done
-                clock.mark("first_fork", once=True)
+        try:
+            with _bare_main():
+                for proc in procs:
+                    proc.start()  # returns once the server forked it: its imports are done
+                    clock.mark("first_fork", once=True)
+        finally:
+            for end in gate or ():
+                os.close(end)  # the gate opens: the ranks read its end
         clock.mark("forked")
         record_helpers()
         with _TokenBars(plan, job, program) as bars:

@@ -188,11 +188,17 @@ def result_path(run_dir: Path, rank: int) -> Path:
 
 
 def main(run_dir: Path, plan: SPMDPlan, job: EmulationJob, program: RankProgram, rank: int,
-         port: int, fault: str | None, launcher: int | None = None) -> None:
+         port: int, fault: str | None, launcher: int | None = None,
+         gate: tuple[int, int] | None = None) -> None:
     """A rank started by the launcher (forked from its fork server, or from the launcher
-    itself, pid `launcher`) with the launcher's own SPMDPlan object: output goes to
+    itself, pid `launcher`, then through `gate`: a pipe whose end of file says every rank
+    is forked) with the launcher's own SPMDPlan object: output goes to
     RUN_DIR/rank{k}.log, failures to RUN_DIR/rank{k}.error."""
     die_with_parent()
+    if gate is not None:
+        os.close(gate[1])
+        os.read(gate[0], 1)  # end of file once the launcher and every rank closed theirs
+        os.close(gate[0])
     if launcher is not None:
         # forked from the launcher, in its process group: a terminal's Ctrl-C is the
         # launcher's to handle (the fork server's ranks ignore it too), and a launcher that
