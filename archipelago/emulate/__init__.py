@@ -9,6 +9,7 @@
     exchange     the only way activations leave a rank: counted, watched collectives, over
                  gloo or (the launcher's ranks) shared_memory, which waits with futex
     torchrun     the standard RANK/WORLD_SIZE/MASTER_* environment, checked at the edge
+    timeline, tokens   where a run's time goes; the tokens each rank has generated
     job, errors  the request and the error types
 
 Each kind's emulator lives in its own package (`strategies/<kind>/emulate`). Importing this

@@ -93,10 +93,15 @@ class Gloo:
         return Gloo(self.timeout_s, next(pg for g, pg in made if dist.get_rank() in g))
 
 
+def in_shared_memory(shared: Path | None) -> bool:
+    """Whether `transport` moves the collectives through shared memory (else over gloo)."""
+    return shared is not None and futex.supported()
+
+
 def transport(shared: Path | None, rank: int, world: int, timeout_s: float) -> Transport:
     """Shared memory in folder `shared` where the ranks share this host (the launcher's)
     and futex.supported() holds; gloo's default process group otherwise."""
-    if shared is not None and futex.supported():
+    if in_shared_memory(shared):
         return SharedMemory.world(shared, rank, world, timeout_s)
     return Gloo(timeout_s)
 

@@ -46,8 +46,9 @@ def emulate_locally(plan: SPMDPlan, job: EmulationJob, program: RankProgram) -> 
     weights' preparation here (transformers' import, a seeded model built and saved), and
     the ranks fork once both are done. The program's reference
     is prepared in a thread from then on, while the ranks start and run, told when a core
-    is idle (a fork server started by this call still importing). The report carries the
-    run's `timeline` (timeline.py)."""
+    is idle (a fork server started by this call still importing) and which tokens the
+    ranks have generated (the progress board's). The report carries the run's `timeline`
+    (timeline.py)."""
     clock = Timeline()
     with owned_run_dir() as run_dir:
         clock.mark("reaper")
@@ -57,12 +58,15 @@ def emulate_locally(plan: SPMDPlan, job: EmulationJob, program: RankProgram) -> 
         clock.mark("fork_server")
         job = program.provide_weights(plan, job, run_dir)
         clock.mark("weights")
-        with _meanwhile(program.reference, plan, job, started, clock) as reference:
-            results = run_ranks(plan, job, program, run_dir, clock)
+        tokens = max(program.pace(plan, job, r)[1] for r in range(plan.ranks)) if (
+            program.pace) else 0
+        board = ProgressBoard(run_dir / "progress", plan.ranks, create=True, tokens=tokens)
+        with _meanwhile(program.reference, plan, job, started, clock, board) as reference:
+            results = run_ranks(plan, job, program, run_dir, clock, board)
             ref = reference.result()
         report = program.summarize(plan, job, results, ref)
         clock.mark("checked")
-        stamps = ProgressBoard(run_dir / "progress", plan.ranks).stamps.read()
+        stamps = board.stamps.read()
     clock.mark("removed")
     return {**report, "timeline": clock.report(stamps)}
 
@@ -75,11 +79,12 @@ def _spare_core() -> bool:
 
 
 @contextmanager
-def _meanwhile(prepare: Callable[[SPMDPlan, EmulationJob, Callable[[], bool]], Any],
-               plan: SPMDPlan, job: EmulationJob, starting: bool, clock: Timeline
-               ) -> Iterator[Future]:
-    """`prepare(plan, job, idle)` in a thread while the block runs (the program's
-    reference, marked `reference` when ready). With a fork server started now (`starting`)
+def _meanwhile(prepare: Callable[..., Any], plan: SPMDPlan, job: EmulationJob,
+               starting: bool, clock: Timeline, board: ProgressBoard) -> Iterator[Future]:
+    """`prepare(plan, job, idle, tokens)` in a thread while the block runs (the program's
+    reference, marked `reference` when ready; `tokens()`: those every rank has generated
+    on `board`, and whether the ranks are done: none will follow). With a fork server
+    started now (`starting`)
     and a core to spare it starts at once, `idle()` True until the server has forked a
     rank; otherwise it starts once every rank is forked (its Python held the GIL from the
     forking: a later call's first rank ran 0.6-0.7 s after the weights, 0.25-0.5 s with
@@ -90,12 +95,16 @@ def _meanwhile(prepare: Callable[[SPMDPlan, EmulationJob, Callable[[], bool]], A
     def idle() -> bool:
         return ahead and "first_fork" not in clock.marks
 
+    def tokens() -> tuple[list[int], bool]:
+        done = ended.is_set() or "exited" in clock.marks
+        return board.tokens.agreed(), done
+
     def run() -> Any:
         while not (ahead or "forked" in clock.marks):
             if ended.wait(POLL_S):
                 return None
         try:
-            return prepare(plan, job, idle)
+            return prepare(plan, job, idle, tokens)
         finally:
             clock.mark("reference")
 
@@ -117,27 +126,36 @@ def _store(ranks: int, timeout_s: float) -> dist.TCPStore:
 
 
 def run_ranks(plan: SPMDPlan, job: EmulationJob, program: RankProgram,
-              run_dir: Path, clock: Timeline) -> list[dict[str, Any]]:
-    """One OS process per device (gloo over loopback to join and gather; collectives in
-    shared memory), forked from this launcher or from a server that imported torch once
-    (started by emulate_locally; `_forked_here` says which); all are killed as soon as one
-    fails or the run stalls (watchdog.watch raises RankFailure). Rank 0's gathered results
-    come back through RUN_DIR. `clock` marks when the ranks were forked, exited and reaped."""
+              run_dir: Path, clock: Timeline, board: ProgressBoard) -> list[dict[str, Any]]:
+    """One OS process per device (collectives in shared memory, a TCP store to join),
+    forked from this launcher or from a server that imported torch once (started by
+    emulate_locally; `_forked_here` says which); all are killed as soon as one fails or the
+    run stalls (watchdog.watch raises RankFailure). Each rank's result comes back through
+    RUN_DIR. `clock` marks when the ranks were forked, exited and reaped;
+    the ranks count and stamp on `board` (created at run_dir/progress)."""
     ranks = plan.ranks
-    board = ProgressBoard(run_dir / "progress", ranks, create=True)
     launcher = _forked_here(plan)
     context = mp.get_context("forkserver" if launcher is None else "fork")
     store, fault = _store(ranks, job.timeout_s), os.environ.get(FAULT_ENV)
+    # Ranks forked here wait at a gate until all are forked: a rank connecting to the
+    # store has the store's thread here look its address up (getnameinfo), holding glibc's
+    # resolver lock, and a rank forked meanwhile inherited that lock held and hung on it
+    # forever at its own connect (gdb, 8fee7f1 and after: about 1 call in 10 on 4 ranks).
+    gate = os.pipe() if launcher is not None else None
     procs = [context.Process(target=worker.main,
                              args=(run_dir, plan, job, program, rank, store.port, fault,
-                                   launcher),
+                                   launcher, gate),
                              name=f"archipelago-rank{rank}", daemon=True)
              for rank in range(ranks)]
     try:
-        with _bare_main():
-            for proc in procs:
-                proc.start()  # returns once the server forked it: its imports are done
-                clock.mark("first_fork", once=True)
+        try:
+            with _bare_main():
+                for proc in procs:
+                    proc.start()  # returns once the server forked it: its imports are done
+                    clock.mark("first_fork", once=True)
+        finally:
+            for end in gate or ():
+                os.close(end)  # the gate opens: the ranks read its end
         clock.mark("forked")
         record_helpers()
         with _TokenBars(plan, job, program) as bars:
@@ -146,7 +164,8 @@ def run_ranks(plan: SPMDPlan, job: EmulationJob, program: RankProgram,
         clock.mark("exited")
     finally:
         stop(procs)
-    results = torch.load(run_dir / "result.pt")
+    results = [result for rank in range(ranks)
+               for result in torch.load(worker.result_path(run_dir, rank))]
     clock.mark("results")
     return results
 

@@ -113,17 +113,25 @@ def _start_reaper() -> subprocess.Popen:
         env={**os.environ, "PYTHONPATH": path}, start_new_session=True)
 
 
+def _running() -> subprocess.Popen:
+    """The reaper, started first if needed (call with `_lock` held). Its interpreter starts
+    while the launcher goes on: what it is told meanwhile waits in its pipe, read once it
+    runs, end of file included."""
+    global _reaper
+    if _reaper is None or _reaper.poll() is not None:
+        _reaper = _start_reaper()
+    return _reaper
+
+
 def _tell(line: str) -> None:
     """Send the reaper a line (starting it first if needed); `scan` waits for its answer."""
-    global _reaper
     with _lock:
-        if _reaper is None or _reaper.poll() is not None:
-            _reaper = _start_reaper()
-        assert _reaper.stdin is not None and _reaper.stdout is not None
-        _reaper.stdin.write(f"{line}\n".encode())
-        _reaper.stdin.flush()
+        reaper = _running()
+        assert reaper.stdin is not None and reaper.stdout is not None
+        reaper.stdin.write(f"{line}\n".encode())
+        reaper.stdin.flush()
         if line == "scan":
-            _reaper.stdout.readline()
+            reaper.stdout.readline()
 
 
 def _announced_mp_temp_dir() -> None:
@@ -192,6 +200,12 @@ def start_fork_server(preload: list[str]) -> bool:
     return server._forkserver_pid != running
 
 
+def _fork_server_running() -> bool:
+    from multiprocessing import forkserver
+
+    return forkserver._forkserver._forkserver_pid is not None
+
+
 def record_helpers() -> None:
     """Have the reaper record this process's helpers now (call once ranks have started).
     Ranks forked from this process (launch._forked_here) start no fork server, but
@@ -208,7 +222,11 @@ def owned_run_dir() -> Iterator[Path]:
     """A temporary directory for one run, removed with every process of the run when the run
     ends or this process does, however. SIGINT and SIGTERM end the run as an error (exit
     130 or 143) saying every rank was stopped."""
-    _tell("scan")  # starts the reaper before there is anything to lose
+    with _lock:  # the reaper started before there is anything to lose, not waited for
+        fresh = _reaper is None or _reaper.poll() is not None  # (its interpreter's start:
+        _running()  # 40-60 ms of a first call, issue 36)
+    if fresh and _fork_server_running():  # an earlier run's server, recorded by a new reaper
+        _tell("scan")
     scratch = current_scratch()
     if scratch is not None:  # the command's own, which holds this run's directory
         _tell(f"also {scratch}")

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-# A rank's steps, in order: forked and running the worker, in the process group, its shard
-# loaded, its first and last token out, the results gathered on rank 0 (a rank program
+# A rank's steps, in order: forked and running the worker, joined the others, its shard
+# loaded, its first and last token out, its result handed over (a rank program
 # stamps the middle three; one that does not leaves them out of the report).
 RANK_PHASES = ("started", "joined", "loaded", "first_token", "last_token", "gathered")
 

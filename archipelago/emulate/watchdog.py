@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from multiprocessing.connection import wait
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import numpy as np
 from archipelago.emulate.errors import RankFailure
 from archipelago.emulate.stderr import meaningful_lines
 from archipelago.emulate.timeline import RankStamps
+from archipelago.emulate.tokens import RankTokens
 from archipelago.errors import elide
 
 # "RANK:ACTION:N": rank RANK raises (`raise`), SIGKILLs itself (`kill`) or hangs (`hang`)
@@ -30,11 +32,13 @@ POLL_S = 0.05
 
 class ProgressBoard:
     """Collectives started per rank, in a small memory-mapped file all ranks share, and
-    when each rank reached each step (timeline.RANK_PHASES) in another beside it."""
+    beside it when each rank reached each step (timeline.RANK_PHASES) and the tokens it
+    generated (tokens.py: room for `tokens` each, set by the launcher that creates it)."""
 
-    def __init__(self, path: Path, ranks: int, create: bool = False) -> None:
+    def __init__(self, path: Path, ranks: int, create: bool = False, tokens: int = 0) -> None:
         self._counts = np.memmap(path, np.int64, "w+" if create else "r+", shape=(ranks,))
         self.stamps = RankStamps(path.with_suffix(".stamps"), ranks, create)
+        self.tokens = RankTokens(path.with_suffix(".tokens"), ranks, tokens if create else None)
 
     def read(self) -> np.ndarray:
         return np.array(self._counts)
@@ -84,6 +88,11 @@ class Heartbeat:
         """This rank reached `phase` (timeline.RANK_PHASES) now."""
         if self.board is not None:
             self.board.stamps.stamp(self.rank, phase)
+
+    def token(self, index: int, token: int) -> None:
+        """This rank knows generated token `index` now."""
+        if self.board is not None:
+            self.board.tokens.publish(self.rank, index, token)
 
     def finish(self) -> None:
         if self.board is not None:
@@ -179,7 +188,8 @@ def watch(procs: list[BaseProcess], board: ProgressBoard, run_dir: Path,
             last, changed = seen, time.monotonic()
         elif busy and (seen != 0).all() and time.monotonic() - changed > timeout_s + GRACE_S:
             raise RankFailure(_diagnose(procs, board, run_dir, names))
-        time.sleep(POLL_S)
+        # woken by a rank's exit at once: the last rank's is when the results are in
+        wait([p.sentinel for p in procs if p.exitcode is None], POLL_S)
 
 
 def stop(procs: list[BaseProcess]) -> None:

@@ -1,5 +1,6 @@
-"""One rank process: join the gloo process group, run an emulator's rank program on this
-device's shard, send the result to rank 0. Started by the launcher (`main`), or as
+"""One rank process: join the others (and the gloo process group where the collectives need
+it), run an emulator's rank program on this device's shard, hand the result over (to the
+launcher, or to rank 0 under torchrun). Started by the launcher (`main`), or as
 `archi emulate` under torchrun (`run_torchrun_rank`)."""
 
 import os
@@ -16,7 +17,7 @@ import torch
 import torch.distributed as dist
 
 from archipelago.emulate.errors import RankFailure, one_line
-from archipelago.emulate.exchange import Exchange, PeerFailure, transport
+from archipelago.emulate.exchange import Exchange, PeerFailure, in_shared_memory, transport
 from archipelago.emulate.job import EmulationJob
 from archipelago.emulate.stderr import Captured, captured_stderr
 from archipelago.emulate.torchrun import TorchrunPlace
@@ -42,7 +43,8 @@ class SPMDPlan(Protocol):
 @dataclass(frozen=True)
 class RankProgram:
     """An SPMD emulator: `run_rank` runs on every rank with its Exchange; `summarize` turns
-    all ranks' results (gathered on rank 0) and the `reference` into the report."""
+    all ranks' results (read by the launcher, or gathered on rank 0 under torchrun) and
+    the `reference` into the report."""
 
     run_rank: Callable[[SPMDPlan, EmulationJob, int, Exchange], dict[str, Any]]
     summarize: Callable[[SPMDPlan, EmulationJob, list[dict[str, Any]], Any], dict[str, Any]]
@@ -56,12 +58,14 @@ class RankProgram:
     # (plan, rank) -> what the rank emulates, in the user's words ("u280 'fpga1', tensor
     # shard 2 of 4"): failure lines name it beside the rank number
     role: Callable[[SPMDPlan, int], str] = lambda plan, rank: f"device {rank} of {plan.ranks}"
-    # (plan, job, idle) -> what `summarize` checks the results against (a reference model),
-    # once the weights are provided: the launcher prepares it in a thread while the ranks
-    # start and run (`idle()`: True while a core is to spare, their fork server still
-    # importing), a torchrun rank 0 once the results are in
-    reference: Callable[[SPMDPlan, EmulationJob, Callable[[], bool]], Any] = (
-        lambda plan, job, idle: None)
+    # (plan, job, idle, tokens) -> what `summarize` checks the results against (a reference
+    # model), once the weights are provided: the launcher prepares it in a thread while the
+    # ranks start and run (`idle()`: True while a core is to spare, their fork server still
+    # importing; `tokens()`: the tokens every rank has generated so far, and whether the
+    # ranks are done), a torchrun rank 0 once the results are in
+    reference: Callable[[SPMDPlan, EmulationJob, Callable[[], bool],
+                         Callable[[], tuple[list[int], bool]]], Any] = (
+        lambda plan, job, idle, tokens: None)
 
 
 def rank_name(plan: SPMDPlan, program: RankProgram, rank: int) -> str:
@@ -77,30 +81,38 @@ def rank_threads(local_world: int) -> int:
 def run_rank(plan: SPMDPlan, job: EmulationJob, program: RankProgram, place: TorchrunPlace,
              heartbeat: Heartbeat, provide_weights: bool = False, shared: Path | None = None
              ) -> tuple[EmulationJob, list[dict[str, Any]] | None]:
-    """This rank's part of `plan` (the launch's size checked against it already); rank 0
-    gets every rank's result, the others None, beside the job it ran. Collectives time out
-    after `job.timeout_s`, so a dead or hung peer cannot block forever. With
-    `provide_weights` (torchrun) the weights are provided once every rank has checked in at
-    the store, so a run a rank cannot join writes none. With `shared` (a folder of the
-    launcher's run) the collectives go through shared memory there (exchange.transport)."""
+    """This rank's part of `plan` (the launch's size checked against it already), beside
+    the job it ran: under torchrun rank 0 gets every rank's result, the others None; a
+    launcher's rank (`shared`: a folder of its run) returns its own alone, which the
+    launcher reads beside the others'. Collectives time out after `job.timeout_s`, so a
+    dead or hung peer cannot block forever. With `provide_weights` (torchrun) the weights
+    are provided once every rank has checked in at the store, so a run a rank cannot join
+    writes none. With `shared` the collectives go through shared memory there where they
+    can (exchange.transport), and then no gloo process group is made: nothing else would
+    use it (the last of 4 ranks joined it 0.04-0.09 s after the last started, against
+    0.01-0.02 s to check in at the store alone, on 2 shared cores, issue 36)."""
     rank, world, local_world = place.rank, place.world, place.local_world
     torch.set_num_threads(rank_threads(local_world))
     timeout = timedelta(seconds=job.timeout_s)
+    grouped = not in_shared_memory(shared)
     try:
         store = _all_joined(rank, world, timeout)
         if provide_weights:  # before the group exists: transformers saves only on rank 0 then
             job = program.provide_weights(plan, job, None)
             _all_reached(store, "weights", rank, world)
-        dist.init_process_group("gloo", store=store, rank=rank, world_size=world,
-                                timeout=timeout)
+        if grouped:
+            dist.init_process_group("gloo", store=store, rank=rank, world_size=world,
+                                    timeout=timeout)
     except (RuntimeError, dist.DistError) as err:  # e.g. a peer never joined
         raise PeerFailure.during("joining the process group", err) from None
     heartbeat.stamp("joined")
     exchange = Exchange(heartbeat, transport(shared, rank, world, job.timeout_s))
-    gathered = exchange.gather_to_root(program.run_rank(plan, job, rank, exchange))
+    result = program.run_rank(plan, job, rank, exchange)
+    gathered = [result] if shared is not None else exchange.gather_to_root(result)
     heartbeat.stamp("gathered")
     heartbeat.finish()
-    dist.destroy_process_group()
+    if grouped:
+        dist.destroy_process_group()
     return job, gathered
 
 
@@ -156,7 +168,8 @@ def run_torchrun_rank(plan: SPMDPlan, job: EmulationJob, program: RankProgram,
     sys.stderr.write(torch_said.not_torch())
     if gathered is None:
         return None
-    return program.summarize(plan, job, gathered, program.reference(plan, job, _busy))
+    return program.summarize(plan, job, gathered,
+                             program.reference(plan, job, _busy, _none_published))
 
 
 def _busy() -> bool:
@@ -164,12 +177,28 @@ def _busy() -> bool:
     return False
 
 
+def _none_published() -> tuple[list[int], bool]:
+    """A torchrun rank 0's reference sees no tokens published: the results are in."""
+    return [], True
+
+
+def result_path(run_dir: Path, rank: int) -> Path:
+    """Where a launcher's rank leaves its result for the launcher."""
+    return run_dir / f"result{rank}.pt"
+
+
 def main(run_dir: Path, plan: SPMDPlan, job: EmulationJob, program: RankProgram, rank: int,
-         port: int, fault: str | None, launcher: int | None = None) -> None:
+         port: int, fault: str | None, launcher: int | None = None,
+         gate: tuple[int, int] | None = None) -> None:
     """A rank started by the launcher (forked from its fork server, or from the launcher
-    itself, pid `launcher`) with the launcher's own SPMDPlan object: output goes to
+    itself, pid `launcher`, then through `gate`: a pipe whose end of file says every rank
+    is forked) with the launcher's own SPMDPlan object: output goes to
     RUN_DIR/rank{k}.log, failures to RUN_DIR/rank{k}.error."""
     die_with_parent()
+    if gate is not None:
+        os.close(gate[1])
+        os.read(gate[0], 1)  # end of file once the launcher and every rank closed theirs
+        os.close(gate[0])
     if launcher is not None:
         # forked from the launcher, in its process group: a terminal's Ctrl-C is the
         # launcher's to handle (the fork server's ranks ignore it too), and a launcher that
@@ -194,8 +223,7 @@ def main(run_dir: Path, plan: SPMDPlan, job: EmulationJob, program: RankProgram,
     try:
         _, gathered = run_rank(plan, job, program, TorchrunPlace(rank, world, world),
                                heartbeat, shared=run_dir / "shared")
-        if gathered is not None:
-            torch.save(gathered, run_dir / "result.pt")
+        torch.save(gathered, result_path(run_dir, rank))
     except PeerFailure as err:
         record_failure(run_dir, rank, "peer", str(err))
         os._exit(1)  # skip process-group teardown, which could wait on the dead peer

@@ -123,6 +123,7 @@ def _generate(place: _Place, rs: RankState, ex: Exchange, job: EmulationJob
         else:
             token, local = pick(ring, rs, hidden)
             tokens.append(token)
+            ex.heartbeat.token(step, token)  # the launcher's check may start on them
             logits.append(local.float())
         if step == 0:
             ex.heartbeat.stamp("first_token")
@@ -135,6 +136,7 @@ def _generate(place: _Place, rs: RankState, ex: Exchange, job: EmulationJob
             token = int(ex.recv((1,), torch.int32, place.rank + (pp - 1) * tp, TOKEN_RECV,
                                 what)[0])
             tokens.append(token)
+            ex.heartbeat.token(step, token)
         if stage.first:
             feed = torch.tensor([token])
     return tokens, logits
@@ -231,9 +233,10 @@ def weights(plan: StagedPlan, job: EmulationJob, run_dir: Path | None) -> Emulat
     return provide_weights(plan.program, job, run_dir)
 
 
-def reference(plan: StagedPlan, job: EmulationJob, idle: Callable[[], bool]) -> Reference:
+def reference(plan: StagedPlan, job: EmulationJob, idle: Callable[[], bool],
+              tokens: Callable[[], tuple[list[int], bool]]) -> Reference:
     """The unsplit model the last stage's results are checked against."""
-    return prepare_reference(plan.program, job, idle)
+    return prepare_reference(plan.program, job, idle, tokens)
 
 
 def role(plan: StagedPlan, rank: int) -> str:

@@ -2,6 +2,7 @@
 starts, its shard loaded into its state, the weights every rank reads, and the report head
 rank 0 writes against transformers (program.py walks the stages with them)."""
 
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -36,6 +37,10 @@ from archipelago.strategies.tensor_parallel.emulate.w8a8 import quantize
 from archipelago.strategies.tensor_parallel.plan import CommStep, ComputeStep, DevicePlan, Plan
 from archipelago.strategies.tensor_parallel.planning.heads import even
 
+# How often the launcher's reference thread looks for the ranks' new tokens: a small share
+# of a decode step (0.16 s on 4 ranks, gpt2-345m, issue 36), and seldom enough that its
+# wake-ups do not preempt ranks that run in lock-step on two cores.
+TOKEN_POLL_S = 0.02
 # The float arithmetic of each --precision: the quantized formats keep FP32 outside their
 # matrices (and W4A16's activations), so they differ from the FP32 reference only there.
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16,
@@ -155,21 +160,30 @@ def rank_state(plan: Plan, job: EmulationJob, device: DevicePlan, exchange: Exch
 class Reference:
     """The unsplit transformers model with the run's weights, and, when the launcher had a
     core to spare for it while the ranks started, its greedy tokens and the logits along
-    them (`greedy`)."""
+    them (`greedy`); or, once the ranks had published all tokens but the last, the logits
+    along the emulated path (`along`: the tokens fed after the prompt, and the logits)."""
 
     model: Any
     prompt: torch.Tensor
     greedy: tuple[list[int], torch.Tensor] | None = None
+    along: tuple[list[int], torch.Tensor] | None = None
 
 
-def prepare_reference(plan: Plan, job: EmulationJob, idle: Callable[[], bool]) -> Reference:
+def prepare_reference(plan: Plan, job: EmulationJob, idle: Callable[[], bool],
+                      tokens: Callable[[], tuple[list[int], bool]] | None = None
+                      ) -> Reference:
     """The reference, prepared by the launcher in a thread while the ranks start and run:
     the model loaded (its weights the checkpoint's file-backed pages, which the ranks'
     shards read too) and quantized as the run's precision is. While `idle()` (a core to
     spare: the ranks' fork server still importing torch, 1.3-3 s of one core) it decodes
     greedily too, and where the emulated tokens agree with all of it no pass is left for
     after the ranks; stopped before the end, the pass runs (a decode step streams all the
-    weights as the whole pass does: steps beside running ranks would take their cores)."""
+    weights as the whole pass does: steps beside running ranks would take their cores).
+    That pass runs here as soon as `tokens()` (the ranks' tokens so far, and whether they
+    are done) holds the ones it feeds, all but the last: beside the ranks' last decode step
+    and exit, on cores they leave idle then, instead of after them (0.38 s of a 2.2 s
+    4-rank run, gpt2-345m 8:8, issue 36); the same call on the same threads, so the same
+    logits as report_head's own."""
     from archipelago.strategies.tensor_parallel.emulate import (
         reference,  # transformers loads only where results meet
     )
@@ -184,7 +198,27 @@ def prepare_reference(plan: Plan, job: EmulationJob, idle: Callable[[], bool]) -
         if job.precision in QUANTIZED_PRECISIONS:
             quantize_reference(model, plan.spec, job.precision)
         greedy = reference.greedy_while(model, prompt, work.output_tokens, idle)
-    return Reference(model, prompt, greedy)
+        along = None if greedy is not None or tokens is None else _along_when_known(
+            model, prompt, work.output_tokens - 1, tokens)
+    return Reference(model, prompt, greedy, along)
+
+
+def _along_when_known(model: Any, prompt: torch.Tensor, feeds: int,
+                      tokens: Callable[[], tuple[list[int], bool]]
+                      ) -> tuple[list[int], torch.Tensor] | None:
+    """reference.logits_along over the first `feeds` emulated tokens once `tokens()` has
+    them (polled: a rank publishes each token as it picks it), or None where the ranks end
+    without them."""
+    from archipelago.strategies.tensor_parallel.emulate import reference
+
+    while True:
+        known, done = tokens()
+        if len(known) >= feeds:
+            fed = known[:feeds]
+            return fed, reference.logits_along(model, prompt, fed)
+        if done:
+            return None
+        time.sleep(TOKEN_POLL_S)
 
 
 def report_head(plan: Plan, job: EmulationJob, ranks: list[dict[str, Any]],
@@ -212,7 +246,8 @@ def report_head(plan: Plan, job: EmulationJob, ranks: list[dict[str, Any]],
         expected, along = ref.greedy
     else:
         with reference.half_the_cores():
-            along = reference.logits_along(ref.model, prompt, tokens)
+            along = (ref.along[1] if ref.along is not None and ref.along[0] == tokens[:-1]
+                     else reference.logits_along(ref.model, prompt, tokens[:-1]))
             expected = (ref.greedy[0] if ref.greedy is not None
                         else tokens if along.argmax(dim=-1).tolist() == tokens
                         else reference.greedy_generate(ref.model, prompt,

@@ -121,11 +121,11 @@ def greedy_while(model: PreTrainedModel, prompt: torch.Tensor, new_tokens: int,
     return tokens, torch.cat(rows)
 
 
-def logits_along(model: PreTrainedModel, prompt: torch.Tensor,
-                 generated: list[int]) -> torch.Tensor:
-    """Reference logits at each generation step when fed the emulator's own tokens, so the
-    comparison stays meaningful even after the two token paths part."""
-    ids = torch.cat((prompt, torch.tensor(generated[:-1], dtype=prompt.dtype)))[None, :]
+def logits_along(model: PreTrainedModel, prompt: torch.Tensor, fed: list[int]) -> torch.Tensor:
+    """Reference logits at each generation step when fed the emulator's own tokens (`fed`:
+    all but the last generated), so the comparison stays meaningful even after the two
+    token paths part."""
+    ids = torch.cat((prompt, torch.tensor(fed, dtype=prompt.dtype)))[None, :]
     with torch.inference_mode():
         logits = model(ids).logits[0]
     return logits[len(prompt) - 1:].float()
