@@ -44,3 +44,19 @@ def onnx_network(tmp_path_factory: pytest.TempPathFactory):
     from tests.export_cache import onnx_networks
 
     return onnx_networks(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def gpt2_config(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The emulation tests' GPT-2 (tests/test_emulate.GPT2) as a config file, once a module."""
+    from tests.test_emulate import GPT2, write_config
+
+    return write_config(tmp_path_factory.mktemp("tiny-gpt2"), GPT2)
+
+
+@pytest.fixture(scope="module")
+def gpt2_reference():
+    """That GPT-2 built by transformers with the emulation tests' seeded weights."""
+    from tests.test_emulate import GPT2, SEED, hf_model
+
+    return hf_model(GPT2, SEED)

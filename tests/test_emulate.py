@@ -82,16 +82,6 @@ def held_numel(model: transformers.PreTrainedModel, ranks: int) -> tuple[int, in
     return whole - share + share // ranks, sum(p.numel() for p in split if p.dim() == 2) // ranks
 
 
-@pytest.fixture(scope="module")
-def gpt2_config(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return write_config(tmp_path_factory.mktemp("tiny-gpt2"), GPT2)
-
-
-@pytest.fixture(scope="module")
-def gpt2_reference() -> transformers.PreTrainedModel:
-    return hf_model(GPT2, SEED)
-
-
 @pytest.fixture(scope="module", params=[1, 2, 4])
 def gpt2_run(request: pytest.FixtureRequest, gpt2_config: str) -> dict[str, Any]:
     return emulate(gpt2_config, f"{request.param}xu280", "dfx", {"tokens": TOKENS}, seed=SEED)

@@ -6,19 +6,8 @@ from collections.abc import Callable
 
 import pytest
 import torch
-import transformers
 
-from tests.test_emulate import GPT2, SEED, _reference_case, hf_model, idle_for, write_config
-
-
-@pytest.fixture(scope="module")
-def gpt2_config(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return write_config(tmp_path_factory.mktemp("tiny-gpt2"), GPT2)
-
-
-@pytest.fixture(scope="module")
-def gpt2_reference() -> transformers.PreTrainedModel:
-    return hf_model(GPT2, SEED)
+from tests.test_emulate import GPT2, _reference_case, idle_for
 
 
 def test_agreed_tokens_are_the_prefix_every_rank_has_alike(tmp_path) -> None:
