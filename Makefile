@@ -9,12 +9,13 @@ EXTRAS := emulate,search,report,onnx,hls,tables,dev
 .PHONY: run test lint bench browser fuzz clean
 
 # uv installs the packages pip would, from the same places, in less time (issue 36: pip took
-# 100-160 s of a fresh clone's `make test`, uv about 30 s with an empty cache). uv reads no pip.conf, so pip's configured
-# find-links and extra indexes (a machine's wheels on disk) are handed to it, and it weighs
-# every index as pip does (best match, not first index). It compiles the bytecode as pip
-# does: where PYTHONDONTWRITEBYTECODE is set (as on this project's machines) nothing else
-# would, and every process importing torch and transformers would pay 10 s of CPU, not 4.5.
-# uv keeps its downloads in its own cache (UV_CACHE_DIR, else ~/.cache/uv).
+# 100-160 s of a fresh clone's `make test`, uv about 30 s with an empty cache). uv reads no
+# pip.conf, so pip's configured find-links and extra indexes (a machine's wheels on disk)
+# are handed to it, and it weighs every index as pip does (best match, not first index). It
+# compiles the bytecode as pip does: where PYTHONDONTWRITEBYTECODE is set (as on this
+# project's machines) nothing else would, and every process importing torch and
+# transformers would pay 10 s of CPU, not 4.5. uv keeps its downloads in its own cache
+# (UV_CACHE_DIR, else ~/.cache/uv).
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q uv==0.13.9
