@@ -1,10 +1,10 @@
-"""Ending the `archi` process without the interpreter's module teardown: once torch is
-loaded, clearing every module and collecting their cycles costs 0.6-0.9 s of CPU after the
-command's output is complete (issue 36; `python -m benchmarks.bench_exit` measures it).
-What a user would lose to `os._exit` is kept: exit handlers run (logging, Dask, temporary
-directories' finalizers), the standard streams are flushed, and a process with another
-non-daemon thread still running, or an exit that is not a plain status, ends the ordinary
-way."""
+"""Ending the `archi` process without the interpreter's module teardown: once torch,
+transformers or onnx is loaded, clearing every module and collecting their cycles costs
+0.6-0.9 s of CPU after the command's output is complete (issue 36; `python -m
+benchmarks.bench_exit` measures it). What a user would lose to `os._exit` is kept: exit
+handlers run (logging, Dask, temporary directories' finalizers), the standard streams are
+flushed, and a process with another non-daemon thread still running, or an exit that is
+not a plain status, ends the ordinary way."""
 
 import atexit
 import os
@@ -13,7 +13,8 @@ import threading
 from collections.abc import Callable
 from typing import NoReturn
 
-# Modules whose presence makes the teardown cost worth skipping; without them it is ~20 ms.
+# Modules whose presence makes the teardown cost worth skipping; without them it is 40-60 ms
+# of CPU (measured after importing archipelago.cli and .api), and the ordinary exit is kept.
 _HEAVY = ("torch", "transformers", "onnx")
 
 
